@@ -1,0 +1,145 @@
+//! `executor daemon`: the long-running process. For now it keeps the queue in line with the
+//! plans folder (watched, so a new note is taken in at once; rescanned on a timer as well,
+//! because file watchers can miss events) and beats a heartbeat that `executor status`
+//! reads. It stops cleanly on SIGINT or SIGTERM; killed harder, it loses nothing that was
+//! committed, and the next start takes in whatever changed meanwhile.
+//!
+//! A failure inside one pass (a busy database, an unreadable folder) is logged and the
+//! daemon goes on; only a failure to start is fatal.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::config::Settings;
+use crate::core::clock::{Clock, SystemClock};
+use crate::core::record::Heartbeat;
+use crate::ops::intake::PlansIntake;
+use crate::store::Store;
+
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
+/// Editors write a note in several steps; wait this long after the first event so one save
+/// is one scan.
+const SETTLE: Duration = Duration::from_millis(100);
+
+pub async fn run(settings: &Settings, store: &dyn Store, clock: &SystemClock) -> Result<()> {
+    let started_at = clock.now();
+    let mut heartbeat = Heartbeat {
+        component: "daemon".to_string(),
+        host: gethostname::gethostname().to_string_lossy().into_owned(),
+        pid: i64::from(std::process::id()),
+        started_at,
+        beat_at: started_at,
+        stopped_at: None,
+    };
+    store
+        .beat(&heartbeat)
+        .await
+        .context("cannot record the daemon's heartbeat")?;
+
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<()>();
+    let mut intake = settings.plans.clone().map(PlansIntake::new);
+    // Keep the watcher alive for the daemon's lifetime: dropping it stops the events.
+    let _watcher = match &intake {
+        Some(intake) => {
+            let dir = intake.dir().to_path_buf();
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create the plans folder {}", dir.display()))?;
+            let mut watcher =
+                notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                    let relevant = match &event {
+                        Ok(event) => !event.kind.is_access(),
+                        Err(_) => true,
+                    };
+                    if relevant {
+                        let _ = events_tx.send(());
+                    }
+                })
+                .context("cannot start the file watcher")?;
+            watcher
+                .watch(&dir, RecursiveMode::Recursive)
+                .with_context(|| format!("cannot watch {}", dir.display()))?;
+            tracing::info!(folder = %dir.display(), "watching the plans folder");
+            Some(watcher)
+        }
+        None => None,
+    };
+
+    tracing::info!(pid = heartbeat.pid, storage = %settings.storage.display(), "executor daemon started");
+    if let Some(intake) = intake.as_mut() {
+        ingest(intake, store, clock).await;
+    }
+
+    let mut beat_timer = tokio::time::interval(HEARTBEAT_EVERY);
+    let mut rescan_timer = tokio::time::interval(settings.raw.runner.loop_sleep);
+    beat_timer.tick().await;
+    rescan_timer.tick().await;
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+
+    loop {
+        tokio::select! {
+            signal = &mut shutdown => {
+                tracing::info!(%signal, "stopping");
+                break;
+            }
+            Some(()) = events_rx.recv() => {
+                tokio::time::sleep(SETTLE).await;
+                while events_rx.try_recv().is_ok() {}
+                if let Some(intake) = intake.as_mut() {
+                    ingest(intake, store, clock).await;
+                }
+            }
+            _ = rescan_timer.tick() => {
+                if let Some(intake) = intake.as_mut() {
+                    ingest(intake, store, clock).await;
+                }
+            }
+            _ = beat_timer.tick() => {
+                heartbeat.beat_at = clock.now();
+                if let Err(error) = store.beat(&heartbeat).await {
+                    tracing::warn!(%error, "cannot record the heartbeat");
+                }
+            }
+        }
+    }
+
+    heartbeat.beat_at = clock.now();
+    heartbeat.stopped_at = Some(heartbeat.beat_at);
+    store
+        .beat(&heartbeat)
+        .await
+        .context("cannot record the daemon's stop")?;
+    Ok(())
+}
+
+async fn ingest(intake: &mut PlansIntake, store: &dyn Store, clock: &SystemClock) {
+    if let Err(error) = intake.ingest(store, clock).await {
+        tracing::error!(%error, "plans folder scan failed; retrying on the next change or timer");
+    }
+}
+
+/// Resolves with the name of the signal that asked the daemon to stop.
+async fn shutdown_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => tokio::select! {
+                _ = tokio::signal::ctrl_c() => "SIGINT",
+                _ = term.recv() => "SIGTERM",
+            },
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                "SIGINT"
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "Ctrl-C"
+    }
+}

@@ -1,0 +1,349 @@
+//! The `executor` command: argument parsing, output, exit codes, and the wiring of the
+//! long-running daemon. Everything that decides lives in `core`; everything that stores
+//! lives in `store`; this module only connects them to a terminal.
+//!
+//! Exit codes (DESIGN section 9): 0 done, 1 failure, 2 bad usage or bad input.
+
+mod daemon;
+mod init;
+mod output;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use thiserror::Error;
+
+use crate::config::{self, ConfigError, Env, Settings};
+use crate::core::clock::SystemClock;
+use crate::core::gid::{self, GidError};
+use crate::core::queue::{QueueEvent, QueueStatus, UnknownStatus};
+use crate::core::task::{compose_description, NewTask, UpsertOutcome};
+use crate::ops::intake::PlansIntake;
+use crate::ops::queue::{self as queue_ops, QueueOpError};
+use crate::store::{self, Store};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "executor",
+    version,
+    about = "Runs an autonomous team of coding agents on your repositories",
+    propagate_version = true
+)]
+pub struct Cli {
+    /// The config file [default: ./executor.toml]
+    #[arg(long, global = true, env = "EXECUTOR_CONFIG", value_name = "PATH")]
+    config: Option<PathBuf>,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Write executor.toml, roles/, prompts/, a plans folder and an empty SQLite database
+    Init {
+        /// Where to create the workspace
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+    },
+    /// Enqueue a task (or update it, when its gid is already queued); prints its task_gid
+    Add(AddArgs),
+    /// List tasks
+    Queue {
+        /// Only tasks with this status
+        #[arg(long, value_parser = parse_status)]
+        status: Option<QueueStatus>,
+        /// One JSON document on stdout
+        #[arg(long)]
+        json: bool,
+    },
+    /// One task with its runs, history and decisions
+    Show {
+        gid: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The owner's approval: the task may be worked on
+    Go { gid: String },
+    /// The owner's rejection: the task is skipped
+    Skip {
+        gid: String,
+        /// Why, kept in the task's history
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Health: daemon, queue, live workers, pending escalations, intake errors
+    Status {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take in the sources, work until nothing is actionable, then exit (for cron)
+    Run {
+        /// Required: one pass, then exit (`executor daemon` is the long-running form)
+        #[arg(long, required = true)]
+        once: bool,
+    },
+    /// Run in the foreground: watch the plans folder and keep the queue up to date
+    Daemon,
+}
+
+#[derive(Debug, Args)]
+struct AddArgs {
+    /// The task's title (its description's first line)
+    #[arg(long)]
+    title: String,
+    /// Markdown body of the task
+    #[arg(long)]
+    description: Option<String>,
+    /// The task's unique id [default: generated]
+    #[arg(long)]
+    gid: Option<String>,
+    /// Where the task came from
+    #[arg(long, default_value = "cli")]
+    source: String,
+    #[arg(long, allow_negative_numbers = true)]
+    priority: Option<i64>,
+}
+
+fn parse_status(text: &str) -> Result<QueueStatus, UnknownStatus> {
+    text.parse()
+}
+
+/// A request the user can fix: exit code 2.
+#[derive(Debug, Error)]
+#[error("{0}")]
+pub struct BadInput(pub String);
+
+/// Runs the command line and turns the outcome into an exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let code = if error.use_stderr() { 2 } else { 0 };
+            let _ = error.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_tracing(matches!(cli.command, Command::Daemon | Command::Run { .. }));
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::from(exit_code(&error))
+        }
+    }
+}
+
+/// 2 when the user asked for something impossible or gave bad input, else 1.
+fn exit_code(error: &anyhow::Error) -> u8 {
+    let bad_input = error.chain().any(|cause| {
+        cause.is::<BadInput>()
+            || cause.is::<ConfigError>()
+            || cause.is::<GidError>()
+            || matches!(
+                cause.downcast_ref::<QueueOpError>(),
+                Some(QueueOpError::NotFound(_) | QueueOpError::Illegal { .. })
+            )
+    });
+    if bad_input {
+        2
+    } else {
+        1
+    }
+}
+
+fn init_tracing(long_running: bool) {
+    use tracing_subscriber::EnvFilter;
+    let default = if long_running { "info" } else { "warn" };
+    let filter =
+        EnvFilter::try_from_env("EXECUTOR_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+async fn dispatch(cli: Cli) -> Result<()> {
+    let config_path = cli.config.clone();
+    match cli.command {
+        Command::Init { dir } => init::run(&dir).await,
+        command => {
+            let settings = load_settings(config_path.as_deref())?;
+            let store = store::open(&settings.storage)
+                .await
+                .with_context(|| format!("cannot open {}", settings.storage.display()))?;
+            run_command(command, &settings, store).await
+        }
+    }
+}
+
+fn load_settings(explicit: Option<&Path>) -> Result<Settings> {
+    let path = match explicit {
+        Some(path) => path.to_path_buf(),
+        None => PathBuf::from(config::FILE_NAME),
+    };
+    if explicit.is_none() && !path.exists() {
+        let here = std::env::current_dir()
+            .map(|d| d.display().to_string())
+            .unwrap_or_else(|_| ".".into());
+        return Err(BadInput(format!(
+            "no {} in {here}: run `executor init` here, or pass --config PATH (or set EXECUTOR_CONFIG)",
+            config::FILE_NAME
+        ))
+        .into());
+    }
+    Ok(config::load(&path, &Env::from_process())?)
+}
+
+async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store>) -> Result<()> {
+    let clock = SystemClock;
+    let store = store.as_ref();
+    match command {
+        Command::Init { .. } => unreachable_init(),
+        Command::Add(args) => add(store, &clock, args).await,
+        Command::Queue { status, json } => {
+            let tasks = store.tasks(status.as_ref()).await?;
+            if json {
+                output::print_json(&tasks)
+            } else {
+                output::print_queue(&tasks)
+            }
+        }
+        Command::Show { gid, json } => {
+            let task = store
+                .task(&gid)
+                .await?
+                .ok_or_else(|| QueueOpError::NotFound(gid.clone()))?;
+            let runs = store.runs(Some(&gid)).await?;
+            let events = store.events(&gid).await?;
+            let decisions = store.decisions(&gid).await?;
+            let shown = output::ShownTask {
+                task,
+                runs,
+                events,
+                decisions,
+            };
+            if json {
+                output::print_json(&shown)
+            } else {
+                output::print_task(&shown)
+            }
+        }
+        Command::Go { gid } => owner_move(store, &clock, &gid, QueueEvent::Go, None).await,
+        Command::Skip { gid, reason } => {
+            owner_move(store, &clock, &gid, QueueEvent::Skip, reason).await
+        }
+        Command::Status { json } => {
+            let summary = store.summary().await?;
+            let report = output::StatusReport::new(settings, summary, chrono::Utc::now());
+            if json {
+                output::print_json(&report)
+            } else {
+                output::print_status(&report)
+            }
+        }
+        Command::Run { .. } => run_once(settings, store, &clock).await,
+        Command::Daemon => daemon::run(settings, store, &clock).await,
+    }
+}
+
+fn unreachable_init() -> Result<()> {
+    Err(anyhow::anyhow!(
+        "init is handled before the config is loaded"
+    ))
+}
+
+async fn add(store: &dyn Store, clock: &SystemClock, args: AddArgs) -> Result<()> {
+    let title = args.title.trim();
+    if title.is_empty() {
+        return Err(BadInput("--title must not be empty".into()).into());
+    }
+    if title.contains('\n') {
+        return Err(
+            BadInput("--title must be one line (put the rest in --description)".into()).into(),
+        );
+    }
+    let source = args.source.trim();
+    if source.is_empty() {
+        return Err(BadInput("--source must not be empty".into()).into());
+    }
+    let task_gid = match &args.gid {
+        Some(given) => gid::validate(given)
+            .map_err(|e| BadInput(format!("--gid: {e}")))?
+            .to_string(),
+        None => generated_gid(title, clock),
+    };
+    let new = NewTask {
+        task_gid,
+        source: source.to_string(),
+        description: compose_description(title, args.description.as_deref().unwrap_or("")),
+        notes: None,
+        priority: args.priority,
+        initial_status: QueueStatus::Pending,
+    };
+    let (task, outcome) = queue_ops::add(store, clock, &new, "cli").await?;
+    match outcome {
+        UpsertOutcome::Created => {}
+        UpsertOutcome::Updated => eprintln!("updated the existing task {}", task.task_gid),
+        UpsertOutcome::Unchanged => eprintln!("task {} is already queued as given", task.task_gid),
+    }
+    println!("{}", task.task_gid);
+    Ok(())
+}
+
+/// `cli-<slug>-<hash>`: readable, and unique because the hash covers the time and pid.
+fn generated_gid(title: &str, clock: &SystemClock) -> String {
+    use crate::core::clock::Clock;
+    let now = clock.now();
+    let seed = format!(
+        "{title}\n{}\n{}",
+        now.timestamp_nanos_opt().unwrap_or_default(),
+        std::process::id()
+    );
+    let slug = gid::slug(title, 32);
+    if slug.is_empty() {
+        format!("cli-{}", gid::short_hash(&seed))
+    } else {
+        format!("cli-{slug}-{}", gid::short_hash(&seed))
+    }
+}
+
+async fn owner_move(
+    store: &dyn Store,
+    clock: &SystemClock,
+    gid: &str,
+    event: QueueEvent,
+    detail: Option<String>,
+) -> Result<()> {
+    let (moved, task) = queue_ops::apply(store, clock, gid, event, "owner", detail).await?;
+    println!("{}: {} -> {}", task.task_gid, moved.from, moved.to);
+    Ok(())
+}
+
+async fn run_once(settings: &Settings, store: &dyn Store, clock: &SystemClock) -> Result<()> {
+    if let Some(plans) = &settings.plans {
+        let mut intake = PlansIntake::new(plans.clone());
+        let report = intake.ingest(store, clock).await?;
+        output::print_ingest(intake.dir(), &report);
+    }
+    let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
+    eprintln!(
+        "{} approved task(s) waiting for a worker; starting workers is not part of this version yet",
+        approved.len()
+    );
+    Ok(())
+}

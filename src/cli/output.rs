@@ -1,0 +1,316 @@
+//! What the CLI prints: JSON documents whose field names are the column names, and plain
+//! text for people. Output goes through a buffered writer; a closed pipe
+//! (`executor queue | head`) ends the output quietly instead of panicking.
+
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use anyhow::Result;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::config::Settings;
+use crate::core::record::{Decision, Heartbeat, IntakeError, Run, StoreSummary, TaskEvent};
+use crate::core::task::Task;
+use crate::ops::intake::IngestReport;
+
+/// A heartbeat older than this means the component is gone (it beats every 5 s).
+const STALE_AFTER_SECS: i64 = 20;
+
+/// `executor show`: the task and everything recorded about it.
+#[derive(Debug, Serialize)]
+pub struct ShownTask {
+    pub task: Task,
+    pub runs: Vec<Run>,
+    pub events: Vec<TaskEvent>,
+    pub decisions: Vec<Decision>,
+}
+
+/// `executor status`.
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    pub config: String,
+    pub storage: String,
+    pub components: Vec<ComponentState>,
+    pub queue: serde_json::Map<String, serde_json::Value>,
+    pub live_workers: i64,
+    pub pending_escalations: i64,
+    pub intake_errors: Vec<IntakeError>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ComponentState {
+    #[serde(flatten)]
+    pub heartbeat: Heartbeat,
+    /// `running`, `stopped` or `not_responding`.
+    pub state: &'static str,
+}
+
+impl StatusReport {
+    pub fn new(settings: &Settings, summary: StoreSummary, now: DateTime<Utc>) -> Self {
+        let components = summary
+            .heartbeats
+            .into_iter()
+            .map(|heartbeat| {
+                let state = if heartbeat.stopped_at.is_some() {
+                    "stopped"
+                } else if (now - heartbeat.beat_at).num_seconds() > STALE_AFTER_SECS {
+                    "not_responding"
+                } else {
+                    "running"
+                };
+                ComponentState { heartbeat, state }
+            })
+            .collect();
+        let queue = summary
+            .queue
+            .into_iter()
+            .map(|(status, n)| (status.to_string(), serde_json::Value::from(n)))
+            .collect();
+        Self {
+            config: settings.path.display().to_string(),
+            storage: settings.storage.display(),
+            components,
+            queue,
+            live_workers: summary.live_workers,
+            pending_escalations: summary.pending_escalations,
+            intake_errors: summary.intake_errors,
+        }
+    }
+}
+
+fn finish(result: io::Result<()>) -> Result<()> {
+    match result {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let written = serde_json::to_writer(&mut out, value)
+        .map_err(io::Error::from)
+        .and_then(|()| writeln!(out))
+        .and_then(|()| out.flush());
+    finish(written)
+}
+
+pub fn print_queue(tasks: &[Task]) -> Result<()> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    finish((|| {
+        if tasks.is_empty() {
+            writeln!(
+                out,
+                "the queue is empty (add work with `executor add --title ...`)"
+            )?;
+            return out.flush();
+        }
+        let gid_width = tasks
+            .iter()
+            .map(|t| t.task_gid.len())
+            .max()
+            .unwrap_or(3)
+            .max(3);
+        let source_width = tasks
+            .iter()
+            .map(|t| t.source.as_deref().unwrap_or("-").len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        writeln!(
+            out,
+            "{:gid_width$}  {:11}  {:>4}  {:source_width$}  TITLE",
+            "GID", "STATUS", "PRI", "SOURCE"
+        )?;
+        for task in tasks {
+            let priority = task.priority.map(|p| p.to_string()).unwrap_or_default();
+            writeln!(
+                out,
+                "{:gid_width$}  {:11}  {:>4}  {:source_width$}  {}",
+                task.task_gid,
+                task.status.as_str(),
+                priority,
+                task.source.as_deref().unwrap_or("-"),
+                task.title()
+            )?;
+        }
+        out.flush()
+    })())
+}
+
+fn when(at: &DateTime<Utc>) -> String {
+    at.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+pub fn print_task(shown: &ShownTask) -> Result<()> {
+    let task = &shown.task;
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    finish((|| {
+        writeln!(out, "{}  {}", task.task_gid, task.title())?;
+        writeln!(
+            out,
+            "status: {}   priority: {}   source: {}",
+            task.status,
+            task.priority
+                .map(|p| p.to_string())
+                .unwrap_or_else(|| "-".into()),
+            task.source.as_deref().unwrap_or("-")
+        )?;
+        writeln!(
+            out,
+            "added {}   updated {}",
+            when(&task.added_at),
+            when(&task.updated_at)
+        )?;
+        for (label, value) in [
+            ("complexity", &task.complexity),
+            ("feasibility", &task.feasibility),
+            ("analysis", &task.analysis_summary),
+        ] {
+            if let Some(value) = value {
+                writeln!(out, "{label}: {value}")?;
+            }
+        }
+        if let Some(description) = &task.description {
+            writeln!(out, "\n{description}")?;
+        }
+        if let Some(notes) = &task.notes {
+            writeln!(out, "\nnotes:\n{notes}")?;
+        }
+        writeln!(out)?;
+        if shown.runs.is_empty() {
+            writeln!(out, "runs: none")?;
+        } else {
+            writeln!(out, "runs:")?;
+            for run in &shown.runs {
+                writeln!(
+                    out,
+                    "  #{}  {}  branch {}  PR {}  updated {}",
+                    run.id,
+                    run.state,
+                    run.branch_name.as_deref().unwrap_or("-"),
+                    run.pr_url.as_deref().unwrap_or("-"),
+                    when(&run.updated_at)
+                )?;
+            }
+        }
+        writeln!(out, "history:")?;
+        for event in &shown.events {
+            let moved = match (&event.from_status, &event.to_status) {
+                (Some(from), Some(to)) => format!("{from} -> {to}"),
+                (None, Some(to)) => format!("-> {to}"),
+                _ => String::new(),
+            };
+            writeln!(
+                out,
+                "  {}  {:14} {:26} by {}{}",
+                when(&event.at),
+                event.kind,
+                moved,
+                event.actor,
+                event
+                    .detail
+                    .as_deref()
+                    .map(|d| format!(": {d}"))
+                    .unwrap_or_default()
+            )?;
+        }
+        if shown.decisions.is_empty() {
+            writeln!(out, "decisions: none")?;
+        } else {
+            writeln!(out, "decisions:")?;
+            for d in &shown.decisions {
+                writeln!(
+                    out,
+                    "  {}  {} {} -> {} (rule {}){}",
+                    when(&d.at),
+                    d.role,
+                    d.action,
+                    d.decision,
+                    d.rule_id.as_deref().unwrap_or("default"),
+                    d.resolution
+                        .as_deref()
+                        .map(|r| format!(", owner: {r}"))
+                        .unwrap_or_default()
+                )?;
+            }
+        }
+        out.flush()
+    })())
+}
+
+pub fn print_status(report: &StatusReport) -> Result<()> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    finish((|| {
+        writeln!(out, "config:  {}", report.config)?;
+        writeln!(out, "storage: {}", report.storage)?;
+        if report.components.is_empty() {
+            writeln!(out, "daemon:  never started")?;
+        }
+        for c in &report.components {
+            let hb = &c.heartbeat;
+            let detail = match c.state {
+                "running" => format!(
+                    "running on {} (pid {}) since {}",
+                    hb.host,
+                    hb.pid,
+                    when(&hb.started_at)
+                ),
+                "stopped" => format!(
+                    "stopped on {} at {}",
+                    hb.host,
+                    hb.stopped_at.as_ref().map(when).unwrap_or_default()
+                ),
+                _ => format!(
+                    "not responding on {} (pid {}): last heartbeat {}",
+                    hb.host,
+                    hb.pid,
+                    when(&hb.beat_at)
+                ),
+            };
+            writeln!(out, "{}:  {detail}", hb.component)?;
+        }
+        let queue = report
+            .queue
+            .iter()
+            .map(|(status, n)| format!("{status} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        writeln!(out, "queue:   {queue}")?;
+        writeln!(out, "live workers: {}", report.live_workers)?;
+        writeln!(out, "pending escalations: {}", report.pending_escalations)?;
+        if report.intake_errors.is_empty() {
+            writeln!(out, "intake errors: none")?;
+        } else {
+            writeln!(out, "intake errors ({}):", report.intake_errors.len())?;
+            for e in &report.intake_errors {
+                writeln!(
+                    out,
+                    "  {}: {} (since {})",
+                    e.path,
+                    e.reason,
+                    when(&e.first_seen)
+                )?;
+            }
+        }
+        out.flush()
+    })())
+}
+
+pub fn print_ingest(dir: &Path, report: &IngestReport) {
+    eprintln!(
+        "plans {}: {} new, {} updated, {} unchanged, {} not taken in",
+        dir.display(),
+        report.created.len(),
+        report.updated.len(),
+        report.unchanged,
+        report.errors.len()
+    );
+    for (path, reason) in &report.errors {
+        eprintln!("  {path}: {reason} (left untouched)");
+    }
+}

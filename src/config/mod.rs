@@ -1,0 +1,514 @@
+//! `executor.toml`: reading, validating and resolving the configuration.
+//!
+//! Parsing is strict: an unknown key or a value of the wrong type is an error that names the
+//! file, the line and the key, and nothing starts on a config that does not validate.
+//! Relative paths are resolved against the folder that holds the config file, so the same
+//! workspace behaves the same from any working directory. Secrets are never read from here:
+//! they come from the environment or from files this config names.
+
+mod template;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use thiserror::Error;
+use toml::Spanned;
+
+use crate::core::queue::QueueStatus;
+use crate::store::StorageTarget;
+
+pub use template::TEMPLATE;
+
+/// The default config file name, looked up in the current folder.
+pub const FILE_NAME: &str = "executor.toml";
+
+/// Environment variable that overrides `storage.url` (it may carry a password).
+pub const STORAGE_URL_ENV: &str = "EXECUTOR_STORAGE_URL";
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{path}, line {line}, `{key}`: {message}")]
+    Invalid {
+        path: PathBuf,
+        line: usize,
+        key: &'static str,
+        message: String,
+    },
+    #[error("{origin}: {message}")]
+    InvalidEnv {
+        origin: &'static str,
+        message: String,
+    },
+}
+
+/// The whole file. Every section may be left out; every key has a default.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub storage: StorageSection,
+    #[serde(default)]
+    pub runner: RunnerSection,
+    #[serde(default)]
+    pub analyzer: AnalyzerSection,
+    #[serde(default)]
+    pub agent: AgentSection,
+    #[serde(default)]
+    pub forge: ForgeSection,
+    #[serde(default)]
+    pub sources: SourcesSection,
+    #[serde(default)]
+    pub chat: ChatSection,
+    #[serde(default)]
+    pub web: WebSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StorageSection {
+    /// `sqlite://PATH` (relative to the config file) or `postgres://user@host/db`.
+    #[serde(default = "default_storage_url")]
+    pub url: Spanned<String>,
+    /// A file holding the Postgres password (instead of `PGPASSWORD`).
+    #[serde(default)]
+    pub password_file: Option<PathBuf>,
+}
+
+impl Default for StorageSection {
+    fn default() -> Self {
+        Self {
+            url: default_storage_url(),
+            password_file: None,
+        }
+    }
+}
+
+fn default_storage_url() -> Spanned<String> {
+    Spanned::new(0..0, "sqlite://executor.db".to_string())
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerSection {
+    /// Live worker processes at most, per runner.
+    #[serde(default = "default_max_workers")]
+    pub max_workers: u32,
+    #[serde(default = "default_loop_sleep", with = "humantime_serde")]
+    pub loop_sleep: Duration,
+    #[serde(default = "default_no_output_timeout", with = "humantime_serde")]
+    pub no_output_timeout: Duration,
+    #[serde(default = "default_hard_timeout", with = "humantime_serde")]
+    pub hard_timeout: Duration,
+    /// The repository workers change (relative to the config file).
+    #[serde(default = "default_repository")]
+    pub repository: PathBuf,
+    #[serde(default = "default_base_branch")]
+    pub base_branch: String,
+    #[serde(default = "default_branch_prefix")]
+    pub branch_prefix: String,
+    #[serde(default = "default_worktrees_dir")]
+    pub worktrees_dir: PathBuf,
+    #[serde(default = "default_logs_dir")]
+    pub logs_dir: PathBuf,
+}
+
+impl Default for RunnerSection {
+    fn default() -> Self {
+        Self {
+            max_workers: default_max_workers(),
+            loop_sleep: default_loop_sleep(),
+            no_output_timeout: default_no_output_timeout(),
+            hard_timeout: default_hard_timeout(),
+            repository: default_repository(),
+            base_branch: default_base_branch(),
+            branch_prefix: default_branch_prefix(),
+            worktrees_dir: default_worktrees_dir(),
+            logs_dir: default_logs_dir(),
+        }
+    }
+}
+
+fn default_max_workers() -> u32 {
+    2
+}
+fn default_loop_sleep() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_no_output_timeout() -> Duration {
+    Duration::from_secs(30 * 60)
+}
+fn default_hard_timeout() -> Duration {
+    Duration::from_secs(3 * 60 * 60)
+}
+fn default_repository() -> PathBuf {
+    PathBuf::from(".")
+}
+fn default_base_branch() -> String {
+    "main".to_string()
+}
+fn default_branch_prefix() -> String {
+    "executor/".to_string()
+}
+fn default_worktrees_dir() -> PathBuf {
+    PathBuf::from("worktrees")
+}
+fn default_logs_dir() -> PathBuf {
+    PathBuf::from("logs")
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnalyzerSection {
+    #[serde(default = "default_analyzer_no_output", with = "humantime_serde")]
+    pub no_output_timeout: Duration,
+    #[serde(default = "default_analyzer_hard", with = "humantime_serde")]
+    pub hard_timeout: Duration,
+}
+
+impl Default for AnalyzerSection {
+    fn default() -> Self {
+        Self {
+            no_output_timeout: default_analyzer_no_output(),
+            hard_timeout: default_analyzer_hard(),
+        }
+    }
+}
+
+fn default_analyzer_no_output() -> Duration {
+    Duration::from_secs(5 * 60)
+}
+fn default_analyzer_hard() -> Duration {
+    Duration::from_secs(15 * 60)
+}
+
+/// Which agent CLI workers run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AgentKind {
+    /// Claude Code if installed, else Codex, else pi, else the bundled example worker.
+    #[default]
+    Auto,
+    Claude,
+    Codex,
+    Pi,
+    Command,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSection {
+    #[serde(default)]
+    pub kind: AgentKind,
+    /// argv of the worker when `kind = "command"`.
+    #[serde(default)]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForgeKind {
+    /// Git only; CI is a configured command.
+    #[default]
+    Local,
+    Github,
+    Gitea,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgeSection {
+    #[serde(default)]
+    pub kind: ForgeKind,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourcesSection {
+    #[serde(default)]
+    pub plans: PlansSource,
+}
+
+/// The folder of markdown notes, one task per note.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlansSource {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The folder (relative to the config file).
+    #[serde(default = "default_plans_path")]
+    pub path: PathBuf,
+    /// `approved` (the owner wrote these notes) or `pending` (send them to the analyzer).
+    #[serde(default = "default_plans_status")]
+    pub initial_status: Spanned<String>,
+}
+
+impl Default for PlansSource {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            path: default_plans_path(),
+            initial_status: default_plans_status(),
+        }
+    }
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_plans_path() -> PathBuf {
+    PathBuf::from("plans")
+}
+fn default_plans_status() -> Spanned<String> {
+    Spanned::new(0..0, "approved".to_string())
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChatKind {
+    /// Notifications go to the log only.
+    #[default]
+    Log,
+    Zulip,
+    Webhook,
+    Slack,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatSection {
+    #[serde(default)]
+    pub kind: ChatKind,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebSection {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default = "default_listen")]
+    pub listen: String,
+}
+
+impl Default for WebSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            listen: default_listen(),
+        }
+    }
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:8450".to_string()
+}
+
+/// A validated configuration with every path made absolute.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The config file this came from.
+    pub path: PathBuf,
+    /// The folder that relative paths are resolved against.
+    pub root: PathBuf,
+    pub storage: StorageTarget,
+    pub plans: Option<PlansSettings>,
+    pub raw: Config,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlansSettings {
+    pub dir: PathBuf,
+    pub initial_status: QueueStatus,
+}
+
+/// Where the process environment may weigh in; passed in so tests do not touch the real one.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub storage_url: Option<String>,
+    pub pg_password: Option<String>,
+}
+
+impl Env {
+    pub fn from_process() -> Self {
+        Self {
+            storage_url: std::env::var(STORAGE_URL_ENV)
+                .ok()
+                .filter(|v| !v.is_empty()),
+            pg_password: std::env::var("PGPASSWORD").ok().filter(|v| !v.is_empty()),
+        }
+    }
+}
+
+/// Reads and validates the config file at `path`.
+pub fn load(path: &Path, env: &Env) -> Result<Settings, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(path, &text, env)
+}
+
+/// Validates `text`, the contents of the config file at `path`.
+pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError> {
+    let raw: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    let absolute = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(path))
+            .unwrap_or_else(|_| path.to_path_buf())
+    };
+    let root = absolute
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let invalid =
+        |key: &'static str, span: std::ops::Range<usize>, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of(text, span.start),
+            key,
+            message,
+        };
+
+    let storage = match &env.storage_url {
+        Some(url) => {
+            storage_target(url, &root, env, true).map_err(|message| ConfigError::InvalidEnv {
+                origin: STORAGE_URL_ENV,
+                message,
+            })?
+        }
+        None => storage_target(raw.storage.url.get_ref(), &root, env, false)
+            .map_err(|message| invalid("storage.url", raw.storage.url.span(), message))?,
+    };
+    let storage = match (storage, &raw.storage.password_file) {
+        (
+            StorageTarget::Postgres {
+                url,
+                password: None,
+            },
+            Some(file),
+        ) => {
+            let file = root.join(file);
+            let password = std::fs::read_to_string(&file).map_err(|e| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line: line_of_key(text, "password_file"),
+                key: "storage.password_file",
+                message: format!("cannot read {}: {e}", file.display()),
+            })?;
+            StorageTarget::Postgres {
+                url,
+                password: Some(password.trim_end_matches(['\n', '\r']).to_string()),
+            }
+        }
+        (storage, _) => storage,
+    };
+
+    if raw.runner.max_workers == 0 {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_key(text, "max_workers"),
+            key: "runner.max_workers",
+            message: "must be at least 1".to_string(),
+        });
+    }
+
+    let plans_cfg = &raw.sources.plans;
+    let initial_status = match plans_cfg.initial_status.get_ref().as_str() {
+        "approved" => QueueStatus::Approved,
+        "pending" => QueueStatus::Pending,
+        other => {
+            return Err(invalid(
+                "sources.plans.initial_status",
+                plans_cfg.initial_status.span(),
+                format!("`{other}` is not allowed (use \"approved\" or \"pending\")"),
+            ))
+        }
+    };
+    let plans = plans_cfg.enabled.then(|| PlansSettings {
+        dir: root.join(&plans_cfg.path),
+        initial_status,
+    });
+
+    Ok(Settings {
+        path: absolute,
+        root,
+        storage,
+        plans,
+        raw,
+    })
+}
+
+/// Resolves a storage URL. `from_env` allows a password in it (the environment may hold
+/// secrets; the config file may not).
+fn storage_target(
+    url: &str,
+    root: &Path,
+    env: &Env,
+    from_env: bool,
+) -> Result<StorageTarget, String> {
+    let url = url.trim();
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(format!(
+            "`{url}` is not a storage URL (expected sqlite://PATH or postgres://USER@HOST/DB)"
+        ));
+    };
+    match scheme {
+        "sqlite" => {
+            if rest.is_empty() {
+                return Err("sqlite:// needs a file path, e.g. sqlite://executor.db".into());
+            }
+            Ok(StorageTarget::Sqlite(root.join(rest)))
+        }
+        "postgres" | "postgresql" => {
+            let authority = rest.split(['/', '?']).next().unwrap_or("");
+            let has_password = authority
+                .rsplit_once('@')
+                .is_some_and(|(userinfo, _)| userinfo.contains(':'));
+            if has_password && !from_env {
+                return Err(format!(
+                    "the URL carries a password; keep secrets out of the config file (use PGPASSWORD, storage.password_file or {STORAGE_URL_ENV})"
+                ));
+            }
+            Ok(StorageTarget::Postgres {
+                url: url.to_string(),
+                password: env.pg_password.clone(),
+            })
+        }
+        other => Err(format!(
+            "unknown scheme `{other}` (expected sqlite:// or postgres://)"
+        )),
+    }
+}
+
+/// 1-based line of byte `offset` in `text`.
+fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset)
+        .map(|before| before.matches('\n').count() + 1)
+        .unwrap_or(1)
+}
+
+/// 1-based line where `key` is set, or 1 when it is not in the text.
+fn line_of_key(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|line| {
+            let line = line.trim_start();
+            line.strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|index| index + 1)
+        .unwrap_or(1)
+}
+
+#[cfg(test)]
+mod tests;

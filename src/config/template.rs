@@ -1,0 +1,48 @@
+//! The `executor.toml` that `executor init` writes: every section present, every key shown
+//! with its default. Commented keys are the defaults; uncomment one to change it.
+
+pub const TEMPLATE: &str = r#"# executor configuration. Paths are relative to this file.
+# Secrets never go here: they come from the environment or from files named below.
+
+[storage]
+# sqlite://PATH (embedded, one file) or postgres://USER@HOST:PORT/DB (shared queue).
+# EXECUTOR_STORAGE_URL overrides this; a Postgres password comes from PGPASSWORD,
+# password_file, or EXECUTOR_STORAGE_URL, never from this file.
+url = "sqlite://executor.db"
+# password_file = "secrets/pg-password"
+
+[runner]
+# max_workers = 2               # live worker processes at most
+# loop_sleep = "60s"            # between forge polls while workers are alive
+# no_output_timeout = "30m"     # no meaningful output for this long: the worker is stopped
+# hard_timeout = "3h"           # wall-clock cap per worker
+# repository = "."              # the git repository workers change
+# base_branch = "main"
+# branch_prefix = "executor/"
+# worktrees_dir = "worktrees"
+# logs_dir = "logs"
+
+[analyzer]
+# no_output_timeout = "5m"
+# hard_timeout = "15m"
+
+[agent]
+# kind = "auto"                 # auto | claude | codex | pi | command
+# command = []                  # argv of the worker when kind = "command"
+
+[forge]
+# kind = "local"                # local | github | gitea
+
+[sources.plans]
+# One task per markdown note; front matter keys: title, priority, source, gid.
+# enabled = true
+path = "plans"
+# initial_status = "approved"   # approved (the owner wrote these) | pending (analyze first)
+
+[chat]
+# kind = "log"                  # log | zulip | webhook | slack
+
+[web]
+# enabled = false
+# listen = "127.0.0.1:8450"
+"#;

@@ -1,0 +1,164 @@
+use super::*;
+
+fn parse_ok(text: &str) -> Settings {
+    parse(Path::new("/ws/executor.toml"), text, &Env::default()).expect("config parses")
+}
+
+fn parse_err(text: &str) -> String {
+    parse(Path::new("/ws/executor.toml"), text, &Env::default())
+        .expect_err("config must be refused")
+        .to_string()
+}
+
+#[test]
+fn the_template_parses_to_the_defaults() {
+    let settings = parse_ok(TEMPLATE);
+    assert_eq!(
+        settings.storage,
+        StorageTarget::Sqlite(PathBuf::from("/ws/executor.db"))
+    );
+    assert_eq!(
+        settings.plans,
+        Some(PlansSettings {
+            dir: PathBuf::from("/ws/plans"),
+            initial_status: QueueStatus::Approved
+        })
+    );
+    assert_eq!(settings.raw.runner.max_workers, 2);
+    assert_eq!(
+        settings.raw.runner.no_output_timeout,
+        Duration::from_secs(1800)
+    );
+    assert_eq!(settings.raw.runner.hard_timeout, Duration::from_secs(10800));
+    assert_eq!(settings.raw.analyzer.hard_timeout, Duration::from_secs(900));
+}
+
+#[test]
+fn every_commented_key_in_the_template_is_a_real_key() {
+    let uncommented: String = TEMPLATE
+        .lines()
+        .map(|line| match line.strip_prefix("# ") {
+            Some(rest) if rest.contains(" = ") => rest,
+            _ => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(uncommented.contains("\nmax_workers = 2"), "{uncommented}");
+    assert!(uncommented.contains("\npassword_file = "), "{uncommented}");
+    parse_ok(&uncommented);
+}
+
+#[test]
+fn an_empty_file_is_all_defaults() {
+    let settings = parse_ok("");
+    assert_eq!(
+        settings.storage,
+        StorageTarget::Sqlite(PathBuf::from("/ws/executor.db"))
+    );
+}
+
+#[test]
+fn a_misspelt_key_is_named_with_its_line() {
+    let err = parse_err("[storage]\nurl = \"sqlite://x.db\"\n\n[runner]\nmax_wrokers = 3\n");
+    assert!(err.contains("/ws/executor.toml"), "{err}");
+    assert!(err.contains("line 5"), "{err}");
+    assert!(err.contains("max_wrokers"), "{err}");
+}
+
+#[test]
+fn a_wrong_type_is_named_with_its_line() {
+    let err = parse_err("[runner]\nmax_workers = \"two\"\n");
+    assert!(err.contains("line 2"), "{err}");
+    assert!(err.contains("max_workers"), "{err}");
+}
+
+#[test]
+fn an_unknown_section_is_refused() {
+    let err = parse_err("[storag]\nurl = \"sqlite://x.db\"\n");
+    assert!(err.contains("storag"), "{err}");
+    assert!(err.contains("line 1"), "{err}");
+}
+
+#[test]
+fn an_unknown_storage_scheme_is_named_with_its_line() {
+    let err = parse_err("# comment\n[storage]\nurl = \"mysql://db/x\"\n");
+    assert_eq!(
+        err,
+        "/ws/executor.toml, line 3, `storage.url`: unknown scheme `mysql` (expected sqlite:// or postgres://)"
+    );
+}
+
+#[test]
+fn a_password_in_the_config_file_is_refused() {
+    let err = parse_err("[storage]\nurl = \"postgres://u:hunter2@db/x\"\n");
+    assert!(err.contains("storage.url"), "{err}");
+    assert!(
+        !err.contains("hunter2"),
+        "the error must not echo the secret: {err}"
+    );
+}
+
+#[test]
+fn postgres_url_takes_the_password_from_the_environment() {
+    let env = Env {
+        storage_url: None,
+        pg_password: Some("s3cret".into()),
+    };
+    let settings = parse(
+        Path::new("/ws/executor.toml"),
+        "[storage]\nurl = \"postgres://postgres@127.0.0.1:5432/test\"\n",
+        &env,
+    )
+    .expect("parses");
+    assert_eq!(
+        settings.storage,
+        StorageTarget::Postgres {
+            url: "postgres://postgres@127.0.0.1:5432/test".into(),
+            password: Some("s3cret".into())
+        }
+    );
+    assert!(!settings.storage.display().contains("s3cret"));
+}
+
+#[test]
+fn a_password_file_that_cannot_be_read_is_named() {
+    let err =
+        parse_err("[storage]\nurl = \"postgres://u@db/x\"\npassword_file = \"missing-secret\"\n");
+    assert!(err.contains("line 3, `storage.password_file`"), "{err}");
+    assert!(err.contains("/ws/missing-secret"), "{err}");
+}
+
+#[test]
+fn the_environment_url_overrides_the_file_and_names_itself_in_errors() {
+    let env = Env {
+        storage_url: Some("redis://x".into()),
+        pg_password: None,
+    };
+    let err = parse(Path::new("/ws/executor.toml"), "", &env)
+        .expect_err("bad env url")
+        .to_string();
+    assert!(err.starts_with(STORAGE_URL_ENV), "{err}");
+}
+
+#[test]
+fn plans_initial_status_is_checked() {
+    let err = parse_err("[sources.plans]\ninitial_status = \"done\"\n");
+    assert!(err.contains("line 2"), "{err}");
+    assert!(err.contains("sources.plans.initial_status"), "{err}");
+}
+
+#[test]
+fn zero_workers_is_refused() {
+    let err = parse_err("[runner]\nmax_workers = 0\n");
+    assert!(err.contains("line 2, `runner.max_workers`"), "{err}");
+}
+
+#[test]
+fn durations_read_as_humans_write_them() {
+    let settings = parse_ok("[runner]\nno_output_timeout = \"90s\"\nhard_timeout = \"1h 30m\"\n");
+    assert_eq!(
+        settings.raw.runner.no_output_timeout,
+        Duration::from_secs(90)
+    );
+    assert_eq!(settings.raw.runner.hard_timeout, Duration::from_secs(5400));
+}

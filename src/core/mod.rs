@@ -1,0 +1,13 @@
+//! The pure heart of executor: the words of the domain (task, run, event, decision), the
+//! queue and run state machines, and the clock they are judged by.
+//!
+//! Nothing in here performs I/O, spawns, sleeps or reads the system clock directly; every
+//! function is a plain computation over its arguments, so all of it is unit-tested without
+//! processes, network or database. Modules at the edge (store, sources, cli) call into it.
+
+pub mod clock;
+pub mod gid;
+pub mod queue;
+pub mod record;
+pub mod run;
+pub mod task;

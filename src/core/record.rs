@@ -1,0 +1,127 @@
+//! The other rows the store keeps: runs, the history of a task, decisions, intake errors and
+//! component heartbeats. Plain data; field names are column names.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::queue::QueueStatus;
+use super::run::RunState;
+
+/// One row of `executor_runs` (DESIGN section 4).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Run {
+    pub id: i64,
+    pub task_gid: String,
+    pub worktree_path: Option<String>,
+    pub branch_name: Option<String>,
+    pub pr_url: Option<String>,
+    pub pr_number: Option<i64>,
+    pub thread_id: Option<String>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub updated_at: DateTime<Utc>,
+    pub completed_at: Option<DateTime<Utc>>,
+    pub state: RunState,
+    pub ci_attempts: i64,
+    pub worker_session_id: Option<String>,
+    pub worker_last_update: Option<DateTime<Utc>>,
+    pub worker_pid: Option<i64>,
+    pub worker_stuck_count: i64,
+}
+
+/// One entry of a task's history (`executor_events`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskEvent {
+    pub id: i64,
+    pub task_gid: String,
+    pub run_id: Option<i64>,
+    pub at: DateTime<Utc>,
+    /// What happened: `added`, `updated`, or a queue event name (`go`, `skip`, ...).
+    pub kind: String,
+    pub from_status: Option<String>,
+    pub to_status: Option<String>,
+    /// Who made it happen: `owner`, `cli`, a source name, `analyzer`, `runner`.
+    pub actor: String,
+    pub detail: Option<String>,
+}
+
+/// An event about to be recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewEvent {
+    pub kind: String,
+    pub actor: String,
+    pub detail: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+/// A status change decided by the queue machine, applied by the store only if the task is
+/// still in `from` (compare-and-set), together with its history entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatusChange {
+    pub task_gid: String,
+    pub from: QueueStatus,
+    pub to: QueueStatus,
+    pub event: NewEvent,
+}
+
+/// One approve / deny / escalate decision (`executor_decisions`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub id: i64,
+    pub task_gid: Option<String>,
+    pub run_id: Option<i64>,
+    pub at: DateTime<Utc>,
+    pub role: String,
+    pub action: String,
+    pub decision: String,
+    pub rule_id: Option<String>,
+    pub detail: Option<String>,
+    pub resolved_at: Option<DateTime<Utc>>,
+    pub resolution: Option<String>,
+}
+
+/// A decision about to be recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewDecision {
+    pub task_gid: Option<String>,
+    pub run_id: Option<i64>,
+    pub at: DateTime<Utc>,
+    pub role: String,
+    pub action: String,
+    pub decision: String,
+    pub rule_id: Option<String>,
+    pub detail: Option<String>,
+}
+
+/// An input a source could not turn into a task (a malformed plan note), kept until the
+/// input is fixed or gone (`executor_intake_errors`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct IntakeError {
+    pub source: String,
+    pub path: String,
+    pub reason: String,
+    pub first_seen: DateTime<Utc>,
+    pub last_seen: DateTime<Utc>,
+}
+
+/// The last sign of life of a long-running component (`executor_heartbeats`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Heartbeat {
+    pub component: String,
+    pub host: String,
+    pub pid: i64,
+    pub started_at: DateTime<Utc>,
+    pub beat_at: DateTime<Utc>,
+    /// Set when the component shut down cleanly.
+    pub stopped_at: Option<DateTime<Utc>>,
+}
+
+/// What `executor status` reports, read in one go.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoreSummary {
+    /// Tasks per status, in queue order, known statuses always present.
+    pub queue: Vec<(QueueStatus, i64)>,
+    pub live_workers: i64,
+    pub pending_escalations: i64,
+    pub intake_errors: Vec<IntakeError>,
+    pub heartbeats: Vec<Heartbeat>,
+}

@@ -1,0 +1,206 @@
+//! A task: one row of `executor_queue`, and what a source hands in to create or update one.
+//!
+//! The owner's table has no title column, so a task's description is markdown whose first
+//! line is its title as a heading; [`compose_description`] writes that shape and
+//! [`title_of`] reads it back (from any description, whatever its shape).
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::queue::QueueStatus;
+
+/// One row of `executor_queue`. Field names are the column names of DESIGN section 4.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Task {
+    pub id: i64,
+    pub task_gid: String,
+    pub added_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub source: Option<String>,
+    pub description: Option<String>,
+    pub notes: Option<String>,
+    pub status: QueueStatus,
+    pub priority: Option<i64>,
+    pub complexity: Option<String>,
+    pub feasibility: Option<String>,
+    pub analysis_summary: Option<String>,
+    pub executor_run_id: Option<i64>,
+}
+
+impl Task {
+    pub fn title(&self) -> String {
+        title_of(self.description.as_deref().unwrap_or(""))
+    }
+}
+
+/// What a source hands in. Adding a gid that exists updates that task instead (the fields
+/// given here replace the stored ones; `None` leaves a field as it is; status never moves).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    pub task_gid: String,
+    pub source: String,
+    pub description: String,
+    pub notes: Option<String>,
+    pub priority: Option<i64>,
+    /// The status a task enters with when it is new: `pending` for everything that goes
+    /// through the analyzer, `approved` for a source the owner configured as pre-approved.
+    pub initial_status: QueueStatus,
+}
+
+/// What an upsert did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpsertOutcome {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+/// The fields of a stored task that an upsert of `new` would change; empty when nothing
+/// would. The store applies exactly this, so both backends agree on what "changed" means.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskChanges {
+    pub description: Option<String>,
+    pub notes: Option<String>,
+    pub priority: Option<i64>,
+}
+
+impl TaskChanges {
+    pub fn between(stored: &Task, new: &NewTask) -> Self {
+        let differs = |stored: &Option<String>, new: &str| stored.as_deref() != Some(new);
+        TaskChanges {
+            description: differs(&stored.description, &new.description)
+                .then(|| new.description.clone()),
+            notes: new
+                .notes
+                .as_ref()
+                .filter(|notes| differs(&stored.notes, notes))
+                .cloned(),
+            priority: new.priority.filter(|p| stored.priority != Some(*p)),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.description.is_none() && self.notes.is_none() && self.priority.is_none()
+    }
+
+    /// The changed field names, for the history entry.
+    pub fn field_names(&self) -> String {
+        let mut names = Vec::new();
+        if self.description.is_some() {
+            names.push("description");
+        }
+        if self.notes.is_some() {
+            names.push("notes");
+        }
+        if self.priority.is_some() {
+            names.push("priority");
+        }
+        names.join(", ")
+    }
+}
+
+/// The description of a task titled `title` with body `body`.
+pub fn compose_description(title: &str, body: &str) -> String {
+    let title = title.trim();
+    let body = body.trim();
+    if body.is_empty() {
+        format!("# {title}")
+    } else {
+        format!("# {title}\n\n{body}")
+    }
+}
+
+/// The title of a description: its first non-empty line, without a heading marker.
+pub fn title_of(description: &str) -> String {
+    description
+        .lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty())
+        .map(|line| line.trim_start_matches('#').trim().to_string())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn title_round_trips_through_the_description() {
+        let description = compose_description("Fix tab preview", "It sticks.\n");
+        assert_eq!(description, "# Fix tab preview\n\nIt sticks.");
+        assert_eq!(title_of(&description), "Fix tab preview");
+        assert_eq!(compose_description(" Only a title ", ""), "# Only a title");
+    }
+
+    fn stored(description: &str, notes: Option<&str>, priority: Option<i64>) -> Task {
+        let at = chrono::DateTime::<Utc>::UNIX_EPOCH;
+        Task {
+            id: 1,
+            task_gid: "T-1".into(),
+            added_at: at,
+            updated_at: at,
+            source: Some("cli".into()),
+            description: Some(description.into()),
+            notes: notes.map(str::to_string),
+            status: QueueStatus::Approved,
+            priority,
+            complexity: None,
+            feasibility: None,
+            analysis_summary: None,
+            executor_run_id: None,
+        }
+    }
+
+    fn new_task(description: &str, notes: Option<&str>, priority: Option<i64>) -> NewTask {
+        NewTask {
+            task_gid: "T-1".into(),
+            source: "plans".into(),
+            description: description.into(),
+            notes: notes.map(str::to_string),
+            priority,
+            initial_status: QueueStatus::Pending,
+        }
+    }
+
+    #[test]
+    fn an_identical_upsert_changes_nothing() {
+        let changes = TaskChanges::between(
+            &stored("# A", Some("n"), Some(2)),
+            &new_task("# A", Some("n"), Some(2)),
+        );
+        assert!(changes.is_empty(), "{changes:?}");
+    }
+
+    #[test]
+    fn absent_notes_and_priority_leave_the_stored_ones() {
+        let changes = TaskChanges::between(
+            &stored("# A", Some("n"), Some(2)),
+            &new_task("# B", None, None),
+        );
+        assert_eq!(
+            changes,
+            TaskChanges {
+                description: Some("# B".into()),
+                notes: None,
+                priority: None
+            }
+        );
+        assert_eq!(changes.field_names(), "description");
+    }
+
+    #[test]
+    fn every_changed_field_is_named() {
+        let changes = TaskChanges::between(
+            &stored("# A", None, None),
+            &new_task("# A", Some("n"), Some(1)),
+        );
+        assert_eq!(changes.field_names(), "notes, priority");
+    }
+
+    #[test]
+    fn title_of_a_foreign_description_is_its_first_line() {
+        assert_eq!(title_of("\n\nPlain first line\nmore"), "Plain first line");
+        assert_eq!(title_of(""), "");
+    }
+}

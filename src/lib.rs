@@ -1,0 +1,19 @@
+//! `executor` runs an autonomous team of coding agents on its owner's repositories.
+//!
+//! The crate follows the parts of the design (DESIGN section 7):
+//!
+//! | module | holds | may depend on |
+//! |---|---|---|
+//! | [`core`] | types, queue and run state machines, gids, the clock | nothing with I/O |
+//! | [`store`] | the store interface; SQLite and Postgres; migrations | core |
+//! | [`sources`] | the plans folder (and, later, Asana and GitHub issues) | core |
+//! | [`ops`] | operations that read, decide with the core, and write | core, store, sources |
+//! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
+//! | [`cli`] | the `executor` command: arguments, output, the daemon's wiring | everything |
+
+pub mod cli;
+pub mod config;
+pub mod core;
+pub mod ops;
+pub mod sources;
+pub mod store;

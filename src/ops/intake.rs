@@ -1,0 +1,144 @@
+//! Taking the plans folder into the queue.
+//!
+//! Every scan reads the whole folder, but a note whose bytes did not change since the last
+//! scan of this process costs no write. A note that cannot be read stays exactly as it is;
+//! it is recorded as an intake error (shown by `executor status`) until it is fixed or
+//! removed. Deleting a note never deletes its task.
+
+use std::collections::HashMap;
+
+use crate::config::PlansSettings;
+use crate::core::clock::Clock;
+use crate::core::task::{NewTask, UpsertOutcome};
+use crate::sources::plans;
+use crate::store::{Store, StoreError};
+
+/// What one scan did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct IngestReport {
+    pub created: Vec<String>,
+    pub updated: Vec<String>,
+    pub unchanged: usize,
+    /// Notes not taken in: (path, reason).
+    pub errors: Vec<(String, String)>,
+}
+
+/// What the last scan saw of one note.
+#[derive(Debug, Clone)]
+struct Seen {
+    fingerprint: String,
+    outcome: Result<String, String>,
+}
+
+/// The plans-folder intake of one process, remembering what it already took in.
+pub struct PlansIntake {
+    settings: PlansSettings,
+    seen: HashMap<String, Seen>,
+}
+
+impl PlansIntake {
+    pub fn new(settings: PlansSettings) -> Self {
+        Self {
+            settings,
+            seen: HashMap::new(),
+        }
+    }
+
+    pub fn dir(&self) -> &std::path::Path {
+        &self.settings.dir
+    }
+
+    /// Scans the folder once and brings the queue and the intake errors in line with it.
+    pub async fn ingest(
+        &mut self,
+        store: &dyn Store,
+        clock: &dyn Clock,
+    ) -> Result<IngestReport, IntakeError> {
+        let dir = self.settings.dir.clone();
+        let scanned = tokio::task::spawn_blocking(move || plans::scan(&dir))
+            .await
+            .map_err(|e| IntakeError::Scan(std::io::Error::other(e.to_string())))?
+            .map_err(IntakeError::Scan)?;
+
+        let mut report = IngestReport::default();
+        let mut gid_owner: HashMap<String, String> = HashMap::new();
+        let mut seen_now = HashMap::new();
+        for scanned_note in scanned {
+            let display_path = scanned_note.path.display().to_string();
+            let previous = self.seen.get(&scanned_note.relative_path);
+            let unchanged_bytes =
+                previous.is_some_and(|seen| seen.fingerprint == scanned_note.fingerprint);
+            let outcome: Result<String, String> = match scanned_note.note {
+                Err(error) => Err(error.to_string()),
+                Ok(note) => match gid_owner.get(&note.gid) {
+                    Some(other) => Err(format!(
+                        "front matter `gid`: `{}` is already the gid of {other}",
+                        note.gid
+                    )),
+                    None => {
+                        gid_owner.insert(note.gid.clone(), scanned_note.relative_path.clone());
+                        let taken_in_before = unchanged_bytes
+                            && previous
+                                .is_some_and(|seen| seen.outcome.as_ref().ok() == Some(&note.gid));
+                        if taken_in_before {
+                            report.unchanged += 1;
+                        } else {
+                            let new = NewTask {
+                                task_gid: note.gid.clone(),
+                                source: note.source.unwrap_or_else(|| plans::SOURCE.to_string()),
+                                description: note.description,
+                                notes: note.notes,
+                                priority: note.priority,
+                                initial_status: self.settings.initial_status.clone(),
+                            };
+                            let (_, outcome) =
+                                store.upsert_task(&new, plans::SOURCE, clock.now()).await?;
+                            match outcome {
+                                UpsertOutcome::Created => {
+                                    tracing::info!(gid = %note.gid, path = %display_path, "plan note added to the queue");
+                                    report.created.push(note.gid.clone());
+                                }
+                                UpsertOutcome::Updated => {
+                                    tracing::info!(gid = %note.gid, path = %display_path, "plan note updated its task");
+                                    report.updated.push(note.gid.clone());
+                                }
+                                UpsertOutcome::Unchanged => report.unchanged += 1,
+                            }
+                        }
+                        Ok(note.gid)
+                    }
+                },
+            };
+            if let Err(reason) = &outcome {
+                let already_reported = unchanged_bytes
+                    && previous.is_some_and(|seen| seen.outcome.as_ref().err() == Some(reason));
+                if !already_reported {
+                    tracing::warn!(path = %display_path, %reason, "plan note not taken in; left untouched");
+                    store
+                        .report_intake_error(plans::SOURCE, &display_path, reason, clock.now())
+                        .await?;
+                }
+                report.errors.push((display_path.clone(), reason.clone()));
+            }
+            seen_now.insert(
+                scanned_note.relative_path,
+                Seen {
+                    fingerprint: scanned_note.fingerprint,
+                    outcome,
+                },
+            );
+        }
+        let failing: Vec<String> = report.errors.iter().map(|(p, _)| p.clone()).collect();
+        store.retain_intake_errors(plans::SOURCE, &failing).await?;
+        self.seen = seen_now;
+        Ok(report)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IntakeError {
+    #[error("cannot read the plans folder: {0}")]
+    Scan(#[source] std::io::Error),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}

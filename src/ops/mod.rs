@@ -1,0 +1,6 @@
+//! Operations: each one reads what it needs from the store, asks the pure core what to do,
+//! and applies the answer. This is where deciding meets doing; nothing here parses
+//! arguments or prints (that is the CLI's job).
+
+pub mod intake;
+pub mod queue;

@@ -1,0 +1,90 @@
+//! Putting work into the queue and moving it along the queue machine.
+
+use thiserror::Error;
+
+use crate::core::clock::Clock;
+use crate::core::queue::{next_status, IllegalQueueMove, QueueEvent};
+use crate::core::record::{NewEvent, StatusChange};
+use crate::core::task::{NewTask, Task, UpsertOutcome};
+use crate::store::{Store, StoreError};
+
+#[derive(Debug, Error)]
+pub enum QueueOpError {
+    #[error("no task with gid `{0}` (see `executor queue`)")]
+    NotFound(String),
+    #[error("task `{gid}`: {reason}")]
+    Illegal {
+        gid: String,
+        reason: IllegalQueueMove,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Adds a task, or updates it when its gid is already queued.
+pub async fn add(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    new: &NewTask,
+    actor: &str,
+) -> Result<(Task, UpsertOutcome), QueueOpError> {
+    Ok(store.upsert_task(new, actor, clock.now()).await?)
+}
+
+/// Applies `event` to task `gid`: the queue machine decides, the store records. A status
+/// that changed between the read and the write (another process got there first) is read
+/// again and decided again.
+pub async fn apply(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    gid: &str,
+    event: QueueEvent,
+    actor: &str,
+    detail: Option<String>,
+) -> Result<(QueueMove, Task), QueueOpError> {
+    const ATTEMPTS: usize = 3;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let task = store
+            .task(gid)
+            .await?
+            .ok_or_else(|| QueueOpError::NotFound(gid.to_string()))?;
+        let to = next_status(&task.status, event).map_err(|reason| QueueOpError::Illegal {
+            gid: gid.to_string(),
+            reason,
+        })?;
+        let change = StatusChange {
+            task_gid: gid.to_string(),
+            from: task.status.clone(),
+            to: to.clone(),
+            event: NewEvent {
+                kind: event.name().to_string(),
+                actor: actor.to_string(),
+                detail: detail.clone(),
+                at: clock.now(),
+            },
+        };
+        match store.change_status(&change).await {
+            Ok(task) => {
+                return Ok((
+                    QueueMove {
+                        from: change.from,
+                        to,
+                    },
+                    task,
+                ))
+            }
+            Err(StoreError::StatusConflict { .. }) if attempt < ATTEMPTS => continue,
+            Err(StoreError::TaskNotFound(gid)) => return Err(QueueOpError::NotFound(gid)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// The status a task left and the one it reached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueMove {
+    pub from: crate::core::queue::QueueStatus,
+    pub to: crate::core::queue::QueueStatus,
+}

@@ -1,0 +1,12 @@
+//! Where work comes from. Each source turns what the owner keeps elsewhere into
+//! [`NewTask`](crate::core::task::NewTask)s; the queue itself lives in the store.
+//!
+//! | source | module |
+//! |---|---|
+//! | a folder of markdown notes (an Obsidian vault subfolder, say) | [`plans`] |
+//! | the command line (`executor add`) | `cli` |
+//!
+//! A source never modifies, moves or deletes what it reads: a note it cannot take in is
+//! reported and left exactly as it is.
+
+pub mod plans;

@@ -1,0 +1,135 @@
+use super::*;
+
+fn ok(path: &str, text: &str) -> PlanNote {
+    parse_note(path, text.as_bytes()).expect("note parses")
+}
+
+fn err(path: &str, bytes: &[u8]) -> NoteError {
+    parse_note(path, bytes).expect_err("note must be refused")
+}
+
+#[test]
+fn front_matter_fields_become_task_fields_and_the_rest_goes_to_notes() {
+    let note = ok(
+        "fix-tab.md",
+        "---\ntitle: Fix tab preview\npriority: 2\nsource: obsidian\ngid: T-9\narea: browser\ntags: [ui, tabs]\n---\nThe preview sticks.\n",
+    );
+    assert_eq!(note.gid, "T-9");
+    assert_eq!(note.title, "Fix tab preview");
+    assert_eq!(note.priority, Some(2));
+    assert_eq!(note.source.as_deref(), Some("obsidian"));
+    assert_eq!(note.description, "# Fix tab preview\n\nThe preview sticks.");
+    assert_eq!(
+        note.notes.as_deref(),
+        Some("area: browser\ntags:\n- ui\n- tabs")
+    );
+}
+
+#[test]
+fn a_note_without_front_matter_gets_a_path_derived_gid_and_its_heading_as_title() {
+    let note = ok(
+        "sub/Speed up startup.md",
+        "# Speed up startup\n\nProfile it.\n",
+    );
+    assert_eq!(
+        note.gid,
+        crate::core::gid::for_plan_note("sub/Speed up startup.md")
+    );
+    assert_eq!(note.title, "Speed up startup");
+    assert_eq!(note.description, "# Speed up startup\n\nProfile it.");
+    assert_eq!(note.notes, None);
+    assert_eq!(note.priority, None);
+}
+
+#[test]
+fn a_note_without_heading_is_titled_by_its_file_name() {
+    let note = ok("plans/Refactor tabs.md", "Just some words.");
+    assert_eq!(note.title, "Refactor tabs");
+    assert_eq!(note.description, "# Refactor tabs\n\nJust some words.");
+}
+
+#[test]
+fn a_heading_equal_to_the_front_matter_title_is_not_repeated() {
+    let note = ok("a.md", "---\ntitle: Same\n---\n# Same\n\nBody\n");
+    assert_eq!(note.description, "# Same\n\nBody");
+}
+
+#[test]
+fn empty_front_matter_is_no_front_matter() {
+    let note = ok("a.md", "---\n---\nBody only\n");
+    assert_eq!(note.title, "a");
+}
+
+#[test]
+fn numeric_gid_is_kept_as_text() {
+    assert_eq!(
+        ok("a.md", "---\ngid: 1209876543210987\n---\nx").gid,
+        "1209876543210987"
+    );
+}
+
+#[test]
+fn malformed_notes_say_why() {
+    assert_eq!(err("a.md", b""), NoteError::Empty);
+    assert_eq!(err("a.md", b"  \n\n"), NoteError::Empty);
+    assert_eq!(err("a.md", b"ok \xff\xfe"), NoteError::NotUtf8(3));
+    assert_eq!(
+        err("a.md", b"---\ntitle: x\nno end\n"),
+        NoteError::UnclosedFrontMatter
+    );
+    assert!(matches!(
+        err("a.md", b"---\ntitle: [unclosed\n---\nbody"),
+        NoteError::BadYaml(_)
+    ));
+    assert_eq!(
+        err("a.md", b"---\n- a\n- b\n---\nbody"),
+        NoteError::NotAMapping("list")
+    );
+    assert_eq!(
+        err("a.md", b"---\npriority: high\n---\nbody"),
+        NoteError::BadField {
+            key: "priority",
+            expected: "a whole number"
+        }
+    );
+    assert!(matches!(
+        err("a.md", b"---\ngid: a/b\n---\nbody"),
+        NoteError::BadGid(_)
+    ));
+    assert_eq!(
+        err("a.md", b"---\ntitle: {a: 1}\n---\nbody"),
+        NoteError::BadField {
+            key: "title",
+            expected: "text"
+        }
+    );
+}
+
+#[test]
+fn a_byte_order_mark_does_not_hide_front_matter() {
+    let note = ok("a.md", "\u{feff}---\ntitle: With BOM\n---\nx");
+    assert_eq!(note.title, "With BOM");
+}
+
+#[test]
+fn scan_reads_notes_recursively_and_skips_hidden_and_other_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("sub")).expect("mkdir");
+    std::fs::create_dir_all(dir.path().join(".obsidian")).expect("mkdir");
+    std::fs::write(dir.path().join("b.md"), "# B").expect("write");
+    std::fs::write(dir.path().join("sub/a.md"), "# A").expect("write");
+    std::fs::write(dir.path().join(".obsidian/x.md"), "# hidden").expect("write");
+    std::fs::write(dir.path().join(".draft.md"), "# hidden").expect("write");
+    std::fs::write(dir.path().join("image.png"), [0u8, 1, 2]).expect("write");
+    let found = scan(dir.path()).expect("scan");
+    let paths: Vec<&str> = found.iter().map(|n| n.relative_path.as_str()).collect();
+    assert_eq!(paths, ["b.md", "sub/a.md"]);
+    assert!(found.iter().all(|n| n.note.is_ok()));
+    assert_ne!(found[0].fingerprint, found[1].fingerprint);
+}
+
+#[test]
+fn scan_of_a_missing_folder_is_empty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    assert!(scan(&dir.path().join("nope")).expect("scan").is_empty());
+}

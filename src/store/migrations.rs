@@ -1,0 +1,59 @@
+//! The schema, as an ordered list of migrations per backend.
+//!
+//! A migration is applied once, in order, inside one transaction, and recorded. Migrations
+//! only add (tables, columns, indexes) and carry data forward; none may drop, rename or
+//! rewrite what an owner's database already holds. Never edit a migration that has shipped:
+//! append a new one.
+
+/// One schema step.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+pub const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("sql/sqlite/0001_initial.sql"),
+}];
+
+pub const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    sql: include_str!("sql/postgres/0001_initial.sql"),
+}];
+
+/// The highest version in `migrations`.
+pub fn latest(migrations: &[Migration]) -> i64 {
+    migrations.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_consecutive_from_one() {
+        for list in [SQLITE, POSTGRES] {
+            for (index, migration) in list.iter().enumerate() {
+                assert_eq!(migration.version, index as i64 + 1, "{}", migration.name);
+            }
+        }
+    }
+
+    #[test]
+    fn no_migration_drops_or_renames_anything() {
+        for migration in SQLITE.iter().chain(POSTGRES) {
+            let sql = migration.sql.to_ascii_uppercase();
+            for forbidden in ["DROP ", "RENAME ", "TRUNCATE "] {
+                assert!(
+                    !sql.contains(forbidden),
+                    "migration {} contains {forbidden}",
+                    migration.name
+                );
+            }
+        }
+    }
+}

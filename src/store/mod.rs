@@ -1,0 +1,166 @@
+//! Durable state: one [`Store`] interface, two implementations.
+//!
+//! | backend | for | module |
+//! |---|---|---|
+//! | SQLite | the embedded default: one file, WAL | [`sqlite`] |
+//! | Postgres | a queue shared by runners on several hosts | [`postgres`] |
+//!
+//! Both keep the owner's `executor_queue` and `executor_runs` tables with exactly the columns
+//! of DESIGN section 4, and everything else in tables of their own. Migrations only ever add:
+//! they never drop, rename or rewrite what is there, so an existing database is adopted in
+//! place. The store applies decisions; it never makes them (the state machines in `core` do).
+
+pub mod migrations;
+pub mod postgres;
+pub mod sqlite;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use thiserror::Error;
+
+use crate::core::queue::QueueStatus;
+use crate::core::record::{
+    Decision, Heartbeat, IntakeError, NewDecision, Run, StatusChange, StoreSummary, TaskEvent,
+};
+use crate::core::task::{NewTask, Task, UpsertOutcome};
+
+/// Everything that can go wrong in a store.
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("no task with gid `{0}`")]
+    TaskNotFound(String),
+    #[error("task `{gid}` is {actual}, not {expected}: it changed meanwhile, try again")]
+    StatusConflict {
+        gid: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("SQLite database {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("Postgres: {0}")]
+    Postgres(#[from] sqlx::Error),
+    #[error("migration {version} ({name}) failed: {message}")]
+    Migration {
+        version: i64,
+        name: &'static str,
+        message: String,
+    },
+    #[error(
+        "the database has schema version {found}, newer than this executor knows ({known}); upgrade executor"
+    )]
+    SchemaTooNew { found: i64, known: i64 },
+    #[error("store worker stopped unexpectedly: {0}")]
+    Worker(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Where the state lives, as resolved from `storage.url`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StorageTarget {
+    Sqlite(PathBuf),
+    /// A `postgres://` URL without a password, and the password from the environment or a
+    /// file (never from the config file).
+    Postgres {
+        url: String,
+        password: Option<String>,
+    },
+}
+
+impl StorageTarget {
+    /// How the target is shown to the user; never includes a password.
+    pub fn display(&self) -> String {
+        match self {
+            StorageTarget::Sqlite(path) => format!("sqlite://{}", path.display()),
+            StorageTarget::Postgres { url, .. } => url.clone(),
+        }
+    }
+}
+
+/// The one interface to durable state.
+#[async_trait]
+pub trait Store: Send + Sync {
+    /// Creates the task `new.task_gid`, or updates it when it exists (gids are unique).
+    /// Records an `added` or `updated` event; an update that changes nothing records none.
+    async fn upsert_task(
+        &self,
+        new: &NewTask,
+        actor: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<(Task, UpsertOutcome)>;
+
+    async fn task(&self, gid: &str) -> StoreResult<Option<Task>>;
+
+    /// Tasks in the order they were added, all of them or those with `status`.
+    async fn tasks(&self, status: Option<&QueueStatus>) -> StoreResult<Vec<Task>>;
+
+    /// Moves a task from `change.from` to `change.to` and records the event, in one
+    /// transaction; fails with [`StoreError::StatusConflict`] if it is no longer in `from`.
+    async fn change_status(&self, change: &StatusChange) -> StoreResult<Task>;
+
+    /// A task's history, oldest first.
+    async fn events(&self, gid: &str) -> StoreResult<Vec<TaskEvent>>;
+
+    /// Creates a `queued` run for a task and links it as the task's `executor_run_id`.
+    async fn create_run(&self, gid: &str, at: DateTime<Utc>) -> StoreResult<Run>;
+
+    /// Runs, oldest first: all of them or those of one task.
+    async fn runs(&self, gid: Option<&str>) -> StoreResult<Vec<Run>>;
+
+    async fn record_decision(&self, decision: &NewDecision) -> StoreResult<Decision>;
+
+    /// A task's decisions, oldest first.
+    async fn decisions(&self, gid: &str) -> StoreResult<Vec<Decision>>;
+
+    /// Records (or refreshes) that `path` of `source` could not be taken in.
+    async fn report_intake_error(
+        &self,
+        source: &str,
+        path: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
+    /// Forgets the intake errors of `source` except those for `still_failing` paths.
+    async fn retain_intake_errors(&self, source: &str, still_failing: &[String])
+        -> StoreResult<()>;
+
+    async fn intake_errors(&self) -> StoreResult<Vec<IntakeError>>;
+
+    /// Records a component's sign of life (insert or replace by component and host).
+    async fn beat(&self, heartbeat: &Heartbeat) -> StoreResult<()>;
+
+    /// Everything `executor status` shows, in one read.
+    async fn summary(&self) -> StoreResult<StoreSummary>;
+}
+
+/// Opens (creating where needed) and migrates the store at `target`.
+pub async fn open(target: &StorageTarget) -> StoreResult<Arc<dyn Store>> {
+    match target {
+        StorageTarget::Sqlite(path) => Ok(Arc::new(sqlite::SqliteStore::open(path).await?)),
+        StorageTarget::Postgres { url, password } => Ok(Arc::new(
+            postgres::PgStore::connect(url, password.as_deref()).await?,
+        )),
+    }
+}
+
+/// Queue counts in queue order, with every known status present (zero when absent) and any
+/// unknown stored status after them.
+pub(crate) fn complete_counts(found: Vec<(QueueStatus, i64)>) -> Vec<(QueueStatus, i64)> {
+    let mut counts: Vec<(QueueStatus, i64)> =
+        QueueStatus::KNOWN.iter().map(|s| (s.clone(), 0)).collect();
+    for (status, n) in found {
+        match counts.iter_mut().find(|(s, _)| *s == status) {
+            Some(entry) => entry.1 += n,
+            None => counts.push((status, n)),
+        }
+    }
+    counts
+}

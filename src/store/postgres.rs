@@ -1,0 +1,608 @@
+//! The shared store: Postgres, for a queue that runners on several hosts share.
+//!
+//! Every read casts its columns to the types this code decodes (`::bigint`, `::text`,
+//! `::timestamptz`), so an adopted database whose owner chose `integer` or `timestamp` for a
+//! column is read as it is instead of failing to decode. Migrations run under an advisory
+//! lock, so runners starting together on several hosts apply each step exactly once.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Row, Transaction};
+
+use super::migrations::{self, Migration};
+use super::{complete_counts, Store, StoreError, StoreResult};
+use crate::core::queue::QueueStatus;
+use crate::core::record::{
+    Decision, Heartbeat, IntakeError, NewDecision, Run, StatusChange, StoreSummary, TaskEvent,
+};
+use crate::core::run::RunState;
+use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
+
+const TASK_COLUMNS: &str = "id::bigint, task_gid::text, added_at::timestamptz, \
+     updated_at::timestamptz, source::text, description::text, notes::text, status::text, \
+     priority::bigint, complexity::text, feasibility::text, analysis_summary::text, \
+     executor_run_id::bigint";
+const RUN_COLUMNS: &str = "id::bigint, task_gid::text, worktree_path::text, \
+     branch_name::text, pr_url::text, pr_number::bigint, thread_id::text, \
+     started_at::timestamptz, updated_at::timestamptz, completed_at::timestamptz, state::text, \
+     ci_attempts::bigint, worker_session_id::text, worker_last_update::timestamptz, \
+     worker_pid::bigint, worker_stuck_count::bigint";
+const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
+const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
+     detail, resolved_at, resolution";
+
+/// Arbitrary, fixed: the advisory lock key under which migrations run ("executor" in ASCII).
+const MIGRATION_LOCK_KEY: i64 = 0x6578_6563_7574_6f72;
+
+/// The Postgres implementation of [`Store`].
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to `url` (with `password` when given) and brings the schema up to date.
+    pub async fn connect(url: &str, password: Option<&str>) -> StoreResult<Self> {
+        let mut options = PgConnectOptions::from_str(url)?;
+        if let Some(password) = password {
+            options = options.password(password);
+        }
+        Self::connect_with(options).await
+    }
+
+    /// Connects with ready-made options (tests use this to pick a schema).
+    pub async fn connect_with(options: PgConnectOptions) -> StoreResult<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .connect_with(options)
+            .await?;
+        migrate(&pool, migrations::POSTGRES).await?;
+        Ok(Self { pool })
+    }
+
+    /// The pool, for tests that inspect the database directly.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+async fn migrate(pool: &PgPool, list: &[Migration]) -> StoreResult<()> {
+    let known = migrations::latest(list);
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK_KEY)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::raw_sql(
+        "CREATE TABLE IF NOT EXISTS executor_schema_migrations (\
+            version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    )
+    .execute(&mut *tx)
+    .await?;
+    let current: i64 =
+        sqlx::query_scalar("SELECT COALESCE(max(version), 0) FROM executor_schema_migrations")
+            .fetch_one(&mut *tx)
+            .await?;
+    if current > known {
+        return Err(StoreError::SchemaTooNew {
+            found: current,
+            known,
+        });
+    }
+    for migration in list.iter().filter(|m| m.version > current) {
+        sqlx::raw_sql(migration.sql)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| StoreError::Migration {
+                version: migration.version,
+                name: migration.name,
+                message: e.to_string(),
+            })?;
+        sqlx::query("INSERT INTO executor_schema_migrations (version, name) VALUES ($1, $2)")
+            .bind(migration.version)
+            .bind(migration.name)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+fn task_from_row(row: &PgRow) -> Result<Task, sqlx::Error> {
+    Ok(Task {
+        id: row.try_get(0)?,
+        task_gid: row.try_get(1)?,
+        added_at: row.try_get(2)?,
+        updated_at: row.try_get(3)?,
+        source: row.try_get(4)?,
+        description: row.try_get(5)?,
+        notes: row.try_get(6)?,
+        status: QueueStatus::from_column(row.try_get::<Option<String>, _>(7)?.as_deref()),
+        priority: row.try_get(8)?,
+        complexity: row.try_get(9)?,
+        feasibility: row.try_get(10)?,
+        analysis_summary: row.try_get(11)?,
+        executor_run_id: row.try_get(12)?,
+    })
+}
+
+fn run_from_row(row: &PgRow) -> Result<Run, sqlx::Error> {
+    Ok(Run {
+        id: row.try_get(0)?,
+        task_gid: row.try_get(1)?,
+        worktree_path: row.try_get(2)?,
+        branch_name: row.try_get(3)?,
+        pr_url: row.try_get(4)?,
+        pr_number: row.try_get(5)?,
+        thread_id: row.try_get(6)?,
+        started_at: row.try_get(7)?,
+        updated_at: row.try_get(8)?,
+        completed_at: row.try_get(9)?,
+        state: RunState::from_column(&row.try_get::<String, _>(10)?),
+        ci_attempts: row.try_get(11)?,
+        worker_session_id: row.try_get(12)?,
+        worker_last_update: row.try_get(13)?,
+        worker_pid: row.try_get(14)?,
+        worker_stuck_count: row.try_get(15)?,
+    })
+}
+
+fn event_from_row(row: &PgRow) -> Result<TaskEvent, sqlx::Error> {
+    Ok(TaskEvent {
+        id: row.try_get(0)?,
+        task_gid: row.try_get(1)?,
+        run_id: row.try_get(2)?,
+        at: row.try_get(3)?,
+        kind: row.try_get(4)?,
+        from_status: row.try_get(5)?,
+        to_status: row.try_get(6)?,
+        actor: row.try_get(7)?,
+        detail: row.try_get(8)?,
+    })
+}
+
+fn decision_from_row(row: &PgRow) -> Result<Decision, sqlx::Error> {
+    Ok(Decision {
+        id: row.try_get(0)?,
+        task_gid: row.try_get(1)?,
+        run_id: row.try_get(2)?,
+        at: row.try_get(3)?,
+        role: row.try_get(4)?,
+        action: row.try_get(5)?,
+        decision: row.try_get(6)?,
+        rule_id: row.try_get(7)?,
+        detail: row.try_get(8)?,
+        resolved_at: row.try_get(9)?,
+        resolution: row.try_get(10)?,
+    })
+}
+
+async fn select_task(
+    tx: &mut Transaction<'_, Postgres>,
+    gid: &str,
+    for_update: bool,
+) -> Result<Option<Task>, sqlx::Error> {
+    let lock = if for_update { " FOR UPDATE" } else { "" };
+    let row = sqlx::query(&format!(
+        "SELECT {TASK_COLUMNS} FROM executor_queue WHERE task_gid = $1{lock}"
+    ))
+    .bind(gid)
+    .fetch_optional(&mut **tx)
+    .await?;
+    row.as_ref().map(task_from_row).transpose()
+}
+
+struct EventRow<'a> {
+    gid: &'a str,
+    run_id: Option<i64>,
+    at: DateTime<Utc>,
+    kind: &'a str,
+    from: Option<&'a str>,
+    to: Option<&'a str>,
+    actor: &'a str,
+    detail: Option<&'a str>,
+}
+
+async fn insert_event(
+    tx: &mut Transaction<'_, Postgres>,
+    event: EventRow<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO executor_events (task_gid, run_id, at, kind, from_status, to_status, actor, detail) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+    )
+    .bind(event.gid)
+    .bind(event.run_id)
+    .bind(event.at)
+    .bind(event.kind)
+    .bind(event.from)
+    .bind(event.to)
+    .bind(event.actor)
+    .bind(event.detail)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn upsert_task(
+        &self,
+        new: &NewTask,
+        actor: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<(Task, UpsertOutcome)> {
+        let mut tx = self.pool.begin().await?;
+        // Insert-if-absent first, so two hosts adding the same gid at once both end up
+        // updating one row instead of one of them failing on the unique index.
+        let inserted = sqlx::query(
+            "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, description, notes, status, priority) \
+             VALUES ($1, $2, $2, $3, $4, $5, $6, $7) ON CONFLICT (task_gid) DO NOTHING",
+        )
+        .bind(&new.task_gid)
+        .bind(at)
+        .bind(&new.source)
+        .bind(&new.description)
+        .bind(&new.notes)
+        .bind(new.initial_status.as_str())
+        .bind(new.priority)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected()
+            == 1;
+        let outcome = if inserted {
+            insert_event(
+                &mut tx,
+                EventRow {
+                    gid: &new.task_gid,
+                    run_id: None,
+                    at,
+                    kind: "added",
+                    from: None,
+                    to: Some(new.initial_status.as_str()),
+                    actor,
+                    detail: None,
+                },
+            )
+            .await?;
+            UpsertOutcome::Created
+        } else {
+            let stored = select_task(&mut tx, &new.task_gid, true)
+                .await?
+                .ok_or_else(|| StoreError::TaskNotFound(new.task_gid.clone()))?;
+            let changes = TaskChanges::between(&stored, new);
+            if changes.is_empty() {
+                UpsertOutcome::Unchanged
+            } else {
+                sqlx::query(
+                    "UPDATE executor_queue SET description = COALESCE($2, description), \
+                     notes = COALESCE($3, notes), priority = COALESCE($4, priority), updated_at = $5 \
+                     WHERE task_gid = $1",
+                )
+                .bind(&new.task_gid)
+                .bind(&changes.description)
+                .bind(&changes.notes)
+                .bind(changes.priority)
+                .bind(at)
+                .execute(&mut *tx)
+                .await?;
+                let fields = changes.field_names();
+                insert_event(
+                    &mut tx,
+                    EventRow {
+                        gid: &new.task_gid,
+                        run_id: None,
+                        at,
+                        kind: "updated",
+                        from: None,
+                        to: None,
+                        actor,
+                        detail: Some(&fields),
+                    },
+                )
+                .await?;
+                UpsertOutcome::Updated
+            }
+        };
+        let task = select_task(&mut tx, &new.task_gid, false)
+            .await?
+            .ok_or_else(|| StoreError::TaskNotFound(new.task_gid.clone()))?;
+        tx.commit().await?;
+        Ok((task, outcome))
+    }
+
+    async fn task(&self, gid: &str) -> StoreResult<Option<Task>> {
+        let row = sqlx::query(&format!(
+            "SELECT {TASK_COLUMNS} FROM executor_queue WHERE task_gid = $1"
+        ))
+        .bind(gid)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(task_from_row).transpose()?)
+    }
+
+    async fn tasks(&self, status: Option<&QueueStatus>) -> StoreResult<Vec<Task>> {
+        let rows = match status {
+            None => {
+                sqlx::query(&format!(
+                    "SELECT {TASK_COLUMNS} FROM executor_queue ORDER BY id"
+                ))
+                .fetch_all(&self.pool)
+                .await?
+            }
+            Some(QueueStatus::Pending) => {
+                sqlx::query(&format!(
+                    "SELECT {TASK_COLUMNS} FROM executor_queue \
+                     WHERE status IS NULL OR status IN ('', 'pending') ORDER BY id"
+                ))
+                .fetch_all(&self.pool)
+                .await?
+            }
+            Some(status) => {
+                sqlx::query(&format!(
+                    "SELECT {TASK_COLUMNS} FROM executor_queue WHERE status = $1 ORDER BY id"
+                ))
+                .bind(status.as_str())
+                .fetch_all(&self.pool)
+                .await?
+            }
+        };
+        Ok(rows.iter().map(task_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn change_status(&self, change: &StatusChange) -> StoreResult<Task> {
+        let mut tx = self.pool.begin().await?;
+        let stored = select_task(&mut tx, &change.task_gid, true)
+            .await?
+            .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+        if stored.status != change.from {
+            return Err(StoreError::StatusConflict {
+                gid: change.task_gid.clone(),
+                expected: change.from.to_string(),
+                actual: stored.status.to_string(),
+            });
+        }
+        sqlx::query("UPDATE executor_queue SET status = $2, updated_at = $3 WHERE task_gid = $1")
+            .bind(&change.task_gid)
+            .bind(change.to.as_str())
+            .bind(change.event.at)
+            .execute(&mut *tx)
+            .await?;
+        insert_event(
+            &mut tx,
+            EventRow {
+                gid: &change.task_gid,
+                run_id: stored.executor_run_id,
+                at: change.event.at,
+                kind: &change.event.kind,
+                from: Some(change.from.as_str()),
+                to: Some(change.to.as_str()),
+                actor: &change.event.actor,
+                detail: change.event.detail.as_deref(),
+            },
+        )
+        .await?;
+        let task = select_task(&mut tx, &change.task_gid, false)
+            .await?
+            .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+        tx.commit().await?;
+        Ok(task)
+    }
+
+    async fn events(&self, gid: &str) -> StoreResult<Vec<TaskEvent>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM executor_events WHERE task_gid = $1 ORDER BY id"
+        ))
+        .bind(gid)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(event_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn create_run(&self, gid: &str, at: DateTime<Utc>) -> StoreResult<Run> {
+        let mut tx = self.pool.begin().await?;
+        if select_task(&mut tx, gid, true).await?.is_none() {
+            return Err(StoreError::TaskNotFound(gid.to_string()));
+        }
+        let row = sqlx::query(&format!(
+            "INSERT INTO executor_runs (task_gid, started_at, updated_at, state) VALUES ($1, $2, $2, $3) \
+             RETURNING {RUN_COLUMNS}"
+        ))
+        .bind(gid)
+        .bind(at)
+        .bind(RunState::Queued.as_str())
+        .fetch_one(&mut *tx)
+        .await?;
+        let run = run_from_row(&row)?;
+        sqlx::query(
+            "UPDATE executor_queue SET executor_run_id = $2, updated_at = $3 WHERE task_gid = $1",
+        )
+        .bind(gid)
+        .bind(run.id)
+        .bind(at)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(run)
+    }
+
+    async fn runs(&self, gid: Option<&str>) -> StoreResult<Vec<Run>> {
+        let rows = match gid {
+            Some(gid) => {
+                sqlx::query(&format!(
+                    "SELECT {RUN_COLUMNS} FROM executor_runs WHERE task_gid = $1 ORDER BY id"
+                ))
+                .bind(gid)
+                .fetch_all(&self.pool)
+                .await?
+            }
+            None => {
+                sqlx::query(&format!(
+                    "SELECT {RUN_COLUMNS} FROM executor_runs ORDER BY id"
+                ))
+                .fetch_all(&self.pool)
+                .await?
+            }
+        };
+        Ok(rows.iter().map(run_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn record_decision(&self, d: &NewDecision) -> StoreResult<Decision> {
+        let row = sqlx::query(&format!(
+            "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {DECISION_COLUMNS}"
+        ))
+        .bind(&d.task_gid)
+        .bind(d.run_id)
+        .bind(d.at)
+        .bind(&d.role)
+        .bind(&d.action)
+        .bind(&d.decision)
+        .bind(&d.rule_id)
+        .bind(&d.detail)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(decision_from_row(&row)?)
+    }
+
+    async fn decisions(&self, gid: &str) -> StoreResult<Vec<Decision>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE task_gid = $1 ORDER BY id"
+        ))
+        .bind(gid)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(decision_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn report_intake_error(
+        &self,
+        source: &str,
+        path: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO executor_intake_errors (source, path, reason, first_seen, last_seen) \
+             VALUES ($1, $2, $3, $4, $4) \
+             ON CONFLICT (source, path) DO UPDATE SET reason = excluded.reason, last_seen = excluded.last_seen",
+        )
+        .bind(source)
+        .bind(path)
+        .bind(reason)
+        .bind(at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn retain_intake_errors(
+        &self,
+        source: &str,
+        still_failing: &[String],
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "DELETE FROM executor_intake_errors WHERE source = $1 AND NOT (path = ANY($2))",
+        )
+        .bind(source)
+        .bind(still_failing)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn intake_errors(&self) -> StoreResult<Vec<IntakeError>> {
+        let rows = sqlx::query(
+            "SELECT source, path, reason, first_seen, last_seen FROM executor_intake_errors ORDER BY source, path",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                Ok(IntakeError {
+                    source: row.try_get(0)?,
+                    path: row.try_get(1)?,
+                    reason: row.try_get(2)?,
+                    first_seen: row.try_get(3)?,
+                    last_seen: row.try_get(4)?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    async fn beat(&self, hb: &Heartbeat) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO executor_heartbeats (component, host, pid, started_at, beat_at, stopped_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (component, host) DO UPDATE SET pid = excluded.pid, started_at = excluded.started_at, \
+             beat_at = excluded.beat_at, stopped_at = excluded.stopped_at",
+        )
+        .bind(&hb.component)
+        .bind(&hb.host)
+        .bind(hb.pid)
+        .bind(hb.started_at)
+        .bind(hb.beat_at)
+        .bind(hb.stopped_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn summary(&self) -> StoreResult<StoreSummary> {
+        let found: Vec<(QueueStatus, i64)> =
+            sqlx::query("SELECT status::text, count(*) FROM executor_queue GROUP BY status")
+                .fetch_all(&self.pool)
+                .await?
+                .iter()
+                .map(|row| {
+                    Ok((
+                        QueueStatus::from_column(row.try_get::<Option<String>, _>(0)?.as_deref()),
+                        row.try_get::<i64, _>(1)?,
+                    ))
+                })
+                .collect::<Result<_, sqlx::Error>>()?;
+        let live_workers: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM executor_runs WHERE worker_pid IS NOT NULL \
+             AND state IN ('queued', 'in_progress', 'pr')",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let pending_escalations: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM executor_decisions WHERE decision = 'escalate' AND resolved_at IS NULL",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let heartbeats = sqlx::query(
+            "SELECT component, host, pid, started_at, beat_at, stopped_at FROM executor_heartbeats \
+             ORDER BY component, host",
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(Heartbeat {
+                component: row.try_get(0)?,
+                host: row.try_get(1)?,
+                pid: row.try_get(2)?,
+                started_at: row.try_get(3)?,
+                beat_at: row.try_get(4)?,
+                stopped_at: row.try_get(5)?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()?;
+        Ok(StoreSummary {
+            queue: complete_counts(found),
+            live_workers,
+            pending_escalations,
+            intake_errors: self.intake_errors().await?,
+            heartbeats,
+        })
+    }
+}

@@ -1,0 +1,615 @@
+//! The embedded store: one SQLite file in WAL mode.
+//!
+//! One connection, guarded by a mutex and used from tokio's blocking pool, is plenty for
+//! one process; several processes (the daemon and the CLI) share the file through SQLite's
+//! own locking, with a busy timeout so that a short write by one never fails the other.
+//! Writes take the write lock up front (`BEGIN IMMEDIATE`) so two writers never deadlock.
+//! `synchronous = NORMAL` in WAL mode keeps every committed transaction across a crash of
+//! the process; only a power loss can cost the last few.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
+
+use super::migrations::{self, Migration};
+use super::{complete_counts, Store, StoreError, StoreResult};
+use crate::core::queue::QueueStatus;
+use crate::core::record::{
+    Decision, Heartbeat, IntakeError, NewDecision, Run, StatusChange, StoreSummary, TaskEvent,
+};
+use crate::core::run::RunState;
+use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
+
+const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, description, notes, \
+     status, priority, complexity, feasibility, analysis_summary, executor_run_id";
+const RUN_COLUMNS: &str = "id, task_gid, worktree_path, branch_name, pr_url, pr_number, \
+     thread_id, started_at, updated_at, completed_at, state, ci_attempts, worker_session_id, \
+     worker_last_update, worker_pid, worker_stuck_count";
+const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
+const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
+     detail, resolved_at, resolution";
+
+/// The SQLite implementation of [`Store`].
+pub struct SqliteStore {
+    path: PathBuf,
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens the database at `path`, creating the file and its parent folder if needed,
+    /// and brings its schema up to date.
+    pub async fn open(path: &Path) -> StoreResult<Self> {
+        let path = path.to_path_buf();
+        let opened_path = path.clone();
+        let conn = tokio::task::spawn_blocking(move || open_blocking(&opened_path))
+            .await
+            .map_err(|e| StoreError::Worker(e.to_string()))??;
+        Ok(Self {
+            path,
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Runs `work` on the connection in the blocking pool.
+    async fn call<T, F>(&self, work: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.call_store(move |conn| Ok(work(conn)?)).await
+    }
+
+    /// Like [`Self::call`], for work that can fail with a store error of its own.
+    async fn call_store<T, F>(&self, work: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<T, CallError> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut guard = conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            work(&mut guard).map_err(|e| e.into_store_error(&path))
+        })
+        .await
+        .map_err(|e| StoreError::Worker(e.to_string()))?
+    }
+}
+
+/// An error inside a blocking call: SQLite's own, or one of the store's.
+enum CallError {
+    Sqlite(rusqlite::Error),
+    Store(StoreError),
+}
+
+impl CallError {
+    fn into_store_error(self, path: &Path) -> StoreError {
+        match self {
+            CallError::Sqlite(source) => StoreError::Sqlite {
+                path: path.to_path_buf(),
+                source,
+            },
+            CallError::Store(error) => error,
+        }
+    }
+}
+
+impl From<rusqlite::Error> for CallError {
+    fn from(error: rusqlite::Error) -> Self {
+        CallError::Sqlite(error)
+    }
+}
+
+impl From<StoreError> for CallError {
+    fn from(error: StoreError) -> Self {
+        CallError::Store(error)
+    }
+}
+
+fn open_blocking(path: &Path) -> StoreResult<Connection> {
+    let sqlite_error = |source| StoreError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| StoreError::Sqlite {
+            path: path.to_path_buf(),
+            source: rusqlite::Error::InvalidPath(PathBuf::from(format!(
+                "{}: cannot create folder: {e}",
+                parent.display()
+            ))),
+        })?;
+    }
+    let mut conn = Connection::open(path).map_err(sqlite_error)?;
+    conn.busy_timeout(Duration::from_secs(10))
+        .map_err(sqlite_error)?;
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+    )
+    .map_err(sqlite_error)?;
+    migrate(&mut conn, migrations::SQLITE).map_err(|e| e.into_store_error(path))?;
+    Ok(conn)
+}
+
+/// Applies the migrations newer than the database's `user_version`, each in its own
+/// transaction taken with the write lock, so two processes opening a new file at once
+/// apply each step exactly once.
+fn migrate(conn: &mut Connection, list: &[Migration]) -> Result<(), CallError> {
+    let known = migrations::latest(list);
+    let current: i64 = conn.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+    if current > known {
+        return Err(StoreError::SchemaTooNew {
+            found: current,
+            known,
+        }
+        .into());
+    }
+    if current == known {
+        return Ok(());
+    }
+    for migration in list {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let applied: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+        if migration.version <= applied {
+            continue;
+        }
+        tx.execute_batch(migration.sql)
+            .map_err(|e| StoreError::Migration {
+                version: migration.version,
+                name: migration.name,
+                message: e.to_string(),
+            })?;
+        tx.execute_batch(&format!("PRAGMA user_version = {}", migration.version))?;
+        tx.commit()?;
+    }
+    Ok(())
+}
+
+fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
+    Ok(Task {
+        id: row.get(0)?,
+        task_gid: row.get(1)?,
+        added_at: row.get(2)?,
+        updated_at: row.get(3)?,
+        source: row.get(4)?,
+        description: row.get(5)?,
+        notes: row.get(6)?,
+        status: QueueStatus::from_column(row.get_ref(7)?.as_str_or_null()?),
+        priority: row.get(8)?,
+        complexity: row.get(9)?,
+        feasibility: row.get(10)?,
+        analysis_summary: row.get(11)?,
+        executor_run_id: row.get(12)?,
+    })
+}
+
+fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
+    Ok(Run {
+        id: row.get(0)?,
+        task_gid: row.get(1)?,
+        worktree_path: row.get(2)?,
+        branch_name: row.get(3)?,
+        pr_url: row.get(4)?,
+        pr_number: row.get(5)?,
+        thread_id: row.get(6)?,
+        started_at: row.get(7)?,
+        updated_at: row.get(8)?,
+        completed_at: row.get(9)?,
+        state: RunState::from_column(row.get_ref(10)?.as_str()?),
+        ci_attempts: row.get(11)?,
+        worker_session_id: row.get(12)?,
+        worker_last_update: row.get(13)?,
+        worker_pid: row.get(14)?,
+        worker_stuck_count: row.get(15)?,
+    })
+}
+
+fn event_from_row(row: &Row<'_>) -> rusqlite::Result<TaskEvent> {
+    Ok(TaskEvent {
+        id: row.get(0)?,
+        task_gid: row.get(1)?,
+        run_id: row.get(2)?,
+        at: row.get(3)?,
+        kind: row.get(4)?,
+        from_status: row.get(5)?,
+        to_status: row.get(6)?,
+        actor: row.get(7)?,
+        detail: row.get(8)?,
+    })
+}
+
+fn decision_from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
+    Ok(Decision {
+        id: row.get(0)?,
+        task_gid: row.get(1)?,
+        run_id: row.get(2)?,
+        at: row.get(3)?,
+        role: row.get(4)?,
+        action: row.get(5)?,
+        decision: row.get(6)?,
+        rule_id: row.get(7)?,
+        detail: row.get(8)?,
+        resolved_at: row.get(9)?,
+        resolution: row.get(10)?,
+    })
+}
+
+fn select_task(conn: &Connection, gid: &str) -> rusqlite::Result<Option<Task>> {
+    conn.prepare_cached(&format!(
+        "SELECT {TASK_COLUMNS} FROM executor_queue WHERE task_gid = ?1"
+    ))?
+    .query_row([gid], task_from_row)
+    .optional()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert_event(
+    conn: &Connection,
+    gid: &str,
+    run_id: Option<i64>,
+    at: DateTime<Utc>,
+    kind: &str,
+    from: Option<&str>,
+    to: Option<&str>,
+    actor: &str,
+    detail: Option<&str>,
+) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "INSERT INTO executor_events (task_gid, run_id, at, kind, from_status, to_status, actor, detail) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![gid, run_id, at, kind, from, to, actor, detail])?;
+    Ok(())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn upsert_task(
+        &self,
+        new: &NewTask,
+        actor: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<(Task, UpsertOutcome)> {
+        let new = new.clone();
+        let actor = actor.to_string();
+        self.call_store(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let outcome = match select_task(&tx, &new.task_gid)? {
+                None => {
+                    tx.prepare_cached(
+                        "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, description, notes, status, priority) \
+                         VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    )?
+                    .execute(params![
+                        new.task_gid,
+                        at,
+                        new.source,
+                        new.description,
+                        new.notes,
+                        new.initial_status.as_str(),
+                        new.priority
+                    ])?;
+                    let status = new.initial_status.as_str();
+                    insert_event(&tx, &new.task_gid, None, at, "added", None, Some(status), &actor, None)?;
+                    UpsertOutcome::Created
+                }
+                Some(stored) => {
+                    let changes = TaskChanges::between(&stored, &new);
+                    if changes.is_empty() {
+                        UpsertOutcome::Unchanged
+                    } else {
+                        tx.prepare_cached(
+                            "UPDATE executor_queue SET description = COALESCE(?2, description), \
+                             notes = COALESCE(?3, notes), priority = COALESCE(?4, priority), updated_at = ?5 \
+                             WHERE task_gid = ?1",
+                        )?
+                        .execute(params![
+                            new.task_gid,
+                            changes.description,
+                            changes.notes,
+                            changes.priority,
+                            at
+                        ])?;
+                        let fields = changes.field_names();
+                        insert_event(&tx, &new.task_gid, None, at, "updated", None, None, &actor, Some(&fields))?;
+                        UpsertOutcome::Updated
+                    }
+                }
+            };
+            let task = select_task(&tx, &new.task_gid)?
+                .ok_or_else(|| StoreError::TaskNotFound(new.task_gid.clone()))?;
+            tx.commit()?;
+            Ok((task, outcome))
+        })
+        .await
+    }
+
+    async fn task(&self, gid: &str) -> StoreResult<Option<Task>> {
+        let gid = gid.to_string();
+        self.call(move |conn| select_task(conn, &gid)).await
+    }
+
+    async fn tasks(&self, status: Option<&QueueStatus>) -> StoreResult<Vec<Task>> {
+        let status = status.cloned();
+        self.call(move |conn| match status {
+            None => conn
+                .prepare(&format!(
+                    "SELECT {TASK_COLUMNS} FROM executor_queue ORDER BY id"
+                ))?
+                .query_map([], task_from_row)?
+                .collect(),
+            Some(QueueStatus::Pending) => conn
+                .prepare(&format!(
+                    "SELECT {TASK_COLUMNS} FROM executor_queue \
+                     WHERE status IS NULL OR status IN ('', 'pending') ORDER BY id"
+                ))?
+                .query_map([], task_from_row)?
+                .collect(),
+            Some(status) => conn
+                .prepare(&format!(
+                    "SELECT {TASK_COLUMNS} FROM executor_queue WHERE status = ?1 ORDER BY id"
+                ))?
+                .query_map([status.as_str()], task_from_row)?
+                .collect(),
+        })
+        .await
+    }
+
+    async fn change_status(&self, change: &StatusChange) -> StoreResult<Task> {
+        let change = change.clone();
+        self.call_store(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let stored = select_task(&tx, &change.task_gid)?
+                .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+            if stored.status != change.from {
+                return Err(StoreError::StatusConflict {
+                    gid: change.task_gid.clone(),
+                    expected: change.from.to_string(),
+                    actual: stored.status.to_string(),
+                }
+                .into());
+            }
+            tx.prepare_cached(
+                "UPDATE executor_queue SET status = ?2, updated_at = ?3 WHERE task_gid = ?1",
+            )?
+            .execute(params![
+                change.task_gid,
+                change.to.as_str(),
+                change.event.at
+            ])?;
+            insert_event(
+                &tx,
+                &change.task_gid,
+                stored.executor_run_id,
+                change.event.at,
+                &change.event.kind,
+                Some(change.from.as_str()),
+                Some(change.to.as_str()),
+                &change.event.actor,
+                change.event.detail.as_deref(),
+            )?;
+            let task = select_task(&tx, &change.task_gid)?
+                .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+            tx.commit()?;
+            Ok(task)
+        })
+        .await
+    }
+
+    async fn events(&self, gid: &str) -> StoreResult<Vec<TaskEvent>> {
+        let gid = gid.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {EVENT_COLUMNS} FROM executor_events WHERE task_gid = ?1 ORDER BY id"
+            ))?
+            .query_map([gid], event_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn create_run(&self, gid: &str, at: DateTime<Utc>) -> StoreResult<Run> {
+        let gid = gid.to_string();
+        self.call_store(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if select_task(&tx, &gid)?.is_none() {
+                return Err(StoreError::TaskNotFound(gid).into());
+            }
+            tx.prepare_cached(
+                "INSERT INTO executor_runs (task_gid, started_at, updated_at, state) VALUES (?1, ?2, ?2, ?3)",
+            )?
+            .execute(params![gid, at, RunState::Queued.as_str()])?;
+            let run_id = tx.last_insert_rowid();
+            tx.prepare_cached("UPDATE executor_queue SET executor_run_id = ?2, updated_at = ?3 WHERE task_gid = ?1")?
+                .execute(params![gid, run_id, at])?;
+            let run = tx
+                .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM executor_runs WHERE id = ?1"))?
+                .query_row([run_id], run_from_row)?;
+            tx.commit()?;
+            Ok(run)
+        })
+        .await
+    }
+
+    async fn runs(&self, gid: Option<&str>) -> StoreResult<Vec<Run>> {
+        let gid = gid.map(str::to_string);
+        self.call(move |conn| match gid {
+            Some(gid) => conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM executor_runs WHERE task_gid = ?1 ORDER BY id"
+                ))?
+                .query_map([gid], run_from_row)?
+                .collect(),
+            None => conn
+                .prepare_cached(&format!(
+                    "SELECT {RUN_COLUMNS} FROM executor_runs ORDER BY id"
+                ))?
+                .query_map([], run_from_row)?
+                .collect(),
+        })
+        .await
+    }
+
+    async fn record_decision(&self, decision: &NewDecision) -> StoreResult<Decision> {
+        let d = decision.clone();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![d.task_gid, d.run_id, d.at, d.role, d.action, d.decision, d.rule_id, d.detail])?;
+            let id = conn.last_insert_rowid();
+            conn.prepare_cached(&format!(
+                "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE id = ?1"
+            ))?
+            .query_row([id], decision_from_row)
+        })
+        .await
+    }
+
+    async fn decisions(&self, gid: &str) -> StoreResult<Vec<Decision>> {
+        let gid = gid.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE task_gid = ?1 ORDER BY id"
+            ))?
+            .query_map([gid], decision_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn report_intake_error(
+        &self,
+        source: &str,
+        path: &str,
+        reason: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let (source, path, reason) = (source.to_string(), path.to_string(), reason.to_string());
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_intake_errors (source, path, reason, first_seen, last_seen) \
+                 VALUES (?1, ?2, ?3, ?4, ?4) \
+                 ON CONFLICT (source, path) DO UPDATE SET reason = excluded.reason, last_seen = excluded.last_seen",
+            )?
+            .execute(params![source, path, reason, at])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn retain_intake_errors(
+        &self,
+        source: &str,
+        still_failing: &[String],
+    ) -> StoreResult<()> {
+        let source = source.to_string();
+        let keep = still_failing.to_vec();
+        self.call(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let stored: Vec<String> = tx
+                .prepare_cached("SELECT path FROM executor_intake_errors WHERE source = ?1")?
+                .query_map([&source], |row| row.get(0))?
+                .collect::<rusqlite::Result<_>>()?;
+            for path in stored.iter().filter(|p| !keep.contains(p)) {
+                tx.prepare_cached(
+                    "DELETE FROM executor_intake_errors WHERE source = ?1 AND path = ?2",
+                )?
+                .execute(params![source, path])?;
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn intake_errors(&self) -> StoreResult<Vec<IntakeError>> {
+        self.call(|conn| {
+            conn.prepare_cached(
+                "SELECT source, path, reason, first_seen, last_seen FROM executor_intake_errors ORDER BY source, path",
+            )?
+            .query_map([], |row| {
+                Ok(IntakeError {
+                    source: row.get(0)?,
+                    path: row.get(1)?,
+                    reason: row.get(2)?,
+                    first_seen: row.get(3)?,
+                    last_seen: row.get(4)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn beat(&self, heartbeat: &Heartbeat) -> StoreResult<()> {
+        let hb = heartbeat.clone();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_heartbeats (component, host, pid, started_at, beat_at, stopped_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                 ON CONFLICT (component, host) DO UPDATE SET pid = excluded.pid, started_at = excluded.started_at, \
+                 beat_at = excluded.beat_at, stopped_at = excluded.stopped_at",
+            )?
+            .execute(params![hb.component, hb.host, hb.pid, hb.started_at, hb.beat_at, hb.stopped_at])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn summary(&self) -> StoreResult<StoreSummary> {
+        let intake_errors = self.intake_errors().await?;
+        let (found, live_workers, pending_escalations, heartbeats) = self
+            .call(|conn| {
+                let found: Vec<(QueueStatus, i64)> = conn
+                    .prepare_cached("SELECT status, count(*) FROM executor_queue GROUP BY status")?
+                    .query_map([], |row| {
+                        Ok((
+                            QueueStatus::from_column(row.get_ref(0)?.as_str_or_null()?),
+                            row.get(1)?,
+                        ))
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                let live: i64 = conn.query_row(
+                    "SELECT count(*) FROM executor_runs WHERE worker_pid IS NOT NULL \
+                     AND state IN ('queued', 'in_progress', 'pr')",
+                    [],
+                    |row| row.get(0),
+                )?;
+                let escalations: i64 = conn.query_row(
+                    "SELECT count(*) FROM executor_decisions WHERE decision = 'escalate' AND resolved_at IS NULL",
+                    [],
+                    |row| row.get(0),
+                )?;
+                let heartbeats: Vec<Heartbeat> = conn
+                    .prepare_cached(
+                        "SELECT component, host, pid, started_at, beat_at, stopped_at FROM executor_heartbeats \
+                         ORDER BY component, host",
+                    )?
+                    .query_map([], |row| {
+                        Ok(Heartbeat {
+                            component: row.get(0)?,
+                            host: row.get(1)?,
+                            pid: row.get(2)?,
+                            started_at: row.get(3)?,
+                            beat_at: row.get(4)?,
+                            stopped_at: row.get(5)?,
+                        })
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok((found, live, escalations, heartbeats))
+            })
+            .await?;
+        Ok(StoreSummary {
+            queue: complete_counts(found),
+            live_workers,
+            pending_escalations,
+            intake_errors,
+            heartbeats,
+        })
+    }
+}
