@@ -1,0 +1,362 @@
+//! The command line, as the owner uses it: the real binary in a temp workspace.
+
+use serde_json::Value;
+
+use crate::support::{executor, PgSchema, Workspace};
+
+#[test]
+fn init_add_queue_go_show_walks_a_task_through_the_queue() {
+    let ws = Workspace::init();
+    for made in [
+        "executor.toml",
+        "roles/worker-policy.json",
+        "roles/conductor-policy.json",
+        "prompts",
+        "plans",
+        "executor.db",
+    ] {
+        assert!(ws.path().join(made).exists(), "init did not make {made}");
+    }
+    let printed = ws.ok(&["add", "--title", "Fix tab preview", "--gid", "T-1"]);
+    assert_eq!(printed.trim(), "T-1");
+
+    let queue = ws.queue();
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue[0]["task_gid"], "T-1");
+    assert_eq!(queue[0]["status"], "pending");
+    assert_eq!(queue[0]["source"], "cli");
+    assert_eq!(queue[0]["description"], "# Fix tab preview");
+
+    let moved = ws.ok(&["go", "T-1"]);
+    assert_eq!(moved.trim(), "T-1: pending -> approved");
+    assert_eq!(ws.queue()[0]["status"], "approved");
+
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "approved");
+    let events = shown["events"].as_array().expect("events");
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(kinds, ["added", "go"]);
+    assert_eq!(events[1]["from_status"], "pending");
+    assert_eq!(events[1]["to_status"], "approved");
+    assert_eq!(events[1]["actor"], "owner");
+    assert_eq!(shown["runs"], Value::Array(vec![]));
+    assert_eq!(shown["decisions"], Value::Array(vec![]));
+
+    let human = ws.ok(&["show", "T-1"]);
+    assert!(human.contains("pending -> approved"), "{human}");
+}
+
+#[test]
+fn queue_json_carries_exactly_the_owners_columns() {
+    let ws = Workspace::init();
+    ws.ok(&[
+        "add",
+        "--title",
+        "A",
+        "--gid",
+        "T-1",
+        "--priority",
+        "2",
+        "--description",
+        "body",
+    ]);
+    let task = ws.queue().remove(0);
+    let mut keys: Vec<&str> = task
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    let mut expected = [
+        "id",
+        "task_gid",
+        "added_at",
+        "updated_at",
+        "source",
+        "description",
+        "notes",
+        "status",
+        "priority",
+        "complexity",
+        "feasibility",
+        "analysis_summary",
+        "executor_run_id",
+    ];
+    expected.sort_unstable();
+    assert_eq!(keys, expected);
+    assert_eq!(task["priority"], 2);
+    assert_eq!(task["description"], "# A\n\nbody");
+}
+
+#[test]
+fn adding_the_same_gid_twice_updates_the_task() {
+    let ws = Workspace::init();
+    ws.ok(&["add", "--title", "First", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    let out = ws.run(&[
+        "add",
+        "--title",
+        "First, reworded",
+        "--gid",
+        "T-1",
+        "--priority",
+        "5",
+    ]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("updated the existing task T-1"));
+    let queue = ws.queue();
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue[0]["description"], "# First, reworded");
+    assert_eq!(queue[0]["priority"], 5);
+    assert_eq!(
+        queue[0]["status"], "approved",
+        "re-adding never moves the status"
+    );
+}
+
+#[test]
+fn add_without_gid_generates_a_readable_unique_one() {
+    let ws = Workspace::init();
+    let a = ws.ok(&["add", "--title", "Speed up startup"]);
+    let b = ws.ok(&["add", "--title", "Speed up startup"]);
+    assert!(a.trim().starts_with("cli-speed-up-startup-"), "{a}");
+    assert_ne!(a, b);
+    assert_eq!(ws.queue().len(), 2);
+}
+
+#[test]
+fn skip_records_the_reason_and_go_overrules_it() {
+    let ws = Workspace::init();
+    ws.ok(&["add", "--title", "A", "--gid", "T-1"]);
+    assert_eq!(
+        ws.ok(&["skip", "T-1", "--reason", "not now"]).trim(),
+        "T-1: pending -> skip"
+    );
+    assert_eq!(ws.ok(&["go", "T-1"]).trim(), "T-1: skip -> approved");
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["events"][1]["detail"], "not now");
+}
+
+#[test]
+fn queue_filters_by_status() {
+    let ws = Workspace::init();
+    ws.ok(&["add", "--title", "A", "--gid", "T-1"]);
+    ws.ok(&["add", "--title", "B", "--gid", "T-2"]);
+    ws.ok(&["go", "T-2"]);
+    let approved = ws.json(&["queue", "--status", "approved", "--json"]);
+    let gids: Vec<&str> = approved
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|t| t["task_gid"].as_str())
+        .collect();
+    assert_eq!(gids, ["T-2"]);
+    let table = ws.ok(&["queue"]);
+    assert!(
+        table.lines().next().is_some_and(|h| h.starts_with("GID")),
+        "{table}"
+    );
+    assert!(table.contains("T-1") && table.contains("T-2"), "{table}");
+}
+
+#[test]
+fn bad_usage_and_bad_input_exit_2_naming_the_culprit() {
+    let ws = Workspace::init();
+    ws.ok(&["add", "--title", "Done soon", "--gid", "T-1"]);
+
+    let stderr = ws.fails_with(2, &["queue", "--colour"]);
+    assert!(stderr.contains("--colour"), "{stderr}");
+
+    let stderr = ws.fails_with(2, &["go", "T-404"]);
+    assert!(stderr.contains("T-404"), "{stderr}");
+
+    let stderr = ws.fails_with(2, &["add", "--title", "  "]);
+    assert!(stderr.contains("--title"), "{stderr}");
+
+    let stderr = ws.fails_with(2, &["add", "--title", "x", "--gid", "a/b"]);
+    assert!(
+        stderr.contains("--gid") && stderr.contains("a/b"),
+        "{stderr}"
+    );
+
+    let stderr = ws.fails_with(2, &["queue", "--status", "finished"]);
+    assert!(
+        stderr.contains("finished") && stderr.contains("awaiting_go"),
+        "{stderr}"
+    );
+
+    ws.ok(&["go", "T-1"]);
+    let stderr = ws.fails_with(2, &["go", "T-1"]);
+    assert!(
+        stderr.contains("T-1") && stderr.contains("approved"),
+        "{stderr}"
+    );
+
+    ws.fails_with(2, &["frobnicate"]);
+}
+
+#[test]
+fn a_misspelt_config_key_is_named_with_file_and_line() {
+    let ws = Workspace::init();
+    ws.write_config("[storage]\nurl = \"sqlite://executor.db\"\n\n[runner]\nmax_wrokers = 3\n");
+    let stderr = ws.fails_with(2, &["queue"]);
+    assert!(stderr.contains("executor.toml"), "{stderr}");
+    assert!(stderr.contains("line 5"), "{stderr}");
+    assert!(stderr.contains("max_wrokers"), "{stderr}");
+}
+
+#[test]
+fn an_unknown_storage_scheme_is_named_with_its_line() {
+    let ws = Workspace::init();
+    ws.write_config("[storage]\nurl = \"mongodb://localhost/q\"\n");
+    let stderr = ws.fails_with(2, &["status"]);
+    assert!(stderr.contains("line 2, `storage.url`"), "{stderr}");
+    assert!(stderr.contains("mongodb"), "{stderr}");
+}
+
+#[test]
+fn a_missing_config_says_how_to_make_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = executor(dir.path()).args(["queue"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("executor init"), "{stderr}");
+}
+
+#[test]
+fn the_config_can_be_named_by_flag_or_environment_from_anywhere() {
+    let ws = Workspace::init();
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    let config = ws.path().join("executor.toml");
+    let config = config.to_str().expect("utf-8 path");
+    let out = executor(elsewhere.path())
+        .args([
+            "--config", config, "add", "--title", "By flag", "--gid", "F-1",
+        ])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = executor(elsewhere.path())
+        .env("EXECUTOR_CONFIG", config)
+        .args(["add", "--title", "By env", "--gid", "E-1"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        ws.queue().len(),
+        2,
+        "both landed in the workspace's own database"
+    );
+    assert!(!elsewhere.path().join("executor.db").exists());
+}
+
+#[test]
+fn init_twice_keeps_what_is_there() {
+    let ws = Workspace::init();
+    ws.write_config("[storage]\nurl = \"sqlite://state/queue.db\"\n");
+    let out = ws.ok(&["init", "."]);
+    assert!(out.contains("kept     executor.toml"), "{out}");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("read");
+    assert!(config.contains("state/queue.db"));
+    assert!(ws.path().join("state/queue.db").exists());
+}
+
+#[test]
+fn run_once_takes_in_the_plans_folder_and_reports_a_malformed_note_untouched() {
+    let ws = Workspace::init();
+    std::fs::write(
+        ws.plans().join("fix-tab.md"),
+        "---\ntitle: Fix tab preview\npriority: 2\ngid: T-9\n---\nThe preview sticks.\n",
+    )
+    .expect("write note");
+    let broken: &[u8] = b"---\ntitle: [oops\n---\nbody\n";
+    std::fs::write(ws.plans().join("broken.md"), broken).expect("write note");
+
+    ws.ok(&["run", "--once"]);
+    let queue = ws.queue();
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue[0]["task_gid"], "T-9");
+    assert_eq!(
+        queue[0]["status"], "approved",
+        "the owner's notes enter approved"
+    );
+    assert_eq!(queue[0]["source"], "plans");
+
+    let status = ws.json(&["status", "--json"]);
+    let errors = status["intake_errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0]["path"]
+        .as_str()
+        .is_some_and(|p| p.ends_with("broken.md")));
+    assert!(
+        errors[0]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("YAML")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        std::fs::read(ws.plans().join("broken.md")).expect("read"),
+        broken
+    );
+
+    std::fs::write(ws.plans().join("broken.md"), "# Fixed now\n").expect("fix note");
+    ws.ok(&["run", "--once"]);
+    assert_eq!(ws.queue().len(), 2);
+    let status = ws.json(&["status", "--json"]);
+    assert_eq!(status["intake_errors"], Value::Array(vec![]));
+}
+
+#[test]
+fn status_shows_the_queue_and_that_no_daemon_ran() {
+    let ws = Workspace::init();
+    ws.ok(&["add", "--title", "A", "--gid", "T-1"]);
+    let status = ws.json(&["status", "--json"]);
+    assert_eq!(status["queue"]["pending"], 1);
+    assert_eq!(status["queue"]["approved"], 0);
+    assert_eq!(status["live_workers"], 0);
+    assert_eq!(status["pending_escalations"], 0);
+    assert_eq!(status["components"], Value::Array(vec![]));
+    let human = ws.ok(&["status"]);
+    assert!(human.contains("daemon:  never started"), "{human}");
+}
+
+#[tokio::test]
+async fn the_same_commands_work_on_postgres() {
+    let Some(schema) = PgSchema::create("cli_postgres").await else {
+        return;
+    };
+    let url = schema.url_with_schema();
+    let mut ws = Workspace::init();
+    ws.env.push(("EXECUTOR_STORAGE_URL".into(), url));
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "T-1"]);
+    ws.ok(&["add", "--title", "Fix tab preview again", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    let queue = ws.queue();
+    assert_eq!(queue.len(), 1);
+    assert_eq!(queue[0]["status"], "approved");
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["events"].as_array().map(Vec::len), Some(3));
+    let status = ws.json(&["status", "--json"]);
+    assert!(status["storage"]
+        .as_str()
+        .is_some_and(|s| s.starts_with("postgres://")));
+
+    let mut in_pg = Workspace::init();
+    in_pg.write_config("[storage]\nurl = \"postgres://nobody:hunter2@127.0.0.1:5432/test\"\n");
+    in_pg.env.clear();
+    let stderr = in_pg.fails_with(2, &["queue"]);
+    assert!(
+        stderr.contains("storage.url") && !stderr.contains("hunter2"),
+        "{stderr}"
+    );
+    schema.drop().await;
+}

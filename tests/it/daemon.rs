@@ -1,0 +1,208 @@
+//! `executor daemon`: the plans folder watched live, and nothing acknowledged lost when the
+//! process is killed.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{eventually, Workspace};
+
+/// Long enough for a loaded CI machine; the bench measures how fast it really is.
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Daemon {
+    child: Child,
+}
+
+impl Daemon {
+    fn start(ws: &Workspace) -> Self {
+        let log = std::fs::File::create(ws.path().join("daemon.log")).expect("daemon log");
+        let child = ws
+            .command(&["daemon"])
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log handle"))
+            .stderr(log)
+            .spawn()
+            .expect("start daemon");
+        let daemon = Self { child };
+        let pid = daemon.pid();
+        eventually(WAIT, "the daemon to report running", || {
+            let status = ws.json(&["status", "--json"]);
+            status["components"]
+                .as_array()?
+                .iter()
+                .find(|c| c["component"] == "daemon" && c["state"] == "running" && c["pid"] == pid)
+                .map(|_| ())
+        });
+        daemon
+    }
+
+    fn pid(&self) -> i64 {
+        i64::from(self.child.id())
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} failed");
+    }
+
+    fn wait(mut self) -> std::process::ExitStatus {
+        let status = eventually(WAIT, "the daemon to exit", || {
+            self.child.try_wait().ok().flatten()
+        });
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gids(ws: &Workspace) -> Vec<String> {
+    ws.queue()
+        .iter()
+        .filter_map(|t| t["task_gid"].as_str().map(str::to_string))
+        .collect()
+}
+
+fn task(ws: &Workspace, gid: &str) -> Option<Value> {
+    ws.queue().into_iter().find(|t| t["task_gid"] == gid)
+}
+
+#[test]
+fn daemon_takes_in_new_notes_and_reports_the_malformed_one_untouched() {
+    let ws = Workspace::init();
+    let daemon = Daemon::start(&ws);
+
+    std::fs::write(
+        ws.plans().join("tab-preview.md"),
+        "---\ntitle: Fix tab preview\npriority: 1\ngid: T-7\nowner_area: tabs\n---\nThe preview sticks after closing a tab.\n",
+    )
+    .expect("write note");
+    std::fs::write(
+        ws.plans().join("Speed up startup.md"),
+        "Profile the cold start.\n",
+    )
+    .expect("write note");
+    let malformed: &[u8] = b"---\ntitle: \"unterminated\npriority: 3\n---\nbody \xff\n";
+    std::fs::write(ws.plans().join("broken.md"), malformed).expect("write note");
+
+    eventually(WAIT, "two tasks from the notes", || {
+        (gids(&ws).len() == 2).then_some(())
+    });
+    let errors = eventually(WAIT, "one reported intake error", || {
+        let status = ws.json(&["status", "--json"]);
+        let errors = status["intake_errors"].as_array()?.clone();
+        (errors.len() == 1).then_some(errors)
+    });
+    assert!(
+        errors[0]["path"]
+            .as_str()
+            .is_some_and(|p| p.ends_with("broken.md")),
+        "{errors:?}"
+    );
+    assert_eq!(
+        std::fs::read(ws.plans().join("broken.md")).expect("read"),
+        malformed
+    );
+
+    let t7 = task(&ws, "T-7").expect("front matter task");
+    assert_eq!(t7["status"], "approved");
+    assert_eq!(t7["priority"], 1);
+    assert_eq!(t7["notes"], "owner_area: tabs");
+    let derived = gids(&ws)
+        .into_iter()
+        .find(|g| g != "T-7")
+        .expect("derived gid");
+    assert!(derived.starts_with("plan-speed-up-startup-"), "{derived}");
+
+    // Editing a note updates its task; deleting it keeps the task.
+    std::fs::write(
+        ws.plans().join("tab-preview.md"),
+        "---\ntitle: Fix tab preview\npriority: 1\ngid: T-7\nowner_area: tabs\n---\nAlso on pinned tabs.\n",
+    )
+    .expect("edit note");
+    eventually(WAIT, "the edit to reach the task", || {
+        let description = task(&ws, "T-7")?["description"].as_str()?.to_string();
+        description.contains("pinned tabs").then_some(())
+    });
+    std::fs::remove_file(ws.plans().join("tab-preview.md")).expect("delete note");
+    std::fs::write(ws.plans().join("later.md"), "# Later\n").expect("write note");
+    eventually(WAIT, "the note written after the delete", || {
+        (gids(&ws).len() == 3).then_some(())
+    });
+    assert!(
+        task(&ws, "T-7").is_some(),
+        "deleting a note must not delete its task"
+    );
+
+    // A clean stop is recorded.
+    daemon.signal("-TERM");
+    let exit = daemon.wait();
+    assert!(exit.success(), "daemon exited with {exit:?}");
+    let status = ws.json(&["status", "--json"]);
+    assert_eq!(status["components"][0]["state"], "stopped");
+}
+
+#[test]
+fn kill_9_and_restart_lose_nothing_that_was_acknowledged() {
+    let ws = Workspace::init();
+    let daemon = Daemon::start(&ws);
+    for n in 0..5 {
+        std::fs::write(
+            ws.plans().join(format!("note-{n}.md")),
+            format!("# Note {n}\n"),
+        )
+        .expect("write note");
+    }
+    ws.ok(&["add", "--title", "From the CLI", "--gid", "C-1"]);
+    ws.ok(&["go", "C-1"]);
+    eventually(WAIT, "six tasks", || (gids(&ws).len() == 6).then_some(()));
+    let before = ws.queue();
+
+    daemon.signal("-KILL");
+    let exit = daemon.wait();
+    assert!(!exit.success());
+
+    // What was acknowledged is all there with the daemon dead...
+    assert_eq!(ws.queue(), before);
+    // ... and what changed meanwhile is taken in at the next start.
+    std::fs::write(
+        ws.plans().join("while-down.md"),
+        "# Written while the daemon was down\n",
+    )
+    .expect("write note");
+    std::fs::write(
+        ws.plans().join("note-0.md"),
+        "# Note 0\n\nEdited while down.\n",
+    )
+    .expect("edit note");
+    let restarted = Daemon::start(&ws);
+    eventually(WAIT, "the note written while down", || {
+        (gids(&ws).len() == 7).then_some(())
+    });
+    let after = ws.queue();
+    for task in &before {
+        let gid = &task["task_gid"];
+        let now = after
+            .iter()
+            .find(|t| &t["task_gid"] == gid)
+            .expect("task kept");
+        assert_eq!(now["status"], task["status"], "{gid}");
+        assert_eq!(now["added_at"], task["added_at"], "{gid}");
+    }
+    let c1 = after.iter().find(|t| t["task_gid"] == "C-1").expect("C-1");
+    assert_eq!(c1["status"], "approved");
+    assert!(after.iter().any(|t| t["description"]
+        .as_str()
+        .is_some_and(|d| d.contains("Edited while down"))));
+    drop(restarted);
+}

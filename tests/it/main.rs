@@ -1,0 +1,8 @@
+//! One integration-test binary (one link, one build): the real `executor` binary in temp
+//! workspaces, the real SQLite, and the real Postgres named by `EXECUTOR_TEST_PG`.
+
+mod cli;
+mod daemon;
+mod pg_adoption;
+mod store_conformance;
+mod support;

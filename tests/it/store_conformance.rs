@@ -1,0 +1,463 @@
+//! One conformance suite, run against every store backend: the same calls must give the
+//! same answers on SQLite and on Postgres.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, TimeZone, Utc};
+use executor::core::queue::QueueStatus;
+use executor::core::record::{Heartbeat, NewDecision, NewEvent, StatusChange};
+use executor::core::run::RunState;
+use executor::core::task::{NewTask, UpsertOutcome};
+use executor::store::postgres::PgStore;
+use executor::store::sqlite::SqliteStore;
+use executor::store::{Store, StoreError};
+
+use crate::support::PgSchema;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 3, 1, 9, 30, 0)
+        .single()
+        .expect("valid time")
+}
+
+fn new_task(gid: &str, description: &str) -> NewTask {
+    NewTask {
+        task_gid: gid.to_string(),
+        source: "cli".to_string(),
+        description: description.to_string(),
+        notes: None,
+        priority: None,
+        initial_status: QueueStatus::Pending,
+    }
+}
+
+fn change(gid: &str, from: QueueStatus, to: QueueStatus, at: DateTime<Utc>) -> StatusChange {
+    StatusChange {
+        task_gid: gid.to_string(),
+        from,
+        to,
+        event: NewEvent {
+            kind: "go".to_string(),
+            actor: "owner".to_string(),
+            detail: Some("looks right".to_string()),
+            at,
+        },
+    }
+}
+
+async fn added_task_reads_back_with_every_column(store: &dyn Store) {
+    let mut new = new_task("T-1", "# Fix tab preview\n\nIt sticks — ünïcode kept.");
+    new.notes = Some("area: browser".into());
+    new.priority = Some(-3);
+    let (task, outcome) = store.upsert_task(&new, "cli", t0()).await.expect("add");
+    assert_eq!(outcome, UpsertOutcome::Created);
+    let read = store.task("T-1").await.expect("read").expect("present");
+    assert_eq!(read, task);
+    assert_eq!(read.task_gid, "T-1");
+    assert_eq!(read.added_at, t0());
+    assert_eq!(read.updated_at, t0());
+    assert_eq!(read.source.as_deref(), Some("cli"));
+    assert_eq!(read.description.as_deref(), Some(new.description.as_str()));
+    assert_eq!(read.notes.as_deref(), Some("area: browser"));
+    assert_eq!(read.status, QueueStatus::Pending);
+    assert_eq!(read.priority, Some(-3));
+    assert_eq!(read.executor_run_id, None);
+    assert_eq!(read.title(), "Fix tab preview");
+    let events = store.events("T-1").await.expect("events");
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].kind, "added");
+    assert_eq!(events[0].to_status.as_deref(), Some("pending"));
+    assert_eq!(events[0].actor, "cli");
+    assert!(store.task("T-404").await.expect("read").is_none());
+}
+
+async fn adding_the_same_gid_updates_instead_of_duplicating(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# One"), "cli", t0())
+        .await
+        .expect("add");
+    let later = t0() + Duration::seconds(5);
+    let mut again = new_task("T-1", "# One, reworded");
+    again.priority = Some(1);
+    again.initial_status = QueueStatus::Approved;
+    let (task, outcome) = store
+        .upsert_task(&again, "cli", later)
+        .await
+        .expect("add again");
+    assert_eq!(outcome, UpsertOutcome::Updated);
+    assert_eq!(task.description.as_deref(), Some("# One, reworded"));
+    assert_eq!(task.priority, Some(1));
+    assert_eq!(
+        task.status,
+        QueueStatus::Pending,
+        "an update never moves the status"
+    );
+    assert_eq!(task.added_at, t0());
+    assert_eq!(task.updated_at, later);
+    assert_eq!(store.tasks(None).await.expect("list").len(), 1);
+    let events = store.events("T-1").await.expect("events");
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1].kind, "updated");
+    assert_eq!(events[1].detail.as_deref(), Some("description, priority"));
+}
+
+async fn an_identical_upsert_writes_nothing(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# Same"), "cli", t0())
+        .await
+        .expect("add");
+    let later = t0() + Duration::seconds(5);
+    let (task, outcome) = store
+        .upsert_task(&new_task("T-1", "# Same"), "cli", later)
+        .await
+        .expect("add again");
+    assert_eq!(outcome, UpsertOutcome::Unchanged);
+    assert_eq!(task.updated_at, t0());
+    assert_eq!(store.events("T-1").await.expect("events").len(), 1);
+}
+
+async fn a_new_task_enters_with_the_sources_initial_status(store: &dyn Store) {
+    let mut new = new_task("P-1", "# From the plans folder");
+    new.initial_status = QueueStatus::Approved;
+    let (task, _) = store.upsert_task(&new, "plans", t0()).await.expect("add");
+    assert_eq!(task.status, QueueStatus::Approved);
+}
+
+async fn status_change_is_compare_and_set_and_recorded(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let at = t0() + Duration::minutes(1);
+    let task = store
+        .change_status(&change(
+            "T-1",
+            QueueStatus::Pending,
+            QueueStatus::Approved,
+            at,
+        ))
+        .await
+        .expect("go");
+    assert_eq!(task.status, QueueStatus::Approved);
+    assert_eq!(task.updated_at, at);
+
+    let stale = store
+        .change_status(&change("T-1", QueueStatus::Pending, QueueStatus::Skip, at))
+        .await
+        .expect_err("a stale `from` must not apply");
+    match stale {
+        StoreError::StatusConflict {
+            gid,
+            expected,
+            actual,
+        } => {
+            assert_eq!(
+                (gid.as_str(), expected.as_str(), actual.as_str()),
+                ("T-1", "pending", "approved")
+            );
+        }
+        other => panic!("expected a conflict, got {other}"),
+    }
+    let read = store.task("T-1").await.expect("read").expect("present");
+    assert_eq!(read.status, QueueStatus::Approved);
+
+    let events = store.events("T-1").await.expect("events");
+    let go = events.last().expect("go recorded");
+    assert_eq!(go.kind, "go");
+    assert_eq!(go.from_status.as_deref(), Some("pending"));
+    assert_eq!(go.to_status.as_deref(), Some("approved"));
+    assert_eq!(go.actor, "owner");
+    assert_eq!(go.detail.as_deref(), Some("looks right"));
+    assert_eq!(go.at, at);
+    assert_eq!(events.len(), 2, "the refused change left no event");
+}
+
+async fn status_change_of_an_unknown_task_is_not_found(store: &dyn Store) {
+    let err = store
+        .change_status(&change(
+            "T-404",
+            QueueStatus::Pending,
+            QueueStatus::Approved,
+            t0(),
+        ))
+        .await
+        .expect_err("unknown task");
+    assert!(
+        matches!(err, StoreError::TaskNotFound(ref gid) if gid == "T-404"),
+        "{err}"
+    );
+}
+
+async fn tasks_list_in_insertion_order_and_filter_by_status(store: &dyn Store) {
+    for (i, gid) in ["C", "A", "B"].iter().enumerate() {
+        store
+            .upsert_task(
+                &new_task(gid, "# x"),
+                "cli",
+                t0() + Duration::seconds(i as i64),
+            )
+            .await
+            .expect("add");
+    }
+    store
+        .change_status(&change("A", QueueStatus::Pending, QueueStatus::Skip, t0()))
+        .await
+        .expect("skip");
+    let all: Vec<String> = store
+        .tasks(None)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|t| t.task_gid)
+        .collect();
+    assert_eq!(all, ["C", "A", "B"]);
+    let pending: Vec<String> = store
+        .tasks(Some(&QueueStatus::Pending))
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|t| t.task_gid)
+        .collect();
+    assert_eq!(pending, ["C", "B"]);
+    let skipped = store.tasks(Some(&QueueStatus::Skip)).await.expect("list");
+    assert_eq!(skipped.len(), 1);
+    assert!(store
+        .tasks(Some(&QueueStatus::Done))
+        .await
+        .expect("list")
+        .is_empty());
+}
+
+async fn a_run_is_created_queued_and_linked_to_its_task(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let run = store.create_run("T-1", t0()).await.expect("run");
+    assert_eq!(run.state, RunState::Queued);
+    assert_eq!(run.task_gid, "T-1");
+    assert_eq!(run.started_at, Some(t0()));
+    assert_eq!(run.ci_attempts, 0);
+    assert_eq!(run.worker_stuck_count, 0);
+    let task = store.task("T-1").await.expect("read").expect("present");
+    assert_eq!(task.executor_run_id, Some(run.id));
+    assert_eq!(
+        store.runs(Some("T-1")).await.expect("runs"),
+        vec![run.clone()]
+    );
+    assert_eq!(store.runs(None).await.expect("runs"), vec![run]);
+    assert!(store.runs(Some("other")).await.expect("runs").is_empty());
+    let err = store
+        .create_run("T-404", t0())
+        .await
+        .expect_err("unknown task");
+    assert!(matches!(err, StoreError::TaskNotFound(_)), "{err}");
+}
+
+async fn decisions_are_recorded_and_pending_escalations_counted(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let decision = store
+        .record_decision(&NewDecision {
+            task_gid: Some("T-1".into()),
+            run_id: None,
+            at: t0(),
+            role: "worker".into(),
+            action: "merge_pr".into(),
+            decision: "escalate".into(),
+            rule_id: Some("merge".into()),
+            detail: Some("{\"pr\":1234}".into()),
+        })
+        .await
+        .expect("record");
+    assert_eq!(decision.decision, "escalate");
+    assert_eq!(decision.resolved_at, None);
+    assert_eq!(store.decisions("T-1").await.expect("list"), vec![decision]);
+    assert_eq!(
+        store.summary().await.expect("summary").pending_escalations,
+        1
+    );
+}
+
+async fn intake_errors_are_refreshed_and_retained(store: &dyn Store) {
+    store
+        .report_intake_error("plans", "/p/a.md", "empty", t0())
+        .await
+        .expect("report");
+    store
+        .report_intake_error("plans", "/p/b.md", "bad YAML", t0())
+        .await
+        .expect("report");
+    let later = t0() + Duration::seconds(30);
+    store
+        .report_intake_error("plans", "/p/a.md", "not UTF-8", later)
+        .await
+        .expect("report again");
+    let errors = store.intake_errors().await.expect("list");
+    assert_eq!(errors.len(), 2);
+    assert_eq!(errors[0].path, "/p/a.md");
+    assert_eq!(errors[0].reason, "not UTF-8");
+    assert_eq!(errors[0].first_seen, t0());
+    assert_eq!(errors[0].last_seen, later);
+    store
+        .retain_intake_errors("plans", &["/p/b.md".to_string()])
+        .await
+        .expect("retain");
+    let errors = store.intake_errors().await.expect("list");
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].path, "/p/b.md");
+    store
+        .retain_intake_errors("plans", &[])
+        .await
+        .expect("retain none");
+    assert!(store.intake_errors().await.expect("list").is_empty());
+}
+
+async fn heartbeats_are_replaced_per_component_and_host(store: &dyn Store) {
+    let mut beat = Heartbeat {
+        component: "daemon".into(),
+        host: "h1".into(),
+        pid: 42,
+        started_at: t0(),
+        beat_at: t0(),
+        stopped_at: None,
+    };
+    store.beat(&beat).await.expect("beat");
+    beat.beat_at = t0() + Duration::seconds(5);
+    beat.stopped_at = Some(beat.beat_at);
+    store.beat(&beat).await.expect("beat again");
+    let summary = store.summary().await.expect("summary");
+    assert_eq!(summary.heartbeats, vec![beat]);
+}
+
+async fn summary_counts_every_known_status(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("A", "# a"), "cli", t0())
+        .await
+        .expect("add");
+    store
+        .upsert_task(&new_task("B", "# b"), "cli", t0())
+        .await
+        .expect("add");
+    store
+        .change_status(&change(
+            "B",
+            QueueStatus::Pending,
+            QueueStatus::Approved,
+            t0(),
+        ))
+        .await
+        .expect("go");
+    let summary = store.summary().await.expect("summary");
+    let counts: Vec<(String, i64)> = summary
+        .queue
+        .iter()
+        .map(|(s, n)| (s.to_string(), *n))
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("pending".to_string(), 1),
+            ("for_review".to_string(), 0),
+            ("awaiting_go".to_string(), 0),
+            ("approved".to_string(), 1),
+            ("in_progress".to_string(), 0),
+            ("done".to_string(), 0),
+            ("skip".to_string(), 0),
+        ]
+    );
+    assert_eq!(summary.live_workers, 0);
+    assert_eq!(summary.pending_escalations, 0);
+}
+
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let dir = tempfile::tempdir().expect("temp dir");
+                    let store = super::SqliteStore::open(&dir.path().join("executor.db"))
+                        .await
+                        .expect("open SQLite");
+                    super::$case(&store).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(schema) = super::PgSchema::create(stringify!($case)).await else {
+                        return;
+                    };
+                    let store = super::PgStore::connect_with(schema.options())
+                        .await
+                        .expect("open Postgres");
+                    super::$case(&store).await;
+                    store.pool().close().await;
+                    schema.drop().await;
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    added_task_reads_back_with_every_column,
+    adding_the_same_gid_updates_instead_of_duplicating,
+    an_identical_upsert_writes_nothing,
+    a_new_task_enters_with_the_sources_initial_status,
+    status_change_is_compare_and_set_and_recorded,
+    status_change_of_an_unknown_task_is_not_found,
+    tasks_list_in_insertion_order_and_filter_by_status,
+    a_run_is_created_queued_and_linked_to_its_task,
+    decisions_are_recorded_and_pending_escalations_counted,
+    intake_errors_are_refreshed_and_retained,
+    heartbeats_are_replaced_per_component_and_host,
+    summary_counts_every_known_status,
+);
+
+#[tokio::test]
+async fn sqlite_state_survives_reopening_and_migrations_run_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("nested/executor.db");
+    {
+        let store = SqliteStore::open(&path).await.expect("open");
+        store
+            .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+            .await
+            .expect("add");
+    }
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).await.expect("reopen"));
+    assert_eq!(store.tasks(None).await.expect("list").len(), 1);
+    let version: i64 = rusqlite::Connection::open(&path)
+        .expect("open file")
+        .query_row("PRAGMA user_version", [], |row| row.get(0))
+        .expect("user_version");
+    assert_eq!(
+        version,
+        executor::store::migrations::latest(executor::store::migrations::SQLITE)
+    );
+}
+
+#[tokio::test]
+async fn sqlite_refuses_a_database_from_a_newer_version() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("executor.db");
+    SqliteStore::open(&path).await.expect("create");
+    rusqlite::Connection::open(&path)
+        .expect("open file")
+        .execute_batch("PRAGMA user_version = 999")
+        .expect("bump version");
+    let err = match SqliteStore::open(&path).await {
+        Ok(_) => panic!("a newer schema must be refused"),
+        Err(err) => err,
+    };
+    assert!(
+        matches!(err, StoreError::SchemaTooNew { found: 999, .. }),
+        "{err}"
+    );
+}

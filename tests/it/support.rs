@@ -1,0 +1,198 @@
+//! Helpers shared by the integration tests: workspaces, running the binary, Postgres schemas.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use std::str::FromStr;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_executor");
+
+/// The environment variable naming the test Postgres server. Unset: the Postgres tests say
+/// they skipped. Set: they must pass, and an unreachable server fails them.
+pub const PG_ENV: &str = "EXECUTOR_TEST_PG";
+
+/// A command for the binary with no inherited executor settings.
+pub fn executor(dir: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(dir)
+        .env_remove("EXECUTOR_CONFIG")
+        .env_remove("EXECUTOR_STORAGE_URL")
+        .env_remove("EXECUTOR_LOG")
+        .env_remove("PGPASSWORD");
+    cmd
+}
+
+/// A temp folder initialised with `executor init`.
+pub struct Workspace {
+    pub dir: tempfile::TempDir,
+    pub env: Vec<(String, String)>,
+}
+
+impl Workspace {
+    pub fn init() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = executor(dir.path())
+            .args(["init", "."])
+            .output()
+            .expect("run executor init");
+        assert_success(&out, "executor init");
+        Self {
+            dir,
+            env: Vec::new(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn plans(&self) -> PathBuf {
+        self.path().join("plans")
+    }
+
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = executor(self.path());
+        cmd.args(args);
+        for (key, value) in &self.env {
+            cmd.env(key, value);
+        }
+        cmd
+    }
+
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run executor")
+    }
+
+    /// Runs and asserts exit 0; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert_success(&out, &args.join(" "));
+        String::from_utf8(out.stdout).expect("utf-8 stdout")
+    }
+
+    pub fn json(&self, args: &[&str]) -> Value {
+        let stdout = self.ok(args);
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{args:?}: bad JSON {e}: {stdout}"))
+    }
+
+    /// Runs and asserts the exit code; returns stderr.
+    pub fn fails_with(&self, code: i32, args: &[&str]) -> String {
+        let out = self.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{args:?}: expected exit {code}; stderr: {stderr}"
+        );
+        stderr
+    }
+
+    pub fn queue(&self) -> Vec<Value> {
+        match self.json(&["queue", "--json"]) {
+            Value::Array(tasks) => tasks,
+            other => panic!("queue --json is not an array: {other}"),
+        }
+    }
+
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.path().join("executor.toml"), text).expect("write config");
+    }
+}
+
+pub fn assert_success(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} exited {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Polls `check` until it returns `Some`, for at most `limit` (a generous bound: this
+/// waits for an event, it does not measure how fast it came).
+pub fn eventually<T>(limit: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A fresh schema on the test Postgres server, or `None` (after saying so) when
+/// `EXECUTOR_TEST_PG` is unset. Panics when it is set and the server cannot be reached.
+pub struct PgSchema {
+    pub url: String,
+    pub name: String,
+}
+
+impl PgSchema {
+    pub async fn create(test: &str) -> Option<Self> {
+        let Ok(url) = std::env::var(PG_ENV) else {
+            // Written past the test harness's capture so a skip is always visible.
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: {test} on Postgres ({PG_ENV} is not set)"
+            );
+            return None;
+        };
+        let name = format!(
+            "executor_test_{}_{}_{}",
+            test.chars().take(30).collect::<String>(),
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or_default()
+        )
+        .to_lowercase();
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("{PG_ENV}={url} is set but Postgres is unreachable: {e}"));
+        sqlx::query(&format!("CREATE SCHEMA {name}"))
+            .execute(&pool)
+            .await
+            .expect("create test schema");
+        pool.close().await;
+        Some(Self { url, name })
+    }
+
+    /// Connect options that put everything in this schema.
+    pub fn options(&self) -> PgConnectOptions {
+        PgConnectOptions::from_str(&self.url)
+            .expect("EXECUTOR_TEST_PG is a valid URL")
+            .options([("search_path", self.name.as_str())])
+    }
+
+    /// The same, as a URL the binary accepts.
+    pub fn url_with_schema(&self) -> String {
+        let separator = if self.url.contains('?') { '&' } else { '?' };
+        format!(
+            "{}{separator}options=-csearch_path%3D{}",
+            self.url, self.name
+        )
+    }
+
+    pub async fn drop(self) {
+        let pool = PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&self.url)
+            .await
+            .expect("reconnect to drop the test schema");
+        sqlx::query(&format!("DROP SCHEMA {} CASCADE", self.name))
+            .execute(&pool)
+            .await
+            .expect("drop test schema");
+        pool.close().await;
+    }
+}
