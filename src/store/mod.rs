@@ -75,12 +75,28 @@ pub enum StorageTarget {
 }
 
 impl StorageTarget {
-    /// How the target is shown to the user; never includes a password.
+    /// How the target is shown to the user and the log; never includes a password.
     pub fn display(&self) -> String {
         match self {
             StorageTarget::Sqlite(path) => format!("sqlite://{}", path.display()),
-            StorageTarget::Postgres { url, .. } => url.clone(),
+            StorageTarget::Postgres { url, .. } => redact_password(url),
         }
+    }
+}
+
+/// `postgres://user:secret@host/db` becomes `postgres://user:***@host/db`.
+fn redact_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) if userinfo.contains(':') => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        _ => url.to_string(),
     }
 }
 
@@ -163,4 +179,26 @@ pub(crate) fn complete_counts(found: Vec<(QueueStatus, i64)>) -> Vec<(QueueStatu
         }
     }
     counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_password_is_never_displayed() {
+        let target = StorageTarget::Postgres {
+            url: "postgres://exec:hunter2@db:5432/work?sslmode=require".into(),
+            password: Some("other".into()),
+        };
+        assert_eq!(
+            target.display(),
+            "postgres://exec:***@db:5432/work?sslmode=require"
+        );
+        let plain = StorageTarget::Postgres {
+            url: "postgres://exec@db/work".into(),
+            password: None,
+        };
+        assert_eq!(plain.display(), "postgres://exec@db/work");
+    }
 }

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::support::{executor, PgSchema, Workspace};
+use crate::support::{executor, PgSchema, Workspace, QUEUE_COLUMNS};
 
 #[test]
 fn init_add_queue_go_show_walks_a_task_through_the_queue() {
@@ -68,21 +68,7 @@ fn queue_json_carries_exactly_the_owners_columns() {
         .map(String::as_str)
         .collect();
     keys.sort_unstable();
-    let mut expected = [
-        "id",
-        "task_gid",
-        "added_at",
-        "updated_at",
-        "source",
-        "description",
-        "notes",
-        "status",
-        "priority",
-        "complexity",
-        "feasibility",
-        "analysis_summary",
-        "executor_run_id",
-    ];
+    let mut expected = QUEUE_COLUMNS;
     expected.sort_unstable();
     assert_eq!(keys, expected);
     assert_eq!(task["priority"], 2);

@@ -8,7 +8,7 @@ use executor::store::postgres::PgStore;
 use executor::store::Store;
 use sqlx::Row;
 
-use crate::support::PgSchema;
+use crate::support::{PgSchema, QUEUE_COLUMNS, RUN_COLUMNS};
 
 /// The owner's tables as they might stand before executor ever ran: older column types,
 /// a few of our columns missing, a `user_context` column, and a column of the owner's own.
@@ -116,45 +116,8 @@ async fn migrations_adopt_existing_tables_keeping_every_row_and_column() {
 
     // Every column of DESIGN section 4 now exists.
     for (table, columns) in [
-        (
-            "executor_queue",
-            &[
-                "id",
-                "task_gid",
-                "added_at",
-                "updated_at",
-                "source",
-                "description",
-                "notes",
-                "status",
-                "priority",
-                "complexity",
-                "feasibility",
-                "analysis_summary",
-                "executor_run_id",
-            ][..],
-        ),
-        (
-            "executor_runs",
-            &[
-                "id",
-                "task_gid",
-                "worktree_path",
-                "branch_name",
-                "pr_url",
-                "pr_number",
-                "thread_id",
-                "started_at",
-                "updated_at",
-                "completed_at",
-                "state",
-                "ci_attempts",
-                "worker_session_id",
-                "worker_last_update",
-                "worker_pid",
-                "worker_stuck_count",
-            ][..],
-        ),
+        ("executor_queue", &QUEUE_COLUMNS[..]),
+        ("executor_runs", &RUN_COLUMNS[..]),
     ] {
         let present: Vec<String> = sqlx::query_scalar(
             "SELECT column_name::text FROM information_schema.columns \

@@ -8,6 +8,41 @@ use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::str::FromStr;
 
+/// The columns of `executor_queue` and `executor_runs`, as DESIGN section 4 names them.
+pub const QUEUE_COLUMNS: [&str; 13] = [
+    "id",
+    "task_gid",
+    "added_at",
+    "updated_at",
+    "source",
+    "description",
+    "notes",
+    "status",
+    "priority",
+    "complexity",
+    "feasibility",
+    "analysis_summary",
+    "executor_run_id",
+];
+pub const RUN_COLUMNS: [&str; 16] = [
+    "id",
+    "task_gid",
+    "worktree_path",
+    "branch_name",
+    "pr_url",
+    "pr_number",
+    "thread_id",
+    "started_at",
+    "updated_at",
+    "completed_at",
+    "state",
+    "ci_attempts",
+    "worker_session_id",
+    "worker_last_update",
+    "worker_pid",
+    "worker_stuck_count",
+];
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_executor");
 
 /// The environment variable naming the test Postgres server. Unset: the Postgres tests say
