@@ -11,3 +11,4 @@ pub mod queue;
 pub mod record;
 pub mod run;
 pub mod task;
+pub mod time;

@@ -17,12 +17,16 @@ pub struct Run {
     pub pr_url: Option<String>,
     pub pr_number: Option<i64>,
     pub thread_id: Option<String>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
     pub started_at: Option<DateTime<Utc>>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
     pub updated_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
     pub completed_at: Option<DateTime<Utc>>,
     pub state: RunState,
     pub ci_attempts: i64,
     pub worker_session_id: Option<String>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
     pub worker_last_update: Option<DateTime<Utc>>,
     pub worker_pid: Option<i64>,
     pub worker_stuck_count: i64,
@@ -34,6 +38,7 @@ pub struct TaskEvent {
     pub id: i64,
     pub task_gid: String,
     pub run_id: Option<i64>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
     pub at: DateTime<Utc>,
     /// What happened: `added`, `updated`, or a queue event name (`go`, `skip`, ...).
     pub kind: String,
@@ -69,12 +74,14 @@ pub struct Decision {
     pub id: i64,
     pub task_gid: Option<String>,
     pub run_id: Option<i64>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
     pub at: DateTime<Utc>,
     pub role: String,
     pub action: String,
     pub decision: String,
     pub rule_id: Option<String>,
     pub detail: Option<String>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
     pub resolved_at: Option<DateTime<Utc>>,
     pub resolution: Option<String>,
 }
@@ -99,7 +106,9 @@ pub struct IntakeError {
     pub source: String,
     pub path: String,
     pub reason: String,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
     pub first_seen: DateTime<Utc>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
     pub last_seen: DateTime<Utc>,
 }
 
@@ -109,9 +118,12 @@ pub struct Heartbeat {
     pub component: String,
     pub host: String,
     pub pid: i64,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
     pub started_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
     pub beat_at: DateTime<Utc>,
     /// Set when the component shut down cleanly.
+    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
     pub stopped_at: Option<DateTime<Utc>>,
 }
 

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::migrations::{self, Migration};
@@ -23,6 +24,7 @@ use crate::core::record::{
 };
 use crate::core::run::RunState;
 use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
+use crate::core::time;
 
 const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, description, notes, \
      status, priority, complexity, feasibility, analysis_summary, executor_run_id";
@@ -128,7 +130,8 @@ fn open_blocking(path: &Path) -> StoreResult<Connection> {
     conn.busy_timeout(Duration::from_secs(10))
         .map_err(sqlite_error)?;
     conn.execute_batch(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
+         PRAGMA mmap_size = 268435456;",
     )
     .map_err(sqlite_error)?;
     migrate(&mut conn, migrations::SQLITE).map_err(|e| e.into_store_error(path))?;
@@ -169,12 +172,38 @@ fn migrate(conn: &mut Connection, list: &[Migration]) -> Result<(), CallError> {
     Ok(())
 }
 
+/// A time as SQLite keeps it (see `core::time`).
+fn text(at: &DateTime<Utc>) -> String {
+    time::format_utc(at)
+}
+
+fn ts(row: &Row<'_>, index: usize) -> rusqlite::Result<DateTime<Utc>> {
+    ts_opt(row, index)?.ok_or(rusqlite::Error::InvalidColumnType(
+        index,
+        "timestamp".into(),
+        Type::Null,
+    ))
+}
+
+fn ts_opt(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<DateTime<Utc>>> {
+    match row.get_ref(index)?.as_str_or_null()? {
+        None => Ok(None),
+        Some(value) => time::parse_utc(value).map(Some).ok_or_else(|| {
+            rusqlite::Error::FromSqlConversionFailure(
+                index,
+                Type::Text,
+                format!("`{value}` is not a timestamp").into(),
+            )
+        }),
+    }
+}
+
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
         id: row.get(0)?,
         task_gid: row.get(1)?,
-        added_at: row.get(2)?,
-        updated_at: row.get(3)?,
+        added_at: ts(row, 2)?,
+        updated_at: ts(row, 3)?,
         source: row.get(4)?,
         description: row.get(5)?,
         notes: row.get(6)?,
@@ -196,13 +225,13 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         pr_url: row.get(4)?,
         pr_number: row.get(5)?,
         thread_id: row.get(6)?,
-        started_at: row.get(7)?,
-        updated_at: row.get(8)?,
-        completed_at: row.get(9)?,
+        started_at: ts_opt(row, 7)?,
+        updated_at: ts(row, 8)?,
+        completed_at: ts_opt(row, 9)?,
         state: RunState::from_column(row.get_ref(10)?.as_str()?),
         ci_attempts: row.get(11)?,
         worker_session_id: row.get(12)?,
-        worker_last_update: row.get(13)?,
+        worker_last_update: ts_opt(row, 13)?,
         worker_pid: row.get(14)?,
         worker_stuck_count: row.get(15)?,
     })
@@ -213,7 +242,7 @@ fn event_from_row(row: &Row<'_>) -> rusqlite::Result<TaskEvent> {
         id: row.get(0)?,
         task_gid: row.get(1)?,
         run_id: row.get(2)?,
-        at: row.get(3)?,
+        at: ts(row, 3)?,
         kind: row.get(4)?,
         from_status: row.get(5)?,
         to_status: row.get(6)?,
@@ -227,13 +256,13 @@ fn decision_from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
         id: row.get(0)?,
         task_gid: row.get(1)?,
         run_id: row.get(2)?,
-        at: row.get(3)?,
+        at: ts(row, 3)?,
         role: row.get(4)?,
         action: row.get(5)?,
         decision: row.get(6)?,
         rule_id: row.get(7)?,
         detail: row.get(8)?,
-        resolved_at: row.get(9)?,
+        resolved_at: ts_opt(row, 9)?,
         resolution: row.get(10)?,
     })
 }
@@ -262,7 +291,7 @@ fn insert_event(
         "INSERT INTO executor_events (task_gid, run_id, at, kind, from_status, to_status, actor, detail) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
-    .execute(params![gid, run_id, at, kind, from, to, actor, detail])?;
+    .execute(params![gid, run_id, text(&at), kind, from, to, actor, detail])?;
     Ok(())
 }
 
@@ -284,15 +313,7 @@ impl Store for SqliteStore {
                         "INSERT INTO executor_queue (task_gid, added_at, updated_at, source, description, notes, status, priority) \
                          VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7)",
                     )?
-                    .execute(params![
-                        new.task_gid,
-                        at,
-                        new.source,
-                        new.description,
-                        new.notes,
-                        new.initial_status.as_str(),
-                        new.priority
-                    ])?;
+                    .execute(params![new.task_gid, text(&at), new.source, new.description, new.notes, new.initial_status.as_str(), new.priority])?;
                     let status = new.initial_status.as_str();
                     insert_event(&tx, &new.task_gid, None, at, "added", None, Some(status), &actor, None)?;
                     UpsertOutcome::Created
@@ -307,13 +328,7 @@ impl Store for SqliteStore {
                              notes = COALESCE(?3, notes), priority = COALESCE(?4, priority), updated_at = ?5 \
                              WHERE task_gid = ?1",
                         )?
-                        .execute(params![
-                            new.task_gid,
-                            changes.description,
-                            changes.notes,
-                            changes.priority,
-                            at
-                        ])?;
+                        .execute(params![new.task_gid, changes.description, changes.notes, changes.priority, text(&at)])?;
                         let fields = changes.field_names();
                         insert_event(&tx, &new.task_gid, None, at, "updated", None, None, &actor, Some(&fields))?;
                         UpsertOutcome::Updated
@@ -379,7 +394,7 @@ impl Store for SqliteStore {
             .execute(params![
                 change.task_gid,
                 change.to.as_str(),
-                change.event.at
+                text(&change.event.at)
             ])?;
             insert_event(
                 &tx,
@@ -422,10 +437,10 @@ impl Store for SqliteStore {
             tx.prepare_cached(
                 "INSERT INTO executor_runs (task_gid, started_at, updated_at, state) VALUES (?1, ?2, ?2, ?3)",
             )?
-            .execute(params![gid, at, RunState::Queued.as_str()])?;
+            .execute(params![gid, text(&at), RunState::Queued.as_str()])?;
             let run_id = tx.last_insert_rowid();
             tx.prepare_cached("UPDATE executor_queue SET executor_run_id = ?2, updated_at = ?3 WHERE task_gid = ?1")?
-                .execute(params![gid, run_id, at])?;
+                .execute(params![gid, run_id, text(&at)])?;
             let run = tx
                 .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM executor_runs WHERE id = ?1"))?
                 .query_row([run_id], run_from_row)?;
@@ -461,7 +476,7 @@ impl Store for SqliteStore {
                 "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
             )?
-            .execute(params![d.task_gid, d.run_id, d.at, d.role, d.action, d.decision, d.rule_id, d.detail])?;
+            .execute(params![d.task_gid, d.run_id, text(&d.at), d.role, d.action, d.decision, d.rule_id, d.detail])?;
             let id = conn.last_insert_rowid();
             conn.prepare_cached(&format!(
                 "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE id = ?1"
@@ -497,7 +512,7 @@ impl Store for SqliteStore {
                  VALUES (?1, ?2, ?3, ?4, ?4) \
                  ON CONFLICT (source, path) DO UPDATE SET reason = excluded.reason, last_seen = excluded.last_seen",
             )?
-            .execute(params![source, path, reason, at])?;
+            .execute(params![source, path, reason, text(&at)])?;
             Ok(())
         })
         .await
@@ -537,8 +552,8 @@ impl Store for SqliteStore {
                     source: row.get(0)?,
                     path: row.get(1)?,
                     reason: row.get(2)?,
-                    first_seen: row.get(3)?,
-                    last_seen: row.get(4)?,
+                    first_seen: ts(row, 3)?,
+                    last_seen: ts(row, 4)?,
                 })
             })?
             .collect()
@@ -555,7 +570,7 @@ impl Store for SqliteStore {
                  ON CONFLICT (component, host) DO UPDATE SET pid = excluded.pid, started_at = excluded.started_at, \
                  beat_at = excluded.beat_at, stopped_at = excluded.stopped_at",
             )?
-            .execute(params![hb.component, hb.host, hb.pid, hb.started_at, hb.beat_at, hb.stopped_at])?;
+            .execute(params![hb.component, hb.host, hb.pid, text(&hb.started_at), text(&hb.beat_at), hb.stopped_at.as_ref().map(text)])?;
             Ok(())
         })
         .await
@@ -595,9 +610,9 @@ impl Store for SqliteStore {
                             component: row.get(0)?,
                             host: row.get(1)?,
                             pid: row.get(2)?,
-                            started_at: row.get(3)?,
-                            beat_at: row.get(4)?,
-                            stopped_at: row.get(5)?,
+                            started_at: ts(row, 3)?,
+                            beat_at: ts(row, 4)?,
+                            stopped_at: ts_opt(row, 5)?,
                         })
                     })?
                     .collect::<rusqlite::Result<_>>()?;

@@ -1,0 +1,480 @@
+//! End-to-end timings of the `executor` binary on SQLite, printed as a markdown table.
+//!
+//! Run with `cargo bench --bench cli`. Three measurements, each in a fresh temporary
+//! workspace made by `executor init`:
+//!
+//! 1. `executor add` wall time per process, 10,000 sequential spawns;
+//! 2. `executor queue --json` over 100,000 tasks, 10 spawns;
+//! 3. how long the daemon takes to put a new plans-folder note into the queue, 20 notes.
+//!
+//! Every timing is spawn-to-exit (or write-to-row) wall time from `std::time::Instant`.
+
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use executor::core::queue::QueueStatus;
+use executor::core::task::{compose_description, NewTask};
+use executor::store::sqlite::SqliteStore;
+use executor::store::Store;
+use rusqlite::{params, Connection, OpenFlags};
+
+/// The binary cargo built for this bench (bench profile, so optimised).
+const BIN: &str = env!("CARGO_BIN_EXE_executor");
+
+const ADD_RUNS: usize = 10_000;
+const ADD_RUNS_WITH_DAEMON: usize = 2_000;
+const ADD_TARGET: Duration = Duration::from_millis(5);
+
+const QUEUE_TASKS: usize = 100_000;
+const QUEUE_RUNS: usize = 10;
+const QUEUE_TARGET: Duration = Duration::from_millis(300);
+
+const NOTES: usize = 20;
+const NOTE_TARGET: Duration = Duration::from_secs(1);
+const NOTE_POLL: Duration = Duration::from_millis(10);
+const NOTE_GIVE_UP: Duration = Duration::from_secs(30);
+const DAEMON_START_GIVE_UP: Duration = Duration::from_secs(30);
+
+/// One row of the table.
+struct Row {
+    name: String,
+    samples: Vec<Duration>,
+    target: String,
+    met: bool,
+}
+
+fn main() {
+    let bench_started = Instant::now();
+    let bin = Path::new(BIN);
+    assert!(
+        bin.is_file(),
+        "CARGO_BIN_EXE_executor points to {}, which is not a file",
+        bin.display()
+    );
+
+    let nproc = std::thread::available_parallelism()
+        .map(|n| n.get().to_string())
+        .unwrap_or_else(|e| format!("unknown ({e})"));
+    let rustc = Command::new(std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into()))
+        .arg("-V")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown (rustc -V failed)".to_string());
+
+    let root = tempfile::tempdir().expect("cannot create a temporary folder for the workspaces");
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+
+    // 1. `executor add`, one process per task.
+    let config = init_workspace(&root.path().join("add"));
+    let started = Instant::now();
+    let adds = timed_adds(&config, 1..=ADD_RUNS);
+    let total = started.elapsed();
+    let slowest = adds
+        .iter()
+        .enumerate()
+        .max_by_key(|(_, d)| **d)
+        .map(|(i, _)| i + 1)
+        .expect("no samples");
+    notes.push(format!(
+        "`executor add`: {ADD_RUNS} sequential processes took {} in all ({:.0} adds/s); p99 {}, {} over 50 ms, the slowest was add #{slowest}.",
+        seconds(total),
+        ADD_RUNS as f64 / total.as_secs_f64(),
+        millis(percentile(&adds, 99)),
+        adds.iter().filter(|d| **d > Duration::from_millis(50)).count()
+    ));
+    let stored = count_tasks(&db_path(&config));
+    assert_eq!(
+        stored, ADD_RUNS as i64,
+        "the add workspace holds {stored} tasks"
+    );
+    rows.push(Row {
+        name: "`executor add` (one process, empty to 10k tasks)".into(),
+        met: median(&adds) < ADD_TARGET,
+        samples: adds,
+        target: "median < 5 ms".into(),
+    });
+
+    // 1b. The same with a daemon holding the database open, as in a deployment: the CLI
+    // process is then not the database's last connection, so SQLite does not checkpoint
+    // and delete the WAL at its exit.
+    let daemon = Daemon::start(&config, &root.path().join("add-daemon.log"));
+    wait_for_daemon(&config);
+    let held = timed_adds(&config, ADD_RUNS + 1..=ADD_RUNS + ADD_RUNS_WITH_DAEMON);
+    drop(daemon);
+    rows.push(Row {
+        name: "`executor add` with the daemon running (10k to 12k tasks)".into(),
+        met: median(&held) < ADD_TARGET,
+        samples: held,
+        target: "median < 5 ms".into(),
+    });
+
+    // 2. `executor queue --json` over 100,000 tasks.
+    let config = init_workspace(&root.path().join("queue"));
+    let fill = fill_queue(&db_path(&config), QUEUE_TASKS);
+    notes.push(fill);
+    let mut warmup = executor(&config);
+    warmup.args(["queue", "--json"]);
+    let output = warmup.output().expect("cannot spawn executor queue --json");
+    expect_success(&output, "executor queue --json");
+    let parsed: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("executor queue --json printed invalid JSON");
+    let listed = parsed
+        .as_array()
+        .expect("executor queue --json did not print a JSON array")
+        .len();
+    assert_eq!(
+        listed, QUEUE_TASKS,
+        "executor queue --json listed {listed} tasks"
+    );
+    let mut queues = Vec::with_capacity(QUEUE_RUNS);
+    let mut size = 0;
+    for _ in 0..QUEUE_RUNS {
+        let (elapsed, bytes) = timed_queue_json(&config);
+        queues.push(elapsed);
+        size = bytes;
+    }
+    notes.push(format!(
+        "`executor queue --json`: {} bytes of output ({:.1} MB, {} bytes per task); the JSON parses and lists {listed} tasks.",
+        size,
+        size as f64 / 1_000_000.0,
+        size / QUEUE_TASKS as u64
+    ));
+    rows.push(Row {
+        name: "`executor queue --json` (100k tasks)".into(),
+        met: median(&queues) < QUEUE_TARGET,
+        samples: queues,
+        target: "median < 300 ms".into(),
+    });
+
+    // 3. Plans-folder intake by the daemon.
+    let dir = root.path().join("daemon");
+    let config = init_workspace(&dir);
+    let db = db_path(&config);
+    let daemon_log = dir.join("daemon.log");
+    let daemon = Daemon::start(&config, &daemon_log);
+    let waited = wait_for_daemon(&config);
+    notes.push(format!(
+        "daemon: `executor status --json` showed it running {} after the spawn.",
+        millis(waited)
+    ));
+    let reader = Connection::open_with_flags(
+        &db,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .unwrap_or_else(|e| panic!("cannot open {} read-only: {e}", db.display()));
+    let mut intakes = Vec::with_capacity(NOTES);
+    for n in 1..=NOTES {
+        let path = dir.join("plans").join(format!("note-{n}.md"));
+        let description = format!("# Note {n}\n\nbody");
+        let started = Instant::now();
+        std::fs::write(&path, &description)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        loop {
+            let found: bool = reader
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM executor_queue WHERE description = ?1)",
+                    params![description],
+                    |row| row.get(0),
+                )
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", db.display()));
+            if found {
+                intakes.push(started.elapsed());
+                break;
+            }
+            assert!(
+                started.elapsed() < NOTE_GIVE_UP,
+                "the daemon did not take in {} within {}; its log is {}",
+                path.display(),
+                seconds(NOTE_GIVE_UP),
+                daemon_log.display()
+            );
+            std::thread::sleep(NOTE_POLL);
+        }
+    }
+    drop(reader);
+    drop(daemon);
+    rows.push(Row {
+        name: "daemon: new plan note to queued task".into(),
+        met: max(&intakes) < NOTE_TARGET,
+        samples: intakes,
+        target: "each < 1 s".into(),
+    });
+
+    println!("machine: {nproc} CPUs (available_parallelism), {rustc}");
+    println!("binary: {BIN}");
+    println!();
+    println!("| measurement | n | median | p95 | max | target | met |");
+    println!("|---|---:|---:|---:|---:|---|---|");
+    for row in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            row.name,
+            row.samples.len(),
+            millis(median(&row.samples)),
+            millis(percentile(&row.samples, 95)),
+            millis(max(&row.samples)),
+            row.target,
+            if row.met { "yes" } else { "**no**" }
+        );
+    }
+    println!();
+    for note in &notes {
+        println!("- {note}");
+    }
+    println!("- whole bench: {}", seconds(bench_started.elapsed()));
+}
+
+/// A command running the bench's binary on `config`, with no configuration from the
+/// environment leaking in.
+fn executor(config: &Path) -> Command {
+    let mut command = Command::new(BIN);
+    command
+        .arg("--config")
+        .arg(config)
+        .env_remove("EXECUTOR_CONFIG")
+        .env_remove("EXECUTOR_STORAGE_URL")
+        .env_remove("EXECUTOR_LOG")
+        .stdin(Stdio::null());
+    command
+}
+
+/// `executor init DIR`; returns the config file it wrote.
+fn init_workspace(dir: &Path) -> PathBuf {
+    let output = Command::new(BIN)
+        .arg("init")
+        .arg(dir)
+        .env_remove("EXECUTOR_CONFIG")
+        .env_remove("EXECUTOR_STORAGE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot spawn {BIN} init: {e}"));
+    expect_success(&output, &format!("executor init {}", dir.display()));
+    let config = dir.join("executor.toml");
+    assert!(
+        config.is_file(),
+        "executor init did not write {}",
+        config.display()
+    );
+    config
+}
+
+/// The SQLite file of a workspace made by `executor init` (the template's default url).
+fn db_path(config: &Path) -> PathBuf {
+    let db = config
+        .parent()
+        .expect("a config file always has a parent folder")
+        .join("executor.db");
+    assert!(
+        db.is_file(),
+        "expected the workspace's database at {}",
+        db.display()
+    );
+    db
+}
+
+/// Runs `executor add` once per number in `range`, sequentially; one wall time each.
+fn timed_adds(config: &Path, range: std::ops::RangeInclusive<usize>) -> Vec<Duration> {
+    range
+        .map(|n| {
+            let title = format!("Task {n}");
+            let gid = format!("B-{n}");
+            let mut command = executor(config);
+            command.args(["add", "--title", &title, "--gid", &gid]);
+            let (elapsed, output) = timed_output(&mut command);
+            expect_success(&output, &format!("executor add --gid {gid}"));
+            elapsed
+        })
+        .collect()
+}
+
+fn timed_output(command: &mut Command) -> (Duration, Output) {
+    let started = Instant::now();
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("cannot spawn {command:?}: {e}"));
+    (started.elapsed(), output)
+}
+
+fn expect_success(output: &Output, what: &str) {
+    assert!(
+        output.status.success(),
+        "{what} failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+}
+
+/// One timed `executor queue --json`, its stdout read to the end through a pipe and
+/// discarded; returns the time and the number of bytes.
+fn timed_queue_json(config: &Path) -> (Duration, u64) {
+    let mut command = executor(config);
+    command
+        .args(["queue", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let started = Instant::now();
+    let mut child = command.spawn().expect("cannot spawn executor queue --json");
+    let mut stdout = child.stdout.take().expect("stdout was piped");
+    let bytes = io::copy(&mut stdout, &mut io::sink()).expect("cannot read the queue's stdout");
+    let status = child.wait().expect("cannot wait for executor queue --json");
+    let elapsed = started.elapsed();
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = pipe.read_to_string(&mut stderr);
+    }
+    assert!(
+        status.success(),
+        "executor queue --json failed ({status}): {}",
+        stderr.trim()
+    );
+    (elapsed, bytes)
+}
+
+fn count_tasks(db: &Path) -> i64 {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap_or_else(|e| panic!("cannot open {} read-only: {e}", db.display()));
+    conn.query_row("SELECT count(*) FROM executor_queue", [], |row| row.get(0))
+        .unwrap_or_else(|e| panic!("cannot count the tasks in {}: {e}", db.display()))
+}
+
+/// Fills the database at `db` (schema already made by `executor init`) with `total`
+/// pending tasks through the store, the way every other writer does. Returns a line saying
+/// how long it took.
+fn fill_queue(db: &Path, total: usize) -> String {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("cannot start a tokio runtime to fill the queue");
+    let task = |n: usize| NewTask {
+        task_gid: format!("Q-{n}"),
+        source: "bench".to_string(),
+        description: compose_description(&format!("Queued task {n}"), "A task for the bench."),
+        notes: None,
+        priority: Some((n % 5) as i64),
+        initial_status: QueueStatus::Pending,
+    };
+
+    let started = Instant::now();
+    let store = runtime
+        .block_on(SqliteStore::open(db))
+        .unwrap_or_else(|e| panic!("cannot open the store {}: {e}", db.display()));
+    runtime.block_on(async {
+        for n in 1..=total {
+            store
+                .upsert_task(&task(n), "bench", chrono::Utc::now())
+                .await
+                .unwrap_or_else(|e| panic!("upsert of task {n} failed: {e}"));
+        }
+    });
+    let elapsed = started.elapsed();
+    drop(store);
+    drop(runtime);
+    let stored = count_tasks(db);
+    assert_eq!(
+        stored, total as i64,
+        "the queue workspace holds {stored} tasks"
+    );
+    format!(
+        "queue fill: {total} tasks through `Store::upsert_task` in {} ({} per row).",
+        seconds(elapsed),
+        micros(elapsed / total as u32)
+    )
+}
+
+/// The daemon child process; killed when dropped, so a failed bench leaves none behind.
+struct Daemon(Child);
+
+impl Daemon {
+    fn start(config: &Path, log: &Path) -> Self {
+        let log_file = std::fs::File::create(log)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+        let child = executor(config)
+            .arg("daemon")
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("cannot spawn executor daemon");
+        Daemon(child)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Polls `executor status --json` until component "daemon" is "running"; returns how long
+/// that took.
+fn wait_for_daemon(config: &Path) -> Duration {
+    let started = Instant::now();
+    loop {
+        let output = executor(config)
+            .args(["status", "--json"])
+            .output()
+            .expect("cannot spawn executor status --json");
+        expect_success(&output, "executor status --json");
+        let status: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .expect("executor status --json printed invalid JSON");
+        let running = status["components"]
+            .as_array()
+            .expect("executor status --json has no `components` array")
+            .iter()
+            .any(|c| c["component"] == "daemon" && c["state"] == "running");
+        if running {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < DAEMON_START_GIVE_UP,
+            "the daemon was not running after {}",
+            seconds(DAEMON_START_GIVE_UP)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn sorted(samples: &[Duration]) -> Vec<Duration> {
+    assert!(!samples.is_empty(), "no samples");
+    let mut sorted = samples.to_vec();
+    sorted.sort_unstable();
+    sorted
+}
+
+fn median(samples: &[Duration]) -> Duration {
+    let sorted = sorted(samples);
+    let mid = sorted.len() / 2;
+    if sorted.len() % 2 == 0 {
+        (sorted[mid - 1] + sorted[mid]) / 2
+    } else {
+        sorted[mid]
+    }
+}
+
+/// Nearest-rank percentile.
+fn percentile(samples: &[Duration], p: usize) -> Duration {
+    let sorted = sorted(samples);
+    let rank = (p * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+fn max(samples: &[Duration]) -> Duration {
+    samples.iter().copied().max().expect("no samples")
+}
+
+fn millis(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1000.0)
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1_000_000.0)
+}
+
+fn seconds(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
