@@ -211,18 +211,18 @@ fn load_settings(explicit: Option<&Path>) -> Result<Settings> {
 
 async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store>) -> Result<()> {
     let clock = SystemClock;
-    let store = store.as_ref();
+    let shared = store;
+    let store = shared.as_ref();
     match command {
         Command::Init { .. } => unreachable_init(),
         Command::Add(args) => add(store, &clock, args).await,
-        Command::Queue { status, json } => {
-            let tasks = store.tasks(status.as_ref()).await?;
-            if json {
-                output::print_json(&tasks)
-            } else {
-                output::print_queue(&tasks)
-            }
+        Command::Queue { status, json: true } => {
+            output::print_queue_json(Arc::clone(&shared), status).await
         }
+        Command::Queue {
+            status,
+            json: false,
+        } => output::print_queue(&store.tasks(status.as_ref()).await?),
         Command::Show { gid, json } => {
             let task = store
                 .task(&gid)

@@ -4,15 +4,18 @@
 
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Result;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::Settings;
+use crate::core::queue::QueueStatus;
 use crate::core::record::{Decision, Heartbeat, IntakeError, Run, StoreSummary, TaskEvent};
 use crate::core::task::Task;
 use crate::ops::intake::IngestReport;
+use crate::store::{Store, TASK_PAGE};
 
 /// A heartbeat older than this means the component is gone (it beats every 5 s).
 const STALE_AFTER_SECS: i64 = 20;
@@ -94,6 +97,47 @@ pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
         .and_then(|()| writeln!(out))
         .and_then(|()| out.flush());
     finish(written)
+}
+
+/// Prints the tasks as one JSON array, a page at a time: while one page is written, the
+/// next one loads on the store's thread, and memory stays flat however long the queue.
+pub async fn print_queue_json(store: Arc<dyn Store>, status: Option<QueueStatus>) -> Result<()> {
+    let fetch = |after_id: i64| {
+        let store = Arc::clone(&store);
+        let status = status.clone();
+        tokio::spawn(async move { store.tasks_page(status.as_ref(), after_id, TASK_PAGE).await })
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
+    let mut next = Some(fetch(i64::MIN));
+    let mut first = true;
+    let mut written = out.write_all(b"[");
+    while let Some(loading) = next.take() {
+        let page = loading.await??;
+        if let (true, Some(last)) = (page.len() == TASK_PAGE as usize, page.last()) {
+            next = Some(fetch(last.id));
+            // Let the fetch start before this page is written.
+            tokio::task::yield_now().await;
+        }
+        for task in &page {
+            if !first {
+                written = written.and_then(|()| out.write_all(b","));
+            }
+            first = false;
+            written = written
+                .and_then(|()| serde_json::to_writer(&mut out, task).map_err(io::Error::from));
+            if written.is_err() {
+                // A closed pipe: nothing more will be read.
+                next = None;
+                break;
+            }
+        }
+    }
+    finish(
+        written
+            .and_then(|()| out.write_all(b"]\n"))
+            .and_then(|()| out.flush()),
+    )
 }
 
 pub fn print_queue(tasks: &[Task]) -> Result<()> {

@@ -27,6 +27,9 @@ use crate::core::record::{
 };
 use crate::core::task::{NewTask, Task, UpsertOutcome};
 
+/// Tasks per page when listing.
+pub const TASK_PAGE: u32 = 5_000;
+
 /// Everything that can go wrong in a store.
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -114,8 +117,32 @@ pub trait Store: Send + Sync {
 
     async fn task(&self, gid: &str) -> StoreResult<Option<Task>>;
 
-    /// Tasks in the order they were added, all of them or those with `status`.
-    async fn tasks(&self, status: Option<&QueueStatus>) -> StoreResult<Vec<Task>>;
+    /// Up to `limit` tasks whose id is greater than `after_id`, in id order (the order
+    /// they were added): all of them or those with `status`. Paging by id keeps a large
+    /// listing at constant memory and lets the caller print one page while the next loads.
+    async fn tasks_page(
+        &self,
+        status: Option<&QueueStatus>,
+        after_id: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Task>>;
+
+    /// Every task (or those with `status`) in the order they were added.
+    async fn tasks(&self, status: Option<&QueueStatus>) -> StoreResult<Vec<Task>> {
+        let mut all = Vec::new();
+        let mut after_id = i64::MIN;
+        loop {
+            let page = self.tasks_page(status, after_id, TASK_PAGE).await?;
+            let last_page = page.len() < TASK_PAGE as usize;
+            if let Some(last) = page.last() {
+                after_id = last.id;
+            }
+            all.extend(page);
+            if last_page {
+                return Ok(all);
+            }
+        }
+    }
 
     /// Moves a task from `change.from` to `change.to` and records the event, in one
     /// transaction; fails with [`StoreError::StatusConflict`] if it is no longer in `from`.

@@ -324,30 +324,38 @@ impl Store for PgStore {
         Ok(row.as_ref().map(task_from_row).transpose()?)
     }
 
-    async fn tasks(&self, status: Option<&QueueStatus>) -> StoreResult<Vec<Task>> {
+    async fn tasks_page(
+        &self,
+        status: Option<&QueueStatus>,
+        after_id: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Task>> {
+        let select = format!("SELECT {TASK_COLUMNS} FROM executor_queue WHERE id > $1");
+        let limit = i64::from(limit);
         let rows = match status {
             None => {
-                sqlx::query(&format!(
-                    "SELECT {TASK_COLUMNS} FROM executor_queue ORDER BY id"
-                ))
-                .fetch_all(&self.pool)
-                .await?
+                sqlx::query(&format!("{select} ORDER BY id LIMIT $2"))
+                    .bind(after_id)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?
             }
             Some(QueueStatus::Pending) => {
                 sqlx::query(&format!(
-                    "SELECT {TASK_COLUMNS} FROM executor_queue \
-                     WHERE status IS NULL OR status IN ('', 'pending') ORDER BY id"
-                ))
+                "{select} AND (status IS NULL OR status IN ('', 'pending')) ORDER BY id LIMIT $2"
+            ))
+                .bind(after_id)
+                .bind(limit)
                 .fetch_all(&self.pool)
                 .await?
             }
             Some(status) => {
-                sqlx::query(&format!(
-                    "SELECT {TASK_COLUMNS} FROM executor_queue WHERE status = $1 ORDER BY id"
-                ))
-                .bind(status.as_str())
-                .fetch_all(&self.pool)
-                .await?
+                sqlx::query(&format!("{select} AND status = $3 ORDER BY id LIMIT $2"))
+                    .bind(after_id)
+                    .bind(limit)
+                    .bind(status.as_str())
+                    .fetch_all(&self.pool)
+                    .await?
             }
         };
         Ok(rows.iter().map(task_from_row).collect::<Result<_, _>>()?)

@@ -346,3 +346,35 @@ async fn the_same_commands_work_on_postgres() {
     );
     schema.drop().await;
 }
+
+#[tokio::test]
+async fn queue_json_lists_a_queue_longer_than_one_page_in_order() {
+    let ws = Workspace::init();
+    let total = executor::store::TASK_PAGE as usize * 2 + 7;
+    {
+        let store = executor::store::sqlite::SqliteStore::open(&ws.path().join("executor.db"))
+            .await
+            .expect("open");
+        let at = chrono::Utc::now();
+        for n in 0..total {
+            let new = executor::core::task::NewTask {
+                task_gid: format!("Q-{n}"),
+                source: "bulk".into(),
+                description: format!("# Task {n}"),
+                notes: None,
+                priority: None,
+                initial_status: executor::core::queue::QueueStatus::Pending,
+            };
+            executor::store::Store::upsert_task(&store, &new, "bulk", at)
+                .await
+                .expect("add");
+        }
+    }
+    let queue = ws.queue();
+    assert_eq!(queue.len(), total);
+    for (n, task) in queue.iter().enumerate() {
+        assert_eq!(task["task_gid"], format!("Q-{n}"));
+    }
+    let approved = ws.json(&["queue", "--status", "approved", "--json"]);
+    assert_eq!(approved, Value::Array(vec![]));
+}

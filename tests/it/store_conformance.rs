@@ -228,6 +228,45 @@ async fn tasks_list_in_insertion_order_and_filter_by_status(store: &dyn Store) {
         .is_empty());
 }
 
+async fn task_pages_follow_ids_and_keep_the_filter(store: &dyn Store) {
+    for n in 0..5 {
+        store
+            .upsert_task(&new_task(&format!("T-{n}"), "# x"), "cli", t0())
+            .await
+            .expect("add");
+    }
+    store
+        .change_status(&change(
+            "T-2",
+            QueueStatus::Pending,
+            QueueStatus::Skip,
+            t0(),
+        ))
+        .await
+        .expect("skip");
+    let mut seen = Vec::new();
+    let mut after = i64::MIN;
+    loop {
+        let page = store.tasks_page(None, after, 2).await.expect("page");
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        after = last.id;
+        seen.extend(page.into_iter().map(|t| t.task_gid));
+    }
+    assert_eq!(seen, ["T-0", "T-1", "T-2", "T-3", "T-4"]);
+    let pending = store
+        .tasks_page(Some(&QueueStatus::Pending), i64::MIN, 10)
+        .await
+        .expect("page");
+    assert_eq!(pending.len(), 4);
+    let after_first = store
+        .tasks_page(Some(&QueueStatus::Pending), pending[0].id, 2)
+        .await
+        .expect("page");
+    let gids: Vec<&str> = after_first.iter().map(|t| t.task_gid.as_str()).collect();
+    assert_eq!(gids, ["T-1", "T-3"]);
+}
+
 async fn a_run_is_created_queued_and_linked_to_its_task(store: &dyn Store) {
     store
         .upsert_task(&new_task("T-1", "# A"), "cli", t0())
@@ -413,6 +452,7 @@ conformance!(
     status_change_is_compare_and_set_and_recorded,
     status_change_of_an_unknown_task_is_not_found,
     tasks_list_in_insertion_order_and_filter_by_status,
+    task_pages_follow_ids_and_keep_the_filter,
     a_run_is_created_queued_and_linked_to_its_task,
     decisions_are_recorded_and_pending_escalations_counted,
     intake_errors_are_refreshed_and_retained,
@@ -460,4 +500,51 @@ async fn sqlite_refuses_a_database_from_a_newer_version() {
         matches!(err, StoreError::SchemaTooNew { found: 999, .. }),
         "{err}"
     );
+}
+
+#[tokio::test]
+async fn sqlite_wal_stays_bounded_across_short_lived_connections() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("executor.db");
+    for n in 0..300 {
+        let store = SqliteStore::open(&path).await.expect("open");
+        store
+            .upsert_task(
+                &new_task(&format!("T-{n}"), &"# padding ".repeat(200)),
+                "cli",
+                t0(),
+            )
+            .await
+            .expect("add");
+    }
+    let wal = std::fs::metadata(dir.path().join("executor.db-wal"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    assert!(wal < 1024 * 1024, "the WAL grew to {wal} bytes");
+    let store = SqliteStore::open(&path).await.expect("open");
+    assert_eq!(store.tasks(None).await.expect("list").len(), 300);
+}
+
+#[tokio::test]
+async fn sqlite_pending_includes_rows_with_a_null_status() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("executor.db");
+    let store = SqliteStore::open(&path).await.expect("open");
+    store
+        .upsert_task(&new_task("T-1", "# a"), "cli", t0())
+        .await
+        .expect("add");
+    rusqlite::Connection::open(&path)
+        .expect("open file")
+        .execute_batch(
+            "INSERT INTO executor_queue (task_gid, added_at, updated_at, status) \
+             VALUES ('OLD-1', '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', NULL)",
+        )
+        .expect("insert a NULL status");
+    let pending = store
+        .tasks(Some(&QueueStatus::Pending))
+        .await
+        .expect("list");
+    let gids: Vec<&str> = pending.iter().map(|t| t.task_gid.as_str()).collect();
+    assert_eq!(gids, ["T-1", "OLD-1"]);
 }
