@@ -20,7 +20,7 @@ use crate::config::{self, ConfigError, Env, Settings};
 use crate::core::clock::SystemClock;
 use crate::core::gid::{self, GidError};
 use crate::core::queue::{QueueEvent, QueueStatus, UnknownStatus};
-use crate::core::task::{compose_description, NewTask, UpsertOutcome};
+use crate::core::task::{body_of, compose_description, NewTask, UpsertOutcome};
 use crate::ops::intake::PlansIntake;
 use crate::ops::queue::{self as queue_ops, QueueOpError};
 use crate::store::{self, Store};
@@ -172,6 +172,7 @@ fn init_tracing(long_running: bool) {
         EnvFilter::try_from_env("EXECUTOR_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
@@ -287,10 +288,20 @@ async fn add(store: &dyn Store, clock: &SystemClock, args: AddArgs) -> Result<()
             .to_string(),
         None => generated_gid(title, clock),
     };
+    // Re-adding a gid without --description retitles the task and keeps its body.
+    let body = match &args.description {
+        Some(description) => description.clone(),
+        None => store
+            .task(&task_gid)
+            .await?
+            .and_then(|task| task.description)
+            .map(|description| body_of(&description).to_string())
+            .unwrap_or_default(),
+    };
     let new = NewTask {
         task_gid,
         source: source.to_string(),
-        description: compose_description(title, args.description.as_deref().unwrap_or("")),
+        description: compose_description(title, &body),
         notes: None,
         priority: args.priority,
         initial_status: QueueStatus::Pending,

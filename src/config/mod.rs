@@ -9,6 +9,7 @@
 mod template;
 
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -414,6 +415,38 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         (storage, _) => storage,
     };
 
+    let durations = [
+        ("runner.loop_sleep", "loop_sleep", raw.runner.loop_sleep),
+        (
+            "runner.no_output_timeout",
+            "no_output_timeout",
+            raw.runner.no_output_timeout,
+        ),
+        (
+            "runner.hard_timeout",
+            "hard_timeout",
+            raw.runner.hard_timeout,
+        ),
+        (
+            "analyzer.no_output_timeout",
+            "no_output_timeout",
+            raw.analyzer.no_output_timeout,
+        ),
+        (
+            "analyzer.hard_timeout",
+            "hard_timeout",
+            raw.analyzer.hard_timeout,
+        ),
+    ];
+    if let Some((key, name, _)) = durations.iter().find(|(_, _, d)| d.is_zero()) {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_key(text, name),
+            key,
+            message: "must be longer than zero".to_string(),
+        });
+    }
+
     if raw.runner.max_workers == 0 {
         return Err(ConfigError::Invalid {
             path: path.to_path_buf(),
@@ -459,8 +492,10 @@ fn storage_target(
 ) -> Result<StorageTarget, String> {
     let url = url.trim();
     let Some((scheme, rest)) = url.split_once("://") else {
+        // An environment value may hold a secret: never echo it.
+        let shown = if from_env { "the value" } else { url };
         return Err(format!(
-            "`{url}` is not a storage URL (expected sqlite://PATH or postgres://USER@HOST/DB)"
+            "`{shown}` is not a storage URL (expected sqlite://PATH or postgres://USER@HOST/DB)"
         ));
     };
     match scheme {
@@ -471,15 +506,13 @@ fn storage_target(
             Ok(StorageTarget::Sqlite(root.join(rest)))
         }
         "postgres" | "postgresql" => {
-            let authority = rest.split(['/', '?']).next().unwrap_or("");
-            let has_password = authority
-                .rsplit_once('@')
-                .is_some_and(|(userinfo, _)| userinfo.contains(':'));
-            if has_password && !from_env {
+            if !from_env && crate::store::url_has_password(url) {
                 return Err(format!(
                     "the URL carries a password; keep secrets out of the config file (use PGPASSWORD, storage.password_file or {STORAGE_URL_ENV})"
                 ));
             }
+            sqlx::postgres::PgConnectOptions::from_str(url)
+                .map_err(|e| format!("not a valid Postgres URL: {e}"))?;
             Ok(StorageTarget::Postgres {
                 url: url.to_string(),
                 password: env.pg_password.clone(),

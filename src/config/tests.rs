@@ -162,3 +162,37 @@ fn durations_read_as_humans_write_them() {
     );
     assert_eq!(settings.raw.runner.hard_timeout, Duration::from_secs(5400));
 }
+
+#[test]
+fn a_password_as_a_url_parameter_is_refused_too() {
+    let err = parse_err("[storage]\nurl = \"postgres://u@db/x?password=hunter2\"\n");
+    assert!(err.contains("line 2, `storage.url`"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[test]
+fn a_malformed_postgres_url_is_named_with_its_line() {
+    let err = parse_err("[storage]\nurl = \"postgres://u@db:notaport/x\"\n");
+    assert!(err.contains("line 2, `storage.url`"), "{err}");
+    assert!(err.contains("not a valid Postgres URL"), "{err}");
+}
+
+#[test]
+fn an_environment_url_is_never_echoed() {
+    let env = Env {
+        storage_url: Some("hunter2".into()),
+        pg_password: None,
+    };
+    let err = parse(Path::new("/ws/executor.toml"), "", &env)
+        .expect_err("not a URL")
+        .to_string();
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+#[test]
+fn zero_durations_are_refused() {
+    let err = parse_err("[runner]\nloop_sleep = \"0s\"\n");
+    assert!(err.contains("line 2, `runner.loop_sleep`"), "{err}");
+    let err = parse_err("[analyzer]\nhard_timeout = \"0s\"\n");
+    assert!(err.contains("`analyzer.hard_timeout`"), "{err}");
+}

@@ -66,7 +66,7 @@ impl QueueStatus {
 
     fn parse_lenient(text: &str) -> Self {
         match text {
-            "" | "pending" | "null" => QueueStatus::Pending,
+            "" | "pending" => QueueStatus::Pending,
             "for_review" => QueueStatus::ForReview,
             "awaiting_go" => QueueStatus::AwaitingGo,
             "approved" => QueueStatus::Approved,

@@ -123,6 +123,15 @@ pub fn title_of(description: &str) -> String {
         .unwrap_or_default()
 }
 
+/// The body of a description: everything after its title line.
+pub fn body_of(description: &str) -> &str {
+    let trimmed = description.trim_start();
+    match trimmed.split_once('\n') {
+        Some((_, body)) => body.trim(),
+        None => "",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +207,19 @@ mod tests {
             &new_task("# A", Some("n"), Some(1)),
         );
         assert_eq!(changes.field_names(), "notes, priority");
+    }
+
+    #[test]
+    fn body_of_drops_only_the_title_line() {
+        assert_eq!(
+            body_of("# Title\n\nLine one\nLine two\n"),
+            "Line one\nLine two"
+        );
+        assert_eq!(body_of("# Only a title"), "");
+        assert_eq!(
+            compose_description("New title", body_of("# Old\n\nKept body")),
+            "# New title\n\nKept body"
+        );
     }
 
     #[test]

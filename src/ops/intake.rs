@@ -55,10 +55,21 @@ impl PlansIntake {
         clock: &dyn Clock,
     ) -> Result<IngestReport, IntakeError> {
         let dir = self.settings.dir.clone();
-        let scanned = tokio::task::spawn_blocking(move || plans::scan(&dir))
+        let scanned = match tokio::task::spawn_blocking(move || plans::scan(&dir))
             .await
-            .map_err(|e| IntakeError::Scan(std::io::Error::other(e.to_string())))?
-            .map_err(IntakeError::Scan)?;
+            .map_err(|e| std::io::Error::other(e.to_string()))
+            .and_then(|scan| scan)
+        {
+            Ok(scanned) => scanned,
+            Err(error) => {
+                let folder = self.settings.dir.display().to_string();
+                let reason = format!("cannot list the plans folder: {error}");
+                store
+                    .report_intake_error(plans::SOURCE, &folder, &reason, clock.now())
+                    .await?;
+                return Err(IntakeError::Scan(error));
+            }
+        };
 
         let mut report = IngestReport::default();
         let mut gid_owner: HashMap<String, String> = HashMap::new();

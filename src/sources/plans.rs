@@ -33,6 +33,8 @@ pub struct PlanNote {
 pub enum NoteError {
     #[error("cannot read the note: {0}")]
     Unreadable(String),
+    #[error("the file name is not UTF-8; rename the note")]
+    NameNotUtf8,
     #[error("not UTF-8 text (invalid byte at offset {0})")]
     NotUtf8(usize),
     #[error("the note is empty")]
@@ -205,52 +207,96 @@ pub struct ScannedNote {
 }
 
 /// Reads every `.md` note under `dir` (recursively, skipping hidden files and folders such
-/// as `.obsidian`), sorted by path. A missing folder reads as empty.
+/// as `.obsidian`), sorted by path. A missing folder reads as empty; a folder that cannot be
+/// listed is an error. A subfolder that cannot be listed, or a note whose name is not
+/// UTF-8, is returned as a note with its reason, so it is reported instead of skipped.
 pub fn scan(dir: &Path) -> std::io::Result<Vec<ScannedNote>> {
     let mut found = Vec::new();
     if dir.is_dir() {
-        walk(dir, dir, &mut found)?;
+        let entries = std::fs::read_dir(dir)?;
+        walk(dir, entries, &mut found);
     }
     found.sort_by(|a, b| a.relative_path.cmp(&b.relative_path));
     Ok(found)
 }
 
-fn walk(root: &Path, dir: &Path, found: &mut Vec<ScannedNote>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if name.starts_with('.') {
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+fn unreadable(root: &Path, path: &Path, error: NoteError) -> ScannedNote {
+    ScannedNote {
+        relative_path: relative(root, path),
+        path: path.to_path_buf(),
+        fingerprint: String::new(),
+        note: Err(error),
+    }
+}
+
+fn walk(root: &Path, entries: std::fs::ReadDir, found: &mut Vec<ScannedNote>) {
+    for entry in entries {
+        let entry = match entry {
+            Ok(entry) => entry,
+            // The folder changed under us; the next scan reads it again.
+            Err(_) => continue,
+        };
+        let path = entry.path();
+        let os_name = entry.file_name();
+        let lossy_name = os_name.to_string_lossy();
+        if lossy_name.starts_with('.') {
             continue;
         }
-        let path = entry.path();
-        let file_type = entry.file_type()?;
+        let file_type = match entry.file_type() {
+            Ok(file_type) => file_type,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                found.push(unreadable(
+                    root,
+                    &path,
+                    NoteError::Unreadable(e.to_string()),
+                ));
+                continue;
+            }
+        };
         if file_type.is_dir() {
-            walk(root, &path, found)?;
-        } else if name.to_ascii_lowercase().ends_with(".md") {
-            let relative_path = path
-                .strip_prefix(root)
-                .unwrap_or(&path)
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy())
-                .collect::<Vec<_>>()
-                .join("/");
-            let (fingerprint, note) = match std::fs::read(&path) {
-                Ok(bytes) => (fingerprint(&bytes), parse_note(&relative_path, &bytes)),
-                // Gone between listing and reading (an editor's atomic save): skip it;
-                // the next scan sees the new file.
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => (String::new(), Err(NoteError::Unreadable(e.to_string()))),
-            };
-            found.push(ScannedNote {
-                relative_path,
-                path,
-                fingerprint,
-                note,
-            });
+            match std::fs::read_dir(&path) {
+                Ok(entries) => walk(root, entries, found),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => found.push(unreadable(
+                    root,
+                    &path,
+                    NoteError::Unreadable(format!("cannot list this folder: {e}")),
+                )),
+            }
+            continue;
         }
+        if !lossy_name.to_ascii_lowercase().ends_with(".md") {
+            continue;
+        }
+        if os_name.to_str().is_none() {
+            found.push(unreadable(root, &path, NoteError::NameNotUtf8));
+            continue;
+        }
+        let relative_path = relative(root, &path);
+        let (fingerprint, note) = match std::fs::read(&path) {
+            Ok(bytes) => (fingerprint(&bytes), parse_note(&relative_path, &bytes)),
+            // Gone between listing and reading (an editor's atomic save): skip it;
+            // the next scan sees the new file.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => (String::new(), Err(NoteError::Unreadable(e.to_string()))),
+        };
+        found.push(ScannedNote {
+            relative_path,
+            path,
+            fingerprint,
+            note,
+        });
     }
-    Ok(())
 }
 
 #[cfg(test)]

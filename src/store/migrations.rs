@@ -47,7 +47,15 @@ mod tests {
     fn no_migration_drops_or_renames_anything() {
         for migration in SQLITE.iter().chain(POSTGRES) {
             let sql = migration.sql.to_ascii_uppercase();
-            for forbidden in ["DROP ", "RENAME ", "TRUNCATE "] {
+            for forbidden in [
+                "DROP ",
+                "RENAME ",
+                "TRUNCATE ",
+                "DELETE FROM",
+                "ALTER COLUMN",
+                "SET NOT NULL",
+                "SET DATA TYPE",
+            ] {
                 assert!(
                     !sql.contains(forbidden),
                     "migration {} contains {forbidden}",

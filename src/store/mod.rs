@@ -65,8 +65,9 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-/// Where the state lives, as resolved from `storage.url`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where the state lives, as resolved from `storage.url`. Its `Debug` and
+/// [`StorageTarget::display`] never show a password.
+#[derive(Clone, PartialEq, Eq)]
 pub enum StorageTarget {
     Sqlite(PathBuf),
     /// A `postgres://` URL without a password, and the password from the environment or a
@@ -75,6 +76,19 @@ pub enum StorageTarget {
         url: String,
         password: Option<String>,
     },
+}
+
+impl std::fmt::Debug for StorageTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StorageTarget::Sqlite(path) => f.debug_tuple("Sqlite").field(path).finish(),
+            StorageTarget::Postgres { url, password } => f
+                .debug_struct("Postgres")
+                .field("url", &redact_password(url))
+                .field("password", &password.as_ref().map(|_| "***"))
+                .finish(),
+        }
+    }
 }
 
 impl StorageTarget {
@@ -87,19 +101,57 @@ impl StorageTarget {
     }
 }
 
-/// `postgres://user:secret@host/db` becomes `postgres://user:***@host/db`.
+/// True when a Postgres URL carries a password, in its user part or as `password=`.
+pub fn url_has_password(url: &str) -> bool {
+    let Some((_, rest)) = url.split_once("://") else {
+        return false;
+    };
+    let authority = rest.split(['/', '?']).next().unwrap_or("");
+    let in_userinfo = authority
+        .rsplit_once('@')
+        .is_some_and(|(userinfo, _)| userinfo.contains(':'));
+    let in_query = rest.split_once('?').is_some_and(|(_, query)| {
+        query
+            .split('&')
+            .any(|pair| pair.to_ascii_lowercase().starts_with("password="))
+    });
+    in_userinfo || in_query
+}
+
+/// `postgres://user:secret@host/db?password=x` becomes `postgres://user:***@host/db?password=***`.
 fn redact_password(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
+    let (before_query, query) = match rest.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (rest, None),
+    };
+    let authority_end = before_query.find('/').unwrap_or(before_query.len());
+    let (authority, path) = before_query.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
         Some((userinfo, host)) if userinfo.contains(':') => {
             let user = userinfo.split(':').next().unwrap_or("");
-            format!("{scheme}://{user}:***@{host}{tail}")
+            format!("{user}:***@{host}")
         }
-        _ => url.to_string(),
+        _ => authority.to_string(),
+    };
+    let query = query.map(|query| {
+        query
+            .split('&')
+            .map(|pair| {
+                if pair.to_ascii_lowercase().starts_with("password=") {
+                    "password=***".to_string()
+                } else {
+                    pair.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("&")
+    });
+    match query {
+        Some(query) => format!("{scheme}://{authority}{path}?{query}"),
+        None => format!("{scheme}://{authority}{path}"),
     }
 }
 
@@ -222,6 +274,22 @@ mod tests {
             target.display(),
             "postgres://exec:***@db:5432/work?sslmode=require"
         );
+        let in_query = StorageTarget::Postgres {
+            url: "postgres://exec@db/work?password=hunter2&sslmode=require".into(),
+            password: Some("s3cret".into()),
+        };
+        assert_eq!(
+            in_query.display(),
+            "postgres://exec@db/work?password=***&sslmode=require"
+        );
+        let debug = format!("{in_query:?}");
+        assert!(
+            !debug.contains("hunter2") && !debug.contains("s3cret"),
+            "{debug}"
+        );
+        assert!(url_has_password("postgres://exec@db/work?password=hunter2"));
+        assert!(url_has_password("postgres://exec:hunter2@db/work"));
+        assert!(!url_has_password("postgres://exec@db/work?sslmode=require"));
         let plain = StorageTarget::Postgres {
             url: "postgres://exec@db/work".into(),
             password: None,

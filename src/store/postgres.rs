@@ -1,8 +1,9 @@
 //! The shared store: Postgres, for a queue that runners on several hosts share.
 //!
 //! Every read casts its columns to the types this code decodes (`::bigint`, `::text`,
-//! `::timestamptz`), so an adopted database whose owner chose `integer` or `timestamp` for a
-//! column is read as it is instead of failing to decode. Migrations run under an advisory
+//! `::timestamptz`) and fills the ones it needs with a value when they are NULL, so an
+//! adopted database whose owner chose `integer` or `timestamp` for a column, or left one
+//! nullable, is read as it is instead of failing to decode. Migrations run under an advisory
 //! lock, so runners starting together on several hosts apply each step exactly once.
 
 use std::str::FromStr;
@@ -21,15 +22,18 @@ use crate::core::record::{
 use crate::core::run::RunState;
 use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
 
-const TASK_COLUMNS: &str = "id::bigint, task_gid::text, added_at::timestamptz, \
-     updated_at::timestamptz, source::text, description::text, notes::text, status::text, \
-     priority::bigint, complexity::text, feasibility::text, analysis_summary::text, \
-     executor_run_id::bigint";
-const RUN_COLUMNS: &str = "id::bigint, task_gid::text, worktree_path::text, \
+const TASK_COLUMNS: &str = "id::bigint, COALESCE(task_gid::text, ''), \
+     COALESCE(added_at::timestamptz, updated_at::timestamptz, 'epoch'::timestamptz), \
+     COALESCE(updated_at::timestamptz, added_at::timestamptz, 'epoch'::timestamptz), \
+     source::text, description::text, notes::text, status::text, priority::bigint, \
+     complexity::text, feasibility::text, analysis_summary::text, executor_run_id::bigint";
+const RUN_COLUMNS: &str = "id::bigint, COALESCE(task_gid::text, ''), worktree_path::text, \
      branch_name::text, pr_url::text, pr_number::bigint, thread_id::text, \
-     started_at::timestamptz, updated_at::timestamptz, completed_at::timestamptz, state::text, \
-     ci_attempts::bigint, worker_session_id::text, worker_last_update::timestamptz, \
-     worker_pid::bigint, worker_stuck_count::bigint";
+     started_at::timestamptz, \
+     COALESCE(updated_at::timestamptz, started_at::timestamptz, 'epoch'::timestamptz), \
+     completed_at::timestamptz, COALESCE(state::text, ''), COALESCE(ci_attempts::bigint, 0), \
+     worker_session_id::text, worker_last_update::timestamptz, worker_pid::bigint, \
+     COALESCE(worker_stuck_count::bigint, 0)";
 const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
 const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
      detail, resolved_at, resolution";

@@ -11,13 +11,14 @@ use sqlx::Row;
 use crate::support::{PgSchema, QUEUE_COLUMNS, RUN_COLUMNS};
 
 /// The owner's tables as they might stand before executor ever ran: older column types,
-/// a few of our columns missing, a `user_context` column, and a column of the owner's own.
+/// a few of our columns missing, nullable columns holding NULLs, no unique index on
+/// `task_gid`, a `user_context` column, and a column of the owner's own.
 const OWNER_SCHEMA: &str = r#"
 CREATE TABLE executor_queue (
     id SERIAL PRIMARY KEY,
-    task_gid TEXT NOT NULL UNIQUE,
-    added_at TIMESTAMP NOT NULL DEFAULT now(),
-    updated_at TIMESTAMP NOT NULL DEFAULT now(),
+    task_gid TEXT NOT NULL,
+    added_at TIMESTAMP DEFAULT now(),
+    updated_at TIMESTAMP DEFAULT now(),
     source TEXT,
     description TEXT,
     notes TEXT,
@@ -32,9 +33,9 @@ CREATE TABLE executor_runs (
     task_gid TEXT NOT NULL,
     branch_name TEXT,
     pr_url TEXT,
-    state TEXT NOT NULL,
-    ci_attempts INTEGER NOT NULL DEFAULT 0,
-    updated_at TIMESTAMP NOT NULL DEFAULT now(),
+    state TEXT,
+    ci_attempts INTEGER,
+    updated_at TIMESTAMP,
     owner_note TEXT
 );
 INSERT INTO executor_queue (task_gid, source, description, notes, status, priority, user_context, owner_flag) VALUES
@@ -42,8 +43,10 @@ INSERT INTO executor_queue (task_gid, source, description, notes, status, priori
     ('1209876543210988', 'asana', 'Speed up startup', 'profiled once', 'awaiting_go', 1, 'owner: try lazy tabs', 'keep-2'),
     ('1209876543210989', 'asana', 'Timeline template', NULL, 'skip', NULL, NULL, 'keep-3'),
     ('1209876543210990', 'asana', 'Parked by hand', NULL, 'parked', NULL, '', 'keep-4');
-INSERT INTO executor_runs (task_gid, branch_name, pr_url, state, ci_attempts, owner_note) VALUES
-    ('1209876543210988', 'executor/1209876543210988-startup', 'https://github.com/o/r/pull/7', 'pr', 2, 'watch CI');
+UPDATE executor_queue SET added_at = NULL, updated_at = NULL WHERE task_gid = '1209876543210989';
+INSERT INTO executor_runs (task_gid, branch_name, pr_url, state, ci_attempts, updated_at, owner_note) VALUES
+    ('1209876543210988', 'executor/1209876543210988-startup', 'https://github.com/o/r/pull/7', 'pr', 2, now(), 'watch CI'),
+    ('1209876543210987', NULL, NULL, NULL, NULL, NULL, 'half-written by hand');
 "#;
 
 /// task_gid, owner_flag, user_context, notes.
@@ -146,10 +149,32 @@ async fn migrations_adopt_existing_tables_keeping_every_row_and_column() {
     assert_eq!(tasks[0].priority, Some(2));
     assert_eq!(tasks[1].status, QueueStatus::AwaitingGo);
     assert_eq!(tasks[3].status, QueueStatus::Other("parked".into()));
+    assert_eq!(
+        tasks[2].added_at,
+        chrono::DateTime::<chrono::Utc>::UNIX_EPOCH,
+        "NULL added_at reads as the epoch"
+    );
+    let pending = store
+        .tasks(Some(&QueueStatus::Pending))
+        .await
+        .expect("pending");
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].task_gid, "1209876543210987");
     let runs = store.runs(Some("1209876543210988")).await.expect("runs");
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].state, RunState::Pr);
     assert_eq!(runs[0].ci_attempts, 2);
+    let half = store.runs(Some("1209876543210987")).await.expect("runs");
+    assert_eq!(half.len(), 1, "a run with NULLs in it is still read");
+    assert_eq!(half[0].ci_attempts, 0);
+    let unique: bool = sqlx::query_scalar(
+        "SELECT indisunique FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+         WHERE c.relname = 'executor_queue_task_gid_key' AND c.relnamespace = current_schema()::regnamespace",
+    )
+    .fetch_one(&admin)
+    .await
+    .expect("the migration made task_gid unique");
+    assert!(unique);
 
     // ... and writes to them.
     let moved = store

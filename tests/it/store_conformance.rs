@@ -411,6 +411,91 @@ async fn summary_counts_every_known_status(store: &dyn Store) {
     assert_eq!(summary.pending_escalations, 0);
 }
 
+/// Two processes' worth of stores on one database: the daemon and the CLI, or two hosts.
+async fn concurrent_adds_of_one_gid_leave_one_task(a: &dyn Store, b: &dyn Store) {
+    for n in 0..10 {
+        let gid = format!("T-{n}");
+        let (from_a, from_b) = (new_task(&gid, "# From a"), new_task(&gid, "# From b"));
+        let (first, second) = tokio::join!(
+            a.upsert_task(&from_a, "a", t0()),
+            b.upsert_task(&from_b, "b", t0())
+        );
+        let outcomes = [first.expect("a adds").1, second.expect("b adds").1];
+        assert_eq!(
+            outcomes
+                .iter()
+                .filter(|o| **o == UpsertOutcome::Created)
+                .count(),
+            1,
+            "{gid}: {outcomes:?}"
+        );
+    }
+    assert_eq!(a.tasks(None).await.expect("list").len(), 10);
+    assert_eq!(b.tasks(None).await.expect("list").len(), 10);
+}
+
+async fn competing_status_changes_apply_exactly_once(a: &dyn Store, b: &dyn Store) {
+    for n in 0..10 {
+        let gid = format!("T-{n}");
+        a.upsert_task(&new_task(&gid, "# x"), "cli", t0())
+            .await
+            .expect("add");
+        let to_approved = change(&gid, QueueStatus::Pending, QueueStatus::Approved, t0());
+        let to_skip = change(&gid, QueueStatus::Pending, QueueStatus::Skip, t0());
+        let (go, skip) = tokio::join!(a.change_status(&to_approved), b.change_status(&to_skip));
+        let winner = match (go, skip) {
+            (Ok(task), Err(StoreError::StatusConflict { .. })) => task.status,
+            (Err(StoreError::StatusConflict { .. }), Ok(task)) => task.status,
+            (go, skip) => panic!("{gid}: exactly one change must apply, got {go:?} and {skip:?}"),
+        };
+        let stored = b.task(&gid).await.expect("read").expect("present");
+        assert_eq!(stored.status, winner);
+        assert_eq!(
+            a.events(&gid).await.expect("events").len(),
+            2,
+            "{gid}: added + one move"
+        );
+    }
+}
+
+macro_rules! concurrent {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite_two_connections {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let dir = tempfile::tempdir().expect("temp dir");
+                    let path = dir.path().join("executor.db");
+                    let a = super::SqliteStore::open(&path).await.expect("open a");
+                    let b = super::SqliteStore::open(&path).await.expect("open b");
+                    super::$case(&a, &b).await;
+                }
+            )*
+        }
+        mod postgres_two_pools {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(schema) = super::PgSchema::create(stringify!($case)).await else {
+                        return;
+                    };
+                    let a = super::PgStore::connect_with(schema.options()).await.expect("open a");
+                    let b = super::PgStore::connect_with(schema.options()).await.expect("open b");
+                    super::$case(&a, &b).await;
+                    a.pool().close().await;
+                    b.pool().close().await;
+                    schema.drop().await;
+                }
+            )*
+        }
+    };
+}
+
+concurrent!(
+    concurrent_adds_of_one_gid_leave_one_task,
+    competing_status_changes_apply_exactly_once,
+);
+
 macro_rules! conformance {
     ($($case:ident),* $(,)?) => {
         mod sqlite {

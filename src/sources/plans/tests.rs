@@ -133,3 +133,41 @@ fn scan_of_a_missing_folder_is_empty() {
     let dir = tempfile::tempdir().expect("tempdir");
     assert!(scan(&dir.path().join("nope")).expect("scan").is_empty());
 }
+
+#[test]
+fn a_note_with_a_non_utf8_name_is_reported_not_skipped() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let name = std::ffi::OsStr::from_bytes(b"bad-\xff-name.md");
+    std::fs::write(dir.path().join(name), "# ok").expect("write");
+    let found = scan(dir.path()).expect("scan");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].note, Err(NoteError::NameNotUtf8));
+}
+
+#[test]
+fn an_unlistable_subfolder_is_reported_and_the_rest_still_read() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let locked = dir.path().join("locked");
+    std::fs::create_dir(&locked).expect("mkdir");
+    std::fs::write(locked.join("inside.md"), "# hidden by permissions").expect("write");
+    std::fs::write(dir.path().join("fine.md"), "# Fine").expect("write");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    if std::fs::read_dir(&locked).is_ok() {
+        // Running as root: permissions do not stop reading, so there is nothing to report.
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped: an_unlistable_subfolder_is_reported (root reads any folder)"
+        );
+        return;
+    }
+    let found = scan(dir.path()).expect("scan");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let paths: Vec<&str> = found.iter().map(|n| n.relative_path.as_str()).collect();
+    assert_eq!(paths, ["fine.md", "locked"]);
+    assert!(found[0].note.is_ok());
+    assert!(matches!(found[1].note, Err(NoteError::Unreadable(_))));
+}
