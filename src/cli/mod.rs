@@ -104,6 +104,7 @@ struct AddArgs {
     /// Where the task came from
     #[arg(long, default_value = "cli")]
     source: String,
+    /// Priority, a whole number (kept as given; sources and the analyzer set it too)
     #[arg(long, allow_negative_numbers = true)]
     priority: Option<i64>,
 }

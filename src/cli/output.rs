@@ -110,21 +110,32 @@ pub async fn print_queue_json(store: Arc<dyn Store>, status: Option<QueueStatus>
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
     let mut next = Some(fetch(i64::MIN));
+    let mut written: io::Result<()> = Ok(());
     let mut first = true;
-    let mut written = out.write_all(b"[");
     while let Some(loading) = next.take() {
-        let page = loading.await??;
+        let page = match loading
+            .await
+            .map_err(anyhow::Error::from)
+            .and_then(|page| Ok(page?))
+        {
+            Ok(page) => page,
+            Err(error) => {
+                // Whatever is still buffered is dropped unwritten: a failed listing prints
+                // as little as possible of a document it cannot finish.
+                let _ = out.into_parts();
+                return Err(error);
+            }
+        };
         if let (true, Some(last)) = (page.len() == TASK_PAGE as usize, page.last()) {
             next = Some(fetch(last.id));
             // Let the fetch start before this page is written.
             tokio::task::yield_now().await;
         }
         for task in &page {
-            if !first {
-                written = written.and_then(|()| out.write_all(b","));
-            }
+            let separator: &[u8] = if first { b"[" } else { b"," };
             first = false;
             written = written
+                .and_then(|()| out.write_all(separator))
                 .and_then(|()| serde_json::to_writer(&mut out, task).map_err(io::Error::from));
             if written.is_err() {
                 // A closed pipe: nothing more will be read.
@@ -133,9 +144,10 @@ pub async fn print_queue_json(store: Arc<dyn Store>, status: Option<QueueStatus>
             }
         }
     }
+    let closing: &[u8] = if first { b"[]\n" } else { b"]\n" };
     finish(
         written
-            .and_then(|()| out.write_all(b"]\n"))
+            .and_then(|()| out.write_all(closing))
             .and_then(|()| out.flush()),
     )
 }

@@ -9,7 +9,6 @@
 mod template;
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -29,7 +28,7 @@ pub const STORAGE_URL_ENV: &str = "EXECUTOR_STORAGE_URL";
 
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         #[source]
@@ -492,11 +491,10 @@ fn storage_target(
 ) -> Result<StorageTarget, String> {
     let url = url.trim();
     let Some((scheme, rest)) = url.split_once("://") else {
-        // An environment value may hold a secret: never echo it.
-        let shown = if from_env { "the value" } else { url };
-        return Err(format!(
-            "`{shown}` is not a storage URL (expected sqlite://PATH or postgres://USER@HOST/DB)"
-        ));
+        // The value may hold a secret (a connection string, say): never echo it.
+        return Err(
+            "not a storage URL (expected sqlite://PATH or postgres://USER@HOST/DB)".to_string(),
+        );
     };
     match scheme {
         "sqlite" => {
@@ -506,13 +504,12 @@ fn storage_target(
             Ok(StorageTarget::Sqlite(root.join(rest)))
         }
         "postgres" | "postgresql" => {
-            if !from_env && crate::store::url_has_password(url) {
+            let checked = crate::store::check_postgres_url(url)?;
+            if !from_env && checked.has_password {
                 return Err(format!(
                     "the URL carries a password; keep secrets out of the config file (use PGPASSWORD, storage.password_file or {STORAGE_URL_ENV})"
                 ));
             }
-            sqlx::postgres::PgConnectOptions::from_str(url)
-                .map_err(|e| format!("not a valid Postgres URL: {e}"))?;
             Ok(StorageTarget::Postgres {
                 url: url.to_string(),
                 password: env.pg_password.clone(),

@@ -148,7 +148,7 @@ impl PlansIntake {
 
 #[derive(Debug, thiserror::Error)]
 pub enum IntakeError {
-    #[error("cannot read the plans folder: {0}")]
+    #[error("cannot read the plans folder")]
     Scan(#[source] std::io::Error),
     #[error(transparent)]
     Store(#[from] StoreError),

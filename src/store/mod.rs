@@ -15,6 +15,7 @@ pub mod postgres;
 pub mod sqlite;
 
 use std::path::PathBuf;
+use std::str::FromStr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -41,13 +42,13 @@ pub enum StoreError {
         expected: String,
         actual: String,
     },
-    #[error("SQLite database {path}: {source}")]
+    #[error("SQLite database {path}")]
     Sqlite {
         path: PathBuf,
         #[source]
         source: rusqlite::Error,
     },
-    #[error("Postgres: {0}")]
+    #[error("Postgres")]
     Postgres(#[from] sqlx::Error),
     #[error("migration {version} ({name}) failed: {message}")]
     Migration {
@@ -101,58 +102,83 @@ impl StorageTarget {
     }
 }
 
-/// True when a Postgres URL carries a password, in its user part or as `password=`.
-pub fn url_has_password(url: &str) -> bool {
-    let Some((_, rest)) = url.split_once("://") else {
-        return false;
-    };
-    let authority = rest.split(['/', '?']).next().unwrap_or("");
-    let in_userinfo = authority
-        .rsplit_once('@')
-        .is_some_and(|(userinfo, _)| userinfo.contains(':'));
-    let in_query = rest.split_once('?').is_some_and(|(_, query)| {
-        query
-            .split('&')
-            .any(|pair| pair.to_ascii_lowercase().starts_with("password="))
-    });
-    in_userinfo || in_query
+/// The connection parameters executor passes on to Postgres. Anything else is refused:
+/// the driver would log an unknown parameter with its value, and a misspelt `password`
+/// would put the secret in the log.
+const PG_PARAMETERS: &[&str] = &[
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "application_name",
+    "options",
+];
+
+/// What [`check_postgres_url`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckedPgUrl {
+    /// A password in the user part or as a `password` parameter.
+    pub has_password: bool,
 }
 
-/// `postgres://user:secret@host/db?password=x` becomes `postgres://user:***@host/db?password=***`.
-fn redact_password(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let (before_query, query) = match rest.split_once('?') {
-        Some((before, query)) => (before, Some(query)),
-        None => (rest, None),
-    };
-    let authority_end = before_query.find('/').unwrap_or(before_query.len());
-    let (authority, path) = before_query.split_at(authority_end);
-    let authority = match authority.rsplit_once('@') {
-        Some((userinfo, host)) if userinfo.contains(':') => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{user}:***@{host}")
+/// Checks a `postgres://` URL without ever repeating any part of it in the error (it may
+/// carry a secret).
+pub fn check_postgres_url(url: &str) -> Result<CheckedPgUrl, String> {
+    let parsed = url::Url::parse(url).map_err(|e| format!("not a valid Postgres URL ({e})"))?;
+    let mut has_password = parsed.password().is_some();
+    for (position, (key, _)) in parsed.query_pairs().enumerate() {
+        if key == "password" {
+            has_password = true;
+        } else if !(PG_PARAMETERS.contains(&key.as_ref()) || key.starts_with("options[")) {
+            return Err(format!(
+                "connection parameter {} is not one executor passes on (known: {})",
+                position + 1,
+                PG_PARAMETERS.join(", ")
+            ));
         }
-        _ => authority.to_string(),
-    };
-    let query = query.map(|query| {
-        query
-            .split('&')
-            .map(|pair| {
-                if pair.to_ascii_lowercase().starts_with("password=") {
-                    "password=***".to_string()
-                } else {
-                    pair.to_string()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join("&")
-    });
-    match query {
-        Some(query) => format!("{scheme}://{authority}{path}?{query}"),
-        None => format!("{scheme}://{authority}{path}"),
     }
+    sqlx::postgres::PgConnectOptions::from_str(url)
+        .map_err(|e| format!("not a valid Postgres URL ({e})"))?;
+    Ok(CheckedPgUrl { has_password })
+}
+
+/// The URL with any password (user part or parameter) replaced by `***`.
+fn redact_password(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return "postgres://(a URL that does not parse)".to_string();
+    };
+    if parsed.password().is_some() {
+        // Fails only for URLs that cannot carry a user part at all.
+        let _ = parsed.set_password(Some("***"));
+    }
+    if parsed.query().is_some() {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(key, value)| {
+                let secret = key.eq_ignore_ascii_case("password");
+                let value = if secret {
+                    "***".to_string()
+                } else {
+                    value.into_owned()
+                };
+                (key.into_owned(), value)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.to_string().replace("%2A%2A%2A", "***")
 }
 
 /// The one interface to durable state.
@@ -287,9 +313,44 @@ mod tests {
             !debug.contains("hunter2") && !debug.contains("s3cret"),
             "{debug}"
         );
-        assert!(url_has_password("postgres://exec@db/work?password=hunter2"));
-        assert!(url_has_password("postgres://exec:hunter2@db/work"));
-        assert!(!url_has_password("postgres://exec@db/work?sslmode=require"));
+        assert!(
+            check_postgres_url("postgres://exec@db/work?password=hunter2")
+                .expect("valid")
+                .has_password
+        );
+        assert!(
+            check_postgres_url("postgres://exec:hunter2@db/work")
+                .expect("valid")
+                .has_password
+        );
+        assert!(
+            !check_postgres_url("postgres://exec@db/work?sslmode=require")
+                .expect("valid")
+                .has_password
+        );
+        for leaky in [
+            "postgres://exec@db/work?Password=hunter2",
+            "postgres://exec@db/work?passwrod=hunter2",
+            "postgres://exec@db/work?hunter2",
+        ] {
+            let err = check_postgres_url(leaky).expect_err("unknown parameter");
+            assert!(!err.contains("hunter2"), "{err}");
+        }
+        // A percent-encoded key is the driver's `password` all the same.
+        assert!(
+            check_postgres_url("postgres://exec@db/work?pass%77ord=hunter2")
+                .expect("valid")
+                .has_password
+        );
+        let encoded = StorageTarget::Postgres {
+            url: "postgres://exec@db/work?pass%77ord=hunter2".into(),
+            password: None,
+        };
+        assert!(
+            !encoded.display().contains("hunter2"),
+            "{}",
+            encoded.display()
+        );
         let plain = StorageTarget::Postgres {
             url: "postgres://exec@db/work".into(),
             password: None,

@@ -103,7 +103,7 @@ async fn migrate(pool: &PgPool, list: &[Migration]) -> StoreResult<()> {
             .map_err(|e| StoreError::Migration {
                 version: migration.version,
                 name: migration.name,
-                message: e.to_string(),
+                message: with_detail(&e),
             })?;
         sqlx::query("INSERT INTO executor_schema_migrations (version, name) VALUES ($1, $2)")
             .bind(migration.version)
@@ -113,6 +113,19 @@ async fn migrate(pool: &PgPool, list: &[Migration]) -> StoreResult<()> {
     }
     tx.commit().await?;
     Ok(())
+}
+
+/// The error with Postgres's own detail line, which names the row at fault (say, the
+/// duplicated `task_gid` that stops the unique index).
+fn with_detail(error: &sqlx::Error) -> String {
+    let detail = error
+        .as_database_error()
+        .and_then(|db| db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>())
+        .and_then(|pg| pg.detail());
+    match detail {
+        Some(detail) => format!("{error} ({detail})"),
+        None => error.to_string(),
+    }
 }
 
 fn task_from_row(row: &PgRow) -> Result<Task, sqlx::Error> {

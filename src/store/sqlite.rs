@@ -5,7 +5,8 @@
 //! own locking, with a busy timeout so that a short write by one never fails the other.
 //! Writes take the write lock up front (`BEGIN IMMEDIATE`) so two writers never deadlock.
 //! `synchronous = NORMAL` in WAL mode keeps every committed transaction across a crash of
-//! the process; only a power loss can cost the last few.
+//! any process; a power loss or an OS crash can cost the commits of the last seconds that
+//! the OS had not yet written out (never the database's consistency).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -128,8 +129,7 @@ fn open_blocking(path: &Path) -> StoreResult<Connection> {
         })?;
     }
     let mut conn = Connection::open(path).map_err(sqlite_error)?;
-    conn.busy_timeout(Duration::from_secs(10))
-        .map_err(sqlite_error)?;
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite_error)?;
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
          PRAGMA mmap_size = 268435456;",
@@ -140,6 +140,9 @@ fn open_blocking(path: &Path) -> StoreResult<Connection> {
     Ok(conn)
 }
 
+/// How long a statement waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Past this size the WAL is folded back into the database when a connection opens.
 const WAL_FOLD_BYTES: u64 = 512 * 1024;
 
@@ -147,9 +150,10 @@ const WAL_FOLD_BYTES: u64 = 512 * 1024;
 /// to the default, every one of them would create the WAL, then checkpoint it into the
 /// database and delete it at exit: four fsyncs for one `executor add`. Instead the WAL is
 /// left in place at close and folded back (`wal_checkpoint(TRUNCATE)`) once it passes
-/// [`WAL_FOLD_BYTES`], so that cost is paid once per few dozen commands. Durability is
-/// unchanged: in WAL mode with `synchronous = NORMAL` a commit is never fsynced at commit
-/// time anyway, and SQLite replays the WAL on the next open.
+/// [`WAL_FOLD_BYTES`], so that cost is paid once per few dozen commands. A crash of any
+/// process loses nothing (SQLite replays the WAL on the next open); what a power loss can
+/// cost is what `synchronous = NORMAL` always risks, the commits not yet written out. A
+/// copy of the database must include `executor.db-wal` (or use SQLite's `.backup`).
 fn keep_wal_between_processes(conn: &Connection, path: &Path) -> rusqlite::Result<()> {
     conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)?;
     let mut wal = path.as_os_str().to_owned();
@@ -158,8 +162,13 @@ fn keep_wal_between_processes(conn: &Connection, path: &Path) -> rusqlite::Resul
         .map(|m| m.len())
         .unwrap_or(0);
     if wal_len > WAL_FOLD_BYTES {
-        // Busy (another process is reading) is fine: a later open folds it.
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        // A TRUNCATE checkpoint waits (busy timeout) for readers to leave the WAL; this one
+        // must not: with another process reading, skip it, and a later open folds the WAL.
+        conn.busy_timeout(Duration::ZERO)?;
+        if let Err(error) = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            tracing::debug!(%error, "WAL not folded this time");
+        }
+        conn.busy_timeout(BUSY_TIMEOUT)?;
     }
     Ok(())
 }

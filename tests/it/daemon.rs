@@ -113,6 +113,12 @@ fn daemon_takes_in_new_notes_and_reports_the_malformed_one_untouched() {
         std::fs::read(ws.plans().join("broken.md")).expect("read"),
         malformed
     );
+    let log = std::fs::read_to_string(ws.path().join("daemon.log")).expect("daemon log");
+    assert!(
+        log.lines()
+            .any(|l| l.contains("not taken in") && l.contains("broken.md")),
+        "the malformed note is reported in the log:\n{log}"
+    );
 
     let t7 = task(&ws, "T-7").expect("front matter task");
     assert_eq!(t7["status"], "approved");

@@ -254,3 +254,34 @@ async fn two_runners_starting_together_migrate_once() {
     b.pool().close().await;
     schema.drop().await;
 }
+
+#[tokio::test]
+async fn adopting_a_table_with_duplicate_gids_fails_naming_the_duplicate() {
+    let Some(schema) = PgSchema::create("duplicate_gids").await else {
+        return;
+    };
+    let admin = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(schema.options())
+        .await
+        .expect("connect");
+    sqlx::raw_sql(
+        "CREATE TABLE executor_queue (id SERIAL PRIMARY KEY, task_gid TEXT NOT NULL, status TEXT); \
+         INSERT INTO executor_queue (task_gid) VALUES ('T-dup'), ('T-dup'), ('T-ok');",
+    )
+    .execute(&admin)
+    .await
+    .expect("owner's table");
+    let err = match PgStore::connect_with(schema.options()).await {
+        Ok(_) => panic!("duplicate gids cannot get a unique index"),
+        Err(err) => err.to_string(),
+    };
+    assert!(err.contains("T-dup"), "{err}");
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM executor_queue")
+        .fetch_one(&admin)
+        .await
+        .expect("rows");
+    assert_eq!(kept, 3, "a failed migration changes nothing");
+    admin.close().await;
+    schema.drop().await;
+}
