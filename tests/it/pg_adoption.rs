@@ -57,11 +57,7 @@ async fn migrations_adopt_existing_tables_keeping_every_row_and_column() {
     let Some(schema) = PgSchema::create("adoption").await else {
         return;
     };
-    let admin = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(schema.options())
-        .await
-        .expect("connect");
+    let admin = schema.admin().await;
     sqlx::raw_sql(OWNER_SCHEMA)
         .execute(&admin)
         .await
@@ -260,11 +256,7 @@ async fn adopting_a_table_with_duplicate_gids_fails_naming_the_duplicate() {
     let Some(schema) = PgSchema::create("duplicate_gids").await else {
         return;
     };
-    let admin = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(schema.options())
-        .await
-        .expect("connect");
+    let admin = schema.admin().await;
     sqlx::raw_sql(
         "CREATE TABLE executor_queue (id SERIAL PRIMARY KEY, task_gid TEXT NOT NULL, status TEXT); \
          INSERT INTO executor_queue (task_gid) VALUES ('T-dup'), ('T-dup'), ('T-ok');",

@@ -209,6 +209,15 @@ impl PgSchema {
             .options([("search_path", self.name.as_str())])
     }
 
+    /// A one-connection pool in this schema, for setting up and inspecting tables by hand.
+    pub async fn admin(&self) -> sqlx::PgPool {
+        PgPoolOptions::new()
+            .max_connections(1)
+            .connect_with(self.options())
+            .await
+            .expect("connect to the test schema")
+    }
+
     /// The same, as a URL the binary accepts.
     pub fn url_with_schema(&self) -> String {
         let separator = if self.url.contains('?') { '&' } else { '?' };
