@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | [`core`] | types, queue and run state machines, gids, the clock | nothing with I/O |
 //! | [`store`] | the store interface; SQLite and Postgres; migrations | core |
+//! | [`supervisor`] | one worker process: its group, output lines, watchdog, stop | core |
 //! | [`sources`] | the plans folder (and, later, Asana and GitHub issues) | core |
 //! | [`ops`] | operations that read, decide with the core, and write | core, store, sources |
 //! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
@@ -17,3 +18,4 @@ pub mod core;
 pub mod ops;
 pub mod sources;
 pub mod store;
+pub mod supervisor;

@@ -12,3 +12,4 @@ pub mod record;
 pub mod run;
 pub mod task;
 pub mod time;
+pub mod watchdog;

@@ -5,4 +5,5 @@ mod cli;
 mod daemon;
 mod pg_adoption;
 mod store_conformance;
+mod supervisor;
 mod support;

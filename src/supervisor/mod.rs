@@ -1,0 +1,314 @@
+//! The supervisor: runs one worker process and watches it until it is gone.
+//!
+//! Theory of operation. A worker is spawned as the leader of a new process group, with
+//! stdout and stderr piped and read line by line (see [`lines`]). Every line is handed to
+//! the caller, who says whether it was meaningful (the agent adapter knows: an assistant
+//! message is, a keep-alive is not); meaningful lines reset the no-output watchdog. The
+//! watchdog and the hard timeout are decided by [`crate::core::watchdog`]. Stopping is
+//! always the same: TERM to the whole group, a grace period, then KILL to the whole group.
+//! When the worker exits on its own, the rest of its group is killed too, so a grandchild
+//! that kept the pipes open cannot keep the worker "running" or outlive it.
+//!
+//! It must never leave a process of a worker's group behind, never block on a worker's
+//! output, and never hold more than a bounded part of one output line in memory.
+
+pub mod group;
+pub mod lines;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::Signal;
+use serde::Serialize;
+use thiserror::Error;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use crate::core::watchdog::{self, Limits, StopReason};
+use lines::Line;
+
+/// What to run and under which limits.
+#[derive(Debug, Clone)]
+pub struct WorkerSpec {
+    pub argv: Vec<String>,
+    pub cwd: PathBuf,
+    /// The worker's whole environment: nothing is inherited, so no secret of the
+    /// orchestrator reaches it unless put here.
+    pub env: HashMap<String, String>,
+    /// Written to the worker's stdin, which is then closed.
+    pub stdin: Option<Vec<u8>>,
+    pub limits: Limits,
+    /// Between TERM and KILL.
+    pub grace: Duration,
+    /// Longest line kept; the rest of a longer line is dropped (and the line marked).
+    pub max_line: usize,
+}
+
+/// Which pipe a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What the caller hears while the worker runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerEvent {
+    /// The worker runs: its pid (also its process group) and start time, to persist.
+    Started {
+        pid: u32,
+        start_time: Option<u64>,
+    },
+    Line {
+        stream: Stream,
+        line: Line,
+    },
+}
+
+/// How a worker ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Outcome {
+    pub pid: u32,
+    /// The exit code, when it exited rather than died of a signal.
+    pub exit_code: Option<i32>,
+    /// The signal it died of.
+    pub signal: Option<i32>,
+    /// Set when the supervisor stopped it.
+    pub stopped: Option<StopReason>,
+    /// It needed KILL (it ignored TERM for the whole grace period).
+    pub killed: bool,
+    pub lines: u64,
+    pub truncated_lines: u64,
+}
+
+impl Outcome {
+    /// Exited by itself with status 0.
+    pub fn succeeded(&self) -> bool {
+        self.stopped.is_none() && self.exit_code == Some(0)
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum SupervisorError {
+    #[error("the worker command is empty")]
+    EmptyCommand,
+    #[error("cannot start `{program}`")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot wait for worker {pid}")]
+    Wait {
+        pid: u32,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Whether a line counts for the no-output watchdog.
+pub type Meaningful = bool;
+
+/// How long output still in the pipes is read after the worker's group is gone.
+const DRAIN: Duration = Duration::from_secs(2);
+
+/// Runs the worker in `spec` to its end. `on_event` hears every event and says whether a
+/// line was meaningful; `stop` asks for a stop (TERM, grace, KILL) from outside.
+pub async fn supervise<F>(
+    spec: WorkerSpec,
+    mut on_event: F,
+    stop: Option<oneshot::Receiver<()>>,
+) -> Result<Outcome, SupervisorError>
+where
+    F: FnMut(WorkerEvent) -> Meaningful,
+{
+    let (program, args) = spec
+        .argv
+        .split_first()
+        .ok_or(SupervisorError::EmptyCommand)?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(&spec.env)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let mut child = command.spawn().map_err(|source| SupervisorError::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    let pid = child.id().unwrap_or_default();
+    on_event(WorkerEvent::Started {
+        pid,
+        start_time: group::start_time(pid),
+    });
+
+    if let (Some(input), Some(mut pipe)) = (spec.stdin.clone(), child.stdin.take()) {
+        // A worker that never reads its stdin must not block us: write on the side.
+        tokio::spawn(async move {
+            let _ = pipe.write_all(&input).await;
+        });
+    }
+
+    let (lines_tx, mut lines_rx) = mpsc::channel::<(Stream, Line)>(1024);
+    let mut readers = Vec::new();
+    for (stream, pipe) in [
+        (Stream::Stdout, child.stdout.take().map(either_left)),
+        (Stream::Stderr, child.stderr.take().map(either_right)),
+    ] {
+        let Some(pipe) = pipe else { continue };
+        let tx = lines_tx.clone();
+        let cap = spec.max_line;
+        readers.push(tokio::spawn(async move {
+            let _ = lines::read_lines(BufReader::new(pipe), cap, stream, tx).await;
+        }));
+    }
+    drop(lines_tx);
+
+    let started = Instant::now();
+    let mut last_meaningful = started;
+    let mut outcome = Outcome {
+        pid,
+        exit_code: None,
+        signal: None,
+        stopped: None,
+        killed: false,
+        lines: 0,
+        truncated_lines: 0,
+    };
+    // A stop that can never come when none was given (or its sender went away).
+    let stop_requested = async move {
+        let asked = match stop {
+            Some(receiver) => receiver.await.is_ok(),
+            None => false,
+        };
+        if !asked {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::pin!(stop_requested);
+    let mut hear = |outcome: &mut Outcome, stream: Stream, line: Line| -> Meaningful {
+        outcome.lines += 1;
+        outcome.truncated_lines += u64::from(line.truncated);
+        on_event(WorkerEvent::Line { stream, line })
+    };
+
+    let status = loop {
+        let now = Instant::now();
+        let wait = watchdog::next_check_in(spec.limits, now - started, now - last_meaningful);
+        tokio::select! {
+            status = child.wait() => {
+                break status.map_err(|source| SupervisorError::Wait { pid, source })?;
+            }
+            Some((stream, line)) = lines_rx.recv() => {
+                if hear(&mut outcome, stream, line) {
+                    last_meaningful = Instant::now();
+                }
+            }
+            _ = tokio::time::sleep(wait) => {
+                let now = Instant::now();
+                if let Some(reason) = watchdog::check(spec.limits, now - started, now - last_meaningful) {
+                    outcome.stopped = Some(reason);
+                    break terminate(&mut child, pid, spec.grace, &mut outcome).await?;
+                }
+            }
+            () = &mut stop_requested => {
+                outcome.stopped = Some(StopReason::Requested);
+                break terminate(&mut child, pid, spec.grace, &mut outcome).await?;
+            }
+        }
+    };
+
+    // Whatever the worker left in its group goes with it.
+    let _ = group::signal_group(pid, Signal::SIGKILL);
+    let drain_until = Instant::now() + DRAIN;
+    loop {
+        tokio::select! {
+            next = lines_rx.recv() => match next {
+                Some((stream, line)) => { hear(&mut outcome, stream, line); }
+                None => break,
+            },
+            _ = tokio::time::sleep_until(drain_until) => break,
+        }
+    }
+    for reader in readers {
+        reader.abort();
+    }
+
+    use std::os::unix::process::ExitStatusExt;
+    outcome.exit_code = status.code();
+    outcome.signal = status.signal();
+    Ok(outcome)
+}
+
+/// TERM to the group, up to `grace` for the leader to exit, then KILL to the group.
+async fn terminate(
+    child: &mut Child,
+    pid: u32,
+    grace: Duration,
+    outcome: &mut Outcome,
+) -> Result<std::process::ExitStatus, SupervisorError> {
+    let _ = group::signal_group(pid, Signal::SIGTERM);
+    match tokio::time::timeout(grace, child.wait()).await {
+        Ok(status) => status.map_err(|source| SupervisorError::Wait { pid, source }),
+        Err(_) => {
+            outcome.killed = true;
+            let _ = group::signal_group(pid, Signal::SIGKILL);
+            child
+                .wait()
+                .await
+                .map_err(|source| SupervisorError::Wait { pid, source })
+        }
+    }
+}
+
+/// stdout and stderr have different types; readers take either.
+type Pipe = tokio_either::Either;
+
+fn either_left(out: tokio::process::ChildStdout) -> Pipe {
+    tokio_either::Either::Out(out)
+}
+
+fn either_right(err: tokio::process::ChildStderr) -> Pipe {
+    tokio_either::Either::Err(err)
+}
+
+mod tokio_either {
+    //! One reader type over a child's stdout or stderr.
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use tokio::io::{AsyncRead, ReadBuf};
+    use tokio::process::{ChildStderr, ChildStdout};
+
+    pub enum Either {
+        Out(ChildStdout),
+        Err(ChildStderr),
+    }
+
+    impl AsyncRead for Either {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            match self.get_mut() {
+                Either::Out(out) => Pin::new(out).poll_read(cx, buf),
+                Either::Err(err) => Pin::new(err).poll_read(cx, buf),
+            }
+        }
+    }
+}
