@@ -449,7 +449,7 @@ fn sorted(samples: &[Duration]) -> Vec<Duration> {
 fn median(samples: &[Duration]) -> Duration {
     let sorted = sorted(samples);
     let mid = sorted.len() / 2;
-    if sorted.len() % 2 == 0 {
+    if sorted.len().is_multiple_of(2) {
         (sorted[mid - 1] + sorted[mid]) / 2
     } else {
         sorted[mid]

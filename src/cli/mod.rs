@@ -6,7 +6,11 @@
 
 mod daemon;
 mod init;
+mod lock;
 mod output;
+
+/// The runner's lock file, beside the config file.
+const RUNNER_LOCK: &str = "runner.lock";
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -258,8 +262,14 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
                 output::print_status(&report)
             }
         }
-        Command::Run { .. } => run_once(settings, store, &clock).await,
-        Command::Daemon => daemon::run(settings, store, &clock).await,
+        Command::Run { .. } => {
+            let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
+            run_once(settings, store, &clock).await
+        }
+        Command::Daemon => {
+            let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
+            daemon::run(settings, store, &clock).await
+        }
     }
 }
 

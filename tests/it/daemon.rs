@@ -234,3 +234,27 @@ fn kill_9_in_the_middle_of_a_burst_loses_nothing_that_was_acknowledged() {
     assert_eq!(unique.len(), expected, "no task was taken in twice");
     drop(restarted);
 }
+
+#[test]
+fn one_runner_at_a_time_and_a_crashed_one_never_blocks() {
+    let ws = Workspace::init();
+    let daemon = Daemon::start(&ws);
+    let pid = daemon.pid().to_string();
+
+    // A second daemon and a cron one-shot both exit at once, naming the holder.
+    let second = ws.run(&["daemon"]);
+    assert_eq!(second.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        stderr.contains(&pid) && stderr.contains("runner"),
+        "{stderr}"
+    );
+    let once = ws.run(&["run", "--once"]);
+    assert_eq!(once.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&once.stderr).contains(&pid));
+
+    // Killed without a chance to clean up, the holder leaves nothing that blocks.
+    daemon.signal("-KILL");
+    assert!(!daemon.wait().success());
+    ws.ok(&["run", "--once"]);
+}
