@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | [`core`] | types, queue and run state machines, gids, the clock | nothing with I/O |
 //! | [`store`] | the store interface; SQLite and Postgres; migrations | core |
+//! | [`runner`] | runs: git worktrees and branches (the run loop builds on it) | core |
 //! | [`supervisor`] | one worker process: its group, output lines, watchdog, stop | core |
 //! | [`sources`] | the plans folder (and, later, Asana and GitHub issues) | core |
 //! | [`ops`] | operations that read, decide with the core, and write | core, store, sources |
@@ -16,6 +17,8 @@ pub mod cli;
 pub mod config;
 pub mod core;
 pub mod ops;
+pub mod prompts;
+pub mod runner;
 pub mod sources;
 pub mod store;
 pub mod supervisor;

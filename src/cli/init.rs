@@ -32,8 +32,20 @@ pub async fn run(dir: &Path) -> Result<()> {
             .with_context(|| format!("cannot write {}", path.display()))?;
         println!("created  {name}");
     }
-    std::fs::create_dir_all(dir.join("prompts"))
-        .with_context(|| format!("cannot create {}", dir.join("prompts").display()))?;
+    let prompts = dir.join("prompts");
+    std::fs::create_dir_all(&prompts)
+        .with_context(|| format!("cannot create {}", prompts.display()))?;
+    for (name, contents) in crate::prompts::builtin_files() {
+        let path = prompts.join(name);
+        if path.exists() {
+            continue;
+        }
+        std::fs::write(&path, contents)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    // What is there now must load: an owner's earlier edit that no longer does is named here.
+    crate::prompts::PromptSet::load(&prompts)?;
+    println!("ready    prompts/ (one template per worker phase)");
 
     let settings = config::load(&dir.join(config::FILE_NAME), &Env::from_process())?;
     if let Some(plans) = &settings.plans {

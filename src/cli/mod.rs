@@ -8,6 +8,7 @@ mod daemon;
 mod init;
 mod lock;
 mod output;
+mod service;
 
 /// The runner's lock file, beside the config file.
 const RUNNER_LOCK: &str = "runner.lock";
@@ -92,6 +93,30 @@ enum Command {
     },
     /// Run in the foreground: watch the plans folder and keep the queue up to date
     Daemon,
+    /// Keep executor running under systemd, launchd or cron
+    Service {
+        #[command(subcommand)]
+        action: ServiceAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ServiceAction {
+    /// Print the service definition (and, with --write, put it where the manager looks)
+    Install {
+        /// A systemd user unit running the daemon (the default on Linux)
+        #[arg(long, conflicts_with_all = ["launchd", "cron"])]
+        systemd: bool,
+        /// A launchd user agent running the daemon (the default on macOS)
+        #[arg(long, conflicts_with = "cron")]
+        launchd: bool,
+        /// A crontab line running `run --once` every five minutes
+        #[arg(long)]
+        cron: bool,
+        /// Also write the unit or agent file (cron: print only)
+        #[arg(long)]
+        write: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -158,6 +183,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
         cause.is::<BadInput>()
             || cause.is::<ConfigError>()
             || cause.is::<GidError>()
+            || cause.is::<crate::prompts::PromptError>()
             || matches!(
                 cause.downcast_ref::<QueueOpError>(),
                 Some(QueueOpError::NotFound(_) | QueueOpError::Illegal { .. })
@@ -187,6 +213,24 @@ async fn dispatch(cli: Cli) -> Result<()> {
     let config_path = cli.config.clone();
     match cli.command {
         Command::Init { dir } => init::run(&dir).await,
+        Command::Service {
+            action:
+                ServiceAction::Install {
+                    systemd,
+                    launchd,
+                    cron,
+                    write,
+                },
+        } => {
+            let settings = load_settings(config_path.as_deref())?;
+            let manager = match (systemd, launchd, cron) {
+                (true, _, _) => service::Manager::Systemd,
+                (_, true, _) => service::Manager::Launchd,
+                (_, _, true) => service::Manager::Cron,
+                _ => service::Manager::native(),
+            };
+            install_service(&settings, manager, write)
+        }
         command => {
             let settings = load_settings(config_path.as_deref())?;
             let store = store::open(&settings.storage)
@@ -220,7 +264,7 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
     let shared = store;
     let store = shared.as_ref();
     match command {
-        Command::Init { .. } => unreachable_init(),
+        Command::Init { .. } | Command::Service { .. } => unreachable_init(),
         Command::Add(args) => add(store, &clock, args).await,
         Command::Queue { status, json: true } => {
             output::print_queue_json(Arc::clone(&shared), status).await
@@ -273,9 +317,47 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
     }
 }
 
+fn install_service(settings: &Settings, manager: service::Manager, write: bool) -> Result<()> {
+    let exe = std::env::current_exe().context("cannot tell where this executor binary is")?;
+    let logs = settings.root.join(&settings.raw.runner.logs_dir);
+    let definition = match manager {
+        service::Manager::Systemd => service::systemd_unit(&exe, &settings.path),
+        service::Manager::Launchd => {
+            service::launchd_plist(&exe, &settings.path, &logs.join("daemon.log"))
+        }
+        service::Manager::Cron => {
+            service::crontab_line(&exe, &settings.path, &logs.join("cron.log"))
+        }
+    };
+    let mut written = None;
+    if write {
+        let home = std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .ok_or_else(|| BadInput("--write needs HOME to be set".into()))?;
+        match service::install_path(manager, &home) {
+            Some(path) => {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)
+                        .with_context(|| format!("cannot create {}", parent.display()))?;
+                }
+                std::fs::create_dir_all(&logs)
+                    .with_context(|| format!("cannot create {}", logs.display()))?;
+                std::fs::write(&path, &definition)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+                eprintln!("wrote {}", path.display());
+                written = Some(path);
+            }
+            None => eprintln!("cron has no file to write; the line is printed below"),
+        }
+    }
+    print!("{definition}");
+    eprintln!("next: {}", service::next_step(manager, written.as_deref()));
+    Ok(())
+}
+
 fn unreachable_init() -> Result<()> {
     Err(anyhow::anyhow!(
-        "init is handled before the config is loaded"
+        "init and service are handled before the store is opened"
     ))
 }
 

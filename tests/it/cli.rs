@@ -7,6 +7,13 @@ use crate::support::{executor, PgSchema, Workspace, QUEUE_COLUMNS};
 #[test]
 fn init_add_queue_go_show_walks_a_task_through_the_queue() {
     let ws = Workspace::init();
+    let queued_prompt = ws.path().join("prompts/executor-worker-queued.md");
+    assert!(
+        std::fs::read_to_string(&queued_prompt)
+            .expect("the queued-phase prompt is written")
+            .contains("_protocol.md"),
+        "the phase prompt includes the shared protocol section"
+    );
     for made in [
         "executor.toml",
         "roles/worker-policy.json",
@@ -406,4 +413,51 @@ async fn queue_json_lists_a_queue_longer_than_one_page_in_order() {
     }
     let approved = ws.json(&["queue", "--status", "approved", "--json"]);
     assert_eq!(approved, Value::Array(vec![]));
+}
+
+#[test]
+fn service_install_prints_and_writes_the_definitions() {
+    let ws = Workspace::init();
+    let config = ws.path().join("executor.toml");
+    let unit = ws.ok(&["service", "install", "--systemd"]);
+    assert!(unit.contains("ExecStart="), "{unit}");
+    assert!(
+        unit.contains(&format!("--config {} daemon", config.display())),
+        "{unit}"
+    );
+    let cron = ws.ok(&["service", "install", "--cron"]);
+    assert!(cron.starts_with("*/5 * * * * "), "{cron}");
+    assert!(cron.contains("run --once"), "{cron}");
+
+    let home = tempfile::tempdir().expect("temp home");
+    let out = ws
+        .command(&["service", "install", "--systemd", "--write"])
+        .env("HOME", home.path())
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let written =
+        std::fs::read_to_string(home.path().join(".config/systemd/user/executor.service"))
+            .expect("unit written");
+    assert_eq!(written, unit);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("systemctl --user"));
+
+    ws.fails_with(2, &["service", "install", "--systemd", "--cron"]);
+}
+
+#[test]
+fn init_names_a_prompt_override_that_does_not_load() {
+    let ws = Workspace::init();
+    std::fs::write(
+        ws.path().join("prompts/executor-worker-queued.md"),
+        "Work on {{ task.nmae }}\n",
+    )
+    .expect("write override");
+    let stderr = ws.fails_with(2, &["init", "."]);
+    assert!(stderr.contains("executor-worker-queued.md"), "{stderr}");
+    assert!(stderr.contains("task.nmae"), "{stderr}");
 }

@@ -7,3 +7,4 @@ mod pg_adoption;
 mod store_conformance;
 mod supervisor;
 mod support;
+mod worktree;

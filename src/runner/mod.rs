@@ -1,0 +1,5 @@
+//! The runner: turns approved tasks into runs, and runs into supervised workers in their
+//! own git worktrees. So far it holds the worktree handling; the loop that drives runs
+//! through their phases builds on it.
+
+pub mod worktree;

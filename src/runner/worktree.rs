@@ -1,0 +1,270 @@
+//! Git worktrees for runs: one branch and one working directory per run, created from the
+//! configured base branch, found again after a crash, and removed when a run is done.
+//!
+//! Everything goes through the real `git` command line, so the repository's own
+//! configuration and hooks apply. Nothing here ever deletes a directory that git does not
+//! know as one of its worktrees: a stray directory in the way is moved aside, not removed.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use thiserror::Error;
+
+use crate::core::gid;
+
+#[derive(Debug, Error)]
+pub enum WorktreeError {
+    #[error("cannot run git {args}")]
+    Spawn {
+        args: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("git {args} failed: {stderr}")]
+    Git { args: String, stderr: String },
+    #[error("cannot prepare {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The run's branch: `<prefix><gid>-<slug of the title>`, a valid git ref name.
+pub fn branch_name(prefix: &str, task_gid: &str, title: &str) -> String {
+    // Gids may hold `:` or `#`; refs may not hold `:`, and `#` reads badly in a shell.
+    let gid: String = task_gid
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let gid = gid.trim_matches(['-', '.']);
+    let slug = gid::slug(title, 40);
+    if slug.is_empty() {
+        format!("{prefix}{gid}")
+    } else {
+        format!("{prefix}{gid}-{slug}")
+    }
+}
+
+/// Where the worktree of `branch` lives under `worktrees_dir`.
+pub fn path_for(worktrees_dir: &Path, branch: &str) -> PathBuf {
+    worktrees_dir.join(branch.replace('/', "-"))
+}
+
+/// A worktree ready for a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Worktree {
+    pub path: PathBuf,
+    pub branch: String,
+    /// It was already there (a resumed run or a crashed runner's leftover).
+    pub reused: bool,
+    /// A directory that was in the way and was moved here.
+    pub moved_aside: Option<PathBuf>,
+}
+
+/// Makes sure `branch` has a worktree: reuses the one git already has for it, or creates
+/// it at `path_for(worktrees_dir, branch)` from `base` (creating the branch if it does not
+/// exist). Creation is locked per path, so two runners never race on one directory.
+pub fn ensure(
+    repo: &Path,
+    worktrees_dir: &Path,
+    branch: &str,
+    base: &str,
+) -> Result<Worktree, WorktreeError> {
+    std::fs::create_dir_all(worktrees_dir).map_err(|source| WorktreeError::Io {
+        path: worktrees_dir.to_path_buf(),
+        source,
+    })?;
+    let path = path_for(worktrees_dir, branch);
+    let mut lock_path = path.clone().into_os_string();
+    lock_path.push(".lock");
+    let lock_path = PathBuf::from(lock_path);
+    let lock = File::create(&lock_path).map_err(|source| WorktreeError::Io {
+        path: lock_path.clone(),
+        source,
+    })?;
+    lock.lock().map_err(|source| WorktreeError::Io {
+        path: lock_path.clone(),
+        source,
+    })?;
+
+    // Forget worktrees whose directories are gone (a crashed run's, deleted by hand).
+    git(repo, &["worktree", "prune"])?;
+    if let Some(existing) = registered(repo)?
+        .into_iter()
+        .find(|w| w.branch.as_deref() == Some(branch))
+    {
+        return Ok(Worktree {
+            path: existing.path,
+            branch: branch.to_string(),
+            reused: true,
+            moved_aside: None,
+        });
+    }
+
+    let moved_aside = if path.exists() {
+        let aside = aside_path(&path);
+        std::fs::rename(&path, &aside).map_err(|source| WorktreeError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        tracing::warn!(from = %path.display(), to = %aside.display(), "moved a stray directory out of a worktree's way");
+        Some(aside)
+    } else {
+        None
+    };
+
+    let path_text = path.to_string_lossy().into_owned();
+    if branch_exists(repo, branch)? {
+        git(repo, &["worktree", "add", &path_text, branch])?;
+    } else {
+        git(repo, &["worktree", "add", "-b", branch, &path_text, base])?;
+    }
+    Ok(Worktree {
+        path,
+        branch: branch.to_string(),
+        reused: false,
+        moved_aside,
+    })
+}
+
+/// Removes a run's worktree (the branch stays). A worktree that is already gone is fine.
+pub fn remove(repo: &Path, path: &Path) -> Result<(), WorktreeError> {
+    let path_text = path.to_string_lossy().into_owned();
+    let known = registered(repo)?.iter().any(|w| w.path == path);
+    if known {
+        git(repo, &["worktree", "remove", "--force", &path_text])?;
+    }
+    git(repo, &["worktree", "prune"])?;
+    Ok(())
+}
+
+/// One entry of `git worktree list --porcelain`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registered {
+    pub path: PathBuf,
+    /// `None` for a detached HEAD.
+    pub branch: Option<String>,
+}
+
+/// The worktrees git knows for `repo`.
+pub fn registered(repo: &Path) -> Result<Vec<Registered>, WorktreeError> {
+    let listing = git(repo, &["worktree", "list", "--porcelain"])?;
+    Ok(parse_porcelain(&listing))
+}
+
+fn parse_porcelain(listing: &str) -> Vec<Registered> {
+    let mut found = Vec::new();
+    for block in listing.split("\n\n") {
+        let mut path = None;
+        let mut branch = None;
+        for line in block.lines() {
+            if let Some(p) = line.strip_prefix("worktree ") {
+                path = Some(PathBuf::from(p));
+            } else if let Some(b) = line.strip_prefix("branch ") {
+                branch = Some(b.strip_prefix("refs/heads/").unwrap_or(b).to_string());
+            }
+        }
+        if let Some(path) = path {
+            found.push(Registered { path, branch });
+        }
+    }
+    found
+}
+
+fn branch_exists(repo: &Path, branch: &str) -> Result<bool, WorktreeError> {
+    let reference = format!("refs/heads/{branch}");
+    let args = ["show-ref", "--verify", "--quiet", reference.as_str()];
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .map_err(|source| WorktreeError::Spawn {
+            args: args.join(" "),
+            source,
+        })?;
+    Ok(output.status.success())
+}
+
+fn aside_path(path: &Path) -> PathBuf {
+    let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
+    let mut candidate = PathBuf::from(format!("{}.stale-{stamp}", path.display()));
+    let mut n = 1;
+    while candidate.exists() {
+        candidate = PathBuf::from(format!("{}.stale-{stamp}-{n}", path.display()));
+        n += 1;
+    }
+    candidate
+}
+
+/// Runs `git -C repo args…` and returns its stdout.
+fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .output()
+        .map_err(|source| WorktreeError::Spawn {
+            args: args.join(" "),
+            source,
+        })?;
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        Err(WorktreeError::Git {
+            args: args.join(" "),
+            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn branch_names_are_valid_refs_that_read_well() {
+        assert_eq!(
+            branch_name("executor/", "T-1", "Fix tab preview"),
+            "executor/T-1-fix-tab-preview"
+        );
+        assert_eq!(
+            branch_name("executor/", "gh:lumen#12", "Crash on start!"),
+            "executor/gh-lumen-12-crash-on-start"
+        );
+        assert_eq!(
+            branch_name("x/", "1209876543210987", "???"),
+            "x/1209876543210987"
+        );
+    }
+
+    #[test]
+    fn porcelain_listing_is_read_with_detached_heads() {
+        let listing = "worktree /repo\nHEAD abc\nbranch refs/heads/main\n\nworktree /wt/a\nHEAD def\ndetached\n\nworktree /wt/b\nHEAD 123\nbranch refs/heads/executor/T-1-x\n";
+        assert_eq!(
+            parse_porcelain(listing),
+            vec![
+                Registered {
+                    path: "/repo".into(),
+                    branch: Some("main".into())
+                },
+                Registered {
+                    path: "/wt/a".into(),
+                    branch: None
+                },
+                Registered {
+                    path: "/wt/b".into(),
+                    branch: Some("executor/T-1-x".into())
+                },
+            ]
+        );
+    }
+}
