@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | [`core`] | types, queue and run state machines, gids, the clock | nothing with I/O |
 //! | [`store`] | the store interface; SQLite and Postgres; migrations | core |
+//! | [`agents`] | one adapter per agent CLI: argv, output normalised into `AgentEvent`s | core |
 //! | [`runner`] | runs: git worktrees and branches (the run loop builds on it) | core |
 //! | [`supervisor`] | one worker process: its group, output lines, watchdog, stop | core |
 //! | [`sources`] | the plans folder (and, later, Asana and GitHub issues) | core |
@@ -13,6 +14,7 @@
 //! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
 //! | [`cli`] | the `executor` command: arguments, output, the daemon's wiring | everything |
 
+pub mod agents;
 pub mod cli;
 pub mod config;
 pub mod core;

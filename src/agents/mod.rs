@@ -1,0 +1,414 @@
+//! Agent adapters: one per agent CLI a worker can run (Claude Code, Codex, any command),
+//! behind one interface, chosen per config (`[agent] kind`).
+//!
+//! An adapter knows three things about its CLI: the command line that starts or resumes a
+//! worker ([`Adapter::argv`]; the prompt always goes on stdin), the non-secret settings it
+//! runs with ([`Adapter::fixed_env`]), and how to read its output: each stdout line becomes
+//! zero or more [`AgentEvent`]s ([`Adapter::parse_line`]), the one event type the rest of
+//! executor uses (the watchdog asks [`AgentEvent::is_meaningful`], the runner reads worker
+//! messages from [`AgentEvent::protocol_lines`] and the verdict from [`Summary`]).
+//!
+//! What an adapter must never do:
+//! - hold or read credentials, or pass the orchestrator's environment on: the worker's whole
+//!   environment is built by the runner (see [`crate::supervisor::WorkerSpec::env`]); an
+//!   adapter only adds [`Adapter::fixed_env`], none of it secret;
+//! - fail a run over output it does not understand: an unknown event type, a line that is not
+//!   JSON, a truncated line all become [`AgentEvent::Other`] (the raw line stays in the
+//!   transcript), never a panic or an error;
+//! - spawn anything: it builds argv and reads lines; the supervisor runs the process.
+//!
+//! Facts about the CLIs' output are in `shared/fixtures/agents/README.md`, and the tests of
+//! each adapter read those captured transcripts.
+
+pub mod claude;
+pub mod codex;
+pub mod command;
+pub mod event;
+
+use std::ffi::OsStr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::config::{AgentKind, AgentSection};
+
+pub use event::{is_protocol_line, AgentEvent, Finished, Summary, ToolUse, Usage};
+
+/// The [`AgentEvent::Other`] kind of an output line that is not JSON (from an adapter that
+/// expects JSON).
+pub const NOT_JSON: &str = "not_json";
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum AgentError {
+    #[error("agent.kind = \"{kind}\", but `{program}` is not an executable on PATH")]
+    NotFound { kind: &'static str, program: String },
+    #[error("agent.kind = \"command\" needs agent.command, the worker's argv")]
+    EmptyCommand,
+    #[error("agent.kind = \"{kind}\" is not supported yet")]
+    Unsupported { kind: &'static str },
+}
+
+/// Which agent session a worker runs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Session {
+    /// A new session; `id` is the id executor chose, where the agent lets it choose (Claude's
+    /// `--session-id`, a UUID). Otherwise the agent names it in
+    /// [`AgentEvent::SessionStarted`].
+    New { id: Option<String> },
+    /// Continue this session (the id from [`AgentEvent::SessionStarted`] or [`Summary`]).
+    Resume { id: String },
+}
+
+impl Default for Session {
+    fn default() -> Self {
+        Session::New { id: None }
+    }
+}
+
+/// What one worker is started with, beyond its prompt. Each adapter uses what its CLI
+/// supports and ignores the rest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Invocation {
+    pub session: Session,
+    /// Claude: the settings file installing the hook (see [`claude::hook_settings`]).
+    pub settings: Option<PathBuf>,
+    /// Claude: tools allowed without asking (`--allowedTools`).
+    pub allowed_tools: Vec<String>,
+    /// Claude: appended to the system prompt (the worker message format).
+    pub append_system_prompt: Option<String>,
+    /// Claude, and Codex on a new session.
+    pub model: Option<String>,
+    /// Claude: `--max-turns`.
+    pub max_turns: Option<u32>,
+}
+
+/// One agent CLI, ready to start workers with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Adapter {
+    /// Claude Code at `program`.
+    Claude { program: PathBuf },
+    /// Codex at `program`.
+    Codex { program: PathBuf },
+    /// Any program; `argv` is its whole command line.
+    Command { argv: Vec<String> },
+}
+
+impl Adapter {
+    /// `claude`, `codex` or `command`, for logs and the run record.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Adapter::Claude { .. } => "claude",
+            Adapter::Codex { .. } => "codex",
+            Adapter::Command { .. } => "command",
+        }
+    }
+
+    /// The worker's command line. The prompt is not in it: it goes on the worker's stdin.
+    pub fn argv(&self, invocation: &Invocation) -> Vec<String> {
+        match self {
+            Adapter::Claude { program } => claude::argv(program, invocation),
+            Adapter::Codex { program } => codex::argv(program, invocation),
+            Adapter::Command { argv } => command::argv(argv),
+        }
+    }
+
+    /// The events one stdout line means. Never fails; stderr is not parsed (it is kept in
+    /// the transcript only).
+    pub fn parse_line(&self, line: &str) -> Vec<AgentEvent> {
+        match self {
+            Adapter::Claude { .. } => claude::parse_line(line),
+            Adapter::Codex { .. } => codex::parse_line(line),
+            Adapter::Command { .. } => command::parse_line(line),
+        }
+    }
+
+    /// Whether a later worker can continue this one's session ([`Session::Resume`]).
+    pub fn supports_resume(&self) -> bool {
+        matches!(self, Adapter::Claude { .. } | Adapter::Codex { .. })
+    }
+
+    /// Whether executor can choose a new session's id ([`Session::New`] with an id), so it
+    /// can be recorded before the worker starts.
+    pub fn chooses_session_id(&self) -> bool {
+        matches!(self, Adapter::Claude { .. })
+    }
+
+    /// Environment variables this agent always runs with. None is a secret; the runner adds
+    /// `HOME`, `PATH` and whatever else it decides the worker gets.
+    pub fn fixed_env(&self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Adapter::Claude { .. } => &claude::FIXED_ENV,
+            Adapter::Codex { .. } | Adapter::Command { .. } => &[],
+        }
+    }
+}
+
+/// The adapter `[agent]` asks for. `auto` takes Claude Code if `claude` is on `path`, else
+/// Codex if `codex` is, else the bundled example worker at `example_worker`. `path` is the
+/// `PATH` to search (the orchestrator's, passed in so this stays testable); programs are
+/// resolved to absolute paths, since a worker's environment is built from scratch.
+pub fn for_config(
+    section: &AgentSection,
+    example_worker: &Path,
+    path: Option<&OsStr>,
+) -> Result<Adapter, AgentError> {
+    let found = |kind: &'static str, program: &str| {
+        find_program(program, path).ok_or_else(|| AgentError::NotFound {
+            kind,
+            program: program.to_string(),
+        })
+    };
+    match section.kind {
+        AgentKind::Auto => Ok(if let Some(program) = find_program(claude::PROGRAM, path) {
+            Adapter::Claude { program }
+        } else if let Some(program) = find_program(codex::PROGRAM, path) {
+            Adapter::Codex { program }
+        } else {
+            Adapter::Command {
+                argv: vec![example_worker.to_string_lossy().into_owned()],
+            }
+        }),
+        AgentKind::Claude => Ok(Adapter::Claude {
+            program: found("claude", claude::PROGRAM)?,
+        }),
+        AgentKind::Codex => Ok(Adapter::Codex {
+            program: found("codex", codex::PROGRAM)?,
+        }),
+        AgentKind::Pi => Err(AgentError::Unsupported { kind: "pi" }),
+        AgentKind::Command => {
+            let (program, args) = section
+                .command
+                .split_first()
+                .ok_or(AgentError::EmptyCommand)?;
+            if program.is_empty() {
+                return Err(AgentError::EmptyCommand);
+            }
+            // A bare name is looked up now; a path (relative to the worktree) is kept.
+            let program = if program.contains('/') {
+                program.clone()
+            } else {
+                found("command", program)?.to_string_lossy().into_owned()
+            };
+            let mut argv = vec![program];
+            argv.extend(args.iter().cloned());
+            Ok(Adapter::Command { argv })
+        }
+    }
+}
+
+/// The first executable file called `name` in the folders of `path`.
+pub fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(path?)
+        .filter(|folder| folder.is_absolute())
+        .map(|folder| folder.join(name))
+        .find(|candidate| {
+            candidate
+                .metadata()
+                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// A line of a JSON-lines stream as JSON; a blank line is no event, a line that is not JSON
+/// is one [`AgentEvent::Other`] (logged, never fatal).
+pub(crate) fn parse_json_line(line: &str) -> Result<Value, Vec<AgentEvent>> {
+    let line = line.trim();
+    if line.is_empty() {
+        return Err(Vec::new());
+    }
+    serde_json::from_str(line).map_err(|error| {
+        tracing::debug!(
+            %error,
+            line = %event::excerpt(line, 200),
+            "agent output line is not JSON; kept in the transcript, ignored"
+        );
+        vec![AgentEvent::other(NOT_JSON)]
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+    use std::fs;
+
+    fn section(kind: AgentKind, command: &[&str]) -> AgentSection {
+        AgentSection {
+            kind,
+            command: command.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn install(folder: &Path, name: &str, mode: u32) -> PathBuf {
+        let program = folder.join(name);
+        fs::write(&program, "#!/bin/sh\n").unwrap();
+        fs::set_permissions(&program, fs::Permissions::from_mode(mode)).unwrap();
+        program
+    }
+
+    fn path_of(folders: &[&Path]) -> OsString {
+        std::env::join_paths(folders).unwrap()
+    }
+
+    const EXAMPLE: &str = "/opt/executor/example-worker.sh";
+
+    #[test]
+    fn auto_prefers_claude_then_codex_then_the_example_worker() {
+        let one = tempfile::tempdir().unwrap();
+        let two = tempfile::tempdir().unwrap();
+        let empty = tempfile::tempdir().unwrap();
+        let codex = install(one.path(), "codex", 0o755);
+        let claude = install(two.path(), "claude", 0o755);
+        let auto = section(AgentKind::Auto, &[]);
+        let example = Path::new(EXAMPLE);
+
+        let both = path_of(&[one.path(), two.path()]);
+        assert_eq!(
+            for_config(&auto, example, Some(&both)),
+            Ok(Adapter::Claude { program: claude })
+        );
+        let codex_only = path_of(&[empty.path(), one.path()]);
+        assert_eq!(
+            for_config(&auto, example, Some(&codex_only)),
+            Ok(Adapter::Codex { program: codex })
+        );
+        let neither = path_of(&[empty.path()]);
+        let fallback = for_config(&auto, example, Some(&neither)).unwrap();
+        assert_eq!(
+            fallback,
+            Adapter::Command {
+                argv: vec![EXAMPLE.to_string()]
+            }
+        );
+        assert_eq!(for_config(&auto, example, None), Ok(fallback));
+    }
+
+    #[test]
+    fn a_file_that_is_not_executable_or_a_folder_is_not_a_program() {
+        let folder = tempfile::tempdir().unwrap();
+        install(folder.path(), "claude", 0o644);
+        fs::create_dir(folder.path().join("codex")).unwrap();
+        let path = path_of(&[folder.path()]);
+        assert_eq!(find_program("claude", Some(&path)), None);
+        assert_eq!(find_program("codex", Some(&path)), None);
+        assert_eq!(
+            for_config(
+                &section(AgentKind::Claude, &[]),
+                Path::new(EXAMPLE),
+                Some(&path)
+            ),
+            Err(AgentError::NotFound {
+                kind: "claude",
+                program: "claude".into()
+            })
+        );
+    }
+
+    #[test]
+    fn a_command_worker_runs_its_argv_with_a_bare_name_resolved() {
+        let folder = tempfile::tempdir().unwrap();
+        let python = install(folder.path(), "python3", 0o755);
+        let path = path_of(&[folder.path()]);
+        let example = Path::new(EXAMPLE);
+        let adapter = for_config(
+            &section(AgentKind::Command, &["python3", "worker.py", "--fast"]),
+            example,
+            Some(&path),
+        )
+        .unwrap();
+        let expected = vec![
+            python.to_string_lossy().into_owned(),
+            "worker.py".to_string(),
+            "--fast".to_string(),
+        ];
+        assert_eq!(adapter.argv(&Invocation::default()), expected);
+        assert!(!adapter.supports_resume());
+        let by_path = for_config(
+            &section(AgentKind::Command, &["./bin/worker"]),
+            example,
+            None,
+        )
+        .unwrap();
+        assert_eq!(by_path.argv(&Invocation::default()), ["./bin/worker"]);
+        assert_eq!(
+            for_config(&section(AgentKind::Command, &[]), example, Some(&path)),
+            Err(AgentError::EmptyCommand)
+        );
+        assert_eq!(
+            for_config(&section(AgentKind::Pi, &[]), example, Some(&path)),
+            Err(AgentError::Unsupported { kind: "pi" })
+        );
+    }
+
+    #[test]
+    fn each_adapter_reads_its_own_output() {
+        let claude = Adapter::Claude {
+            program: "/bin/claude".into(),
+        };
+        let codex = Adapter::Codex {
+            program: "/bin/codex".into(),
+        };
+        let command = Adapter::Command {
+            argv: vec!["w".into()],
+        };
+        let init = r#"{"type":"system","subtype":"init","session_id":"s1"}"#;
+        assert!(matches!(
+            &claude.parse_line(init)[0],
+            AgentEvent::SessionStarted { session_id, .. } if session_id == "s1"
+        ));
+        let thread = r#"{"type":"thread.started","thread_id":"t1"}"#;
+        assert!(matches!(
+            &codex.parse_line(thread)[0],
+            AgentEvent::SessionStarted { session_id, .. } if session_id == "t1"
+        ));
+        assert_eq!(
+            claude.parse_line("[DONE:pr_ready]"),
+            vec![AgentEvent::other(NOT_JSON)]
+        );
+        assert_eq!(
+            command.parse_line("[DONE:pr_ready]")[0].protocol_lines(),
+            vec!["[DONE:pr_ready]"]
+        );
+        assert_eq!(
+            (claude.name(), codex.name(), command.name()),
+            ("claude", "codex", "command")
+        );
+        assert!(claude.supports_resume() && codex.supports_resume());
+        assert!(claude.chooses_session_id() && !codex.chooses_session_id());
+        assert!(claude
+            .fixed_env()
+            .contains(&("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")));
+        assert!(codex.fixed_env().is_empty());
+        assert_eq!(
+            claude.argv(&Invocation::default())[..2],
+            ["/bin/claude", "-p"]
+        );
+        assert_eq!(codex.argv(&Invocation::default()).last().unwrap(), "-");
+    }
+
+    #[test]
+    fn no_adapter_passes_secrets_in_its_environment() {
+        for adapter in [
+            Adapter::Claude {
+                program: "c".into(),
+            },
+            Adapter::Codex {
+                program: "c".into(),
+            },
+            Adapter::Command {
+                argv: vec!["c".into()],
+            },
+        ] {
+            for (key, _) in adapter.fixed_env() {
+                let key = key.to_ascii_uppercase();
+                assert!(
+                    !["KEY", "TOKEN", "SECRET", "PASSWORD"]
+                        .iter()
+                        .any(|word| key.contains(word)),
+                    "{key}"
+                );
+            }
+        }
+    }
+}
