@@ -232,6 +232,10 @@ pub trait Store: Send + Sync {
     /// Creates a `queued` run for a task and links it as the task's `executor_run_id`.
     async fn create_run(&self, gid: &str, at: DateTime<Utc>) -> StoreResult<Run>;
 
+    /// Writes every column of `run` but its id and task (found by id). The run's state is
+    /// decided by the run machine before this is called; the store only records it.
+    async fn save_run(&self, run: &Run) -> StoreResult<()>;
+
     /// Runs, oldest first: all of them or those of one task.
     async fn runs(&self, gid: Option<&str>) -> StoreResult<Vec<Run>>;
 

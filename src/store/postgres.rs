@@ -454,6 +454,33 @@ impl Store for PgStore {
         Ok(run)
     }
 
+    async fn save_run(&self, r: &Run) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE executor_runs SET worktree_path = $2, branch_name = $3, pr_url = $4, pr_number = $5, \
+             thread_id = $6, started_at = $7, updated_at = $8, completed_at = $9, state = $10, \
+             ci_attempts = $11, worker_session_id = $12, worker_last_update = $13, worker_pid = $14, \
+             worker_stuck_count = $15 WHERE id = $1",
+        )
+        .bind(r.id)
+        .bind(&r.worktree_path)
+        .bind(&r.branch_name)
+        .bind(&r.pr_url)
+        .bind(r.pr_number)
+        .bind(&r.thread_id)
+        .bind(r.started_at)
+        .bind(r.updated_at)
+        .bind(r.completed_at)
+        .bind(r.state.as_str())
+        .bind(r.ci_attempts)
+        .bind(&r.worker_session_id)
+        .bind(r.worker_last_update)
+        .bind(r.worker_pid)
+        .bind(r.worker_stuck_count)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn runs(&self, gid: Option<&str>) -> StoreResult<Vec<Run>> {
         let rows = match gid {
             Some(gid) => {

@@ -488,6 +488,37 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn save_run(&self, run: &Run) -> StoreResult<()> {
+        let r = run.clone();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "UPDATE executor_runs SET worktree_path = ?2, branch_name = ?3, pr_url = ?4, pr_number = ?5, \
+                 thread_id = ?6, started_at = ?7, updated_at = ?8, completed_at = ?9, state = ?10, \
+                 ci_attempts = ?11, worker_session_id = ?12, worker_last_update = ?13, worker_pid = ?14, \
+                 worker_stuck_count = ?15 WHERE id = ?1",
+            )?
+            .execute(params![
+                r.id,
+                r.worktree_path,
+                r.branch_name,
+                r.pr_url,
+                r.pr_number,
+                r.thread_id,
+                r.started_at.as_ref().map(text),
+                text(&r.updated_at),
+                r.completed_at.as_ref().map(text),
+                r.state.as_str(),
+                r.ci_attempts,
+                r.worker_session_id,
+                r.worker_last_update.as_ref().map(text),
+                r.worker_pid,
+                r.worker_stuck_count
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn runs(&self, gid: Option<&str>) -> StoreResult<Vec<Run>> {
         let gid = gid.map(str::to_string);
         self.call(move |conn| match gid {

@@ -293,6 +293,29 @@ async fn a_run_is_created_queued_and_linked_to_its_task(store: &dyn Store) {
     assert!(matches!(err, StoreError::TaskNotFound(_)), "{err}");
 }
 
+async fn a_saved_run_reads_back_with_every_column(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let mut run = store.create_run("T-1", t0()).await.expect("run");
+    run.worktree_path = Some("/w/executor-T-1-a".into());
+    run.branch_name = Some("executor/T-1-a".into());
+    run.pr_url = Some("https://example.com/pr/7".into());
+    run.pr_number = Some(7);
+    run.thread_id = Some("run 1 · executor/T-1-a".into());
+    run.updated_at = t0() + Duration::seconds(9);
+    run.completed_at = Some(t0() + Duration::seconds(10));
+    run.state = RunState::Complete;
+    run.ci_attempts = 2;
+    run.worker_session_id = Some("e7a20cf3".into());
+    run.worker_last_update = Some(t0() + Duration::seconds(8));
+    run.worker_pid = Some(4242);
+    run.worker_stuck_count = 1;
+    store.save_run(&run).await.expect("save");
+    assert_eq!(store.runs(Some("T-1")).await.expect("runs"), vec![run]);
+}
+
 async fn decisions_are_recorded_and_pending_escalations_counted(store: &dyn Store) {
     store
         .upsert_task(&new_task("T-1", "# A"), "cli", t0())
@@ -539,6 +562,7 @@ conformance!(
     tasks_list_in_insertion_order_and_filter_by_status,
     task_pages_follow_ids_and_keep_the_filter,
     a_run_is_created_queued_and_linked_to_its_task,
+    a_saved_run_reads_back_with_every_column,
     decisions_are_recorded_and_pending_escalations_counted,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
