@@ -308,7 +308,7 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         }
         Command::Run { .. } => {
             let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
-            run_once(settings, store, &clock).await
+            run_once(settings, Arc::clone(&shared), &clock).await
         }
         Command::Daemon => {
             let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
@@ -438,16 +438,75 @@ async fn owner_move(
     Ok(())
 }
 
-async fn run_once(settings: &Settings, store: &dyn Store, clock: &SystemClock) -> Result<()> {
+async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
     if let Some(plans) = &settings.plans {
         let mut intake = PlansIntake::new(plans.clone());
-        let report = intake.ingest(store, clock).await?;
+        let report = intake.ingest(store.as_ref(), clock).await?;
         output::print_ingest(intake.dir(), &report);
     }
     let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
+    if approved.is_empty() {
+        eprintln!("no approved task to work on");
+        return Ok(());
+    }
+    let adapter = agent_adapter(settings)?;
+    let prompts = crate::prompts::PromptSet::load(&settings.root.join("prompts"))?;
     eprintln!(
-        "{} approved task(s) waiting for a worker; starting workers is not part of this version yet",
-        approved.len()
+        "{} approved task(s); workers: {} (at most {} at a time)",
+        approved.len(),
+        adapter.argv(&Default::default()).join(" "),
+        settings.raw.runner.max_workers
     );
+    let results = crate::runner::drive::run_approved(
+        store,
+        adapter,
+        Arc::new(prompts),
+        Arc::new(runner_settings(settings)),
+    )
+    .await?;
+    for result in &results {
+        eprintln!(
+            "run {} of {}: {} (verification failures: {})",
+            result.run_id, result.task_gid, result.state, result.ci_attempts
+        );
+    }
     Ok(())
+}
+
+/// The agent `[agent]` names; `auto` falls back to the bundled example worker installed
+/// beside this binary.
+fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
+    let exe = std::env::current_exe().context("cannot tell where this executor binary is")?;
+    let example = exe.with_file_name(if cfg!(windows) {
+        "executor-example-worker.exe"
+    } else {
+        "executor-example-worker"
+    });
+    let path = std::env::var_os("PATH");
+    Ok(crate::agents::for_config(
+        &settings.raw.agent,
+        &example,
+        path.as_deref(),
+    )?)
+}
+
+fn runner_settings(settings: &Settings) -> crate::runner::drive::RunnerSettings {
+    let runner = &settings.raw.runner;
+    crate::runner::drive::RunnerSettings {
+        repository: settings.root.join(&runner.repository),
+        base_branch: runner.base_branch.clone(),
+        branch_prefix: runner.branch_prefix.clone(),
+        worktrees_dir: settings.root.join(&runner.worktrees_dir),
+        logs_dir: settings.root.join(&runner.logs_dir),
+        max_workers: runner.max_workers as usize,
+        limits: crate::core::watchdog::Limits {
+            no_output: runner.no_output_timeout,
+            hard: runner.hard_timeout,
+        },
+        grace: runner.stop_grace,
+        verify: settings.raw.forge.verify.clone(),
+        max_ci_attempts: settings.raw.forge.max_ci_attempts,
+        max_worker_attempts: runner.max_worker_attempts.max(1),
+        retry_base: runner.retry_backoff,
+    }
 }

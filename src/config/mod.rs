@@ -119,6 +119,25 @@ pub struct RunnerSection {
     pub worktrees_dir: PathBuf,
     #[serde(default = "default_logs_dir")]
     pub logs_dir: PathBuf,
+    /// Between TERM and KILL when a worker is stopped.
+    #[serde(default = "default_stop_grace", with = "humantime_serde")]
+    pub stop_grace: Duration,
+    /// The first wait before a failed worker is retried (it doubles, up to a minute).
+    #[serde(default = "default_retry_backoff", with = "humantime_serde")]
+    pub retry_backoff: Duration,
+    /// Workers a run may start that end without `[DONE:…]` before it is abandoned.
+    #[serde(default = "default_max_worker_attempts")]
+    pub max_worker_attempts: u32,
+}
+
+fn default_stop_grace() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_retry_backoff() -> Duration {
+    Duration::from_secs(5)
+}
+fn default_max_worker_attempts() -> u32 {
+    3
 }
 
 impl Default for RunnerSection {
@@ -133,6 +152,9 @@ impl Default for RunnerSection {
             branch_prefix: default_branch_prefix(),
             worktrees_dir: default_worktrees_dir(),
             logs_dir: default_logs_dir(),
+            stop_grace: default_stop_grace(),
+            retry_backoff: default_retry_backoff(),
+            max_worker_attempts: default_max_worker_attempts(),
         }
     }
 }
@@ -223,11 +245,32 @@ pub enum ForgeKind {
     Gitea,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ForgeSection {
     #[serde(default)]
     pub kind: ForgeKind,
+    /// The local forge's CI: the command run in a run's worktree once its worker is done
+    /// (empty: nothing to verify).
+    #[serde(default)]
+    pub verify: Vec<String>,
+    /// Verification failures a run may have (each answered by a `fix_ci` worker).
+    #[serde(default = "default_max_ci_attempts")]
+    pub max_ci_attempts: u32,
+}
+
+fn default_max_ci_attempts() -> u32 {
+    3
+}
+
+impl Default for ForgeSection {
+    fn default() -> Self {
+        Self {
+            kind: ForgeKind::default(),
+            verify: Vec::new(),
+            max_ci_attempts: default_max_ci_attempts(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]

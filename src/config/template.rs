@@ -21,6 +21,9 @@ url = "sqlite://executor.db"
 # branch_prefix = "executor/"
 # worktrees_dir = "worktrees"
 # logs_dir = "logs"
+# stop_grace = "10s"            # between TERM and KILL when a worker is stopped
+# retry_backoff = "5s"          # first wait before retrying a worker (doubles, max 1 min)
+# max_worker_attempts = 3       # workers ending without [DONE] before the run is abandoned
 
 [analyzer]
 # no_output_timeout = "5m"
@@ -32,6 +35,8 @@ url = "sqlite://executor.db"
 
 [forge]
 # kind = "local"                # local | github | gitea
+# verify = []                   # local CI, run in the worktree: e.g. ["cargo", "test"]
+# max_ci_attempts = 3           # failed verifications answered by a fix_ci worker
 
 [sources.plans]
 # One task per markdown note; front matter keys: title, priority, source, gid.

@@ -2,4 +2,5 @@
 //! own git worktrees. So far it holds the worktree handling; the loop that drives runs
 //! through their phases builds on it.
 
+pub mod drive;
 pub mod worktree;

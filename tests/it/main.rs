@@ -4,6 +4,7 @@
 mod cli;
 mod daemon;
 mod pg_adoption;
+mod runner;
 mod store_conformance;
 mod supervisor;
 mod support;

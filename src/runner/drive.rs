@@ -1,0 +1,567 @@
+//! The run loop of the local forge: an approved task becomes a run; the run gets a worktree
+//! and a worker; a worker that reports `[DONE:…]` has its change verified by the configured
+//! command; a green verification is committed on the run's branch by the orchestrator (the
+//! worker never commits or pushes) and completes the run; a red one starts a `fix_ci`
+//! worker with the failing output, up to `max_ci_attempts`. A worker that ends without
+//! `[DONE:…]` is retried as a resume worker after a capped, jittered backoff; past the cap
+//! the run is abandoned and its task goes back to the owner (`for_review`).
+//!
+//! What to do next is decided by the state machines in `core`; this module carries it out.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use chrono::Utc;
+use tokio::sync::Semaphore;
+
+use crate::agents::Adapter;
+use crate::core::clock::{Clock, SystemClock};
+use crate::core::queue::{QueueEvent, QueueStatus};
+use crate::core::record::Run;
+use crate::core::run::{next_state, RunEvent, RunState};
+use crate::core::task::Task;
+use crate::core::watchdog::{Limits, StopReason};
+use crate::ops::queue as queue_ops;
+use crate::prompts::{
+    CiFailure, FailedCheck, Phase, PromptContext, PromptSet, RunContext, TaskContext,
+};
+use crate::runner::worktree;
+use crate::store::Store;
+use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
+
+/// How the runner works, resolved from the config.
+#[derive(Debug, Clone)]
+pub struct RunnerSettings {
+    pub repository: PathBuf,
+    pub base_branch: String,
+    pub branch_prefix: String,
+    pub worktrees_dir: PathBuf,
+    pub logs_dir: PathBuf,
+    pub max_workers: usize,
+    pub limits: Limits,
+    pub grace: Duration,
+    /// The verification command (empty: nothing to verify).
+    pub verify: Vec<String>,
+    pub max_ci_attempts: u32,
+    /// Workers a run may start that end without `[DONE:…]`.
+    pub max_worker_attempts: u32,
+    /// The first retry waits about this long; each next one twice as long, up to a minute.
+    pub retry_base: Duration,
+}
+
+/// How one run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunResult {
+    pub task_gid: String,
+    pub run_id: i64,
+    pub state: RunState,
+    pub ci_attempts: i64,
+}
+
+/// Longest output line kept from a worker.
+const MAX_LINE: usize = 1024 * 1024;
+/// Lines of verification output a `fix_ci` worker is shown.
+const EXCERPT_LINES: usize = 60;
+
+/// Starts a run for every approved task, at most `max_workers` at a time, and drives each
+/// one to `complete` or `abandoned`.
+pub async fn run_approved(
+    store: Arc<dyn Store>,
+    adapter: Adapter,
+    prompts: Arc<PromptSet>,
+    settings: Arc<RunnerSettings>,
+) -> Result<Vec<RunResult>> {
+    let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
+    if approved.is_empty() {
+        return Ok(Vec::new());
+    }
+    if !settings.repository.join(".git").exists() {
+        anyhow::bail!(
+            "runner.repository {} is not a git repository (the runs' worktrees are made from it)",
+            settings.repository.display()
+        );
+    }
+    let slots = Arc::new(Semaphore::new(settings.max_workers.max(1)));
+    let mut runs = tokio::task::JoinSet::new();
+    for task in approved {
+        let permit = Arc::clone(&slots).acquire_owned().await?;
+        let (store, adapter, prompts, settings) = (
+            Arc::clone(&store),
+            adapter.clone(),
+            Arc::clone(&prompts),
+            Arc::clone(&settings),
+        );
+        runs.spawn(async move {
+            let _slot = permit;
+            let gid = task.task_gid.clone();
+            drive(store.as_ref(), &adapter, &prompts, &settings, task)
+                .await
+                .with_context(|| format!("run of task {gid}"))
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(joined) = runs.join_next().await {
+        match joined? {
+            Ok(Some(result)) => results.push(result),
+            Ok(None) => {}
+            Err(error) => tracing::error!(error = format!("{error:#}"), "a run failed"),
+        }
+    }
+    Ok(results)
+}
+
+/// Carries one approved task through its run. `None` when another runner took it first.
+async fn drive(
+    store: &dyn Store,
+    adapter: &Adapter,
+    prompts: &PromptSet,
+    settings: &RunnerSettings,
+    task: Task,
+) -> Result<Option<RunResult>> {
+    let clock = SystemClock;
+    let gid = task.task_gid.clone();
+    match queue_ops::apply(store, &clock, &gid, QueueEvent::RunStarted, "runner", None).await {
+        Ok(_) => {}
+        Err(queue_ops::QueueOpError::Illegal { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let mut run = store.create_run(&gid, clock.now()).await?;
+    let branch = worktree::branch_name(&settings.branch_prefix, &gid, &task.title());
+    let wt = {
+        let (repo, dir, branch, base) = (
+            settings.repository.clone(),
+            settings.worktrees_dir.clone(),
+            branch.clone(),
+            settings.base_branch.clone(),
+        );
+        tokio::task::spawn_blocking(move || worktree::ensure(&repo, &dir, &branch, &base)).await??
+    };
+    tracing::info!(gid = %gid, run = run.id, branch = %branch, worktree = %wt.path.display(), "run started");
+    run.worktree_path = Some(wt.path.display().to_string());
+    run.branch_name = Some(branch.clone());
+    move_run(store, &mut run, RunEvent::WorkerStarted).await?;
+
+    let mut phase = Phase::Queued;
+    let mut ci: Option<CiFailure> = None;
+    let mut resume_reason: Option<String> = None;
+    let mut failed_workers = 0u32;
+    loop {
+        let mut ctx = PromptContext::new(
+            phase,
+            TaskContext::from_task(&task),
+            RunContext {
+                id: run.id,
+                branch: branch.clone(),
+                base_branch: settings.base_branch.clone(),
+                worktree: wt.path.display().to_string(),
+                pr_url: None,
+                pr_number: None,
+                ci_attempts: run.ci_attempts,
+                worker_stuck_count: run.worker_stuck_count,
+            },
+        );
+        ctx.attempt = match phase {
+            Phase::FixCi => u32::try_from(run.ci_attempts).unwrap_or(u32::MAX),
+            _ => failed_workers + 1,
+        };
+        ctx.ci = ci.clone();
+        ctx.resume_reason = resume_reason.clone();
+        let prompt = prompts.render(phase, &ctx)?;
+        let worked = work(
+            store, adapter, settings, &mut run, &gid, phase, &wt.path, prompt,
+        )
+        .await?;
+
+        if worked.done.is_some() {
+            let verdict = verify(settings, &gid, &wt.path).await?;
+            if verdict.passed {
+                commit(&wt.path, &task, run.id).await?;
+                move_run(store, &mut run, RunEvent::PrOpened).await?;
+                run.completed_at = Some(Utc::now());
+                move_run(store, &mut run, RunEvent::Completed).await?;
+                queue_ops::apply(
+                    store,
+                    &clock,
+                    &gid,
+                    QueueEvent::RunCompleted,
+                    "runner",
+                    None,
+                )
+                .await?;
+                tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
+                break;
+            }
+            run.ci_attempts += 1;
+            run.updated_at = Utc::now();
+            store.save_run(&run).await?;
+            if run.ci_attempts > i64::from(settings.max_ci_attempts) {
+                abandon(store, &mut run, &gid, "verification kept failing").await?;
+                break;
+            }
+            tracing::warn!(gid = %gid, run = run.id, attempt = run.ci_attempts, "verification failed; starting a fix_ci worker");
+            ci = Some(CiFailure {
+                checks: vec![FailedCheck {
+                    name: "verify".to_string(),
+                    summary: verdict.summary,
+                }],
+                failing_step: Some(settings.verify.join(" ")),
+                log_excerpt: verdict.excerpt,
+                run_url: None,
+            });
+            phase = Phase::FixCi;
+            continue;
+        }
+
+        failed_workers += 1;
+        if worked.stopped == Some(StopReason::NoOutput) {
+            run.worker_stuck_count += 1;
+        }
+        run.updated_at = Utc::now();
+        store.save_run(&run).await?;
+        if failed_workers >= settings.max_worker_attempts {
+            abandon(store, &mut run, &gid, &worked.why).await?;
+            break;
+        }
+        let wait = backoff(
+            settings.retry_base,
+            failed_workers,
+            jitter_seed(run.id, failed_workers),
+        );
+        tracing::warn!(gid = %gid, run = run.id, why = %worked.why, retry_in = ?wait, "worker ended without [DONE]; resuming");
+        tokio::time::sleep(wait).await;
+        resume_reason = Some(worked.why);
+        phase = Phase::InProgress;
+    }
+    Ok(Some(RunResult {
+        task_gid: gid,
+        run_id: run.id,
+        state: run.state.clone(),
+        ci_attempts: run.ci_attempts,
+    }))
+}
+
+async fn move_run(store: &dyn Store, run: &mut Run, event: RunEvent) -> Result<()> {
+    run.state = next_state(&run.state, event)?;
+    run.updated_at = Utc::now();
+    store.save_run(run).await?;
+    Ok(())
+}
+
+async fn abandon(store: &dyn Store, run: &mut Run, gid: &str, why: &str) -> Result<()> {
+    move_run(store, run, RunEvent::Abandoned).await?;
+    queue_ops::apply(
+        store,
+        &SystemClock,
+        gid,
+        QueueEvent::RunAbandoned,
+        "runner",
+        Some(why.to_string()),
+    )
+    .await?;
+    // The chat notifier is not wired in yet: the owner hears of it in the log and in
+    // `executor show`.
+    tracing::error!(gid = %gid, run = run.id, %why, "run abandoned; the task is back for the owner's review");
+    Ok(())
+}
+
+/// The wait before retry `n` (from 1): `base · 2^(n-1)`, capped at a minute, with up to a
+/// quarter of it added as jitter so runs that failed together do not retry together.
+pub fn backoff(base: Duration, n: u32, jitter_seed: u64) -> Duration {
+    let exponential = base.saturating_mul(1u32 << n.saturating_sub(1).min(16));
+    let capped = exponential.min(Duration::from_secs(60));
+    let quarter = capped.as_millis() as u64 / 4;
+    let jitter = if quarter == 0 {
+        0
+    } else {
+        jitter_seed % quarter
+    };
+    capped + Duration::from_millis(jitter)
+}
+
+fn jitter_seed(run_id: i64, attempt: u32) -> u64 {
+    let nanos = u64::from(Utc::now().timestamp_subsec_nanos());
+    nanos ^ (run_id as u64).rotate_left(17) ^ u64::from(attempt)
+}
+
+/// What one worker did.
+struct Worked {
+    done: Option<String>,
+    stopped: Option<StopReason>,
+    why: String,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn work(
+    store: &dyn Store,
+    adapter: &Adapter,
+    settings: &RunnerSettings,
+    run: &mut Run,
+    gid: &str,
+    phase: Phase,
+    worktree: &Path,
+    prompt: String,
+) -> Result<Worked> {
+    let logs = PhaseLog::create(&settings.logs_dir, gid, phase.as_str())?;
+    let mut env: HashMap<String, String> = HashMap::new();
+    for key in ["PATH", "HOME", "LANG", "TERM", "TMPDIR"] {
+        if let Ok(value) = std::env::var(key) {
+            env.insert(key.to_string(), value);
+        }
+    }
+    for (key, value) in adapter.fixed_env() {
+        env.insert((*key).to_string(), (*value).to_string());
+    }
+    let spec = WorkerSpec {
+        argv: adapter.argv(&Default::default()),
+        cwd: worktree.to_path_buf(),
+        env,
+        stdin: Some(prompt.into_bytes()),
+        limits: settings.limits,
+        grace: settings.grace,
+        max_line: MAX_LINE,
+    };
+    let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut done = None;
+    let mut escalated = None;
+    let mut logs_ok = logs;
+    let outcome = {
+        let supervised = supervisor::supervise(
+            spec,
+            |event| match event {
+                WorkerEvent::Started { pid, start_time } => {
+                    let _ = started_tx.send((pid, start_time));
+                    false
+                }
+                WorkerEvent::Line { stream, line } => {
+                    let text = line.text();
+                    logs_ok.raw(stream, &text);
+                    if stream == Stream::Stderr {
+                        return false;
+                    }
+                    let events = adapter.parse_line(&text);
+                    for event in &events {
+                        for message in event.protocol_lines() {
+                            logs_ok.message(message);
+                            if message.starts_with("[DONE:") {
+                                done = Some(message.to_string());
+                            } else if message.starts_with("[ESCALATE:") {
+                                escalated = Some(message.to_string());
+                            }
+                        }
+                    }
+                    events.iter().any(|e| e.is_meaningful())
+                }
+            },
+            None,
+        );
+        tokio::pin!(supervised);
+        loop {
+            tokio::select! {
+                outcome = &mut supervised => break outcome?,
+                Some((pid, _start_time)) = started_rx.recv() => {
+                    run.worker_pid = Some(i64::from(pid));
+                    run.worker_last_update = Some(Utc::now());
+                    run.updated_at = Utc::now();
+                    store.save_run(run).await?;
+                }
+            }
+        }
+    };
+    run.worker_pid = None;
+    run.worker_last_update = Some(Utc::now());
+    let why = match (&done, &escalated, outcome.stopped) {
+        (Some(_), _, _) => "done".to_string(),
+        (None, Some(line), _) => format!("the worker escalated: {line}"),
+        (None, None, Some(StopReason::NoOutput)) => "no output for too long".to_string(),
+        (None, None, Some(StopReason::HardTimeout)) => "hard timeout".to_string(),
+        (None, None, Some(StopReason::Requested)) => "stopped on request".to_string(),
+        (None, None, None) => match (outcome.exit_code, outcome.signal) {
+            (Some(code), _) => format!("exited {code} without [DONE]"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "ended without [DONE]".to_string(),
+        },
+    };
+    logs_ok.message(&format!("worker ended: {why}"));
+    Ok(Worked {
+        done,
+        stopped: outcome.stopped,
+        why,
+    })
+}
+
+/// The verification's verdict.
+struct Verdict {
+    passed: bool,
+    summary: Option<String>,
+    excerpt: String,
+}
+
+async fn verify(settings: &RunnerSettings, gid: &str, worktree: &Path) -> Result<Verdict> {
+    if settings.verify.is_empty() {
+        return Ok(Verdict {
+            passed: true,
+            summary: None,
+            excerpt: String::new(),
+        });
+    }
+    let mut log = PhaseLog::create(&settings.logs_dir, gid, "verify")?;
+    let mut env: HashMap<String, String> = HashMap::new();
+    for key in ["PATH", "HOME", "LANG", "TMPDIR"] {
+        if let Ok(value) = std::env::var(key) {
+            env.insert(key.to_string(), value);
+        }
+    }
+    let spec = WorkerSpec {
+        argv: settings.verify.clone(),
+        cwd: worktree.to_path_buf(),
+        env,
+        stdin: None,
+        limits: Limits {
+            no_output: settings.limits.hard,
+            hard: settings.limits.hard,
+        },
+        grace: settings.grace,
+        max_line: MAX_LINE,
+    };
+    let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let outcome = supervisor::supervise(
+        spec,
+        |event| {
+            if let WorkerEvent::Line { stream, line } = event {
+                let text = line.text();
+                log.raw(stream, &text);
+                if tail.len() == EXCERPT_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(text);
+            }
+            true
+        },
+        None,
+    )
+    .await?;
+    let passed = outcome.succeeded();
+    log.message(&format!(
+        "verification {} (exit {:?})",
+        if passed { "passed" } else { "failed" },
+        outcome.exit_code
+    ));
+    Ok(Verdict {
+        passed,
+        summary: tail.back().cloned(),
+        excerpt: tail.into_iter().collect::<Vec<_>>().join("\n"),
+    })
+}
+
+/// Commits the worktree's changes on the run's branch as the orchestrator.
+async fn commit(worktree: &Path, task: &Task, run_id: i64) -> Result<()> {
+    let worktree = worktree.to_path_buf();
+    let message = format!(
+        "{}\n\nexecutor run {run_id}, task {}",
+        task.title(),
+        task.task_gid
+    );
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        let git = |args: &[&str]| -> Result<std::process::Output> {
+            let output = std::process::Command::new("git")
+                .arg("-C")
+                .arg(&worktree)
+                .args([
+                    "-c",
+                    "user.name=executor",
+                    "-c",
+                    "user.email=executor@localhost",
+                ])
+                .args(args)
+                .output()
+                .with_context(|| format!("cannot run git {}", args.join(" ")))?;
+            Ok(output)
+        };
+        let added = git(&["add", "-A"])?;
+        anyhow::ensure!(
+            added.status.success(),
+            "git add failed: {}",
+            String::from_utf8_lossy(&added.stderr)
+        );
+        let staged = git(&["diff", "--cached", "--quiet"])?;
+        if staged.status.success() {
+            tracing::info!("the worker changed nothing; nothing to commit");
+            return Ok(());
+        }
+        let committed = git(&["commit", "-q", "--no-verify", "-m", &message])?;
+        anyhow::ensure!(
+            committed.status.success(),
+            "git commit failed: {}",
+            String::from_utf8_lossy(&committed.stderr)
+        );
+        Ok(())
+    })
+    .await?
+}
+
+/// `logs/{task_gid}/{phase}_{YYYY-MM-DD-HH-MM-SS}.md` (readable) beside `.jsonl` (raw).
+struct PhaseLog {
+    md: Option<std::fs::File>,
+    jsonl: Option<std::fs::File>,
+}
+
+impl PhaseLog {
+    fn create(logs_dir: &Path, gid: &str, phase: &str) -> Result<Self> {
+        let dir = logs_dir.join(gid);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let stamp = Utc::now().format("%Y-%m-%d-%H-%M-%S");
+        let base = dir.join(format!("{phase}_{stamp}"));
+        let open = |ext: &str| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(base.with_extension(ext))
+        };
+        let mut md = open("md").with_context(|| format!("cannot write {}.md", base.display()))?;
+        let jsonl =
+            open("jsonl").with_context(|| format!("cannot write {}.jsonl", base.display()))?;
+        let _ = writeln!(md, "# {gid} · {phase} · {stamp}\n");
+        Ok(Self {
+            md: Some(md),
+            jsonl: Some(jsonl),
+        })
+    }
+
+    fn raw(&mut self, stream: Stream, line: &str) {
+        if let Some(file) = self.jsonl.as_mut() {
+            let record = serde_json::json!({"at": crate::core::time::format_utc(&Utc::now()), "stream": stream, "line": line});
+            if writeln!(file, "{record}").is_err() {
+                self.jsonl = None;
+            }
+        }
+    }
+
+    fn message(&mut self, text: &str) {
+        if let Some(file) = self.md.as_mut() {
+            let at = Utc::now().format("%H:%M:%S");
+            if writeln!(file, "- {at} {text}").is_err() {
+                self.md = None;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_is_capped_and_jittered_within_a_quarter() {
+        let base = Duration::from_secs(1);
+        assert_eq!(backoff(base, 1, 0), Duration::from_secs(1));
+        assert_eq!(backoff(base, 3, 0), Duration::from_secs(4));
+        assert_eq!(backoff(base, 20, 0), Duration::from_secs(60));
+        let jittered = backoff(base, 3, 999_999);
+        assert!(jittered >= Duration::from_secs(4) && jittered < Duration::from_secs(5));
+    }
+}

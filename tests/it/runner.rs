@@ -1,0 +1,206 @@
+//! The run loop on the local forge, end to end with real git and real worker processes:
+//! plan note, worktree, worker, verification (red first, then a fix_ci worker makes it
+//! green), the orchestrator's commit, and the run complete.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::Workspace;
+
+const EXAMPLE_WORKER: &str = env!("CARGO_BIN_EXE_executor-example-worker");
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// A workspace whose runner works on `repo/` (one commit on main) with `worker` and
+/// `verify`.
+fn workspace(worker: &[&str], verify: &[&str], extra: &str) -> Workspace {
+    let ws = Workspace::init();
+    let repo = ws.path().join("repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    git(&repo, &["init", "-q", "-b", "main"]);
+    std::fs::write(repo.join("README.md"), "project\n").expect("write");
+    git(&repo, &["add", "."]);
+    git(
+        &repo,
+        &[
+            "-c",
+            "user.name=Owner",
+            "-c",
+            "user.email=o@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "first",
+        ],
+    );
+    let list = |items: &[&str]| {
+        items
+            .iter()
+            .map(|i| format!("{i:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    ws.write_config(&format!(
+        "[storage]\nurl = \"sqlite://executor.db\"\n\n[runner]\nrepository = \"repo\"\nretry_backoff = \"10ms\"\nstop_grace = \"200ms\"\n{extra}\n[agent]\nkind = \"command\"\ncommand = [{}]\n\n[forge]\nverify = [{}]\n",
+        list(worker),
+        list(verify)
+    ));
+    ws
+}
+
+fn runs(ws: &Workspace, gid: &str) -> Vec<Value> {
+    ws.json(&["show", gid, "--json"])["runs"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_plan_note_goes_through_red_verification_and_a_fix_ci_worker_to_complete() {
+    let mark = tempfile::tempdir().expect("temp dir");
+    let mark = mark.path().join("verified-once");
+    let verify_script = format!(
+        "if [ -f '{m}' ]; then test -f EXECUTOR_EXAMPLE.md && echo 'all green'; else touch '{m}'; echo 'test tab_preview failed'; exit 1; fi",
+        m = mark.display()
+    );
+    let ws = workspace(&[EXAMPLE_WORKER], &["/bin/sh", "-c", &verify_script], "");
+    std::fs::write(
+        ws.plans().join("tab.md"),
+        "---\ngid: T-1\n---\n# Fix tab preview\n\nThe preview sticks.\n",
+    )
+    .expect("write note");
+
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{stderr}");
+    let run = &shown["runs"][0];
+    assert_eq!(run["state"], "complete");
+    assert_eq!(run["ci_attempts"], 1, "one red verification");
+    assert!(run["completed_at"].is_string());
+    assert_eq!(run["worker_pid"], Value::Null, "no worker is left running");
+    let branch = run["branch_name"].as_str().expect("branch").to_string();
+    assert_eq!(branch, "executor/T-1-fix-tab-preview");
+
+    // The orchestrator committed the worker's change on the run's branch.
+    let repo = ws.path().join("repo");
+    assert_eq!(
+        git(&repo, &["log", "-1", "--format=%an", &branch]),
+        "executor"
+    );
+    let files = git(&repo, &["show", "--name-only", "--format=", &branch]);
+    assert_eq!(files, "EXECUTOR_EXAMPLE.md");
+    let content = git(&repo, &["show", &format!("{branch}:EXECUTOR_EXAMPLE.md")]);
+    assert!(
+        content.contains("Another pass after a failed verification"),
+        "{content}"
+    );
+    assert_eq!(
+        git(&repo, &["rev-parse", "main"]),
+        git(&repo, &["rev-parse", &format!("{branch}~1")])
+    );
+
+    // Each phase left its readable log and raw transcript.
+    let logs: Vec<String> = std::fs::read_dir(ws.path().join("logs/T-1"))
+        .expect("logs")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    for prefix in ["queued_", "fix_ci_", "verify_"] {
+        for ext in [".md", ".jsonl"] {
+            assert!(
+                logs.iter()
+                    .any(|l| l.starts_with(prefix) && l.ends_with(ext)),
+                "{prefix}*{ext} missing from {logs:?}"
+            );
+        }
+    }
+    let fix_log = logs
+        .iter()
+        .find(|l| l.starts_with("fix_ci_") && l.ends_with(".md"))
+        .expect("fix_ci log");
+    let fix_log = std::fs::read_to_string(ws.path().join("logs/T-1").join(fix_log)).expect("read");
+    assert!(fix_log.contains("[DONE:implemented]"), "{fix_log}");
+
+    // Nothing left to do: a second pass does nothing.
+    let again = ws.run(&["run", "--once"]);
+    assert!(again.status.success());
+    assert_eq!(runs(&ws, "T-1").len(), 1);
+}
+
+#[test]
+fn a_worker_that_never_reports_done_is_retried_then_abandoned_to_the_owner() {
+    let ws = workspace(
+        &["/bin/sh", "-c", "echo '[STATUS:working] on it'; exit 0"],
+        &[],
+        "max_worker_attempts = 2\n",
+    );
+    ws.ok(&["add", "--title", "Never finishes", "--gid", "T-2"]);
+    ws.ok(&["go", "T-2"]);
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = ws.json(&["show", "T-2", "--json"]);
+    assert_eq!(shown["task"]["status"], "for_review");
+    assert_eq!(shown["runs"][0]["state"], "abandoned");
+    let history: Vec<&str> = shown["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(history, ["added", "go", "run_started", "run_abandoned"]);
+    let logs = std::fs::read_dir(ws.path().join("logs/T-2"))
+        .expect("logs")
+        .count();
+    assert_eq!(logs, 4, "two workers, a .md and a .jsonl each");
+}
+
+#[test]
+fn a_silent_worker_counts_as_stuck() {
+    let ws = workspace(
+        &["/bin/sh", "-c", "sleep 30"],
+        &[],
+        "max_worker_attempts = 1\nno_output_timeout = \"300ms\"\n",
+    );
+    ws.ok(&["add", "--title", "Silent", "--gid", "T-3"]);
+    ws.ok(&["go", "T-3"]);
+    ws.ok(&["run", "--once"]);
+    let run = &runs(&ws, "T-3")[0];
+    assert_eq!(run["state"], "abandoned");
+    assert_eq!(run["worker_stuck_count"], 1);
+}
+
+#[test]
+fn without_a_git_repository_the_runner_says_which_path_it_wanted() {
+    let ws = Workspace::init();
+    ws.write_config("[runner]\nrepository = \"nowhere\"\n");
+    ws.ok(&["add", "--title", "A", "--gid", "T-4"]);
+    ws.ok(&["go", "T-4"]);
+    let out = ws.run(&["run", "--once"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("nowhere") && stderr.contains("not a git repository"),
+        "{stderr}"
+    );
+}
