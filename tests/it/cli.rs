@@ -300,6 +300,15 @@ fn init_twice_keeps_what_is_there() {
     assert!(ws.path().join("state/queue.db").exists());
 }
 
+/// `run --once` in a workspace whose runner has no git repository: the plans folder is
+/// taken in, then the runner refuses to start workers, naming the path it wanted.
+fn run_once_without_a_repository(ws: &Workspace) {
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a git repository"), "{stderr}");
+}
+
 #[test]
 fn run_once_takes_in_the_plans_folder_and_reports_a_malformed_note_untouched() {
     let ws = Workspace::init();
@@ -311,7 +320,7 @@ fn run_once_takes_in_the_plans_folder_and_reports_a_malformed_note_untouched() {
     let broken: &[u8] = b"---\ntitle: [oops\n---\nbody\n";
     std::fs::write(ws.plans().join("broken.md"), broken).expect("write note");
 
-    ws.ok(&["run", "--once"]);
+    run_once_without_a_repository(&ws);
     let queue = ws.queue();
     assert_eq!(queue.len(), 1);
     assert_eq!(queue[0]["task_gid"], "T-9");
@@ -339,7 +348,7 @@ fn run_once_takes_in_the_plans_folder_and_reports_a_malformed_note_untouched() {
     );
 
     std::fs::write(ws.plans().join("broken.md"), "# Fixed now\n").expect("fix note");
-    ws.ok(&["run", "--once"]);
+    run_once_without_a_repository(&ws);
     assert_eq!(ws.queue().len(), 2);
     let status = ws.json(&["status", "--json"]);
     assert_eq!(status["intake_errors"], Value::Array(vec![]));
