@@ -11,10 +11,33 @@ use crate::store;
 const WORKER_POLICY: &str = include_str!("../assets/roles/worker-policy.json");
 const CONDUCTOR_POLICY: &str = include_str!("../assets/roles/conductor-policy.json");
 
-pub async fn run(dir: &Path) -> Result<()> {
+/// The example workspace's repository and verification, replacing the template's defaults.
+const EXAMPLE_REPO: &str = "example-repo";
+const EXAMPLE_NOTE: &str = "---\ngid: EXAMPLE-1\n---\n# Write an example file\n\nCreate EXECUTOR_EXAMPLE.md describing this task.\n";
+
+pub async fn run(dir: &Path, example: bool) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let config_text = if example {
+        config::TEMPLATE
+            .replace(
+                "# repository = \".\"              # the git repository workers change",
+                &format!("repository = \"{EXAMPLE_REPO}\"    # the git repository workers change"),
+            )
+            .replace(
+                "# verify = []                   # local CI",
+                "verify = [\"sh\", \"-c\", \"test -s EXECUTOR_EXAMPLE.md\"]  # local CI",
+            )
+    } else {
+        config::TEMPLATE.to_string()
+    };
+    let example_config_written = example && !dir.join(config::FILE_NAME).exists();
+    if example && !example_config_written {
+        eprintln!(
+            "note: executor.toml is already there, so the example's settings are not applied"
+        );
+    }
     let files: [(&str, &str); 3] = [
-        (config::FILE_NAME, config::TEMPLATE),
+        (config::FILE_NAME, config_text.as_str()),
         ("roles/worker-policy.json", WORKER_POLICY),
         ("roles/conductor-policy.json", CONDUCTOR_POLICY),
     ];
@@ -57,9 +80,63 @@ pub async fn run(dir: &Path) -> Result<()> {
         .await
         .with_context(|| format!("cannot open {}", settings.storage.display()))?;
     println!("ready    {}", settings.storage.display());
+    if example_config_written {
+        make_example(dir, settings.plans.as_ref().map(|p| p.dir.as_path()))?;
+        println!(
+            "\nexample ready: cd {} && executor run --once && executor show EXAMPLE-1",
+            dir.display()
+        );
+        return Ok(());
+    }
     println!(
         "\nnext: cd {} && executor add --title \"...\"  (or drop a note into the plans folder), then executor queue",
         dir.display()
     );
+    Ok(())
+}
+
+/// A throwaway repository with one commit, and one plan note for it.
+fn make_example(dir: &Path, plans: Option<&Path>) -> Result<()> {
+    let repo = dir.join(EXAMPLE_REPO);
+    std::fs::create_dir_all(&repo).with_context(|| format!("cannot create {}", repo.display()))?;
+    std::fs::write(
+        repo.join("README.md"),
+        "# Example project\n\nA throwaway repository for executor's example run.\n",
+    )
+    .with_context(|| format!("cannot write in {}", repo.display()))?;
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["add", "README.md"][..],
+        &[
+            "-c",
+            "user.name=executor",
+            "-c",
+            "user.email=executor@localhost",
+            "commit",
+            "-q",
+            "-m",
+            "Example project",
+        ][..],
+    ] {
+        let out = std::process::Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(args)
+            .output()
+            .context("cannot run git (the example needs it)")?;
+        anyhow::ensure!(
+            out.status.success(),
+            "git {} failed in {}: {}",
+            args.join(" "),
+            repo.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    println!("created  {EXAMPLE_REPO}/ (a git repository with one commit)");
+    if let Some(plans) = plans {
+        std::fs::write(plans.join("example.md"), EXAMPLE_NOTE)
+            .with_context(|| format!("cannot write in {}", plans.display()))?;
+        println!("created  plans/example.md (task EXAMPLE-1)");
+    }
     Ok(())
 }

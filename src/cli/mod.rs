@@ -53,6 +53,10 @@ enum Command {
         /// Where to create the workspace
         #[arg(default_value = ".")]
         dir: PathBuf,
+        /// Also make a throwaway git repository and one plan note for it, so that
+        /// `executor run --once` shows the whole loop
+        #[arg(long)]
+        example: bool,
     },
     /// Enqueue a task (or update it, when its gid is already queued); prints its task_gid
     Add(AddArgs),
@@ -212,7 +216,7 @@ fn init_tracing(long_running: bool) {
 async fn dispatch(cli: Cli) -> Result<()> {
     let config_path = cli.config.clone();
     match cli.command {
-        Command::Init { dir } => init::run(&dir).await,
+        Command::Init { dir, example } => init::run(&dir, example).await,
         Command::Service {
             action:
                 ServiceAction::Install {

@@ -204,3 +204,41 @@ fn without_a_git_repository_the_runner_says_which_path_it_wanted() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_example_workspace_runs_the_whole_loop_with_the_bundled_worker() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = crate::support::executor(dir.path())
+        .args(["init", "demo", "--example"])
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("init");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let demo = dir.path().join("demo");
+    let out = crate::support::executor(&demo)
+        .args(["run", "--once"])
+        // No agent CLI on this PATH: `auto` takes the bundled example worker.
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("executor-example-worker"), "{stderr}");
+    let show = crate::support::executor(&demo)
+        .args(["show", "EXAMPLE-1", "--json"])
+        .output()
+        .expect("show");
+    let shown: Value = serde_json::from_slice(&show.stdout).expect("json");
+    assert_eq!(shown["task"]["status"], "done");
+    assert_eq!(shown["runs"][0]["state"], "complete");
+    let branch = shown["runs"][0]["branch_name"].as_str().expect("branch");
+    let files = git(
+        &demo.join("example-repo"),
+        &["show", "--name-only", "--format=", branch],
+    );
+    assert_eq!(files, "EXECUTOR_EXAMPLE.md");
+}
