@@ -1,8 +1,10 @@
-//! `executor daemon`: the long-running process. For now it keeps the queue in line with the
-//! plans folder (watched, so a new note is taken in at once; rescanned on a timer as well,
-//! because file watchers can miss events) and beats a heartbeat that `executor status`
-//! reads. It stops cleanly on SIGINT or SIGTERM; killed harder, it loses nothing that was
-//! committed, and the next start takes in whatever changed meanwhile.
+//! `executor daemon`: the long-running process. It keeps the queue in line with the plans
+//! folder (watched, so a new note is taken in at once; rescanned on a timer as well,
+//! because file watchers can miss events), runs approved tasks (a runner pass starts when
+//! an intake brings approved work and on every heartbeat that finds some, so an `executor
+//! go` from another process is picked up within seconds), and beats a heartbeat that
+//! `executor status` reads. It stops on SIGINT or SIGTERM; killed harder, it loses nothing
+//! that was committed, and the next start takes in whatever changed meanwhile.
 //!
 //! A failure inside one pass (a busy database, an unreadable folder) is logged and the
 //! daemon goes on; only a failure to start is fatal.
@@ -15,16 +17,31 @@ use tokio::sync::mpsc;
 
 use crate::config::Settings;
 use crate::core::clock::{Clock, SystemClock};
+use crate::core::queue::QueueStatus;
 use crate::core::record::Heartbeat;
 use crate::ops::intake::PlansIntake;
 use crate::store::Store;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 /// Editors write a note in several steps; wait this long after the first event so one save
 /// is one scan.
 const SETTLE: Duration = Duration::from_millis(100);
 
-pub async fn run(settings: &Settings, store: &dyn Store, clock: &SystemClock) -> Result<()> {
+pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
+    let store = shared.as_ref();
+    let runner = Runner {
+        store: Arc::clone(&shared),
+        adapter: super::agent_adapter(settings)?,
+        prompts: Arc::new(crate::prompts::PromptSet::load(
+            &settings.root.join("prompts"),
+        )?),
+        settings: Arc::new(super::runner_settings(settings)),
+        slots: Arc::new(Semaphore::new(settings.raw.runner.max_workers as usize)),
+    };
+    let mut pass: Option<JoinHandle<()>> = None;
     let started_at = clock.now();
     let mut heartbeat = Heartbeat {
         component: "daemon".to_string(),
@@ -71,6 +88,7 @@ pub async fn run(settings: &Settings, store: &dyn Store, clock: &SystemClock) ->
     if let Some(intake) = intake.as_mut() {
         ingest(intake, store, clock).await;
     }
+    runner.wake(&mut pass).await;
 
     let mut beat_timer = tokio::time::interval(HEARTBEAT_EVERY);
     let mut rescan_timer = tokio::time::interval(settings.raw.runner.loop_sleep);
@@ -91,21 +109,29 @@ pub async fn run(settings: &Settings, store: &dyn Store, clock: &SystemClock) ->
                 if let Some(intake) = intake.as_mut() {
                     ingest(intake, store, clock).await;
                 }
+                runner.wake(&mut pass).await;
             }
             _ = rescan_timer.tick() => {
                 if let Some(intake) = intake.as_mut() {
                     ingest(intake, store, clock).await;
                 }
+                runner.wake(&mut pass).await;
             }
             _ = beat_timer.tick() => {
                 heartbeat.beat_at = clock.now();
                 if let Err(error) = store.beat(&heartbeat).await {
                     tracing::warn!(%error, "cannot record the heartbeat");
                 }
+                runner.wake(&mut pass).await;
             }
         }
     }
 
+    if let Some(pass) = pass.take() {
+        // Dropping the pass stops its workers (each is killed with its process); their runs
+        // stay `in_progress` for the recovery that the next start will do.
+        pass.abort();
+    }
     heartbeat.beat_at = clock.now();
     heartbeat.stopped_at = Some(heartbeat.beat_at);
     store
@@ -113,6 +139,54 @@ pub async fn run(settings: &Settings, store: &dyn Store, clock: &SystemClock) ->
         .await
         .context("cannot record the daemon's stop")?;
     Ok(())
+}
+
+/// What a runner pass needs, shared by every pass of this daemon.
+struct Runner {
+    store: Arc<dyn Store>,
+    adapter: crate::agents::Adapter,
+    prompts: Arc<crate::prompts::PromptSet>,
+    settings: Arc<crate::runner::drive::RunnerSettings>,
+    slots: Arc<Semaphore>,
+}
+
+impl Runner {
+    /// Starts a pass when none is running and approved work is waiting.
+    async fn wake(&self, pass: &mut Option<JoinHandle<()>>) {
+        if pass.as_ref().is_some_and(|p| !p.is_finished()) {
+            return;
+        }
+        match self
+            .store
+            .tasks_page(Some(&QueueStatus::Approved), i64::MIN, 1)
+            .await
+        {
+            Ok(waiting) if waiting.is_empty() => return,
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, "cannot look for approved tasks");
+                return;
+            }
+        }
+        let (store, adapter, prompts, settings, slots) = (
+            Arc::clone(&self.store),
+            self.adapter.clone(),
+            Arc::clone(&self.prompts),
+            Arc::clone(&self.settings),
+            Arc::clone(&self.slots),
+        );
+        *pass = Some(tokio::spawn(async move {
+            match crate::runner::drive::run_approved(store, adapter, prompts, settings, slots).await
+            {
+                Ok(results) => {
+                    for result in results {
+                        tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "run ended");
+                    }
+                }
+                Err(error) => tracing::error!(error = format!("{error:#}"), "runner pass failed"),
+            }
+        }));
+    }
 }
 
 async fn ingest(intake: &mut PlansIntake, store: &dyn Store, clock: &SystemClock) {

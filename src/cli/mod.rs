@@ -316,7 +316,7 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         }
         Command::Daemon => {
             let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
-            daemon::run(settings, store, &clock).await
+            daemon::run(settings, Arc::clone(&shared), &clock).await
         }
     }
 }
@@ -461,11 +461,15 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         adapter.argv(&Default::default()).join(" "),
         settings.raw.runner.max_workers
     );
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        settings.raw.runner.max_workers as usize,
+    ));
     let results = crate::runner::drive::run_approved(
         store,
         adapter,
         Arc::new(prompts),
         Arc::new(runner_settings(settings)),
+        slots,
     )
     .await?;
     for result in &results {
@@ -479,7 +483,7 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
 
 /// The agent `[agent]` names; `auto` falls back to the bundled example worker installed
 /// beside this binary.
-fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
+pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
     let exe = std::env::current_exe().context("cannot tell where this executor binary is")?;
     let example = exe.with_file_name(if cfg!(windows) {
         "executor-example-worker.exe"
@@ -494,7 +498,7 @@ fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
     )?)
 }
 
-fn runner_settings(settings: &Settings) -> crate::runner::drive::RunnerSettings {
+pub(crate) fn runner_settings(settings: &Settings) -> crate::runner::drive::RunnerSettings {
     let runner = &settings.raw.runner;
     crate::runner::drive::RunnerSettings {
         repository: settings.root.join(&runner.repository),

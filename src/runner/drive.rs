@@ -67,13 +67,16 @@ const MAX_LINE: usize = 1024 * 1024;
 /// Lines of verification output a `fix_ci` worker is shown.
 const EXCERPT_LINES: usize = 60;
 
-/// Starts a run for every approved task, at most `max_workers` at a time, and drives each
-/// one to `complete` or `abandoned`.
+/// Starts a run for every approved task and drives each one to `complete` or `abandoned`.
+/// A run holds one of `slots` while it lives, so however many passes run at once (the
+/// daemon starts one per wake-up), the cap on live workers holds; a task two passes both
+/// see is claimed by one of them only (the queue move to `in_progress` is compare-and-set).
 pub async fn run_approved(
     store: Arc<dyn Store>,
     adapter: Adapter,
     prompts: Arc<PromptSet>,
     settings: Arc<RunnerSettings>,
+    slots: Arc<Semaphore>,
 ) -> Result<Vec<RunResult>> {
     let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
@@ -85,7 +88,6 @@ pub async fn run_approved(
             settings.repository.display()
         );
     }
-    let slots = Arc::new(Semaphore::new(settings.max_workers.max(1)));
     let mut runs = tokio::task::JoinSet::new();
     for task in approved {
         let permit = Arc::clone(&slots).acquire_owned().await?;

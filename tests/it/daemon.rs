@@ -11,12 +11,12 @@ use crate::support::{eventually, Workspace};
 /// Long enough for a loaded CI machine; the bench measures how fast it really is.
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Daemon {
+pub(crate) struct Daemon {
     child: Child,
 }
 
 impl Daemon {
-    fn start(ws: &Workspace) -> Self {
+    pub(crate) fn start(ws: &Workspace) -> Self {
         let log = std::fs::File::create(ws.path().join("daemon.log")).expect("daemon log");
         let child = ws
             .command(&["daemon"])

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::support::Workspace;
 
-const EXAMPLE_WORKER: &str = env!("CARGO_BIN_EXE_executor-example-worker");
+pub(crate) const EXAMPLE_WORKER: &str = env!("CARGO_BIN_EXE_executor-example-worker");
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -28,7 +28,7 @@ fn git(dir: &Path, args: &[&str]) -> String {
 
 /// A workspace whose runner works on `repo/` (one commit on main) with `worker` and
 /// `verify`.
-fn workspace(worker: &[&str], verify: &[&str], extra: &str) -> Workspace {
+pub(crate) fn workspace(worker: &[&str], verify: &[&str], extra: &str) -> Workspace {
     let ws = Workspace::init();
     let repo = ws.path().join("repo");
     std::fs::create_dir_all(&repo).expect("mkdir");
@@ -241,4 +241,38 @@ fn the_example_workspace_runs_the_whole_loop_with_the_bundled_worker() {
         &["show", "--name-only", "--format=", branch],
     );
     assert_eq!(files, "EXECUTOR_EXAMPLE.md");
+}
+
+#[test]
+fn the_daemon_runs_a_note_dropped_into_the_plans_folder_to_complete() {
+    let ws = workspace(
+        &[EXAMPLE_WORKER],
+        &["/bin/sh", "-c", "test -s EXECUTOR_EXAMPLE.md"],
+        "",
+    );
+    let daemon = crate::daemon::Daemon::start(&ws);
+    std::fs::write(
+        ws.plans().join("live.md"),
+        "---\ngid: L-1\n---\n# Live task\n",
+    )
+    .expect("write note");
+    let done = |gid: &str| {
+        ws.queue()
+            .iter()
+            .any(|t| t["task_gid"] == gid && t["status"] == "done")
+            .then_some(())
+    };
+    crate::support::eventually(std::time::Duration::from_secs(30), "the note's run", || {
+        done("L-1")
+    });
+    let run = &runs(&ws, "L-1")[0];
+    assert_eq!(run["state"], "complete");
+
+    // An `executor go` from another process is picked up too.
+    ws.ok(&["add", "--title", "Approved by hand", "--gid", "L-2"]);
+    ws.ok(&["go", "L-2"]);
+    crate::support::eventually(std::time::Duration::from_secs(30), "the second run", || {
+        done("L-2")
+    });
+    drop(daemon);
 }
