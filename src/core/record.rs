@@ -137,3 +137,22 @@ pub struct StoreSummary {
     pub intake_errors: Vec<IntakeError>,
     pub heartbeats: Vec<Heartbeat>,
 }
+
+/// One worker process (`executor_workers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WorkerRecord {
+    pub id: i64,
+    pub run_id: i64,
+    pub phase: String,
+    pub host: String,
+    /// Also its process group: every worker leads its own.
+    pub pid: i64,
+    /// The process's start time (clock ticks since boot), so a reused pid is never taken
+    /// for the worker.
+    pub start_time: Option<i64>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    pub started_at: DateTime<Utc>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    pub ended_at: Option<DateTime<Utc>>,
+    pub outcome: Option<String>,
+}

@@ -13,17 +13,31 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("sql/sqlite/0001_initial.sql"),
-}];
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("sql/sqlite/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "workers",
+        sql: include_str!("sql/sqlite/0002_workers.sql"),
+    },
+];
 
-pub const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    sql: include_str!("sql/postgres/0001_initial.sql"),
-}];
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        sql: include_str!("sql/postgres/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "workers",
+        sql: include_str!("sql/postgres/0002_workers.sql"),
+    },
+];
 
 /// The highest version in `migrations`.
 pub fn latest(migrations: &[Migration]) -> i64 {

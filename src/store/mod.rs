@@ -25,6 +25,7 @@ use thiserror::Error;
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
     Decision, Heartbeat, IntakeError, NewDecision, Run, StatusChange, StoreSummary, TaskEvent,
+    WorkerRecord,
 };
 use crate::core::task::{NewTask, Task, UpsertOutcome};
 
@@ -238,6 +239,15 @@ pub trait Store: Send + Sync {
 
     /// Runs, oldest first: all of them or those of one task.
     async fn runs(&self, gid: Option<&str>) -> StoreResult<Vec<Run>>;
+
+    /// Records a worker that just started; returns its id.
+    async fn record_worker(&self, worker: &WorkerRecord) -> StoreResult<i64>;
+
+    /// Records how worker `id` ended.
+    async fn end_worker(&self, id: i64, at: DateTime<Utc>, outcome: &str) -> StoreResult<()>;
+
+    /// Workers started on `host` that have no end recorded, oldest first.
+    async fn open_workers(&self, host: &str) -> StoreResult<Vec<WorkerRecord>>;
 
     async fn record_decision(&self, decision: &NewDecision) -> StoreResult<Decision>;
 

@@ -18,6 +18,7 @@ use super::{complete_counts, Store, StoreError, StoreResult};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
     Decision, Heartbeat, IntakeError, NewDecision, Run, StatusChange, StoreSummary, TaskEvent,
+    WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
@@ -500,6 +501,58 @@ impl Store for PgStore {
             }
         };
         Ok(rows.iter().map(run_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn record_worker(&self, w: &WorkerRecord) -> StoreResult<i64> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO executor_workers (run_id, phase, host, pid, start_time, started_at) \
+             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+        )
+        .bind(w.run_id)
+        .bind(&w.phase)
+        .bind(&w.host)
+        .bind(w.pid)
+        .bind(w.start_time)
+        .bind(w.started_at)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(id)
+    }
+
+    async fn end_worker(&self, id: i64, at: DateTime<Utc>, outcome: &str) -> StoreResult<()> {
+        sqlx::query("UPDATE executor_workers SET ended_at = $2, outcome = $3 WHERE id = $1")
+            .bind(id)
+            .bind(at)
+            .bind(outcome)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn open_workers(&self, host: &str) -> StoreResult<Vec<WorkerRecord>> {
+        let rows = sqlx::query(
+            "SELECT id, run_id, phase, host, pid, start_time, started_at, ended_at, outcome \
+             FROM executor_workers WHERE host = $1 AND ended_at IS NULL ORDER BY id",
+        )
+        .bind(host)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                Ok(WorkerRecord {
+                    id: row.try_get(0)?,
+                    run_id: row.try_get(1)?,
+                    phase: row.try_get(2)?,
+                    host: row.try_get(3)?,
+                    pid: row.try_get(4)?,
+                    start_time: row.try_get(5)?,
+                    started_at: row.try_get(6)?,
+                    ended_at: row.try_get(7)?,
+                    outcome: row.try_get(8)?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
     }
 
     async fn record_decision(&self, d: &NewDecision) -> StoreResult<Decision> {

@@ -23,6 +23,7 @@ use super::{complete_counts, Store, StoreError, StoreResult};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
     Decision, Heartbeat, IntakeError, NewDecision, Run, StatusChange, StoreSummary, TaskEvent,
+    WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
@@ -534,6 +535,63 @@ impl Store for SqliteStore {
                 ))?
                 .query_map([], run_from_row)?
                 .collect(),
+        })
+        .await
+    }
+
+    async fn record_worker(&self, worker: &WorkerRecord) -> StoreResult<i64> {
+        let w = worker.clone();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_workers (run_id, phase, host, pid, start_time, started_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            )?
+            .execute(params![
+                w.run_id,
+                w.phase,
+                w.host,
+                w.pid,
+                w.start_time,
+                text(&w.started_at)
+            ])?;
+            Ok(conn.last_insert_rowid())
+        })
+        .await
+    }
+
+    async fn end_worker(&self, id: i64, at: DateTime<Utc>, outcome: &str) -> StoreResult<()> {
+        let outcome = outcome.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "UPDATE executor_workers SET ended_at = ?2, outcome = ?3 WHERE id = ?1",
+            )?
+            .execute(params![id, text(&at), outcome])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn open_workers(&self, host: &str) -> StoreResult<Vec<WorkerRecord>> {
+        let host = host.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT id, run_id, phase, host, pid, start_time, started_at, ended_at, outcome \
+                 FROM executor_workers WHERE host = ?1 AND ended_at IS NULL ORDER BY id",
+            )?
+            .query_map([host], |row| {
+                Ok(WorkerRecord {
+                    id: row.get(0)?,
+                    run_id: row.get(1)?,
+                    phase: row.get(2)?,
+                    host: row.get(3)?,
+                    pid: row.get(4)?,
+                    start_time: row.get(5)?,
+                    started_at: ts(row, 6)?,
+                    ended_at: ts_opt(row, 7)?,
+                    outcome: row.get(8)?,
+                })
+            })?
+            .collect()
         })
         .await
     }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use executor::core::queue::QueueStatus;
-use executor::core::record::{Heartbeat, NewDecision, NewEvent, StatusChange};
+use executor::core::record::{Heartbeat, NewDecision, NewEvent, StatusChange, WorkerRecord};
 use executor::core::run::RunState;
 use executor::core::task::{NewTask, UpsertOutcome};
 use executor::store::postgres::PgStore;
@@ -316,6 +316,42 @@ async fn a_saved_run_reads_back_with_every_column(store: &dyn Store) {
     assert_eq!(store.runs(Some("T-1")).await.expect("runs"), vec![run]);
 }
 
+async fn workers_are_recorded_and_open_ones_listed_per_host(store: &dyn Store) {
+    let worker = |run_id: i64, host: &str, pid: i64| WorkerRecord {
+        id: 0,
+        run_id,
+        phase: "queued".into(),
+        host: host.into(),
+        pid,
+        start_time: Some(987_654),
+        started_at: t0(),
+        ended_at: None,
+        outcome: None,
+    };
+    let a = store
+        .record_worker(&worker(1, "h1", 100))
+        .await
+        .expect("record");
+    let b = store
+        .record_worker(&worker(2, "h1", 200))
+        .await
+        .expect("record");
+    store
+        .record_worker(&worker(3, "h2", 300))
+        .await
+        .expect("record");
+    store
+        .end_worker(a, t0() + Duration::seconds(5), "done")
+        .await
+        .expect("end");
+    let open = store.open_workers("h1").await.expect("open");
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0].id, b);
+    assert_eq!(open[0].pid, 200);
+    assert_eq!(open[0].start_time, Some(987_654));
+    assert_eq!(open[0].started_at, t0());
+}
+
 async fn decisions_are_recorded_and_pending_escalations_counted(store: &dyn Store) {
     store
         .upsert_task(&new_task("T-1", "# A"), "cli", t0())
@@ -563,6 +599,7 @@ conformance!(
     task_pages_follow_ids_and_keep_the_filter,
     a_run_is_created_queued_and_linked_to_its_task,
     a_saved_run_reads_back_with_every_column,
+    workers_are_recorded_and_open_ones_listed_per_host,
     decisions_are_recorded_and_pending_escalations_counted,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
