@@ -88,7 +88,8 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     if let Some(intake) = intake.as_mut() {
         ingest(intake, store, clock).await;
     }
-    runner.wake(&mut pass).await;
+    // The first pass reconciles what a previous runner left, then works approved tasks.
+    runner.start_pass(&mut pass, true);
 
     let mut beat_timer = tokio::time::interval(HEARTBEAT_EVERY);
     let mut rescan_timer = tokio::time::interval(settings.raw.runner.loop_sleep);
@@ -168,6 +169,11 @@ impl Runner {
                 return;
             }
         }
+        self.start_pass(pass, false);
+    }
+
+    /// Starts a pass: recovery first when asked, then the approved tasks.
+    fn start_pass(&self, pass: &mut Option<JoinHandle<()>>, recover: bool) {
         let (store, adapter, prompts, settings, slots) = (
             Arc::clone(&self.store),
             self.adapter.clone(),
@@ -176,6 +182,24 @@ impl Runner {
             Arc::clone(&self.slots),
         );
         *pass = Some(tokio::spawn(async move {
+            if recover {
+                match crate::runner::drive::recover(
+                    Arc::clone(&store),
+                    adapter.clone(),
+                    Arc::clone(&prompts),
+                    Arc::clone(&settings),
+                    Arc::clone(&slots),
+                )
+                .await
+                {
+                    Ok(results) => {
+                        for result in results {
+                            tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "recovered run ended");
+                        }
+                    }
+                    Err(error) => tracing::error!(error = format!("{error:#}"), "recovery failed"),
+                }
+            }
             match crate::runner::drive::run_approved(store, adapter, prompts, settings, slots).await
             {
                 Ok(results) => {

@@ -448,30 +448,41 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         let report = intake.ingest(store.as_ref(), clock).await?;
         output::print_ingest(intake.dir(), &report);
     }
+    let adapter = agent_adapter(settings)?;
+    let prompts = Arc::new(crate::prompts::PromptSet::load(
+        &settings.root.join("prompts"),
+    )?);
+    let runner = Arc::new(runner_settings(settings));
+    let slots = Arc::new(tokio::sync::Semaphore::new(
+        settings.raw.runner.max_workers as usize,
+    ));
+    let recovered = crate::runner::drive::recover(
+        Arc::clone(&store),
+        adapter.clone(),
+        Arc::clone(&prompts),
+        Arc::clone(&runner),
+        Arc::clone(&slots),
+    )
+    .await?;
+    for result in &recovered {
+        eprintln!(
+            "recovered run {} of {}: {} (verification failures: {})",
+            result.run_id, result.task_gid, result.state, result.ci_attempts
+        );
+    }
     let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
         eprintln!("no approved task to work on");
         return Ok(());
     }
-    let adapter = agent_adapter(settings)?;
-    let prompts = crate::prompts::PromptSet::load(&settings.root.join("prompts"))?;
     eprintln!(
         "{} approved task(s); workers: {} (at most {} at a time)",
         approved.len(),
         adapter.argv(&Default::default()).join(" "),
         settings.raw.runner.max_workers
     );
-    let slots = Arc::new(tokio::sync::Semaphore::new(
-        settings.raw.runner.max_workers as usize,
-    ));
-    let results = crate::runner::drive::run_approved(
-        store,
-        adapter,
-        Arc::new(prompts),
-        Arc::new(runner_settings(settings)),
-        slots,
-    )
-    .await?;
+    let results =
+        crate::runner::drive::run_approved(store, adapter, prompts, runner, slots).await?;
     for result in &results {
         eprintln!(
             "run {} of {}: {} (verification failures: {})",

@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 use crate::agents::Adapter;
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::queue::{QueueEvent, QueueStatus};
-use crate::core::record::Run;
+use crate::core::record::{Run, WorkerRecord};
 use crate::core::run::{next_state, RunEvent, RunState};
 use crate::core::task::Task;
 use crate::core::watchdog::{Limits, StopReason};
@@ -132,24 +132,58 @@ async fn drive(
         Err(e) => return Err(e.into()),
     }
     let mut run = store.create_run(&gid, clock.now()).await?;
-    let branch = worktree::branch_name(&settings.branch_prefix, &gid, &task.title());
-    let wt = {
-        let (repo, dir, branch, base) = (
-            settings.repository.clone(),
-            settings.worktrees_dir.clone(),
-            branch.clone(),
-            settings.base_branch.clone(),
-        );
-        tokio::task::spawn_blocking(move || worktree::ensure(&repo, &dir, &branch, &base)).await??
-    };
-    tracing::info!(gid = %gid, run = run.id, branch = %branch, worktree = %wt.path.display(), "run started");
+    let wt = prepare_worktree(settings, &task).await?;
+    tracing::info!(gid = %gid, run = run.id, branch = %wt.branch, worktree = %wt.path.display(), "run started");
     run.worktree_path = Some(wt.path.display().to_string());
-    run.branch_name = Some(branch.clone());
+    run.branch_name = Some(wt.branch.clone());
     move_run(store, &mut run, RunEvent::WorkerStarted).await?;
+    carry(
+        store,
+        adapter,
+        prompts,
+        settings,
+        task,
+        run,
+        wt,
+        Phase::Queued,
+        None,
+    )
+    .await
+    .map(Some)
+}
 
-    let mut phase = Phase::Queued;
+async fn prepare_worktree(settings: &RunnerSettings, task: &Task) -> Result<worktree::Worktree> {
+    let branch = worktree::branch_name(&settings.branch_prefix, &task.task_gid, &task.title());
+    let (repo, dir, base) = (
+        settings.repository.clone(),
+        settings.worktrees_dir.clone(),
+        settings.base_branch.clone(),
+    );
+    Ok(
+        tokio::task::spawn_blocking(move || worktree::ensure(&repo, &dir, &branch, &base))
+            .await??,
+    )
+}
+
+/// Drives a started run, from `phase`, to `complete` or `abandoned`.
+#[allow(clippy::too_many_arguments)]
+async fn carry(
+    store: &dyn Store,
+    adapter: &Adapter,
+    prompts: &PromptSet,
+    settings: &RunnerSettings,
+    task: Task,
+    mut run: Run,
+    wt: worktree::Worktree,
+    first_phase: Phase,
+    first_resume_reason: Option<String>,
+) -> Result<RunResult> {
+    let clock = SystemClock;
+    let gid = task.task_gid.clone();
+    let branch = wt.branch.clone();
+    let mut phase = first_phase;
     let mut ci: Option<CiFailure> = None;
-    let mut resume_reason: Option<String> = None;
+    let mut resume_reason: Option<String> = first_resume_reason;
     let mut failed_workers = 0u32;
     loop {
         let mut ctx = PromptContext::new(
@@ -238,12 +272,110 @@ async fn drive(
         resume_reason = Some(worked.why);
         phase = Phase::InProgress;
     }
-    Ok(Some(RunResult {
+    Ok(RunResult {
         task_gid: gid,
         run_id: run.id,
         state: run.state.clone(),
         ci_attempts: run.ci_attempts,
-    }))
+    })
+}
+
+/// This machine's name, as worker records carry it.
+pub fn host() -> String {
+    gethostname::gethostname().to_string_lossy().into_owned()
+}
+
+/// Reconciles what a runner that died (killed, crashed, the machine rebooted) left behind
+/// on this host: each of its workers still alive (the same pid *and* start time: a reused
+/// pid is never touched) is stopped with its whole group, and each run it left
+/// `in_progress` continues with a resume worker in its worktree. Call it once at start,
+/// with the runner lock held, before any new run starts.
+pub async fn recover(
+    store: Arc<dyn Store>,
+    adapter: Adapter,
+    prompts: Arc<PromptSet>,
+    settings: Arc<RunnerSettings>,
+    slots: Arc<Semaphore>,
+) -> Result<Vec<RunResult>> {
+    for worker in store.open_workers(&host()).await? {
+        let Ok(pid) = u32::try_from(worker.pid) else {
+            continue;
+        };
+        let alive = supervisor::group::start_time(pid).and_then(|t| i64::try_from(t).ok());
+        let outcome = if alive.is_some() && alive == worker.start_time {
+            stop_leftover(pid, settings.grace).await;
+            tracing::warn!(
+                run = worker.run_id,
+                pid,
+                "stopped a worker a previous runner left running"
+            );
+            "stopped at recovery: its runner had died"
+        } else {
+            "gone when its runner was recovered"
+        };
+        store.end_worker(worker.id, Utc::now(), outcome).await?;
+    }
+
+    let mut runs = tokio::task::JoinSet::new();
+    for run in store.runs(None).await? {
+        if run.state != RunState::InProgress {
+            continue;
+        }
+        let Some(task) = store.task(&run.task_gid).await? else {
+            continue;
+        };
+        if task.status != QueueStatus::InProgress {
+            continue;
+        }
+        let permit = Arc::clone(&slots).acquire_owned().await?;
+        let (store, adapter, prompts, settings) = (
+            Arc::clone(&store),
+            adapter.clone(),
+            Arc::clone(&prompts),
+            Arc::clone(&settings),
+        );
+        runs.spawn(async move {
+            let _slot = permit;
+            let gid = task.task_gid.clone();
+            tracing::info!(gid = %gid, run = run.id, "resuming a run its runner left in progress");
+            let wt = prepare_worktree(&settings, &task).await?;
+            carry(
+                store.as_ref(),
+                &adapter,
+                &prompts,
+                &settings,
+                task,
+                run,
+                wt,
+                Phase::InProgress,
+                Some("the runner stopped while this run's worker was working".to_string()),
+            )
+            .await
+            .with_context(|| format!("recovery of task {gid}"))
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(joined) = runs.join_next().await {
+        match joined? {
+            Ok(result) => results.push(result),
+            Err(error) => tracing::error!(error = format!("{error:#}"), "a recovered run failed"),
+        }
+    }
+    Ok(results)
+}
+
+/// TERM to a leftover worker's group, up to `grace` for it to go, then KILL.
+async fn stop_leftover(pgid: u32, grace: Duration) {
+    use nix::sys::signal::Signal;
+    let _ = supervisor::group::signal_group(pgid, Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + grace;
+    while tokio::time::Instant::now() < deadline {
+        if supervisor::group::members(pgid).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = supervisor::group::signal_group(pgid, Signal::SIGKILL);
 }
 
 async fn move_run(store: &dyn Store, run: &mut Run, event: RunEvent) -> Result<()> {
@@ -329,6 +461,7 @@ async fn work(
     let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut done = None;
     let mut escalated = None;
+    let mut worker_id = None;
     let mut logs_ok = logs;
     let outcome = {
         let supervised = supervisor::supervise(
@@ -364,7 +497,18 @@ async fn work(
         loop {
             tokio::select! {
                 outcome = &mut supervised => break outcome?,
-                Some((pid, _start_time)) = started_rx.recv() => {
+                Some((pid, start_time)) = started_rx.recv() => {
+                    worker_id = Some(store.record_worker(&WorkerRecord {
+                        id: 0,
+                        run_id: run.id,
+                        phase: phase.as_str().to_string(),
+                        host: host(),
+                        pid: i64::from(pid),
+                        start_time: start_time.and_then(|t| i64::try_from(t).ok()),
+                        started_at: Utc::now(),
+                        ended_at: None,
+                        outcome: None,
+                    }).await?);
                     run.worker_pid = Some(i64::from(pid));
                     run.worker_last_update = Some(Utc::now());
                     run.updated_at = Utc::now();
@@ -388,6 +532,9 @@ async fn work(
         },
     };
     logs_ok.message(&format!("worker ended: {why}"));
+    if let Some(id) = worker_id {
+        store.end_worker(id, Utc::now(), &why).await?;
+    }
     Ok(Worked {
         done,
         stopped: outcome.stopped,

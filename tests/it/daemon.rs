@@ -42,7 +42,7 @@ impl Daemon {
         i64::from(self.child.id())
     }
 
-    fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([signal, &self.child.id().to_string()])
             .status()
@@ -50,7 +50,7 @@ impl Daemon {
         assert!(status.success(), "kill {signal} failed");
     }
 
-    fn wait(mut self) -> std::process::ExitStatus {
+    pub(crate) fn wait(mut self) -> std::process::ExitStatus {
         let status = eventually(WAIT, "the daemon to exit", || {
             self.child.try_wait().ok().flatten()
         });

@@ -276,3 +276,72 @@ fn the_daemon_runs_a_note_dropped_into_the_plans_folder_to_complete() {
     });
     drop(daemon);
 }
+
+#[test]
+fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
+    let worker = "if [ -f .started-once ]; then echo '[DONE:implemented] resumed and finished'; \
+                  else touch .started-once; echo '[STATUS:working] a long job'; sleep 300; fi";
+    let ws = workspace(&["/bin/sh", "-c", worker], &[], "");
+    for gid in ["K-1", "K-2"] {
+        ws.ok(&["add", "--title", &format!("Long job {gid}"), "--gid", gid]);
+        ws.ok(&["go", gid]);
+    }
+    let daemon = crate::daemon::Daemon::start(&ws);
+    let pids: Vec<u32> = crate::support::eventually(
+        std::time::Duration::from_secs(30),
+        "two live workers",
+        || {
+            let pids: Vec<u32> = ["K-1", "K-2"]
+                .iter()
+                .filter_map(|gid| runs(&ws, gid).first()?["worker_pid"].as_u64())
+                .filter_map(|pid| u32::try_from(pid).ok())
+                .collect();
+            (pids.len() == 2).then_some(pids)
+        },
+    );
+    daemon.signal("-KILL");
+    assert!(!daemon.wait().success());
+    for pid in &pids {
+        assert!(
+            !executor::supervisor::group::members(*pid).is_empty(),
+            "the worker outlives its killed runner until recovery"
+        );
+    }
+
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("recovered run"), "{stderr}");
+    for pid in &pids {
+        crate::support::eventually(
+            std::time::Duration::from_secs(10),
+            "the leftover group gone",
+            || {
+                executor::supervisor::group::members(*pid)
+                    .is_empty()
+                    .then_some(())
+            },
+        );
+    }
+    for gid in ["K-1", "K-2"] {
+        let shown = ws.json(&["show", gid, "--json"]);
+        assert_eq!(shown["task"]["status"], "done", "{gid}: {stderr}");
+        let runs = shown["runs"].as_array().expect("runs");
+        assert_eq!(
+            runs.len(),
+            1,
+            "{gid}: the same run continued, none started twice"
+        );
+        assert_eq!(runs[0]["state"], "complete");
+        assert_eq!(runs[0]["ci_attempts"], 0);
+        assert_eq!(runs[0]["worker_stuck_count"], 0);
+    }
+    let logs: Vec<String> = std::fs::read_dir(ws.path().join("logs/K-1"))
+        .expect("logs")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    assert!(
+        logs.iter().any(|l| l.starts_with("in_progress_")),
+        "a resume worker ran: {logs:?}"
+    );
+}
