@@ -345,3 +345,72 @@ fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
         "a resume worker ran: {logs:?}"
     );
 }
+
+#[test]
+fn the_worker_cap_is_never_exceeded() {
+    let shared = tempfile::tempdir().expect("temp dir");
+    let worker = format!(
+        "d='{d}'; touch \"$d/$$\"; ls \"$d\" | grep -v log | wc -l >> \"$d/log\"; sleep 0.4; rm \"$d/$$\"; echo '[DONE:implemented] ok'",
+        d = shared.path().display()
+    );
+    let ws = workspace(&["/bin/sh", "-c", &worker], &[], "max_workers = 2\n");
+    for n in 0..5 {
+        let gid = format!("C-{n}");
+        ws.ok(&["add", "--title", &format!("Task {n}"), "--gid", &gid]);
+        ws.ok(&["go", &gid]);
+    }
+    ws.ok(&["run", "--once"]);
+    let counts: Vec<u32> = std::fs::read_to_string(shared.path().join("log"))
+        .expect("log")
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert_eq!(counts.len(), 5, "every task had its worker: {counts:?}");
+    assert!(
+        counts.iter().all(|c| *c <= 2),
+        "at most two at once: {counts:?}"
+    );
+    assert!(counts.contains(&2), "two did run side by side: {counts:?}");
+    for n in 0..5 {
+        assert_eq!(runs(&ws, &format!("C-{n}"))[0]["state"], "complete");
+    }
+}
+
+#[test]
+fn two_one_shots_started_together_exactly_one_works() {
+    let ws = workspace(
+        &["/bin/sh", "-c", "sleep 1; echo '[DONE:implemented] ok'"],
+        &[],
+        "",
+    );
+    ws.ok(&["add", "--title", "Slow", "--gid", "S-1"]);
+    ws.ok(&["go", "S-1"]);
+    let a = ws
+        .command(&["run", "--once"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("a");
+    let b = ws
+        .command(&["run", "--once"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("b");
+    let outputs = [
+        a.wait_with_output().expect("a"),
+        b.wait_with_output().expect("b"),
+    ];
+    let worked = outputs.iter().filter(|o| o.status.success()).count();
+    let refused: Vec<String> = outputs
+        .iter()
+        .filter(|o| o.status.code() == Some(1))
+        .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+        .collect();
+    assert_eq!(worked, 1, "exactly one works");
+    assert_eq!(refused.len(), 1);
+    assert!(
+        refused[0].contains("another executor runner holds"),
+        "{}",
+        refused[0]
+    );
+    assert_eq!(runs(&ws, "S-1").len(), 1);
+}
