@@ -449,8 +449,21 @@ async fn work(
     for (key, value) in adapter.fixed_env() {
         env.insert((*key).to_string(), (*value).to_string());
     }
+    // A later phase continues the agent's own session where the agent can resume one, so
+    // it keeps what it learnt; otherwise every worker starts fresh from its prompt.
+    let invocation = crate::agents::Invocation {
+        session: match (&run.worker_session_id, phase) {
+            (Some(id), Phase::InProgress | Phase::FixCi | Phase::FixComments)
+                if adapter.supports_resume() =>
+            {
+                crate::agents::Session::Resume { id: id.clone() }
+            }
+            _ => crate::agents::Session::New { id: None },
+        },
+        ..Default::default()
+    };
     let spec = WorkerSpec {
-        argv: adapter.argv(&Default::default()),
+        argv: adapter.argv(&invocation),
         cwd: worktree.to_path_buf(),
         env,
         stdin: Some(prompt.into_bytes()),
@@ -462,6 +475,7 @@ async fn work(
     let mut done = None;
     let mut escalated = None;
     let mut worker_id = None;
+    let mut session_id = None;
     let mut logs_ok = logs;
     let outcome = {
         let supervised = supervisor::supervise(
@@ -479,6 +493,12 @@ async fn work(
                     }
                     let events = adapter.parse_line(&text);
                     for event in &events {
+                        if let crate::agents::AgentEvent::SessionStarted {
+                            session_id: id, ..
+                        } = event
+                        {
+                            session_id = Some(id.clone());
+                        }
                         for message in event.protocol_lines() {
                             logs_ok.message(message);
                             if message.starts_with("[DONE:") {
@@ -519,6 +539,9 @@ async fn work(
     };
     run.worker_pid = None;
     run.worker_last_update = Some(Utc::now());
+    if session_id.is_some() {
+        run.worker_session_id = session_id;
+    }
     let why = match (&done, &escalated, outcome.stopped) {
         (Some(_), _, _) => "done".to_string(),
         (None, Some(line), _) => format!("the worker escalated: {line}"),

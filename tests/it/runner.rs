@@ -414,3 +414,54 @@ fn two_one_shots_started_together_exactly_one_works() {
     );
     assert_eq!(runs(&ws, "S-1").len(), 1);
 }
+
+/// The captured Claude Code stream-json transcript of a run that ends in `[DONE:pr_ready]`.
+const CLAUDE_STREAM: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../shared/fixtures/agents/claude_stream.jsonl"
+);
+
+#[test]
+fn a_claude_worker_is_read_through_its_stream_json_and_its_session_is_kept() {
+    // A stand-in `claude` on PATH that answers with the captured transcript.
+    let bin = tempfile::tempdir().expect("temp dir");
+    let args_log = bin.path().join("args.log");
+    let fake = bin.path().join("claude");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho \"$@\" >> '{log}'\ncat > /dev/null\ncat '{stream}'\n",
+            log = args_log.display(),
+            stream = CLAUDE_STREAM
+        ),
+    )
+    .expect("write fake claude");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
+    let mut ws = workspace(&["unused"], &[], "");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replace("kind = \"command\"", "kind = \"claude\""));
+    ws.env.push((
+        "PATH".into(),
+        format!("{}:/usr/bin:/bin", bin.path().display()),
+    ));
+    ws.ok(&["add", "--title", "Through Claude", "--gid", "A-1"]);
+    ws.ok(&["go", "A-1"]);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+
+    let run = &runs(&ws, "A-1")[0];
+    assert_eq!(run["state"], "complete", "{stderr}");
+    assert_eq!(
+        run["worker_session_id"],
+        "e7a20cf3-356f-457c-a24a-f92b77635de2"
+    );
+    let args = std::fs::read_to_string(&args_log).expect("claude was run");
+    assert!(
+        args.contains("-p") && args.contains("--output-format stream-json"),
+        "{args}"
+    );
+    assert!(args.contains("--verbose"), "{args}");
+}
