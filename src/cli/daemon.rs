@@ -200,6 +200,7 @@ impl Runner {
                     Err(error) => tracing::error!(error = format!("{error:#}"), "recovery failed"),
                 }
             }
+            let (cleanup_store, cleanup_settings) = (Arc::clone(&store), Arc::clone(&settings));
             match crate::runner::drive::run_approved(store, adapter, prompts, settings, slots).await
             {
                 Ok(results) => {
@@ -208,6 +209,15 @@ impl Runner {
                     }
                 }
                 Err(error) => tracing::error!(error = format!("{error:#}"), "runner pass failed"),
+            }
+            if let Err(error) =
+                crate::runner::drive::clean_worktrees(cleanup_store.as_ref(), &cleanup_settings)
+                    .await
+            {
+                tracing::warn!(
+                    error = format!("{error:#}"),
+                    "cannot clean finished worktrees"
+                );
             }
         }));
     }

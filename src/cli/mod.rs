@@ -470,9 +470,11 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
             result.run_id, result.task_gid, result.state, result.ci_attempts
         );
     }
+    let (store_for_cleanup, runner_for_cleanup) = (Arc::clone(&store), Arc::clone(&runner));
     let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
         eprintln!("no approved task to work on");
+        clean_worktrees(store_for_cleanup.as_ref(), &runner_for_cleanup).await;
         return Ok(());
     }
     eprintln!(
@@ -489,7 +491,16 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
             result.run_id, result.task_gid, result.state, result.ci_attempts
         );
     }
+    clean_worktrees(store_for_cleanup.as_ref(), &runner_for_cleanup).await;
     Ok(())
+}
+
+async fn clean_worktrees(store: &dyn Store, settings: &crate::runner::drive::RunnerSettings) {
+    match crate::runner::drive::clean_worktrees(store, settings).await {
+        Ok(0) => {}
+        Ok(n) => eprintln!("removed {n} finished run worktree(s) past runner.keep_worktrees"),
+        Err(error) => eprintln!("warning: cannot clean finished worktrees: {error:#}"),
+    }
 }
 
 /// The agent `[agent]` names; `auto` falls back to the bundled example worker installed
@@ -527,5 +538,6 @@ pub(crate) fn runner_settings(settings: &Settings) -> crate::runner::drive::Runn
         max_ci_attempts: settings.raw.forge.max_ci_attempts,
         max_worker_attempts: runner.max_worker_attempts.max(1),
         retry_base: runner.retry_backoff,
+        keep_worktrees: runner.keep_worktrees,
     }
 }

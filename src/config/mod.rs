@@ -128,6 +128,14 @@ pub struct RunnerSection {
     /// Workers a run may start that end without `[DONE:…]` before it is abandoned.
     #[serde(default = "default_max_worker_attempts")]
     pub max_worker_attempts: u32,
+    /// How long a finished run's worktree is kept (its branch always stays); "0s" removes
+    /// it as soon as the run ends.
+    #[serde(default = "default_keep_worktrees", with = "humantime_serde")]
+    pub keep_worktrees: Duration,
+}
+
+fn default_keep_worktrees() -> Duration {
+    Duration::from_secs(7 * 24 * 60 * 60)
 }
 
 fn default_stop_grace() -> Duration {
@@ -155,6 +163,7 @@ impl Default for RunnerSection {
             stop_grace: default_stop_grace(),
             retry_backoff: default_retry_backoff(),
             max_worker_attempts: default_max_worker_attempts(),
+            keep_worktrees: default_keep_worktrees(),
         }
     }
 }

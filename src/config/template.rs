@@ -24,6 +24,7 @@ url = "sqlite://executor.db"
 # stop_grace = "10s"            # between TERM and KILL when a worker is stopped
 # retry_backoff = "5s"          # first wait before retrying a worker (doubles, max 1 min)
 # max_worker_attempts = 3       # workers ending without [DONE] before the run is abandoned
+# keep_worktrees = "7d"         # a finished run's worktree is removed after this (branch kept)
 
 [analyzer]
 # no_output_timeout = "5m"

@@ -51,6 +51,8 @@ pub struct RunnerSettings {
     pub max_worker_attempts: u32,
     /// The first retry waits about this long; each next one twice as long, up to a minute.
     pub retry_base: Duration,
+    /// How long a finished run's worktree is kept.
+    pub keep_worktrees: Duration,
 }
 
 /// How one run ended.
@@ -278,6 +280,44 @@ async fn carry(
         state: run.state.clone(),
         ci_attempts: run.ci_attempts,
     })
+}
+
+/// Whether a finished run's worktree has been kept long enough to be removed.
+pub fn worktree_expired(run: &Run, now: chrono::DateTime<Utc>, keep: Duration) -> bool {
+    let finished = matches!(run.state, RunState::Complete | RunState::Abandoned);
+    let ended = run.completed_at.unwrap_or(run.updated_at);
+    let keep = chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX);
+    finished && run.worktree_path.is_some() && now - ended >= keep
+}
+
+/// Removes the worktrees of finished runs kept longer than `keep_worktrees` (the branches
+/// stay). Returns how many were removed.
+pub async fn clean_worktrees(store: &dyn Store, settings: &RunnerSettings) -> Result<usize> {
+    let now = Utc::now();
+    let mut removed = 0;
+    for run in store.runs(None).await? {
+        if !worktree_expired(&run, now, settings.keep_worktrees) {
+            continue;
+        }
+        let Some(path) = run.worktree_path.as_deref().map(PathBuf::from) else {
+            continue;
+        };
+        if !path.exists() {
+            continue;
+        }
+        let repo = settings.repository.clone();
+        let target = path.clone();
+        match tokio::task::spawn_blocking(move || worktree::remove(&repo, &target)).await? {
+            Ok(()) => {
+                removed += 1;
+                tracing::info!(run = run.id, worktree = %path.display(), "removed a finished run's worktree");
+            }
+            Err(error) => {
+                tracing::warn!(run = run.id, %error, "cannot remove a finished run's worktree")
+            }
+        }
+    }
+    Ok(removed)
 }
 
 /// This machine's name, as worker records carry it.
@@ -726,6 +766,59 @@ impl PhaseLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn finished_run(state: RunState, ended_minutes_ago: i64) -> Run {
+        let now = Utc::now();
+        Run {
+            id: 1,
+            task_gid: "T-1".into(),
+            worktree_path: Some("/w/x".into()),
+            branch_name: Some("executor/T-1".into()),
+            pr_url: None,
+            pr_number: None,
+            thread_id: None,
+            started_at: None,
+            updated_at: now,
+            completed_at: Some(now - chrono::Duration::minutes(ended_minutes_ago)),
+            state,
+            ci_attempts: 0,
+            worker_session_id: None,
+            worker_last_update: None,
+            worker_pid: None,
+            worker_stuck_count: 0,
+        }
+    }
+
+    #[test]
+    fn only_finished_runs_past_the_retention_lose_their_worktree() {
+        let hour = Duration::from_secs(3600);
+        let now = Utc::now();
+        assert!(worktree_expired(
+            &finished_run(RunState::Complete, 61),
+            now,
+            hour
+        ));
+        assert!(worktree_expired(
+            &finished_run(RunState::Abandoned, 61),
+            now,
+            hour
+        ));
+        assert!(!worktree_expired(
+            &finished_run(RunState::Complete, 59),
+            now,
+            hour
+        ));
+        assert!(!worktree_expired(
+            &finished_run(RunState::InProgress, 600),
+            now,
+            hour
+        ));
+        assert!(!worktree_expired(
+            &finished_run(RunState::Pr, 600),
+            now,
+            hour
+        ));
+    }
 
     #[test]
     fn backoff_doubles_is_capped_and_jittered_within_a_quarter() {

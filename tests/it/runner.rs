@@ -465,3 +465,35 @@ fn a_claude_worker_is_read_through_its_stream_json_and_its_session_is_kept() {
     );
     assert!(args.contains("--verbose"), "{args}");
 }
+
+#[test]
+fn a_finished_runs_worktree_is_removed_after_the_retention_and_its_branch_kept() {
+    let ws = workspace(&[EXAMPLE_WORKER], &[], "keep_worktrees = \"0s\"\n");
+    ws.ok(&["add", "--title", "Short lived", "--gid", "R-1"]);
+    ws.ok(&["go", "R-1"]);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("removed 1 finished run worktree"),
+        "{stderr}"
+    );
+    let run = &runs(&ws, "R-1")[0];
+    let path = run["worktree_path"].as_str().expect("recorded");
+    assert!(!Path::new(path).exists(), "{path} is gone");
+    let branch = run["branch_name"].as_str().expect("branch");
+    git(
+        &ws.path().join("repo"),
+        &["show-ref", "--verify", &format!("refs/heads/{branch}")],
+    );
+}
+
+#[test]
+fn finished_worktrees_are_kept_within_the_retention() {
+    let ws = workspace(&[EXAMPLE_WORKER], &[], "");
+    ws.ok(&["add", "--title", "Kept", "--gid", "R-2"]);
+    ws.ok(&["go", "R-2"]);
+    ws.ok(&["run", "--once"]);
+    let run = &runs(&ws, "R-2")[0];
+    assert!(Path::new(run["worktree_path"].as_str().expect("recorded")).exists());
+}
