@@ -31,6 +31,13 @@ const QUEUE_TASKS: usize = 100_000;
 const QUEUE_RUNS: usize = 10;
 const QUEUE_TARGET: Duration = Duration::from_millis(300);
 
+const IDLE_RUNS: usize = 30;
+const IDLE_TARGET: Duration = Duration::from_millis(30);
+
+const FLOOD_WORKERS: usize = 50;
+const FLOOD_SECONDS: u64 = 5;
+const FLOOD_LINES_PER_SECOND: u64 = 10_000;
+
 const NOTES: usize = 20;
 const NOTE_TARGET: Duration = Duration::from_secs(1);
 const NOTE_POLL: Duration = Duration::from_millis(10);
@@ -115,6 +122,7 @@ fn main() {
 
     // 2. `executor queue --json` over 100,000 tasks.
     let config = init_workspace(&root.path().join("queue"));
+    let queue_config = config.clone();
     let fill = fill_queue(&db_path(&config), QUEUE_TASKS);
     notes.push(fill);
     let mut warmup = executor(&config);
@@ -205,6 +213,27 @@ fn main() {
         target: "each < 1 s".into(),
     });
 
+    // 4. An idle one-shot: nothing approved, nothing to recover, in the 100k-task queue.
+    let mut idle = Vec::with_capacity(IDLE_RUNS);
+    for _ in 0..IDLE_RUNS {
+        let mut command = executor(&queue_config);
+        command.args(["run", "--once"]);
+        let (elapsed, output) = timed_output(&mut command);
+        expect_success(&output, "executor run --once (idle)");
+        idle.push(elapsed);
+    }
+    rows.push(Row {
+        name: "idle `executor run --once` (100k tasks, none approved)".into(),
+        met: median(&idle) < IDLE_TARGET,
+        samples: idle,
+        target: "median < 30 ms".into(),
+    });
+
+    // 5. The supervisor under a flood: many workers, each printing 10,000 lines a second.
+    let (row, note) = supervise_flood();
+    rows.push(row);
+    notes.push(note);
+
     println!("machine: {nproc} CPUs (available_parallelism), {rustc}");
     println!("binary: {BIN}");
     println!();
@@ -227,6 +256,93 @@ fn main() {
         println!("- {note}");
     }
     println!("- whole bench: {}", seconds(bench_started.elapsed()));
+}
+
+/// Supervises `FLOOD_WORKERS` workers that each print `FLOOD_LINES_PER_SECOND` lines a
+/// second for `FLOOD_SECONDS`, on one current-thread runtime as the runner uses, and
+/// measures this process's CPU time (the workers' own is theirs, not counted).
+fn supervise_flood() -> (Row, String) {
+    use executor::core::watchdog::Limits;
+    use executor::supervisor::{self, WorkerEvent, WorkerSpec};
+    let script = format!(
+        "$| = 0; for my $s (1..{FLOOD_SECONDS}) {{ for my $i (1..{FLOOD_LINES_PER_SECOND}) {{ print \"[STATUS:tick] line $i of second $s\\n\" }} STDOUT->flush(); select(undef, undef, undef, 1) }}"
+    );
+    let spec = WorkerSpec {
+        argv: vec!["perl".into(), "-e".into(), script],
+        cwd: std::env::temp_dir(),
+        env: std::collections::HashMap::from([("PATH".to_string(), "/usr/bin:/bin".to_string())]),
+        stdin: None,
+        limits: Limits {
+            no_output: Duration::from_secs(60),
+            hard: Duration::from_secs(120),
+        },
+        grace: Duration::from_secs(1),
+        max_line: 1024 * 1024,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("cannot start a tokio runtime for the flood");
+    let cpu_before = own_cpu();
+    let started = Instant::now();
+    let lines: u64 = runtime.block_on(async {
+        let mut workers = tokio::task::JoinSet::new();
+        for _ in 0..FLOOD_WORKERS {
+            let spec = spec.clone();
+            workers.spawn(async move {
+                let mut seen = 0u64;
+                let outcome = supervisor::supervise(
+                    spec,
+                    |event| {
+                        if let WorkerEvent::Line { line, .. } = event {
+                            seen += u64::from(line.bytes.starts_with(b"[STATUS:tick]"));
+                        }
+                        true
+                    },
+                    None,
+                )
+                .await
+                .expect("supervise a flooding worker");
+                assert!(outcome.succeeded(), "a flooding worker failed: {outcome:?}");
+                seen
+            });
+        }
+        let mut total = 0;
+        while let Some(seen) = workers.join_next().await {
+            total += seen.expect("join a flooding worker");
+        }
+        total
+    });
+    let wall = started.elapsed();
+    let cpu = own_cpu().saturating_sub(cpu_before);
+    let share = cpu.as_secs_f64() / wall.as_secs_f64();
+    let expected = FLOOD_WORKERS as u64 * FLOOD_SECONDS * FLOOD_LINES_PER_SECOND;
+    let row = Row {
+        name: format!(
+            "supervisor: {FLOOD_WORKERS} workers × {FLOOD_LINES_PER_SECOND} lines/s for {FLOOD_SECONDS} s: {lines} of {expected} lines, runner CPU {:.0}% of a core",
+            share * 100.0
+        ),
+        met: lines == expected && share < 0.5,
+        samples: vec![wall],
+        target: "no line lost, CPU < 50%".into(),
+    };
+    let note = format!(
+        "supervisor flood: {lines} lines in {} wall, {} of this process's CPU ({:.0}% of one core).",
+        seconds(wall),
+        seconds(cpu),
+        share * 100.0
+    );
+    (row, note)
+}
+
+/// This process's user + system CPU time so far (`/proc/self/stat`, in clock ticks of
+/// 1/100 s on Linux).
+fn own_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").expect("read /proc/self/stat");
+    let after_name = &stat[stat.rfind(')').expect("stat has a command name") + 1..];
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |n: usize| fields[n - 3].parse::<u64>().expect("a tick count");
+    Duration::from_millis((ticks(14) + ticks(15)) * 10)
 }
 
 /// A command running the bench's binary on `config`, with no configuration from the
