@@ -213,6 +213,7 @@ async fn carry(
             store, adapter, settings, &mut run, &gid, phase, &wt.path, prompt,
         )
         .await?;
+        write_run_record(settings, &gid, run.id, phase, &wt.path, &worked).await?;
 
         if worked.done.is_some() {
             let verdict = verify(settings, &gid, &wt.path).await?;
@@ -466,7 +467,14 @@ struct Worked {
     done: Option<String>,
     stopped: Option<StopReason>,
     why: String,
+    /// The worker's record, as `result.json` keeps it.
+    result: serde_json::Value,
+    /// The last of the worker's stderr.
+    stderr: Vec<String>,
 }
+
+/// Lines of a worker's stderr kept for its run record.
+const STDERR_LINES: usize = 2_000;
 
 #[allow(clippy::too_many_arguments)]
 async fn work(
@@ -516,6 +524,7 @@ async fn work(
     let mut escalated = None;
     let mut worker_id = None;
     let mut session_id = None;
+    let mut stderr: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let mut logs_ok = logs;
     let outcome = {
         let supervised = supervisor::supervise(
@@ -529,6 +538,10 @@ async fn work(
                     let text = line.text();
                     logs_ok.raw(stream, &text);
                     if stream == Stream::Stderr {
+                        if stderr.len() == STDERR_LINES {
+                            stderr.pop_front();
+                        }
+                        stderr.push_back(text);
                         return false;
                     }
                     let events = adapter.parse_line(&text);
@@ -598,11 +611,91 @@ async fn work(
     if let Some(id) = worker_id {
         store.end_worker(id, Utc::now(), &why).await?;
     }
+    let result = serde_json::json!({
+        "run_id": run.id,
+        "task_gid": gid,
+        "phase": phase.as_str(),
+        "agent": adapter.name(),
+        "session_id": run.worker_session_id,
+        "done": done,
+        "escalated": escalated,
+        "why": why,
+        "exit_code": outcome.exit_code,
+        "signal": outcome.signal,
+        "stopped": outcome.stopped,
+        "killed": outcome.killed,
+        "lines": outcome.lines,
+        "truncated_lines": outcome.truncated_lines,
+    });
     Ok(Worked {
         done,
         stopped: outcome.stopped,
         why,
+        result,
+        stderr: stderr.into_iter().collect(),
     })
+}
+
+/// Writes the run record of one worker: what it changed (`patch.diff`, against the
+/// branch's last commit, new files included), how it ended (`result.json`) and what it
+/// said on stderr (`stderr.txt`), under `logs/<gid>/run-<id>/<n>-<phase>/`, n counting
+/// the run's workers from 1.
+async fn write_run_record(
+    settings: &RunnerSettings,
+    gid: &str,
+    run_id: i64,
+    phase: Phase,
+    worktree: &Path,
+    worked: &Worked,
+) -> Result<PathBuf> {
+    let run_dir = settings.logs_dir.join(gid).join(format!("run-{run_id}"));
+    // Numbered by what is already there, so a run resumed by a later runner never
+    // overwrites an earlier worker's record.
+    let sequence = std::fs::read_dir(&run_dir).map(|d| d.count()).unwrap_or(0) + 1;
+    let dir = run_dir.join(format!("{sequence}-{}", phase.as_str()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let worktree = worktree.to_path_buf();
+    let patch = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(&worktree)
+                .args(args)
+                .output()
+                .with_context(|| format!("cannot run git {}", args.join(" ")))
+        };
+        // Stage everything (new files too) so the patch is the whole change; the commit
+        // that may follow stages the same.
+        let added = git(&["add", "-A"])?;
+        anyhow::ensure!(
+            added.status.success(),
+            "git add failed: {}",
+            String::from_utf8_lossy(&added.stderr)
+        );
+        let diff = git(&["diff", "--cached", "--binary", "HEAD"])?;
+        anyhow::ensure!(
+            diff.status.success(),
+            "git diff failed: {}",
+            String::from_utf8_lossy(&diff.stderr)
+        );
+        Ok(diff.stdout)
+    })
+    .await??;
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(dir.join(name), bytes)
+            .with_context(|| format!("cannot write {}", dir.join(name).display()))
+    };
+    write("patch.diff", &patch)?;
+    write(
+        "result.json",
+        serde_json::to_string_pretty(&worked.result)?.as_bytes(),
+    )?;
+    let mut stderr = worked.stderr.join("\n");
+    if !stderr.is_empty() {
+        stderr.push('\n');
+    }
+    write("stderr.txt", stderr.as_bytes())?;
+    Ok(dir)
 }
 
 /// The verification's verdict.

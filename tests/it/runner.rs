@@ -138,6 +138,27 @@ fn a_plan_note_goes_through_red_verification_and_a_fix_ci_worker_to_complete() {
     let fix_log = std::fs::read_to_string(ws.path().join("logs/T-1").join(fix_log)).expect("read");
     assert!(fix_log.contains("[DONE:implemented]"), "{fix_log}");
 
+    // Each worker left its run record: the patch, how it ended, its stderr.
+    let record = ws.path().join("logs/T-1/run-1");
+    let first = record.join("1-queued");
+    let patch = std::fs::read_to_string(first.join("patch.diff")).expect("patch.diff");
+    assert!(patch.contains("+++ b/EXECUTOR_EXAMPLE.md"), "{patch}");
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(first.join("result.json")).expect("result.json"),
+    )
+    .expect("result.json is JSON");
+    assert_eq!(result["phase"], "queued");
+    assert_eq!(result["exit_code"], 0);
+    assert!(result["done"]
+        .as_str()
+        .is_some_and(|d| d.starts_with("[DONE:implemented]")));
+    assert!(first.join("stderr.txt").exists());
+    let second = std::fs::read_to_string(record.join("2-fix_ci/patch.diff")).expect("fix_ci patch");
+    assert!(
+        second.contains("Another pass after a failed verification"),
+        "{second}"
+    );
+
     // Nothing left to do: a second pass does nothing.
     let again = ws.run(&["run", "--once"]);
     assert!(again.status.success());
