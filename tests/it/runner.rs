@@ -192,8 +192,14 @@ fn a_worker_that_never_reports_done_is_retried_then_abandoned_to_the_owner() {
     assert_eq!(history, ["added", "go", "run_started", "run_abandoned"]);
     let logs = std::fs::read_dir(ws.path().join("logs/T-2"))
         .expect("logs")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
         .count();
     assert_eq!(logs, 4, "two workers, a .md and a .jsonl each");
+    let records = std::fs::read_dir(ws.path().join("logs/T-2/run-1"))
+        .expect("run records")
+        .count();
+    assert_eq!(records, 2, "one run record per worker");
 }
 
 #[test]
