@@ -192,8 +192,8 @@ impl Runner {
                 )
                 .await
                 {
-                    Ok(results) => {
-                        for result in results {
+                    Ok(passed) => {
+                        for result in passed.results {
                             tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "recovered run ended");
                         }
                     }
@@ -203,8 +203,8 @@ impl Runner {
             let (cleanup_store, cleanup_settings) = (Arc::clone(&store), Arc::clone(&settings));
             match crate::runner::drive::run_approved(store, adapter, prompts, settings, slots).await
             {
-                Ok(results) => {
-                    for result in results {
+                Ok(passed) => {
+                    for result in passed.results {
                         tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "run ended");
                     }
                 }

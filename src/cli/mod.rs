@@ -188,6 +188,7 @@ fn exit_code(error: &anyhow::Error) -> u8 {
             || cause.is::<ConfigError>()
             || cause.is::<GidError>()
             || cause.is::<crate::prompts::PromptError>()
+            || cause.is::<crate::agents::AgentError>()
             || matches!(
                 cause.downcast_ref::<QueueOpError>(),
                 Some(QueueOpError::NotFound(_) | QueueOpError::Illegal { .. })
@@ -464,18 +465,19 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         Arc::clone(&slots),
     )
     .await?;
-    for result in &recovered {
+    for result in &recovered.results {
         eprintln!(
             "recovered run {} of {}: {} (verification failures: {})",
             result.run_id, result.task_gid, result.state, result.ci_attempts
         );
     }
+    let mut failed = recovered.failed;
     let (store_for_cleanup, runner_for_cleanup) = (Arc::clone(&store), Arc::clone(&runner));
     let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
         eprintln!("no approved task to work on");
         clean_worktrees(store_for_cleanup.as_ref(), &runner_for_cleanup).await;
-        return Ok(());
+        return fail_if_any(failed);
     }
     eprintln!(
         "{} approved task(s); workers: {} (at most {} at a time)",
@@ -483,16 +485,24 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         adapter.argv(&Default::default()).join(" "),
         settings.raw.runner.max_workers
     );
-    let results =
-        crate::runner::drive::run_approved(store, adapter, prompts, runner, slots).await?;
-    for result in &results {
+    let passed = crate::runner::drive::run_approved(store, adapter, prompts, runner, slots).await?;
+    failed.extend(passed.failed);
+    for result in &passed.results {
         eprintln!(
             "run {} of {}: {} (verification failures: {})",
             result.run_id, result.task_gid, result.state, result.ci_attempts
         );
     }
     clean_worktrees(store_for_cleanup.as_ref(), &runner_for_cleanup).await;
-    Ok(())
+    fail_if_any(failed)
+}
+
+/// Exit 1 when a run failed (it was abandoned where possible; the log has the details).
+fn fail_if_any(failed: Vec<String>) -> Result<()> {
+    match failed.len() {
+        0 => Ok(()),
+        n => Err(anyhow::anyhow!("{n} run(s) failed: {}", failed.join("; "))),
+    }
 }
 
 async fn clean_worktrees(store: &dyn Store, settings: &crate::runner::drive::RunnerSettings) {

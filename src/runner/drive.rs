@@ -55,6 +55,14 @@ pub struct RunnerSettings {
     pub keep_worktrees: Duration,
 }
 
+/// What a pass did: the runs that ended, and why the others failed (each failed run was
+/// abandoned where the store allowed it).
+#[derive(Debug, Default)]
+pub struct Passed {
+    pub results: Vec<RunResult>,
+    pub failed: Vec<String>,
+}
+
 /// How one run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunResult {
@@ -79,10 +87,10 @@ pub async fn run_approved(
     prompts: Arc<PromptSet>,
     settings: Arc<RunnerSettings>,
     slots: Arc<Semaphore>,
-) -> Result<Vec<RunResult>> {
+) -> Result<Passed> {
     let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Passed::default());
     }
     if !settings.repository.join(".git").exists() {
         anyhow::bail!(
@@ -108,14 +116,18 @@ pub async fn run_approved(
         });
     }
     let mut results = Vec::new();
+    let mut failed = Vec::new();
     while let Some(joined) = runs.join_next().await {
         match joined? {
             Ok(Some(result)) => results.push(result),
             Ok(None) => {}
-            Err(error) => tracing::error!(error = format!("{error:#}"), "a run failed"),
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "a run failed");
+                failed.push(format!("{error:#}"));
+            }
         }
     }
-    Ok(results)
+    Ok(Passed { results, failed })
 }
 
 /// Carries one approved task through its run. `None` when another runner took it first.
@@ -133,25 +145,42 @@ async fn drive(
         Err(queue_ops::QueueOpError::Illegal { .. }) => return Ok(None),
         Err(e) => return Err(e.into()),
     }
-    let mut run = store.create_run(&gid, clock.now()).await?;
-    let wt = prepare_worktree(settings, &task).await?;
-    tracing::info!(gid = %gid, run = run.id, branch = %wt.branch, worktree = %wt.path.display(), "run started");
-    run.worktree_path = Some(wt.path.display().to_string());
-    run.branch_name = Some(wt.branch.clone());
-    move_run(store, &mut run, RunEvent::WorkerStarted).await?;
-    carry(
-        store,
-        adapter,
-        prompts,
-        settings,
-        task,
-        run,
-        wt,
-        Phase::Queued,
-        None,
-    )
-    .await
-    .map(Some)
+    let run = store.create_run(&gid, clock.now()).await?;
+    let run_id = run.id;
+    let started = async {
+        let mut run = run;
+        let wt = prepare_worktree(settings, &task).await?;
+        tracing::info!(gid = %gid, run = run.id, branch = %wt.branch, worktree = %wt.path.display(), "run started");
+        run.worktree_path = Some(wt.path.display().to_string());
+        run.branch_name = Some(wt.branch.clone());
+        move_run(store, &mut run, RunEvent::WorkerStarted).await?;
+        carry(store, adapter, prompts, settings, task, run, wt, Phase::Queued, None).await
+    }
+    .await;
+    match started {
+        Ok(result) => Ok(Some(result)),
+        Err(error) => {
+            give_up(store, run_id, &gid, &format!("{error:#}")).await;
+            Err(error)
+        }
+    }
+}
+
+/// A run that failed for a reason no worker can fix (its worktree cannot be made, its
+/// verification cannot start, the store failed) is abandoned rather than left looking
+/// alive; best effort, since the store itself may be what failed.
+async fn give_up(store: &dyn Store, run_id: i64, gid: &str, why: &str) {
+    let Ok(runs) = store.runs(Some(gid)).await else {
+        return;
+    };
+    let Some(mut run) = runs.into_iter().find(|r| r.id == run_id) else {
+        return;
+    };
+    if run.state.is_active() {
+        if let Err(error) = abandon(store, &mut run, gid, why).await {
+            tracing::error!(gid = %gid, run = run_id, error = format!("{error:#}"), "cannot abandon a failed run");
+        }
+    }
 }
 
 async fn prepare_worktree(settings: &RunnerSettings, task: &Task) -> Result<worktree::Worktree> {
@@ -296,8 +325,16 @@ pub fn worktree_expired(run: &Run, now: chrono::DateTime<Utc>, keep: Duration) -
 pub async fn clean_worktrees(store: &dyn Store, settings: &RunnerSettings) -> Result<usize> {
     let now = Utc::now();
     let mut removed = 0;
-    for run in store.runs(None).await? {
-        if !worktree_expired(&run, now, settings.keep_worktrees) {
+    let runs = store.runs(None).await?;
+    for run in &runs {
+        if !worktree_expired(run, now, settings.keep_worktrees) {
+            continue;
+        }
+        // A later run of the same task works in the same place: its worktree is not ours.
+        if runs
+            .iter()
+            .any(|other| other.id > run.id && other.worktree_path == run.worktree_path)
+        {
             continue;
         }
         let Some(path) = run.worktree_path.as_deref().map(PathBuf::from) else {
@@ -337,13 +374,17 @@ pub async fn recover(
     prompts: Arc<PromptSet>,
     settings: Arc<RunnerSettings>,
     slots: Arc<Semaphore>,
-) -> Result<Vec<RunResult>> {
+) -> Result<Passed> {
     for worker in store.open_workers(&host()).await? {
         let Ok(pid) = u32::try_from(worker.pid) else {
             continue;
         };
         let alive = supervisor::group::start_time(pid).and_then(|t| i64::try_from(t).ok());
-        let outcome = if alive.is_some() && alive == worker.start_time {
+        let leader_is_ours = alive.is_some() && alive == worker.start_time;
+        // A dead leader's group id stays taken while any member lives, so members of
+        // group `pid` are still the worker's children.
+        let children_left = alive.is_none() && !supervisor::group::members(pid).is_empty();
+        let outcome = if leader_is_ours || children_left {
             stop_leftover(pid, settings.grace).await;
             tracing::warn!(
                 run = worker.run_id,
@@ -379,30 +420,41 @@ pub async fn recover(
             let _slot = permit;
             let gid = task.task_gid.clone();
             tracing::info!(gid = %gid, run = run.id, "resuming a run its runner left in progress");
-            let wt = prepare_worktree(&settings, &task).await?;
-            carry(
-                store.as_ref(),
-                &adapter,
-                &prompts,
-                &settings,
-                task,
-                run,
-                wt,
-                Phase::InProgress,
-                Some("the runner stopped while this run's worker was working".to_string()),
-            )
-            .await
-            .with_context(|| format!("recovery of task {gid}"))
+            let run_id = run.id;
+            let carried = async {
+                let wt = prepare_worktree(&settings, &task).await?;
+                carry(
+                    store.as_ref(),
+                    &adapter,
+                    &prompts,
+                    &settings,
+                    task,
+                    run,
+                    wt,
+                    Phase::InProgress,
+                    Some("the runner stopped while this run's worker was working".to_string()),
+                )
+                .await
+            }
+            .await;
+            if let Err(error) = &carried {
+                give_up(store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
+            }
+            carried.with_context(|| format!("recovery of task {gid}"))
         });
     }
     let mut results = Vec::new();
+    let mut failed = Vec::new();
     while let Some(joined) = runs.join_next().await {
         match joined? {
             Ok(result) => results.push(result),
-            Err(error) => tracing::error!(error = format!("{error:#}"), "a recovered run failed"),
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "a recovered run failed");
+                failed.push(format!("{error:#}"));
+            }
         }
     }
-    Ok(results)
+    Ok(Passed { results, failed })
 }
 
 /// TERM to a leftover worker's group, up to `grace` for it to go, then KILL.
@@ -657,9 +709,7 @@ async fn write_run_record(
     let worktree = worktree.to_path_buf();
     let patch = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
         let git = |args: &[&str]| {
-            std::process::Command::new("git")
-                .arg("-C")
-                .arg(&worktree)
+            orchestrator_git(&worktree)
                 .args(args)
                 .output()
                 .with_context(|| format!("cannot run git {}", args.join(" ")))
@@ -762,6 +812,25 @@ async fn verify(settings: &RunnerSettings, gid: &str, worktree: &Path) -> Result
     })
 }
 
+/// `git -C worktree` as the orchestrator runs it in a worker's worktree: with no hooks
+/// (a worker could have planted one), no filesystem monitor, and only the environment git
+/// needs, so nothing of the orchestrator's reaches code the worker wrote.
+fn orchestrator_git(worktree: &Path) -> std::process::Command {
+    let mut command = std::process::Command::new("git");
+    command
+        .env_clear()
+        .envs(std::env::vars().filter(|(key, _)| matches!(key.as_str(), "PATH" | "HOME" | "LANG")))
+        .arg("-C")
+        .arg(worktree)
+        .args([
+            "-c",
+            "core.hooksPath=/dev/null",
+            "-c",
+            "core.fsmonitor=false",
+        ]);
+    command
+}
+
 /// Commits the worktree's changes on the run's branch as the orchestrator.
 async fn commit(worktree: &Path, task: &Task, run_id: i64) -> Result<()> {
     let worktree = worktree.to_path_buf();
@@ -772,9 +841,7 @@ async fn commit(worktree: &Path, task: &Task, run_id: i64) -> Result<()> {
     );
     tokio::task::spawn_blocking(move || -> Result<()> {
         let git = |args: &[&str]| -> Result<std::process::Output> {
-            let output = std::process::Command::new("git")
-                .arg("-C")
-                .arg(&worktree)
+            let output = orchestrator_git(&worktree)
                 .args([
                     "-c",
                     "user.name=executor",

@@ -151,6 +151,9 @@ where
         source,
     })?;
     let pid = child.id().unwrap_or_default();
+    // If this future is dropped midway (a shutdown, a failed caller), the whole group goes,
+    // not only its leader (which is all `kill_on_drop` reaches).
+    let mut group_guard = GroupGuard { pgid: Some(pid) };
     on_event(WorkerEvent::Started {
         pid,
         start_time: group::start_time(pid),
@@ -234,6 +237,7 @@ where
 
     // Whatever the worker left in its group goes with it.
     let _ = group::signal_group(pid, Signal::SIGKILL);
+    group_guard.pgid = None;
     let drain_until = Instant::now() + DRAIN;
     loop {
         tokio::select! {
@@ -252,6 +256,19 @@ where
     outcome.exit_code = status.code();
     outcome.signal = status.signal();
     Ok(outcome)
+}
+
+/// Kills a worker's whole group when dropped while still armed.
+struct GroupGuard {
+    pgid: Option<u32>,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            let _ = group::signal_group(pgid, Signal::SIGKILL);
+        }
+    }
 }
 
 /// TERM to the group, up to `grace` for the leader to exit, then KILL to the group.

@@ -524,3 +524,43 @@ fn finished_worktrees_are_kept_within_the_retention() {
     let run = &runs(&ws, "R-2")[0];
     assert!(Path::new(run["worktree_path"].as_str().expect("recorded")).exists());
 }
+
+#[test]
+fn a_run_that_cannot_start_is_abandoned_not_left_looking_alive() {
+    let ws = workspace(&[EXAMPLE_WORKER], &[], "base_branch = \"develop\"\n");
+    ws.ok(&["add", "--title", "Bad base", "--gid", "B-1"]);
+    ws.ok(&["go", "B-1"]);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("develop"), "{stderr}");
+    let shown = ws.json(&["show", "B-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "for_review");
+    assert_eq!(shown["runs"][0]["state"], "abandoned");
+}
+
+#[test]
+fn stopping_the_daemon_leaves_no_worker_process_behind() {
+    let ws = workspace(&["/bin/sh", "-c", "sleep 300 & sleep 300"], &[], "");
+    ws.ok(&["add", "--title", "Long", "--gid", "D-1"]);
+    ws.ok(&["go", "D-1"]);
+    let daemon = crate::daemon::Daemon::start(&ws);
+    let pid =
+        crate::support::eventually(std::time::Duration::from_secs(30), "a live worker", || {
+            runs(&ws, "D-1").first()?["worker_pid"]
+                .as_u64()
+                .and_then(|p| u32::try_from(p).ok())
+        });
+    assert!(!executor::supervisor::group::members(pid).is_empty());
+    daemon.signal("-TERM");
+    assert!(daemon.wait().success());
+    crate::support::eventually(
+        std::time::Duration::from_secs(10),
+        "the worker's group gone",
+        || {
+            executor::supervisor::group::members(pid)
+                .is_empty()
+                .then_some(())
+        },
+    );
+}
