@@ -326,13 +326,7 @@ mod tests {
     use crate::agents::event::Summary;
     use std::path::PathBuf;
 
-    fn fixture(name: &str) -> String {
-        let path = format!(
-            "{}/../shared/fixtures/agents/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        );
-        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
-    }
+    use crate::agents::fixture;
 
     fn parse_all(text: &str) -> Vec<AgentEvent> {
         text.lines().flat_map(parse_line).collect()

@@ -227,6 +227,17 @@ pub(crate) fn parse_json_line(line: &str) -> Result<Value, Vec<AgentEvent>> {
     })
 }
 
+/// A captured agent transcript from `../shared/fixtures/agents/` (beside the crate, as
+/// CI lays it out).
+#[cfg(test)]
+pub(crate) fn fixture(name: &str) -> String {
+    let path = format!(
+        "{}/../shared/fixtures/agents/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -115,19 +115,7 @@ pub async fn run_approved(
                 .with_context(|| format!("run of task {gid}"))
         });
     }
-    let mut results = Vec::new();
-    let mut failed = Vec::new();
-    while let Some(joined) = runs.join_next().await {
-        match joined? {
-            Ok(Some(result)) => results.push(result),
-            Ok(None) => {}
-            Err(error) => {
-                tracing::error!(error = format!("{error:#}"), "a run failed");
-                failed.push(format!("{error:#}"));
-            }
-        }
-    }
-    Ok(Passed { results, failed })
+    Ok(collect(runs, "a run failed").await)
 }
 
 /// Carries one approved task through its run. `None` when another runner took it first.
@@ -440,21 +428,32 @@ pub async fn recover(
             if let Err(error) = &carried {
                 give_up(store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
             }
-            carried.with_context(|| format!("recovery of task {gid}"))
+            carried
+                .map(Some)
+                .with_context(|| format!("recovery of task {gid}"))
         });
     }
-    let mut results = Vec::new();
-    let mut failed = Vec::new();
+    Ok(collect(runs, "a recovered run failed").await)
+}
+
+/// Waits for every run of a pass. A run that failed or panicked is counted, never allowed
+/// to cut the others short.
+async fn collect(
+    mut runs: tokio::task::JoinSet<Result<Option<RunResult>>>,
+    what: &'static str,
+) -> Passed {
+    let mut passed = Passed::default();
     while let Some(joined) = runs.join_next().await {
-        match joined? {
-            Ok(result) => results.push(result),
+        match joined.map_err(anyhow::Error::from).and_then(|run| run) {
+            Ok(Some(result)) => passed.results.push(result),
+            Ok(None) => {}
             Err(error) => {
-                tracing::error!(error = format!("{error:#}"), "a recovered run failed");
-                failed.push(format!("{error:#}"));
+                tracing::error!(error = format!("{error:#}"), "{what}");
+                passed.failed.push(format!("{error:#}"));
             }
         }
     }
-    Ok(Passed { results, failed })
+    passed
 }
 
 /// TERM to a leftover worker's group, up to `grace` for it to go, then KILL.

@@ -3,28 +3,12 @@
 //! green), the orchestrator's commit, and the run complete.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
 
-use crate::support::Workspace;
+use crate::support::{git, Workspace};
 
 pub(crate) const EXAMPLE_WORKER: &str = env!("CARGO_BIN_EXE_executor-example-worker");
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A workspace whose runner works on `repo/` (one commit on main) with `worker` and
 /// `verify`.

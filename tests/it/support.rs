@@ -137,6 +137,22 @@ impl Workspace {
     }
 }
 
+/// Runs `git -C dir args…`, asserts it worked, returns its trimmed stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .expect("run git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 pub fn assert_success(out: &Output, what: &str) {
     assert!(
         out.status.success(),

@@ -1,25 +1,9 @@
 //! Run worktrees on a real git repository: created from the base branch, found again after
 //! a crash, never destroying a directory git does not own.
 
-use std::path::Path;
-use std::process::Command;
-
 use executor::runner::worktree::{self, branch_name};
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+use crate::support::git;
 
 /// A repository with one commit on `main`.
 fn repo() -> tempfile::TempDir {
