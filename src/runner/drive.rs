@@ -571,6 +571,9 @@ async fn work(
         max_line: MAX_LINE,
     };
     let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    // The agent's session id is saved the moment it is known, so a worker killed with its
+    // runner can still be resumed in its own session.
+    let (session_tx, mut session_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let mut done = None;
     let mut escalated = None;
     let mut worker_id = None;
@@ -602,6 +605,7 @@ async fn work(
                         } = event
                         {
                             session_id = Some(id.clone());
+                            let _ = session_tx.send(id.clone());
                         }
                         for message in event.protocol_lines() {
                             logs_ok.message(message);
@@ -621,6 +625,13 @@ async fn work(
         loop {
             tokio::select! {
                 outcome = &mut supervised => break outcome?,
+                Some(id) = session_rx.recv() => {
+                    if run.worker_session_id.as_deref() != Some(id.as_str()) {
+                        run.worker_session_id = Some(id);
+                        run.updated_at = Utc::now();
+                        store.save_run(run).await?;
+                    }
+                }
                 Some((pid, start_time)) = started_rx.recv() => {
                     worker_id = Some(store.record_worker(&WorkerRecord {
                         id: 0,
