@@ -20,9 +20,9 @@ use crate::core::clock::{Clock, SystemClock};
 use crate::core::queue::QueueStatus;
 use crate::core::record::Heartbeat;
 use crate::ops::intake::PlansIntake;
+use crate::runner::drive::Runner;
 use crate::store::Store;
 use std::sync::Arc;
-use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
@@ -32,15 +32,7 @@ const SETTLE: Duration = Duration::from_millis(100);
 
 pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
     let store = shared.as_ref();
-    let runner = Runner {
-        store: Arc::clone(&shared),
-        adapter: super::agent_adapter(settings)?,
-        prompts: Arc::new(crate::prompts::PromptSet::load(
-            &settings.root.join("prompts"),
-        )?),
-        settings: Arc::new(super::runner_settings(settings)),
-        slots: Arc::new(Semaphore::new(settings.raw.runner.max_workers as usize)),
-    };
+    let runner = super::build_runner(settings, Arc::clone(&shared))?;
     let mut pass: Option<JoinHandle<()>> = None;
     let started_at = clock.now();
     let mut heartbeat = Heartbeat {
@@ -89,7 +81,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         ingest(intake, store, clock).await;
     }
     // The first pass reconciles what a previous runner left, then works approved tasks.
-    runner.start_pass(&mut pass, true);
+    start_pass(&runner, &mut pass, true);
 
     let mut beat_timer = tokio::time::interval(HEARTBEAT_EVERY);
     let mut rescan_timer = tokio::time::interval(settings.raw.runner.loop_sleep);
@@ -110,20 +102,20 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                 if let Some(intake) = intake.as_mut() {
                     ingest(intake, store, clock).await;
                 }
-                runner.wake(&mut pass).await;
+                wake(&runner, &mut pass).await;
             }
             _ = rescan_timer.tick() => {
                 if let Some(intake) = intake.as_mut() {
                     ingest(intake, store, clock).await;
                 }
-                runner.wake(&mut pass).await;
+                wake(&runner, &mut pass).await;
             }
             _ = beat_timer.tick() => {
                 heartbeat.beat_at = clock.now();
                 if let Err(error) = store.beat(&heartbeat).await {
                     tracing::warn!(%error, "cannot record the heartbeat");
                 }
-                runner.wake(&mut pass).await;
+                wake(&runner, &mut pass).await;
             }
         }
     }
@@ -142,85 +134,57 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     Ok(())
 }
 
-/// What a runner pass needs, shared by every pass of this daemon.
-struct Runner {
-    store: Arc<dyn Store>,
-    adapter: crate::agents::Adapter,
-    prompts: Arc<crate::prompts::PromptSet>,
-    settings: Arc<crate::runner::drive::RunnerSettings>,
-    slots: Arc<Semaphore>,
-}
-
-impl Runner {
-    /// Starts a pass when none is running and approved work is waiting.
-    async fn wake(&self, pass: &mut Option<JoinHandle<()>>) {
-        if pass.as_ref().is_some_and(|p| !p.is_finished()) {
+/// Starts a pass when none is running and approved work is waiting.
+async fn wake(runner: &Runner, pass: &mut Option<JoinHandle<()>>) {
+    if pass.as_ref().is_some_and(|p| !p.is_finished()) {
+        return;
+    }
+    match runner
+        .store
+        .tasks_page(Some(&QueueStatus::Approved), i64::MIN, 1)
+        .await
+    {
+        Ok(waiting) if waiting.is_empty() => return,
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(%error, "cannot look for approved tasks");
             return;
         }
-        match self
-            .store
-            .tasks_page(Some(&QueueStatus::Approved), i64::MIN, 1)
-            .await
-        {
-            Ok(waiting) if waiting.is_empty() => return,
-            Ok(_) => {}
-            Err(error) => {
-                tracing::warn!(%error, "cannot look for approved tasks");
-                return;
-            }
-        }
-        self.start_pass(pass, false);
     }
+    start_pass(runner, pass, false);
+}
 
-    /// Starts a pass: recovery first when asked, then the approved tasks.
-    fn start_pass(&self, pass: &mut Option<JoinHandle<()>>, recover: bool) {
-        let (store, adapter, prompts, settings, slots) = (
-            Arc::clone(&self.store),
-            self.adapter.clone(),
-            Arc::clone(&self.prompts),
-            Arc::clone(&self.settings),
-            Arc::clone(&self.slots),
-        );
-        *pass = Some(tokio::spawn(async move {
-            if recover {
-                match crate::runner::drive::recover(
-                    Arc::clone(&store),
-                    adapter.clone(),
-                    Arc::clone(&prompts),
-                    Arc::clone(&settings),
-                    Arc::clone(&slots),
-                )
-                .await
-                {
-                    Ok(passed) => {
-                        for result in passed.results {
-                            tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "recovered run ended");
-                        }
-                    }
-                    Err(error) => tracing::error!(error = format!("{error:#}"), "recovery failed"),
-                }
-            }
-            let (cleanup_store, cleanup_settings) = (Arc::clone(&store), Arc::clone(&settings));
-            match crate::runner::drive::run_approved(store, adapter, prompts, settings, slots).await
-            {
+/// Starts a pass: recovery first when asked, then the approved tasks, then retention.
+fn start_pass(runner: &Runner, pass: &mut Option<JoinHandle<()>>, recover: bool) {
+    let runner = runner.clone();
+    *pass = Some(tokio::spawn(async move {
+        if recover {
+            match crate::runner::drive::recover(&runner).await {
                 Ok(passed) => {
                     for result in passed.results {
-                        tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "run ended");
+                        tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "recovered run ended");
                     }
                 }
-                Err(error) => tracing::error!(error = format!("{error:#}"), "runner pass failed"),
+                Err(error) => tracing::error!(error = format!("{error:#}"), "recovery failed"),
             }
-            if let Err(error) =
-                crate::runner::drive::clean_worktrees(cleanup_store.as_ref(), &cleanup_settings)
-                    .await
-            {
-                tracing::warn!(
-                    error = format!("{error:#}"),
-                    "cannot clean finished worktrees"
-                );
+        }
+        match crate::runner::drive::run_approved(&runner).await {
+            Ok(passed) => {
+                for result in passed.results {
+                    tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "run ended");
+                }
             }
-        }));
-    }
+            Err(error) => tracing::error!(error = format!("{error:#}"), "runner pass failed"),
+        }
+        if let Err(error) =
+            crate::runner::drive::clean_worktrees(runner.store.as_ref(), &runner.settings).await
+        {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "cannot clean finished worktrees"
+            );
+        }
+    }));
 }
 
 async fn ingest(intake: &mut PlansIntake, store: &dyn Store, clock: &SystemClock) {

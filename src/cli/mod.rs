@@ -449,22 +449,8 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         let report = intake.ingest(store.as_ref(), clock).await?;
         output::print_ingest(intake.dir(), &report);
     }
-    let adapter = agent_adapter(settings)?;
-    let prompts = Arc::new(crate::prompts::PromptSet::load(
-        &settings.root.join("prompts"),
-    )?);
-    let runner = Arc::new(runner_settings(settings));
-    let slots = Arc::new(tokio::sync::Semaphore::new(
-        settings.raw.runner.max_workers as usize,
-    ));
-    let recovered = crate::runner::drive::recover(
-        Arc::clone(&store),
-        adapter.clone(),
-        Arc::clone(&prompts),
-        Arc::clone(&runner),
-        Arc::clone(&slots),
-    )
-    .await?;
+    let runner = build_runner(settings, store)?;
+    let recovered = crate::runner::drive::recover(&runner).await?;
     for result in &recovered.results {
         eprintln!(
             "recovered run {} of {}: {} (verification failures: {})",
@@ -472,29 +458,46 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         );
     }
     let mut failed = recovered.failed;
-    let (store_for_cleanup, runner_for_cleanup) = (Arc::clone(&store), Arc::clone(&runner));
-    let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
+    let approved = runner.store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
         eprintln!("no approved task to work on");
-        clean_worktrees(store_for_cleanup.as_ref(), &runner_for_cleanup).await;
-        return fail_if_any(failed);
-    }
-    eprintln!(
-        "{} approved task(s); workers: {} (at most {} at a time)",
-        approved.len(),
-        adapter.argv(&Default::default()).join(" "),
-        settings.raw.runner.max_workers
-    );
-    let passed = crate::runner::drive::run_approved(store, adapter, prompts, runner, slots).await?;
-    failed.extend(passed.failed);
-    for result in &passed.results {
+    } else {
         eprintln!(
-            "run {} of {}: {} (verification failures: {})",
-            result.run_id, result.task_gid, result.state, result.ci_attempts
+            "{} approved task(s); workers: {} (at most {} at a time)",
+            approved.len(),
+            runner.adapter.argv(&Default::default()).join(" "),
+            settings.raw.runner.max_workers
         );
+        let passed = crate::runner::drive::run_approved(&runner).await?;
+        failed.extend(passed.failed);
+        for result in &passed.results {
+            eprintln!(
+                "run {} of {}: {} (verification failures: {})",
+                result.run_id, result.task_gid, result.state, result.ci_attempts
+            );
+        }
     }
-    clean_worktrees(store_for_cleanup.as_ref(), &runner_for_cleanup).await;
+    clean_worktrees(runner.store.as_ref(), &runner.settings).await;
     fail_if_any(failed)
+}
+
+/// The runner `run --once` and the daemon share: agent, prompts (checked as they load),
+/// settings and the worker cap.
+pub(crate) fn build_runner(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+) -> Result<crate::runner::drive::Runner> {
+    Ok(crate::runner::drive::Runner {
+        store,
+        adapter: agent_adapter(settings)?,
+        prompts: Arc::new(crate::prompts::PromptSet::load(
+            &settings.root.join("prompts"),
+        )?),
+        settings: Arc::new(runner_settings(settings)),
+        slots: Arc::new(tokio::sync::Semaphore::new(
+            settings.raw.runner.max_workers as usize,
+        )),
+    })
 }
 
 /// Exit 1 when a run failed (it was abandoned where possible; the log has the details).
@@ -515,7 +518,7 @@ async fn clean_worktrees(store: &dyn Store, settings: &crate::runner::drive::Run
 
 /// The agent `[agent]` names; `auto` falls back to the bundled example worker installed
 /// beside this binary.
-pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
+fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
     let exe = std::env::current_exe().context("cannot tell where this executor binary is")?;
     let example = exe.with_file_name(if cfg!(windows) {
         "executor-example-worker.exe"
@@ -530,7 +533,7 @@ pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapte
     )?)
 }
 
-pub(crate) fn runner_settings(settings: &Settings) -> crate::runner::drive::RunnerSettings {
+fn runner_settings(settings: &Settings) -> crate::runner::drive::RunnerSettings {
     let runner = &settings.raw.runner;
     crate::runner::drive::RunnerSettings {
         repository: settings.root.join(&runner.repository),

@@ -63,6 +63,18 @@ pub struct Passed {
     pub failed: Vec<String>,
 }
 
+/// Everything a runner pass needs, cheap to clone into each run it starts. Every run
+/// holds one of `slots` while it lives, so however many passes share this, the cap on live
+/// workers holds.
+#[derive(Clone)]
+pub struct Runner {
+    pub store: Arc<dyn Store>,
+    pub adapter: Adapter,
+    pub prompts: Arc<PromptSet>,
+    pub settings: Arc<RunnerSettings>,
+    pub slots: Arc<Semaphore>,
+}
+
 /// How one run ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunResult {
@@ -81,13 +93,10 @@ const EXCERPT_LINES: usize = 60;
 /// A run holds one of `slots` while it lives, so however many passes run at once (the
 /// daemon starts one per wake-up), the cap on live workers holds; a task two passes both
 /// see is claimed by one of them only (the queue move to `in_progress` is compare-and-set).
-pub async fn run_approved(
-    store: Arc<dyn Store>,
-    adapter: Adapter,
-    prompts: Arc<PromptSet>,
-    settings: Arc<RunnerSettings>,
-    slots: Arc<Semaphore>,
-) -> Result<Passed> {
+pub async fn run_approved(runner: &Runner) -> Result<Passed> {
+    let Runner {
+        store, settings, ..
+    } = runner;
     let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
         return Ok(Passed::default());
@@ -100,17 +109,12 @@ pub async fn run_approved(
     }
     let mut runs = tokio::task::JoinSet::new();
     for task in approved {
-        let permit = Arc::clone(&slots).acquire_owned().await?;
-        let (store, adapter, prompts, settings) = (
-            Arc::clone(&store),
-            adapter.clone(),
-            Arc::clone(&prompts),
-            Arc::clone(&settings),
-        );
+        let permit = Arc::clone(&runner.slots).acquire_owned().await?;
+        let r = runner.clone();
         runs.spawn(async move {
             let _slot = permit;
             let gid = task.task_gid.clone();
-            drive(store.as_ref(), &adapter, &prompts, &settings, task)
+            drive(r.store.as_ref(), &r.adapter, &r.prompts, &r.settings, task)
                 .await
                 .with_context(|| format!("run of task {gid}"))
         });
@@ -356,13 +360,10 @@ pub fn host() -> String {
 /// pid is never touched) is stopped with its whole group, and each run it left
 /// `in_progress` continues with a resume worker in its worktree. Call it once at start,
 /// with the runner lock held, before any new run starts.
-pub async fn recover(
-    store: Arc<dyn Store>,
-    adapter: Adapter,
-    prompts: Arc<PromptSet>,
-    settings: Arc<RunnerSettings>,
-    slots: Arc<Semaphore>,
-) -> Result<Passed> {
+pub async fn recover(runner: &Runner) -> Result<Passed> {
+    let Runner {
+        store, settings, ..
+    } = runner;
     for worker in store.open_workers(&host()).await? {
         let Ok(pid) = u32::try_from(worker.pid) else {
             continue;
@@ -397,25 +398,20 @@ pub async fn recover(
         if task.status != QueueStatus::InProgress {
             continue;
         }
-        let permit = Arc::clone(&slots).acquire_owned().await?;
-        let (store, adapter, prompts, settings) = (
-            Arc::clone(&store),
-            adapter.clone(),
-            Arc::clone(&prompts),
-            Arc::clone(&settings),
-        );
+        let permit = Arc::clone(&runner.slots).acquire_owned().await?;
+        let r = runner.clone();
         runs.spawn(async move {
             let _slot = permit;
             let gid = task.task_gid.clone();
             tracing::info!(gid = %gid, run = run.id, "resuming a run its runner left in progress");
             let run_id = run.id;
             let carried = async {
-                let wt = prepare_worktree(&settings, &task).await?;
+                let wt = prepare_worktree(&r.settings, &task).await?;
                 carry(
-                    store.as_ref(),
-                    &adapter,
-                    &prompts,
-                    &settings,
+                    r.store.as_ref(),
+                    &r.adapter,
+                    &r.prompts,
+                    &r.settings,
                     task,
                     run,
                     wt,
@@ -426,7 +422,7 @@ pub async fn recover(
             }
             .await;
             if let Err(error) = &carried {
-                give_up(store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
+                give_up(r.store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
             }
             carried
                 .map(Some)

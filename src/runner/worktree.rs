@@ -181,16 +181,7 @@ fn parse_porcelain(listing: &str) -> Vec<Registered> {
 
 fn branch_exists(repo: &Path, branch: &str) -> Result<bool, WorktreeError> {
     let reference = format!("refs/heads/{branch}");
-    let args = ["show-ref", "--verify", "--quiet", reference.as_str()];
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .map_err(|source| WorktreeError::Spawn {
-            args: args.join(" "),
-            source,
-        })?;
+    let output = run(repo, &["show-ref", "--verify", "--quiet", &reference])?;
     Ok(output.status.success())
 }
 
@@ -205,9 +196,9 @@ fn aside_path(path: &Path) -> PathBuf {
     candidate
 }
 
-/// Runs `git -C repo args…` and returns its stdout.
-fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    let output = Command::new("git")
+/// Runs `git -C repo args…`, whatever its exit status.
+fn run(repo: &Path, args: &[&str]) -> Result<std::process::Output, WorktreeError> {
+    Command::new("git")
         .arg("-C")
         .arg(repo)
         .args(args)
@@ -215,7 +206,12 @@ fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
         .map_err(|source| WorktreeError::Spawn {
             args: args.join(" "),
             source,
-        })?;
+        })
+}
+
+/// Runs `git -C repo args…` and returns its stdout, or its stderr as the error.
+fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
+    let output = run(repo, args)?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
