@@ -5,7 +5,12 @@
 //!
 //! 1. `executor add` wall time per process, 10,000 sequential spawns;
 //! 2. `executor queue --json` over 100,000 tasks, 10 spawns;
-//! 3. how long the daemon takes to put a new plans-folder note into the queue, 20 notes.
+//! 3. how long the daemon takes to put a new plans-folder note into the queue, 20 notes;
+//! 4. an idle `executor run --once` over that queue;
+//! 5. the supervisor reading 50 flooding workers;
+//! 6. dispatch: 200 runs of a no-op worker (cap 2, worktrees off) against `xargs -P2`
+//!    running the same no-op 200 times, and pueue with `parallel 2` where it is installed,
+//!    in alternating rounds so all three see the same machine.
 //!
 //! Every timing is spawn-to-exit (or write-to-row) wall time from `std::time::Instant`.
 
@@ -75,6 +80,13 @@ fn main() {
     let root = tempfile::tempdir().expect("cannot create a temporary folder for the workspaces");
     let mut rows = Vec::new();
     let mut notes = Vec::new();
+
+    // `cargo bench --bench cli -- dispatch` runs the dispatch comparison alone.
+    if std::env::args().skip(1).any(|arg| arg == "dispatch") {
+        let (rows, notes) = dispatch(&root.path().join("dispatch"));
+        print_table(&nproc, &rustc, &rows, &notes, bench_started);
+        return;
+    }
 
     // 1. `executor add`, one process per task.
     let config = init_workspace(&root.path().join("add"));
@@ -234,12 +246,21 @@ fn main() {
     rows.push(row);
     notes.push(note);
 
+    // 6. Dispatch: 200 no-op runs, side by side with `xargs -P2` and pueue.
+    let (dispatch_rows, dispatch_notes) = dispatch(&root.path().join("dispatch"));
+    rows.extend(dispatch_rows);
+    notes.extend(dispatch_notes);
+
+    print_table(&nproc, &rustc, &rows, &notes, bench_started);
+}
+
+fn print_table(nproc: &str, rustc: &str, rows: &[Row], notes: &[String], bench_started: Instant) {
     println!("machine: {nproc} CPUs (available_parallelism), {rustc}");
     println!("binary: {BIN}");
     println!();
     println!("| measurement | n | median | p95 | max | target | met |");
     println!("|---|---:|---:|---:|---:|---|---|");
-    for row in &rows {
+    for row in rows {
         println!(
             "| {} | {} | {} | {} | {} | {} | {} |",
             row.name,
@@ -252,7 +273,7 @@ fn main() {
         );
     }
     println!();
-    for note in &notes {
+    for note in notes {
         println!("- {note}");
     }
     println!("- whole bench: {}", seconds(bench_started.elapsed()));
@@ -593,4 +614,242 @@ fn micros(d: Duration) -> String {
 
 fn seconds(d: Duration) -> String {
     format!("{:.1} s", d.as_secs_f64())
+}
+
+const DISPATCH_RUNS: usize = 200;
+const DISPATCH_ROUNDS: usize = 7;
+/// The no-op worker: it says it is done and exits.
+const NO_OP: [&str; 2] = ["/bin/echo", "[DONE:implemented] nothing to do"];
+
+/// 200 approved tasks run by `executor run --once` with a no-op worker, two at a time,
+/// worktrees off, against the floor (`xargs -P2` spawning the same no-op 200 times) and
+/// pueue's dispatch of the same 200 commands with `parallel 2`. Rounds alternate so the
+/// three share the machine's moods; each executor round starts from a copy of the same
+/// freshly filled database and an empty logs folder.
+fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
+    let config = init_workspace(dir);
+    let text = std::fs::read_to_string(&config).expect("read the dispatch config");
+    let text = text
+        .replacen(
+            "[runner]\n",
+            "[runner]\nmax_workers = 2\nworktrees = false\nretry_backoff = \"10ms\"\n",
+            1,
+        )
+        .replacen(
+            "[agent]\n",
+            &format!(
+                "[agent]\nkind = \"command\"\ncommand = [\"{}\", \"{}\"]\n",
+                NO_OP[0], NO_OP[1]
+            ),
+            1,
+        );
+    std::fs::write(&config, text).expect("write the dispatch config");
+    let db = db_path(&config);
+    fill_approved(&db, DISPATCH_RUNS);
+    // The store leaves its WAL in place on close; fold it in so one file is the whole
+    // database to copy.
+    Connection::open(&db)
+        .and_then(|conn| conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);"))
+        .unwrap_or_else(|e| panic!("cannot checkpoint {}: {e}", db.display()));
+    let template = dir.join("approved.db");
+    std::fs::copy(&db, &template).expect("keep a copy of the filled database");
+
+    let pueue = Pueue::start(&dir.join("pueue"));
+    let (mut ours, mut floor, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..DISPATCH_ROUNDS {
+        for suffix in ["-wal", "-shm"] {
+            let _ = std::fs::remove_file(db.with_file_name(format!("executor.db{suffix}")));
+        }
+        std::fs::copy(&template, &db).expect("restore the filled database");
+        let _ = std::fs::remove_dir_all(dir.join("logs"));
+        let mut command = executor(&config);
+        command.args(["run", "--once"]);
+        let (elapsed, output) = timed_output(&mut command);
+        expect_success(&output, "executor run --once (200 no-op runs)");
+        let done = count_status(&db, "done");
+        assert_eq!(
+            done, DISPATCH_RUNS as i64,
+            "only {done} of {DISPATCH_RUNS} runs completed"
+        );
+        ours.push(elapsed);
+
+        let mut xargs = Command::new("sh");
+        xargs.arg("-c").arg(format!(
+            "seq {DISPATCH_RUNS} | xargs -P2 -I{{}} {} '{}' >/dev/null",
+            NO_OP[0], NO_OP[1]
+        ));
+        let (elapsed, output) = timed_output(&mut xargs);
+        expect_success(&output, "xargs -P2");
+        floor.push(elapsed);
+
+        if let Some(pueue) = &pueue {
+            theirs.push(pueue.dispatch(DISPATCH_RUNS));
+        }
+    }
+    let ratio = median(&ours).as_secs_f64() / median(&floor).as_secs_f64();
+    let mut rows = vec![
+        Row {
+            name: format!(
+                "dispatch: {DISPATCH_RUNS} no-op runs, `executor run --once`, cap 2, worktrees off ({ratio:.1}x the floor)"
+            ),
+            met: ratio <= 3.0,
+            samples: ours.clone(),
+            target: "within 3x of xargs".into(),
+        },
+        Row {
+            name: format!("dispatch floor: `xargs -P2`, the same no-op {DISPATCH_RUNS} times"),
+            met: true,
+            samples: floor,
+            target: "(the floor)".into(),
+        },
+    ];
+    let mut notes = vec![format!(
+        "dispatch: each executor round starts {DISPATCH_RUNS} runs from approved tasks and ends with every task `done`: {} per run including its store writes, phase log and run record (the workspace is in {}).",
+        micros(median(&ours) / DISPATCH_RUNS as u32),
+        dir.display()
+    )];
+    match &pueue {
+        Some(pueue) => {
+            let speedup = median(&theirs).as_secs_f64() / median(&ours).as_secs_f64();
+            rows.push(Row {
+                name: format!(
+                    "dispatch: pueue {} `parallel 2`, the same {DISPATCH_RUNS} no-ops (executor {speedup:.1}x faster)",
+                    pueue.version
+                ),
+                met: speedup >= 10.0,
+                samples: theirs,
+                target: "executor at least 10x faster".into(),
+            });
+            notes.push("pueue: each round `pueue add`s the 200 commands (one client process each) and `pueue wait`s for them; its daemon runs with its own config and state in the bench's folder.".into());
+        }
+        None => notes.push(
+            "pueue: not installed (`pueue` and `pueued` are not on PATH), so its column is missing; `cargo install pueue --locked` adds it.".into(),
+        ),
+    }
+    (rows, notes)
+}
+
+/// `total` approved tasks, written through the store as any source would.
+fn fill_approved(db: &Path, total: usize) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("cannot start a tokio runtime to fill the queue");
+    runtime.block_on(async {
+        let store = SqliteStore::open(db)
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the store {}: {e}", db.display()));
+        for n in 1..=total {
+            let task = NewTask {
+                task_gid: format!("N-{n}"),
+                source: "bench".to_string(),
+                description: compose_description(&format!("No-op {n}"), "Nothing to do."),
+                notes: None,
+                priority: None,
+                initial_status: QueueStatus::Approved,
+            };
+            store
+                .upsert_task(&task, "bench", chrono::Utc::now())
+                .await
+                .unwrap_or_else(|e| panic!("upsert of task {n} failed: {e}"));
+        }
+    });
+}
+
+fn count_status(db: &Path, status: &str) -> i64 {
+    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .unwrap_or_else(|e| panic!("cannot open {}: {e}", db.display()));
+    conn.query_row(
+        "SELECT COUNT(*) FROM executor_queue WHERE status = ?1",
+        params![status],
+        |row| row.get(0),
+    )
+    .unwrap_or_else(|e| panic!("cannot count tasks in {}: {e}", db.display()))
+}
+
+/// A pueue daemon of the bench's own (config, state and socket in `dir`), when pueue is
+/// installed.
+struct Pueue {
+    config: PathBuf,
+    daemon: Child,
+    version: String,
+}
+
+impl Pueue {
+    fn start(dir: &Path) -> Option<Self> {
+        let version = Command::new("pueue").arg("--version").output().ok()?;
+        if !version.status.success() {
+            return None;
+        }
+        let version = String::from_utf8_lossy(&version.stdout)
+            .trim()
+            .trim_start_matches("Pueue client ")
+            .trim_start_matches("pueue ")
+            .to_string();
+        std::fs::create_dir_all(dir).expect("create the pueue folder");
+        let config = dir.join("pueue.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "shared:\n  pueue_directory: {0}\n  runtime_directory: {0}\n  use_unix_socket: true\n  unix_socket_path: {0}/pueue.socket\n",
+                dir.display()
+            ),
+        )
+        .expect("write the pueue config");
+        let daemon = Command::new("pueued")
+            .arg("--config")
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let pueue = Self {
+            config,
+            daemon,
+            version,
+        };
+        let started = Instant::now();
+        while !pueue.client(&["status"]).status.success() {
+            assert!(
+                started.elapsed() < DAEMON_START_GIVE_UP,
+                "pueued did not answer"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        expect_success(&pueue.client(&["parallel", "2"]), "pueue parallel 2");
+        Some(pueue)
+    }
+
+    fn client(&self, args: &[&str]) -> Output {
+        Command::new("pueue")
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("cannot spawn pueue")
+    }
+
+    /// Adds `n` no-op commands and waits for all of them; the time from the first add to
+    /// the end of the wait.
+    fn dispatch(&self, n: usize) -> Duration {
+        expect_success(&self.client(&["clean"]), "pueue clean");
+        let started = Instant::now();
+        for _ in 0..n {
+            expect_success(
+                &self.client(&["add", "--", NO_OP[0], NO_OP[1]]),
+                "pueue add",
+            );
+        }
+        expect_success(&self.client(&["wait"]), "pueue wait");
+        started.elapsed()
+    }
+}
+
+impl Drop for Pueue {
+    fn drop(&mut self) {
+        let _ = self.client(&["shutdown"]);
+        let _ = self.daemon.kill();
+        let _ = self.daemon.wait();
+    }
 }

@@ -77,10 +77,15 @@ pub fn argv(program: &Path, invocation: &Invocation) -> Vec<String> {
     argv
 }
 
-/// The shell command Claude runs as its PreToolUse hook: `<executor> hook claude`, the path
-/// quoted for `sh`.
-pub fn hook_command(executor: &Path) -> String {
-    format!("{} hook claude", shell_quote(&executor.to_string_lossy()))
+/// The shell command Claude runs as its PreToolUse hook: `<executor> hook claude --config
+/// <file> --run <id>`, paths quoted for `sh`. The run and config are in the command, not in
+/// the worker's environment, so nothing the worker does can point the hook elsewhere.
+pub fn hook_command(executor: &Path, config: &Path, run_id: i64) -> String {
+    format!(
+        "{} hook claude --config {} --run {run_id}",
+        shell_quote(&executor.to_string_lossy()),
+        shell_quote(&config.to_string_lossy())
+    )
 }
 
 /// The settings file passed with `--settings`: every tool call goes through `hook_command`
@@ -700,11 +705,22 @@ mod tests {
 
     #[test]
     fn the_hook_settings_send_every_tool_call_to_executor_hook_claude() {
-        let command = hook_command(Path::new("/opt/my tools/executor"));
-        assert_eq!(command, "'/opt/my tools/executor' hook claude");
+        let command = hook_command(
+            Path::new("/opt/my tools/executor"),
+            Path::new("/home/o/it's/executor.toml"),
+            17,
+        );
         assert_eq!(
-            hook_command(Path::new("/usr/local/bin/executor")),
-            "/usr/local/bin/executor hook claude"
+            command,
+            r"'/opt/my tools/executor' hook claude --config '/home/o/it'\''s/executor.toml' --run 17"
+        );
+        assert_eq!(
+            hook_command(
+                Path::new("/usr/local/bin/executor"),
+                Path::new("/srv/executor.toml"),
+                3
+            ),
+            "/usr/local/bin/executor hook claude --config /srv/executor.toml --run 3"
         );
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         let settings = hook_settings(&command);

@@ -42,7 +42,7 @@ pub const NOT_JSON: &str = "not_json";
 
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum AgentError {
-    #[error("agent.kind = \"{kind}\", but `{program}` is not an executable on PATH")]
+    #[error("agent.kind = \"{kind}\", but `{program}` is not an executable (looked for on PATH, or at agent.program)")]
     NotFound { kind: &'static str, program: String },
     #[error("agent.kind = \"command\" needs agent.command, the worker's argv")]
     EmptyCommand,
@@ -160,6 +160,22 @@ pub fn for_config(
             program: program.to_string(),
         })
     };
+    // `agent.program` names the CLI when it is not on PATH under its usual name: a path is
+    // taken as it is (it must be an executable file), a bare name is looked up.
+    let configured = |kind: &'static str, default: &str| match &section.program {
+        Some(program) if program.components().count() > 1 || program.is_absolute() => {
+            if is_executable(program) {
+                Ok(program.clone())
+            } else {
+                Err(AgentError::NotFound {
+                    kind,
+                    program: program.display().to_string(),
+                })
+            }
+        }
+        Some(program) => found(kind, &program.to_string_lossy()),
+        None => found(kind, default),
+    };
     match section.kind {
         AgentKind::Auto => Ok(if let Some(program) = find_program(claude::PROGRAM, path) {
             Adapter::Claude { program }
@@ -171,10 +187,10 @@ pub fn for_config(
             }
         }),
         AgentKind::Claude => Ok(Adapter::Claude {
-            program: found("claude", claude::PROGRAM)?,
+            program: configured("claude", claude::PROGRAM)?,
         }),
         AgentKind::Codex => Ok(Adapter::Codex {
-            program: found("codex", codex::PROGRAM)?,
+            program: configured("codex", codex::PROGRAM)?,
         }),
         AgentKind::Pi => Err(AgentError::Unsupported { kind: "pi" }),
         AgentKind::Command => {
@@ -203,11 +219,12 @@ pub fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
     std::env::split_paths(path?)
         .filter(|folder| folder.is_absolute())
         .map(|folder| folder.join(name))
-        .find(|candidate| {
-            candidate
-                .metadata()
-                .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-        })
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    path.metadata()
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
 /// A line of a JSON-lines stream as JSON; a blank line is no event, a line that is not JSON
@@ -248,6 +265,7 @@ mod tests {
         AgentSection {
             kind,
             command: command.iter().map(|s| s.to_string()).collect(),
+            ..AgentSection::default()
         }
     }
 

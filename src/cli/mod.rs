@@ -493,7 +493,7 @@ pub(crate) fn build_runner(
         prompts: Arc::new(crate::prompts::PromptSet::load(
             &settings.root.join("prompts"),
         )?),
-        settings: Arc::new(runner_settings(settings)),
+        settings: Arc::new(runner_settings(settings)?),
         slots: Arc::new(tokio::sync::Semaphore::new(
             settings.raw.runner.max_workers as usize,
         )),
@@ -526,16 +526,33 @@ fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
         "executor-example-worker"
     });
     let path = std::env::var_os("PATH");
+    // A relative `agent.program` path is relative to the config file, like every path there.
+    let mut section = settings.raw.agent.clone();
+    if let Some(program) = &section.program {
+        if program.components().count() > 1 && program.is_relative() {
+            section.program = Some(settings.root.join(program));
+        }
+    }
     Ok(crate::agents::for_config(
-        &settings.raw.agent,
+        &section,
         &example,
         path.as_deref(),
     )?)
 }
 
-fn runner_settings(settings: &Settings) -> crate::runner::drive::RunnerSettings {
+fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSettings> {
     let runner = &settings.raw.runner;
-    crate::runner::drive::RunnerSettings {
+    let agent = &settings.raw.agent;
+    let hook = if agent.hooks {
+        Some(crate::runner::drive::HookTarget {
+            executor: std::env::current_exe()
+                .context("cannot tell where this executor binary is")?,
+            config: settings.path.clone(),
+        })
+    } else {
+        None
+    };
+    Ok(crate::runner::drive::RunnerSettings {
         repository: settings.root.join(&runner.repository),
         base_branch: runner.base_branch.clone(),
         branch_prefix: runner.branch_prefix.clone(),
@@ -552,5 +569,17 @@ fn runner_settings(settings: &Settings) -> crate::runner::drive::RunnerSettings 
         max_worker_attempts: runner.max_worker_attempts.max(1),
         retry_base: runner.retry_backoff,
         keep_worktrees: runner.keep_worktrees,
-    }
+        worktrees: runner.worktrees,
+        agent: crate::runner::drive::AgentOptions {
+            env: agent
+                .env
+                .iter()
+                .map(|name| name.get_ref().clone())
+                .collect(),
+            model: agent.model.clone(),
+            allowed_tools: agent.allowed_tools.clone(),
+            max_turns: agent.max_turns,
+            hook,
+        },
+    })
 }

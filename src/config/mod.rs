@@ -132,6 +132,10 @@ pub struct RunnerSection {
     /// it as soon as the run ends.
     #[serde(default = "default_keep_worktrees", with = "humantime_serde")]
     pub keep_worktrees: Duration,
+    /// Each run in its own worktree and branch; off, workers run in `repository` itself and
+    /// nothing is committed.
+    #[serde(default = "default_true")]
+    pub worktrees: bool,
 }
 
 fn default_keep_worktrees() -> Duration {
@@ -164,6 +168,7 @@ impl Default for RunnerSection {
             retry_backoff: default_retry_backoff(),
             max_worker_attempts: default_max_worker_attempts(),
             keep_worktrees: default_keep_worktrees(),
+            worktrees: true,
         }
     }
 }
@@ -234,7 +239,7 @@ pub enum AgentKind {
     Command,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentSection {
     #[serde(default)]
@@ -242,6 +247,58 @@ pub struct AgentSection {
     /// argv of the worker when `kind = "command"`.
     #[serde(default)]
     pub command: Vec<String>,
+    /// The agent CLI (`claude` or `codex`) when it is not on `PATH` under its own name.
+    #[serde(default)]
+    pub program: Option<PathBuf>,
+    /// The model the agent is asked to use (its own default when unset).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Claude: tools allowed without asking the hook (`--allowedTools`).
+    #[serde(default)]
+    pub allowed_tools: Vec<String>,
+    /// Claude: `--max-turns`.
+    #[serde(default)]
+    pub max_turns: Option<u32>,
+    /// Names of environment variables handed to every worker from executor's own
+    /// environment: the agent's own settings and model credentials (for example
+    /// `ANTHROPIC_API_KEY`, `CLAUDE_CONFIG_DIR`, `CODEX_HOME`). executor's own secrets are
+    /// refused here.
+    #[serde(default)]
+    pub env: Vec<toml::Spanned<String>>,
+    /// Claude: every tool call is decided by `executor hook claude` and the worker policy.
+    #[serde(default = "default_true")]
+    pub hooks: bool,
+}
+
+impl Default for AgentSection {
+    fn default() -> Self {
+        Self {
+            kind: AgentKind::default(),
+            command: Vec::new(),
+            program: None,
+            model: None,
+            allowed_tools: Vec::new(),
+            max_turns: None,
+            env: Vec::new(),
+            hooks: true,
+        }
+    }
+}
+
+/// Whether `name` is one of executor's own secrets, which never reach a worker: the forge
+/// and chat tokens, the store's password, executor's own settings.
+pub fn is_orchestrator_secret(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    const EXACT: [&str; 6] = [
+        "GITHUB_TOKEN",
+        "GH_TOKEN",
+        "GITEA_TOKEN",
+        "PGPASSWORD",
+        "DATABASE_URL",
+        "ASANA_TOKEN",
+    ];
+    const PREFIXES: [&str; 5] = ["EXECUTOR_", "ZULIP_", "ASANA_", "SLACK_", "GITHUB_"];
+    EXACT.contains(&upper.as_str()) || PREFIXES.iter().any(|p| upper.starts_with(p))
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -498,6 +555,15 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         });
     }
 
+    if raw.agent.max_turns == Some(0) {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_key(text, "max_turns"),
+            key: "agent.max_turns",
+            message: "must be at least 1 (leave it out for no cap)".to_string(),
+        });
+    }
+
     if raw.runner.max_workers == 0 {
         return Err(ConfigError::Invalid {
             path: path.to_path_buf(),
@@ -505,6 +571,32 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
             key: "runner.max_workers",
             message: "must be at least 1".to_string(),
         });
+    }
+
+    for name in &raw.agent.env {
+        let valid = !name.get_ref().is_empty()
+            && name
+                .get_ref()
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+            && !name.get_ref().as_bytes()[0].is_ascii_digit();
+        if !valid {
+            return Err(invalid(
+                "agent.env",
+                name.span(),
+                format!("`{}` is not an environment variable name", name.get_ref()),
+            ));
+        }
+        if is_orchestrator_secret(name.get_ref()) {
+            return Err(invalid(
+                "agent.env",
+                name.span(),
+                format!(
+                    "`{}` is one of executor's own secrets and never reaches a worker",
+                    name.get_ref()
+                ),
+            ));
+        }
     }
 
     let plans_cfg = &raw.sources.plans;

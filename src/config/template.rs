@@ -25,6 +25,7 @@ url = "sqlite://executor.db"
 # retry_backoff = "5s"          # first wait before retrying a worker (doubles, max 1 min)
 # max_worker_attempts = 3       # workers ending without [DONE] before the run is abandoned
 # keep_worktrees = "7d"         # a finished run's worktree is removed after this (branch kept)
+# worktrees = true              # false: workers run in the repository itself, nothing committed
 
 [analyzer]
 # no_output_timeout = "5m"
@@ -33,6 +34,14 @@ url = "sqlite://executor.db"
 [agent]
 # kind = "auto"                 # auto | claude | codex | pi | command
 # command = []                  # argv of the worker when kind = "command"
+# program = "claude"            # the claude / codex CLI, when not on PATH by that name
+# model = "..."                 # unset: the agent's own default
+# allowed_tools = []            # claude: tools that skip the hook (--allowedTools)
+# max_turns = 100              # claude: --max-turns (unset: no cap)
+# env = []                      # variables workers get from executor's environment, e.g.
+#                               # ["ANTHROPIC_API_KEY", "CODEX_HOME"]; executor's own
+#                               # secrets (GITHUB_TOKEN, PGPASSWORD, ...) are refused
+# hooks = true                  # claude: every tool call is decided by roles/worker-policy.json
 
 [forge]
 # kind = "local"                # local | github | gitea

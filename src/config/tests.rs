@@ -196,3 +196,54 @@ fn zero_durations_are_refused() {
     let err = parse_err("[analyzer]\nhard_timeout = \"0s\"\n");
     assert!(err.contains("`analyzer.hard_timeout`"), "{err}");
 }
+
+#[test]
+fn agent_env_hands_the_agent_its_own_variables_only() {
+    let settings =
+        parse_ok("[agent]\nkind = \"claude\"\nenv = [\"ANTHROPIC_API_KEY\", \"CODEX_HOME\"]\n");
+    let names: Vec<&str> = settings
+        .raw
+        .agent
+        .env
+        .iter()
+        .map(|n| n.get_ref().as_str())
+        .collect();
+    assert_eq!(names, ["ANTHROPIC_API_KEY", "CODEX_HOME"]);
+
+    for secret in [
+        "GITHUB_TOKEN",
+        "gh_token",
+        "PGPASSWORD",
+        "EXECUTOR_STORAGE_URL",
+        "ZULIP_API_KEY",
+    ] {
+        let err = parse_err(&format!("[agent]\n\nenv = [\"HOME\", \"{secret}\"]\n"));
+        assert!(
+            err.contains("line 3") && err.contains("agent.env") && err.contains(secret),
+            "{secret}: {err}"
+        );
+        assert!(err.contains("executor's own secrets"), "{err}");
+    }
+    let err = parse_err("[agent]\nenv = [\"NOT A NAME\"]\n");
+    assert!(err.contains("not an environment variable name"), "{err}");
+}
+
+#[test]
+fn zero_max_turns_is_refused() {
+    let err = parse_err("[agent]\nmax_turns = 0\n");
+    assert!(
+        err.contains("line 2") && err.contains("agent.max_turns"),
+        "{err}"
+    );
+}
+
+#[test]
+fn worktrees_can_be_turned_off() {
+    assert!(parse_ok("").raw.runner.worktrees);
+    assert!(
+        !parse_ok("[runner]\nworktrees = false\n")
+            .raw
+            .runner
+            .worktrees
+    );
+}

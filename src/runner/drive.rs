@@ -53,7 +53,41 @@ pub struct RunnerSettings {
     pub retry_base: Duration,
     /// How long a finished run's worktree is kept.
     pub keep_worktrees: Duration,
+    /// What every worker's agent is started with, beyond its prompt.
+    pub agent: AgentOptions,
+    /// Each run works in its own worktree and branch (`runner.worktrees`). Off, workers run
+    /// in the repository folder itself and nothing is committed: for work that changes no
+    /// files, or agents that manage their own checkouts.
+    pub worktrees: bool,
 }
+
+/// The `[agent]` settings a worker is started with.
+#[derive(Debug, Clone, Default)]
+pub struct AgentOptions {
+    /// Names of variables copied from executor's environment into each worker's (never one
+    /// of executor's own secrets: the config refuses those).
+    pub env: Vec<String>,
+    pub model: Option<String>,
+    pub allowed_tools: Vec<String>,
+    pub max_turns: Option<u32>,
+    /// Claude: decide every tool call with `executor hook claude` (the settings file names
+    /// this binary and the config, so the hook finds the run's store and contract).
+    pub hook: Option<HookTarget>,
+}
+
+/// Where `executor hook claude` is: the binary and the config it reads.
+#[derive(Debug, Clone)]
+pub struct HookTarget {
+    pub executor: PathBuf,
+    pub config: PathBuf,
+}
+
+/// Appended to a Claude worker's system prompt: the phase prompt teaches the format in full,
+/// this keeps it in view however long the session grows.
+const SYSTEM_REMINDER: &str = "You are a worker of executor. Report to it with message \
+lines exactly as your instructions describe ([STATUS:kind], [REQUEST:kind], [DONE:kind], \
+[ESCALATE:kind] at the start of a line). End every phase with one [DONE:kind] or \
+[ESCALATE:kind] line.";
 
 /// What a pass did: the runs that ended, and why the others failed (each failed run was
 /// abandoned where the store allowed it).
@@ -101,7 +135,7 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
     if approved.is_empty() {
         return Ok(Passed::default());
     }
-    if !settings.repository.join(".git").exists() {
+    if settings.worktrees && !settings.repository.join(".git").exists() {
         anyhow::bail!(
             "runner.repository {} is not a git repository (the runs' worktrees are made from it)",
             settings.repository.display()
@@ -143,8 +177,10 @@ async fn drive(
         let mut run = run;
         let wt = prepare_worktree(settings, &task).await?;
         tracing::info!(gid = %gid, run = run.id, branch = %wt.branch, worktree = %wt.path.display(), "run started");
-        run.worktree_path = Some(wt.path.display().to_string());
-        run.branch_name = Some(wt.branch.clone());
+        if settings.worktrees {
+            run.worktree_path = Some(wt.path.display().to_string());
+            run.branch_name = Some(wt.branch.clone());
+        }
         move_run(store, &mut run, RunEvent::WorkerStarted).await?;
         carry(store, adapter, prompts, settings, task, run, wt, Phase::Queued, None).await
     }
@@ -176,6 +212,14 @@ async fn give_up(store: &dyn Store, run_id: i64, gid: &str, why: &str) {
 }
 
 async fn prepare_worktree(settings: &RunnerSettings, task: &Task) -> Result<worktree::Worktree> {
+    if !settings.worktrees {
+        return Ok(worktree::Worktree {
+            path: settings.repository.clone(),
+            branch: String::new(),
+            reused: true,
+            moved_aside: None,
+        });
+    }
     let branch = worktree::branch_name(&settings.branch_prefix, &task.task_gid, &task.title());
     let (repo, dir, base) = (
         settings.repository.clone(),
@@ -239,7 +283,9 @@ async fn carry(
         if worked.done.is_some() {
             let verdict = verify(settings, &gid, &wt.path).await?;
             if verdict.passed {
-                commit(&wt.path, &task, run.id).await?;
+                if settings.worktrees {
+                    commit(&wt.path, &task, run.id).await?;
+                }
                 move_run(store, &mut run, RunEvent::PrOpened).await?;
                 run.completed_at = Some(Utc::now());
                 move_run(store, &mut run, RunEvent::Completed).await?;
@@ -541,9 +587,20 @@ async fn work(
             env.insert(key.to_string(), value);
         }
     }
+    for key in &settings.agent.env {
+        if let Ok(value) = std::env::var(key) {
+            env.insert(key.clone(), value);
+        }
+    }
     for (key, value) in adapter.fixed_env() {
         env.insert((*key).to_string(), (*value).to_string());
     }
+    let hook_settings = match (&settings.agent.hook, adapter) {
+        (Some(hook), Adapter::Claude { .. }) => {
+            Some(write_hook_settings(settings, hook, gid, run.id)?)
+        }
+        _ => None,
+    };
     // A later phase continues the agent's own session where the agent can resume one, so
     // it keeps what it learnt; otherwise every worker starts fresh from its prompt.
     let invocation = crate::agents::Invocation {
@@ -555,7 +612,11 @@ async fn work(
             }
             _ => crate::agents::Session::New { id: None },
         },
-        ..Default::default()
+        settings: hook_settings,
+        allowed_tools: settings.agent.allowed_tools.clone(),
+        append_system_prompt: Some(SYSTEM_REMINDER.to_string()),
+        model: settings.agent.model.clone(),
+        max_turns: settings.agent.max_turns,
     };
     let spec = WorkerSpec {
         argv: adapter.argv(&invocation),
@@ -574,6 +635,7 @@ async fn work(
     let mut escalated = None;
     let mut worker_id = None;
     let mut session_id = None;
+    let mut finished: Option<crate::agents::Finished> = None;
     let mut stderr: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let mut logs_ok = logs;
     let outcome = {
@@ -596,6 +658,9 @@ async fn work(
                     }
                     let events = adapter.parse_line(&text);
                     for event in &events {
+                        if let crate::agents::AgentEvent::Finished(end) = event {
+                            finished = Some(end.as_ref().clone());
+                        }
                         if let crate::agents::AgentEvent::SessionStarted {
                             session_id: id, ..
                         } = event
@@ -684,6 +749,7 @@ async fn work(
         "killed": outcome.killed,
         "lines": outcome.lines,
         "truncated_lines": outcome.truncated_lines,
+        "agent_result": finished,
     });
     Ok(Worked {
         done,
@@ -692,6 +758,23 @@ async fn work(
         result,
         stderr: stderr.into_iter().collect(),
     })
+}
+
+/// Writes the Claude settings file that installs executor's PreToolUse hook for run
+/// `run_id`, beside the run's records, and returns its path.
+fn write_hook_settings(
+    settings: &RunnerSettings,
+    hook: &HookTarget,
+    gid: &str,
+    run_id: i64,
+) -> Result<PathBuf> {
+    let dir = settings.logs_dir.join(gid).join(format!("run-{run_id}"));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join("claude-settings.json");
+    let command = crate::agents::claude::hook_command(&hook.executor, &hook.config, run_id);
+    let text = serde_json::to_string_pretty(&crate::agents::claude::hook_settings(&command))?;
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
 }
 
 /// Writes the run record of one worker: what it changed (`patch.diff`, against the
@@ -709,11 +792,23 @@ async fn write_run_record(
     let run_dir = settings.logs_dir.join(gid).join(format!("run-{run_id}"));
     // Numbered by what is already there, so a run resumed by a later runner never
     // overwrites an earlier worker's record.
-    let sequence = std::fs::read_dir(&run_dir).map(|d| d.count()).unwrap_or(0) + 1;
+    let sequence = std::fs::read_dir(&run_dir)
+        .map(|entries| {
+            entries
+                .filter(|e| e.as_ref().is_ok_and(|e| e.path().is_dir()))
+                .count()
+        })
+        .unwrap_or(0)
+        + 1;
     let dir = run_dir.join(format!("{sequence}-{}", phase.as_str()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let worktree = worktree.to_path_buf();
+    let isolated = settings.worktrees;
     let patch = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
+        // Without a worktree there is no branch of the run's own to diff against.
+        if !isolated {
+            return Ok(Vec::new());
+        }
         let git = |args: &[&str]| {
             orchestrator_git(&worktree)
                 .args(args)
@@ -741,7 +836,9 @@ async fn write_run_record(
         std::fs::write(dir.join(name), bytes)
             .with_context(|| format!("cannot write {}", dir.join(name).display()))
     };
-    write("patch.diff", &patch)?;
+    if settings.worktrees {
+        write("patch.diff", &patch)?;
+    }
     write(
         "result.json",
         serde_json::to_string_pretty(&worked.result)?.as_bytes(),

@@ -290,21 +290,43 @@ fn the_daemon_runs_a_note_dropped_into_the_plans_folder_to_complete() {
 
 #[test]
 fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
-    let worker = "if [ -f .started-once ]; then echo '[DONE:implemented] resumed and finished'; \
-                  else touch .started-once; echo '[STATUS:working] a long job'; sleep 300; fi";
-    let ws = workspace(&["/bin/sh", "-c", worker], &[], "");
+    // Each run first earns both counters, so the restart has something to keep: a silent
+    // worker (stopped by the watchdog: stuck count 1), a resume worker whose change fails
+    // verification once (ci_attempts 1), then a fix_ci worker still working when its
+    // runner is killed; the worker after the restart finishes.
+    let worker = "if [ ! -f .silent ]; then touch .silent; sleep 300; \
+                  elif [ ! -f .first-done ]; then touch .first-done; echo '[DONE:implemented] first try'; \
+                  elif [ ! -f .long ]; then touch .long; \
+                    while true; do echo '[STATUS:working] a long job'; sleep 0.2; done; \
+                  else echo '[DONE:ci_fixed] resumed and finished'; fi";
+    let verify = "if [ -f .verified-once ]; then exit 0; else touch .verified-once; exit 1; fi";
+    let ws = workspace(
+        &["/bin/sh", "-c", worker],
+        &["/bin/sh", "-c", verify],
+        "no_output_timeout = \"1s\"\n",
+    );
     for gid in ["K-1", "K-2"] {
         ws.ok(&["add", "--title", &format!("Long job {gid}"), "--gid", gid]);
         ws.ok(&["go", gid]);
     }
     let daemon = crate::daemon::Daemon::start(&ws);
     let pids: Vec<u32> = crate::support::eventually(
-        std::time::Duration::from_secs(30),
-        "two live workers",
+        std::time::Duration::from_secs(60),
+        "two live fix_ci workers, each run with both counters at 1",
         || {
             let pids: Vec<u32> = ["K-1", "K-2"]
                 .iter()
-                .filter_map(|gid| runs(&ws, gid).first()?["worker_pid"].as_u64())
+                .filter_map(|gid| {
+                    let run = runs(&ws, gid).first()?.clone();
+                    let counted = run["worker_stuck_count"] == 1 && run["ci_attempts"] == 1;
+                    let long = Path::new(run["worktree_path"].as_str()?)
+                        .join(".long")
+                        .exists();
+                    if !(counted && long) {
+                        return None;
+                    }
+                    run["worker_pid"].as_u64()
+                })
                 .filter_map(|pid| u32::try_from(pid).ok())
                 .collect();
             (pids.len() == 2).then_some(pids)
@@ -344,8 +366,14 @@ fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
             "{gid}: the same run continued, none started twice"
         );
         assert_eq!(runs[0]["state"], "complete");
-        assert_eq!(runs[0]["ci_attempts"], 0);
-        assert_eq!(runs[0]["worker_stuck_count"], 0);
+        assert_eq!(
+            runs[0]["ci_attempts"], 1,
+            "{gid}: the counter survived the kill"
+        );
+        assert_eq!(
+            runs[0]["worker_stuck_count"], 1,
+            "{gid}: the counter survived the kill"
+        );
     }
     let logs: Vec<String> = std::fs::read_dir(ws.path().join("logs/K-1"))
         .expect("logs")
