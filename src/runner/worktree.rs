@@ -71,7 +71,7 @@ pub struct Worktree {
 
 /// Makes sure `branch` has a worktree: reuses the one git already has for it, or creates
 /// it at `path_for(worktrees_dir, branch)` from `base` (creating the branch if it does not
-/// exist). Creation is locked per path, so two runners never race on one directory.
+/// exist). Creation holds the repository's worktree lock (see [`lock_repository`]).
 pub fn ensure(
     repo: &Path,
     worktrees_dir: &Path,
@@ -83,17 +83,7 @@ pub fn ensure(
         source,
     })?;
     let path = path_for(worktrees_dir, branch);
-    let mut lock_path = path.clone().into_os_string();
-    lock_path.push(".lock");
-    let lock_path = PathBuf::from(lock_path);
-    let lock = File::create(&lock_path).map_err(|source| WorktreeError::Io {
-        path: lock_path.clone(),
-        source,
-    })?;
-    lock.lock().map_err(|source| WorktreeError::Io {
-        path: lock_path.clone(),
-        source,
-    })?;
+    let _lock = lock_repository(repo, worktrees_dir)?;
 
     // Forget worktrees whose directories are gone (a crashed run's, deleted by hand).
     git(repo, &["worktree", "prune"])?;
@@ -137,6 +127,7 @@ pub fn ensure(
 
 /// Removes a run's worktree (the branch stays). A worktree that is already gone is fine.
 pub fn remove(repo: &Path, path: &Path) -> Result<(), WorktreeError> {
+    let _lock = lock_repository(repo, path.parent().unwrap_or(path))?;
     let path_text = path.to_string_lossy().into_owned();
     let known = registered(repo)?.iter().any(|w| w.path == path);
     if known {
@@ -144,6 +135,30 @@ pub fn remove(repo: &Path, path: &Path) -> Result<(), WorktreeError> {
     }
     git(repo, &["worktree", "prune"])?;
     Ok(())
+}
+
+/// Holds the lock on `repo`'s worktree list until dropped. Every runner and process that
+/// adds, prunes or removes worktrees of one repository takes it first: `git worktree
+/// prune` run while another `git worktree add` is half done takes the new worktree for a
+/// stale one and deletes its metadata. The lock file is in the repository's git folder (in
+/// `fallback` when `.git` is not a folder), so runners with different worktree folders
+/// still share it.
+pub fn lock_repository(repo: &Path, fallback: &Path) -> Result<File, WorktreeError> {
+    let git_dir = repo.join(".git");
+    let lock_path = if git_dir.is_dir() {
+        git_dir.join("executor-worktrees.lock")
+    } else {
+        fallback.join(".executor-worktrees.lock")
+    };
+    let lock = File::create(&lock_path).map_err(|source| WorktreeError::Io {
+        path: lock_path.clone(),
+        source,
+    })?;
+    lock.lock().map_err(|source| WorktreeError::Io {
+        path: lock_path.clone(),
+        source,
+    })?;
+    Ok(lock)
 }
 
 /// One entry of `git worktree list --porcelain`.

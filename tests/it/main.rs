@@ -3,7 +3,10 @@
 
 mod cli;
 mod daemon;
+mod model_server;
 mod pg_adoption;
+mod real_agents;
+mod real_runs;
 mod runner;
 mod store_conformance;
 mod supervisor;

@@ -1,0 +1,268 @@
+//! Real agent CLIs as executor's workers: `executor run --once` starts the real Claude Code
+//! and Codex (pinned, from `.ci/install-agent-clis`) in a run's worktree, against the
+//! scripted model server, and carries the run to `complete`: the adapter's command line,
+//! the worker's environment (`agent.env`), the stream reading, the session kept and
+//! resumed, and Claude's PreToolUse hook installed by the adapter and consulted.
+//!
+//! Without the CLIs these tests say they skipped; in CI they must run.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::model_server::{ModelServer, Turn};
+use crate::real_agents::agent_cli;
+use crate::support::{git, Workspace};
+
+/// A workspace whose runner uses `agent` (`claude` or `codex`, at `cli`) against `server`,
+/// with one approved task `R-1`. Its agent has a fresh HOME, config folder and TMPDIR of
+/// its own, all inside the workspace.
+fn agent_workspace(
+    kind: &str,
+    cli: &Path,
+    server: &ModelServer,
+    agent_extra: &str,
+    runner_extra: &str,
+) -> Workspace {
+    let mut ws = crate::runner::workspace(&["/bin/true"], &[], runner_extra);
+    let dir = |name: &str| {
+        let path = ws.path().join(name);
+        std::fs::create_dir_all(&path).expect("mkdir");
+        path
+    };
+    let (home, config, tmp) = (dir("agent-home"), dir("agent-config"), dir("agent-tmp"));
+    let mut env: Vec<(String, String)> = vec![
+        ("HOME".into(), home.display().to_string()),
+        ("TMPDIR".into(), tmp.display().to_string()),
+    ];
+    let passed: Vec<&str> = match kind {
+        "claude" => {
+            env.push(("CLAUDE_CONFIG_DIR".into(), config.display().to_string()));
+            env.extend(
+                server
+                    .claude_env()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v)),
+            );
+            vec![
+                "CLAUDE_CONFIG_DIR",
+                "ANTHROPIC_BASE_URL",
+                "ANTHROPIC_API_KEY",
+                "CLAUDE_CODE_MAX_RETRIES",
+            ]
+        }
+        _ => {
+            std::fs::write(config.join("config.toml"), server.codex_config())
+                .expect("write config.toml");
+            env.push(("CODEX_HOME".into(), config.display().to_string()));
+            env.extend(
+                server
+                    .codex_env()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v)),
+            );
+            vec!["CODEX_HOME", crate::model_server::CODEX_KEY_ENV]
+        }
+    };
+    ws.env = env;
+    let text = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    let agent = format!(
+        "[agent]\nkind = \"{kind}\"\nprogram = \"{}\"\nenv = {:?}\n{agent_extra}\n",
+        cli.display(),
+        passed
+    );
+    let start = text.find("[agent]").expect("an [agent] section");
+    let end = text[start..]
+        .find("\n[forge]")
+        .map_or(text.len(), |i| start + i + 1);
+    ws.write_config(&format!("{}{agent}{}", &text[..start], &text[end..]));
+    ws.ok(&["add", "--title", "Write the greeting", "--gid", "R-1"]);
+    ws.ok(&["go", "R-1"]);
+    ws
+}
+
+fn only_run(ws: &Workspace) -> Value {
+    let shown = ws.json(&["show", "R-1", "--json"]);
+    let runs = shown["runs"].as_array().expect("runs").clone();
+    assert_eq!(runs.len(), 1, "one run: {shown}");
+    runs[0].clone()
+}
+
+/// The `result.json` of each worker of run `run_id`, in order.
+fn results(ws: &Workspace, run_id: i64) -> Vec<Value> {
+    let dir = ws.path().join(format!("logs/R-1/run-{run_id}"));
+    let mut records: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    records.sort_by_key(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str()?.split('-').next()?.parse::<u32>().ok())
+            .unwrap_or(0)
+    });
+    records
+        .iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(p.join("result.json")).expect("result.json");
+            serde_json::from_str(&text).expect("result.json is JSON")
+        })
+        .collect()
+}
+
+/// The file the worker wrote, as committed on the run's branch by the orchestrator.
+fn committed(ws: &Workspace, branch: &str, file: &str) -> String {
+    git(
+        &ws.path().join("repo"),
+        &["show", &format!("{branch}:{file}")],
+    )
+}
+
+fn run_once(ws: &Workspace) -> String {
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "run --once failed: {stderr}");
+    stderr
+}
+
+#[test]
+fn claude_code_works_a_task_to_complete_as_an_executor_worker() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::bash("echo hello > greeting.txt"),
+        Turn::text("[STATUS:implemented] wrote greeting.txt\n[DONE:implemented] greeting written"),
+    ]);
+    let ws = agent_workspace(
+        "claude",
+        &cli,
+        &server,
+        "hooks = false\nallowed_tools = [\"Bash\"]",
+        "",
+    );
+    let stderr = run_once(&ws);
+
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    let branch = run["branch_name"].as_str().expect("a branch");
+    assert_eq!(committed(&ws, branch, "greeting.txt"), "hello");
+    let session = run["worker_session_id"]
+        .as_str()
+        .expect("the session is kept");
+    let worker = &results(&ws, run["id"].as_i64().expect("id"))[0];
+    assert_eq!(worker["agent"], "claude");
+    assert_eq!(worker["session_id"], session);
+    assert_eq!(
+        worker["done"], "[DONE:implemented] greeting written",
+        "{worker}"
+    );
+    let result = &worker["agent_result"];
+    assert_eq!(result["is_error"], false, "{worker}");
+    assert_eq!(result["session_id"], session);
+    assert!(result["num_turns"].as_u64() >= Some(2), "{result}");
+    assert!(result["total_cost_usd"].is_number(), "{result}");
+
+    // The model saw the phase prompt, the message format in its system prompt, and the
+    // command's result.
+    let requests = server.model_requests();
+    let first = serde_json::to_string(&requests[0].body).expect("json");
+    assert!(
+        first.contains("Write the greeting"),
+        "the task reached the model"
+    );
+    assert!(
+        first.contains("[DONE:kind]"),
+        "the message format reminder is there"
+    );
+    assert!(
+        requests.iter().any(|r| !r.tool_results().is_empty()),
+        "the Bash result went back to the model"
+    );
+}
+
+#[test]
+fn a_claude_worker_stopped_by_the_watchdog_is_resumed_in_its_own_session() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    // The first worker's command outlives the no-output limit: the watchdog stops it. The
+    // resume worker continues the same session, so the model sees its earlier turn and
+    // answers with the script's next one.
+    // Claude Code refuses a bare `sleep 300`, hence perl. On resume it closes the
+    // interrupted turn with an assistant message of its own ("No response requested."),
+    // which the server counts as the second turn: the resumed worker gets the third.
+    let server = ModelServer::start(vec![
+        Turn::bash("perl -e 'sleep 300'"),
+        Turn::text("[ESCALATE:unclear] not expected: Claude's own closing message is this turn"),
+        Turn::text("[DONE:implemented] resumed where I was"),
+    ]);
+    let ws = agent_workspace(
+        "claude",
+        &cli,
+        &server,
+        "hooks = false\nallowed_tools = [\"Bash\"]",
+        "no_output_timeout = \"2s\"\n",
+    );
+    let stderr = run_once(&ws);
+
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    let workers = results(&ws, run["id"].as_i64().expect("id"));
+    assert_eq!(run["worker_stuck_count"], 1);
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    assert_eq!(workers[0]["stopped"], "no_output", "{}", workers[0]);
+    assert_eq!(workers[1]["session_id"], workers[0]["session_id"]);
+    assert_eq!(workers[1]["done"], "[DONE:implemented] resumed where I was");
+    let last = server.model_requests().pop().expect("a request");
+    assert!(
+        last.body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "assistant")),
+        "the resumed session carried the earlier turn"
+    );
+}
+
+#[test]
+fn codex_works_a_task_to_complete_as_an_executor_worker() {
+    let Some(cli) = agent_cli("codex") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::bash("echo hello > greeting.txt"),
+        Turn::text("[DONE:implemented] greeting written"),
+    ]);
+    let ws = agent_workspace("codex", &cli, &server, "", "");
+    let stderr = run_once(&ws);
+
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    let branch = run["branch_name"].as_str().expect("a branch");
+    assert_eq!(committed(&ws, branch, "greeting.txt"), "hello");
+    let worker = &results(&ws, run["id"].as_i64().expect("id"))[0];
+    assert_eq!(worker["agent"], "codex");
+    assert_eq!(worker["done"], "[DONE:implemented] greeting written");
+    assert_eq!(worker["session_id"], run["worker_session_id"]);
+    assert_eq!(worker["agent_result"]["is_error"], false, "{worker}");
+}
+
+#[test]
+fn a_codex_worker_stopped_by_the_watchdog_is_resumed_in_its_own_thread() {
+    let Some(cli) = agent_cli("codex") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::bash("sleep 300"),
+        Turn::text("[DONE:implemented] resumed where I was"),
+    ]);
+    let ws = agent_workspace("codex", &cli, &server, "", "no_output_timeout = \"3s\"\n");
+    let stderr = run_once(&ws);
+
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    assert_eq!(run["worker_stuck_count"], 1);
+    let workers = results(&ws, run["id"].as_i64().expect("id"));
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    assert_eq!(workers[1]["session_id"], workers[0]["session_id"]);
+    assert_eq!(workers[1]["done"], "[DONE:implemented] resumed where I was");
+}
