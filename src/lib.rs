@@ -10,6 +10,7 @@
 //! | [`runner`] | runs: git worktrees and branches (the run loop builds on it) | core |
 //! | [`supervisor`] | one worker process: its group, output lines, watchdog, stop | core |
 //! | [`sources`] | the plans folder (and, later, Asana and GitHub issues) | core |
+//! | [`policy`] | role contracts; tool calls and requests classified into actions and decided | nothing (its only I/O: reading a contract, resolving symlinks) |
 //! | [`ops`] | operations that read, decide with the core, and write | core, store, sources |
 //! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
 //! | [`cli`] | the `executor` command: arguments, output, the daemon's wiring | everything |
@@ -19,6 +20,7 @@ pub mod cli;
 pub mod config;
 pub mod core;
 pub mod ops;
+pub mod policy;
 pub mod prompts;
 pub mod runner;
 pub mod sources;

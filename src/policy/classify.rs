@@ -1,0 +1,2541 @@
+//! Classifying tool calls into policy actions: Claude Code PreToolUse hook input, Codex
+//! approval requests, and the shell commands both run.
+//!
+//! The classifier only names what a call does; the contract decides. It must never panic on
+//! outside data and never hide a risk: whatever it cannot read with certainty becomes an
+//! action the contract cannot approve ([`UNCLASSIFIABLE`], or a path in `path_unresolved`,
+//! which no path condition matches), and a compound command yields one action per part so
+//! that the most dangerous part decides.
+//!
+//! The action vocabulary (kind: arguments):
+//!
+//! | kind | from | arguments |
+//! |---|---|---|
+//! | `push_branch` | `git push` | `branch` (absent when unknown: no refspec, `HEAD`, `$X`), `remote`, `force=true`, `delete=true` |
+//! | `merge_pr` | `gh pr merge`, `gh api …/merge`, GraphQL `mergePullRequest` | `pr` |
+//! | `open_draft_pr` / `open_pr` | `gh pr create` with / without `--draft` | `base` |
+//! | `post_comment` | `gh pr comment`, `gh issue comment`, `gh pr review --comment` | `target=forge`, `on=pr\|issue` |
+//! | `run_tests` / `run_build` | cargo, npm/yarn/pnpm/bun, pytest, go, make, xcodebuild, swift, gradle, mvn… | `program` |
+//! | `create_worktree` | `git worktree add` (with `modify_files` for its path) | `branch` |
+//! | `modify_files` | Edit/Write/MultiEdit/NotebookEdit, patches, redirections, rm/mv/cp/touch/mkdir/chmod/ln/tee/`sed -i`/dd… | `path` (resolved, absolute, or `~…`) or `path_unresolved` |
+//! | `read_files` | Read/Glob/Grep/LS, operands of read-only commands, `<` | `path` or `path_unresolved` |
+//! | `fetch_url` | WebFetch, WebSearch, curl, wget, `git clone` | `url`, `host`, `query`, `tool` |
+//! | `mcp_tool` | `mcp__server__tool` | `server`, `tool` |
+//! | `internal_tool` | TodoWrite, Task, Agent, ExitPlanMode, BashOutput, KillShell… | `tool` |
+//! | `unknown_tool` | any other tool name | `tool` |
+//! | `run_command` | everything else a shell runs | `command`, `program`, `readonly=true` for read-only ones |
+//! | `run_inline_code` | `python -c`, `node -e`, `perl -e`, risky `awk`/`sed` programs | `program` |
+//! | `run_privileged` | `sudo`, `doas` (the command itself is classified too) | `command` |
+//! | `configure_remote` | `git remote add/set-url`, `git config remote.*`/`url.*` | `command` |
+//! | `install_package` / `publish_package` | global installs, `make install`; `cargo publish`, `npm publish` | `program` |
+//! | `remote_access` | ssh, scp, rsync, nc, `git send-email`… | `program` |
+//! | `forge_write` | other `gh` writes (`gh api -X POST`, `gh pr close`, `gh release create`…), glab, hub | `command` |
+//! | `review_pr`, `mark_pr_ready` | `gh pr review --approve/--request-changes`, `gh pr ready` | `pr` |
+//! | `signal_process` | kill, pkill, killall | `program` |
+//! | `infrastructure` | docker, podman, kubectl, terraform, cloud CLIs | `program` |
+//! | `unclassifiable` | oversized, not UTF-8, unparseable, a command name known only at run time, a shell reading stdin | `reason` |
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::paths::normalize;
+use super::shell::{self, RedirectKind, SimpleCommand, Word};
+use super::{Action, Scope};
+
+/// A command longer than this is not judged (it escalates).
+pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
+/// A hook input larger than this is not judged (a Write of a large file is still well below).
+pub const MAX_HOOK_INPUT_BYTES: usize = 16 * 1024 * 1024;
+/// A path longer than this is not judged.
+pub const MAX_PATH_BYTES: usize = 4096;
+/// How many working directories a command's `cd`s may leave possible before they are unknown.
+const MAX_CWDS: usize = 8;
+/// How deep `bash -c`, `eval` and wrappers may nest.
+const MAX_NESTING: usize = 8;
+
+/// Tools of Claude Code that only touch the agent's own state.
+#[rustfmt::skip]
+const INTERNAL_TOOLS: &[&str] = &[
+    "TodoWrite", "TodoRead", "Task", "Agent", "ExitPlanMode", "BashOutput", "KillShell", "KillBash",
+    "TaskOutput",
+];
+
+/// A change kind of a Codex patch (`file_change` item: `add`, `delete`, `update`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Add,
+    Delete,
+    Update,
+}
+
+impl ChangeKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Add => "add",
+            ChangeKind::Delete => "delete",
+            ChangeKind::Update => "update",
+        }
+    }
+}
+
+/// A Codex approval request: a command to execute, or a patch to apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CodexApproval {
+    /// `command_execution`: argv (often `["bash", "-lc", "…"]`), in `cwd` (the worktree if absent).
+    Exec {
+        command: Vec<String>,
+        cwd: Option<PathBuf>,
+    },
+    /// `file_change`: the paths a patch adds, deletes or updates.
+    Patch { changes: Vec<(PathBuf, ChangeKind)> },
+}
+
+/// The JSON form of a Codex approval, named like Codex's items:
+/// `{"type": "command_execution", "command": [..] | "…", "cwd": "…"}` or
+/// `{"type": "file_change", "changes": [{"path": "…", "kind": "add"}]}`.
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum CodexWire {
+    #[serde(alias = "exec")]
+    CommandExecution {
+        command: CommandWire,
+        #[serde(default)]
+        cwd: Option<PathBuf>,
+    },
+    #[serde(alias = "patch")]
+    FileChange { changes: Vec<ChangeWire> },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CommandWire {
+    Argv(Vec<String>),
+    Line(String),
+}
+
+#[derive(Deserialize)]
+struct ChangeWire {
+    path: PathBuf,
+    kind: ChangeKind,
+}
+
+impl CodexApproval {
+    /// Reads the JSON form (see [`CodexWire`]). A command given as one string is split by the
+    /// shell rules when classified, so it stays one argv element here.
+    pub fn from_json(bytes: &[u8]) -> Result<CodexApproval, String> {
+        let wire: CodexWire = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        Ok(match wire {
+            CodexWire::CommandExecution { command, cwd } => CodexApproval::Exec {
+                command: match command {
+                    CommandWire::Argv(v) => v,
+                    CommandWire::Line(s) => vec![s],
+                },
+                cwd,
+            },
+            CodexWire::FileChange { changes } => CodexApproval::Patch {
+                changes: changes.into_iter().map(|c| (c.path, c.kind)).collect(),
+            },
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct HookInput {
+    #[serde(default)]
+    tool_name: Option<String>,
+    #[serde(default)]
+    tool_input: serde_json::Value,
+    #[serde(default)]
+    cwd: Option<String>,
+}
+
+/// Classifies the JSON of a Claude Code PreToolUse hook (bytes as read from stdin).
+pub fn claude_hook(input: &[u8], scope: &Scope) -> Vec<Action> {
+    if input.len() > MAX_HOOK_INPUT_BYTES {
+        return vec![Action::unclassifiable("hook input larger than 16 MiB")];
+    }
+    if std::str::from_utf8(input).is_err() {
+        return vec![Action::unclassifiable("hook input is not valid UTF-8")];
+    }
+    let hook: HookInput = match serde_json::from_slice(input) {
+        Ok(h) => h,
+        Err(e) => {
+            return vec![Action::unclassifiable(format!(
+                "hook input is not the expected JSON: {e}"
+            ))]
+        }
+    };
+    let Some(tool) = hook.tool_name else {
+        return vec![Action::unclassifiable("hook input names no tool")];
+    };
+    let cwd = hook
+        .cwd
+        .as_deref()
+        .map(Path::new)
+        .filter(|p| p.is_absolute())
+        .map(normalize)
+        .unwrap_or_else(|| scope.worktree.clone());
+    let mut c = Classifier::new(&cwd);
+    let input = &hook.tool_input;
+    let field = |name: &str| input.get(name).and_then(|v| v.as_str());
+
+    match tool.as_str() {
+        "Bash" => match field("command") {
+            Some(cmd) => c.shell(cmd),
+            None => c.push(Action::unclassifiable("Bash call without a command")),
+        },
+        "Edit" | "Write" | "MultiEdit" | "NotebookEdit" => {
+            let key = if tool == "NotebookEdit" {
+                "notebook_path"
+            } else {
+                "file_path"
+            };
+            match field(key) {
+                Some(p) => c.tool_path("modify_files", p),
+                None => c.push(Action::unclassifiable(format!("{tool} call without {key}"))),
+            }
+        }
+        "Read" | "NotebookRead" => {
+            let key = if tool == "NotebookRead" {
+                "notebook_path"
+            } else {
+                "file_path"
+            };
+            match field(key) {
+                Some(p) => c.tool_path("read_files", p),
+                None => c.push(Action::unclassifiable(format!("{tool} call without {key}"))),
+            }
+        }
+        "Glob" | "Grep" | "LS" => {
+            let base = field("path").unwrap_or(".");
+            c.tool_path("read_files", base);
+            // A pattern can climb out on its own: `../../**/*.pem`.
+            if let Some(pattern) = field("pattern").filter(|_| tool == "Glob") {
+                let stem = glob_stem(pattern);
+                if !stem.is_empty() {
+                    let joined = if Path::new(&stem).is_absolute() || stem.starts_with('~') {
+                        stem
+                    } else {
+                        format!("{}/{stem}", base.trim_end_matches('/'))
+                    };
+                    c.tool_path("read_files", &joined);
+                }
+            }
+        }
+        "WebFetch" => {
+            let url = field("url").unwrap_or_default();
+            c.push(fetch(url).with("tool", tool.as_str()));
+        }
+        "WebSearch" => {
+            let query = field("query").unwrap_or_default();
+            c.push(
+                Action::new("fetch_url")
+                    .with("query", query)
+                    .with("tool", tool.as_str()),
+            );
+        }
+        t if INTERNAL_TOOLS.contains(&t) => c.push(Action::new("internal_tool").with("tool", t)),
+        t => match t
+            .strip_prefix("mcp__")
+            .and_then(|rest| rest.split_once("__"))
+        {
+            Some((server, name)) => {
+                if is_tracker_comment(server, name) {
+                    c.push(
+                        Action::new("post_comment")
+                            .with("target", "tracker")
+                            .with("tool", t),
+                    );
+                }
+                c.push(
+                    Action::new("mcp_tool")
+                        .with("server", server)
+                        .with("tool", name),
+                )
+            }
+            None => c.push(Action::new("unknown_tool").with("tool", t)),
+        },
+    }
+    c.out
+}
+
+/// Classifies a Codex approval request.
+pub fn codex(approval: &CodexApproval, scope: &Scope) -> Vec<Action> {
+    match approval {
+        CodexApproval::Exec { command, cwd } => {
+            let cwd = cwd
+                .as_deref()
+                .map(|p| {
+                    if p.is_absolute() {
+                        normalize(p)
+                    } else {
+                        normalize(&scope.worktree.join(p))
+                    }
+                })
+                .unwrap_or_else(|| scope.worktree.clone());
+            let mut c = Classifier::new(&cwd);
+            let total: usize = command.iter().map(String::len).sum();
+            if total > MAX_COMMAND_BYTES {
+                c.push(Action::unclassifiable("command longer than 64 KiB"));
+            } else if command.len() == 1 && command[0].contains(|ch: char| ch.is_whitespace()) {
+                // One string holding a whole command line.
+                c.shell(&command[0]);
+            } else {
+                let words: Vec<Word> = command
+                    .iter()
+                    .map(|s| Word {
+                        text: s.clone(),
+                        dynamic: false,
+                        quoted: true,
+                    })
+                    .collect();
+                let cmd = SimpleCommand {
+                    source: command.join(" "),
+                    words,
+                    ..Default::default()
+                };
+                c.simple(&cmd);
+            }
+            c.out
+        }
+        CodexApproval::Patch { changes } => {
+            let mut c = Classifier::new(&scope.worktree);
+            for (path, kind) in changes {
+                let before = c.out.len();
+                c.tool_path("modify_files", &path.to_string_lossy());
+                for a in &mut c.out[before..] {
+                    a.args.insert("change".into(), kind.as_str().into());
+                }
+            }
+            c.out
+        }
+    }
+}
+
+/// Classifies one shell command line run in `cwd` (for callers other than the two agents).
+pub fn shell_command(command: &str, cwd: &Path) -> Vec<Action> {
+    let mut c = Classifier::new(cwd);
+    c.shell(command);
+    c.out
+}
+
+/// The tracker (Asana) reached through its MCP server: a comment is a task "story".
+fn is_tracker_comment(server: &str, tool: &str) -> bool {
+    let tool = tool.to_ascii_lowercase();
+    server.to_ascii_lowercase().contains("asana")
+        && (tool.contains("comment") || tool.contains("stor"))
+}
+
+/// The literal directory part of a glob pattern: `../../**/*.pem` → `../..`.
+fn glob_stem(pattern: &str) -> String {
+    let mut parts = Vec::new();
+    for part in pattern.split('/') {
+        if part.contains(['*', '?', '[', '{']) {
+            break;
+        }
+        parts.push(part);
+    }
+    if parts.len() == pattern.split('/').count() {
+        // No glob at all: the pattern names a file; its directory is enough.
+        parts.pop();
+    }
+    parts.join("/")
+}
+
+fn fetch(url: &str) -> Action {
+    let mut a = Action::new("fetch_url").with("url", url);
+    if let Some(host) = url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_string))
+    {
+        a.args.insert("host".into(), host);
+    }
+    a
+}
+
+/// A working directory a command may be in.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Cwd {
+    Known(PathBuf),
+    /// Somewhere under the home directory (`cd ~/x`): always outside the worktree.
+    Home(String),
+    Unknown,
+}
+
+/// A path operand, resolved as far as it can be without the filesystem.
+enum Resolved {
+    Path(String),
+    Unresolved(String),
+    /// `/dev/null` and friends: not a file anyone keeps.
+    Special,
+}
+
+struct Classifier {
+    /// Every directory the command may be in at this point. A `cd` adds to the set rather
+    /// than replacing it (it may fail, be skipped by `||`, or run in a subshell), so a path is
+    /// judged under every directory it may be relative to.
+    cwds: BTreeSet<Cwd>,
+    depth: usize,
+    out: Vec<Action>,
+}
+
+/// How a command was reached: under xargs / `find -exec` its real operands are unknown.
+#[derive(Clone, Copy, Default)]
+struct Mods {
+    operands_unknown: bool,
+    /// The files it reads are not known either (xargs; not `find -exec`, whose files lie
+    /// under find's own start paths, which are judged).
+    reads_unknown: bool,
+}
+
+impl Classifier {
+    fn new(cwd: &Path) -> Self {
+        Classifier {
+            cwds: BTreeSet::from([Cwd::Known(cwd.to_path_buf())]),
+            depth: 0,
+            out: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, action: Action) {
+        if !self.out.contains(&action) {
+            self.out.push(action);
+        }
+    }
+
+    // ---- paths ----
+
+    fn resolve(&self, raw: &Word, cwd: &Cwd) -> Resolved {
+        let t = raw.text.as_str();
+        if raw.dynamic || t.len() > MAX_PATH_BYTES || t.contains('\0') {
+            return Resolved::Unresolved(t.to_string());
+        }
+        if t == "/dev/null"
+            || t == "/dev/stdout"
+            || t == "/dev/stderr"
+            || t == "/dev/tty"
+            || t.starts_with("/dev/fd/")
+        {
+            return Resolved::Special;
+        }
+        if t.starts_with('~') {
+            return Resolved::Path(t.to_string());
+        }
+        let p = Path::new(t);
+        if p.is_absolute() {
+            return Resolved::Path(normalize(p).to_string_lossy().into_owned());
+        }
+        match cwd {
+            Cwd::Known(dir) => {
+                Resolved::Path(normalize(&dir.join(p)).to_string_lossy().into_owned())
+            }
+            Cwd::Home(home) => Resolved::Path(format!("{home}/{t}")),
+            Cwd::Unknown => Resolved::Unresolved(t.to_string()),
+        }
+    }
+
+    /// One action per directory the operand may be relative to.
+    fn path_action(&mut self, kind: &str, raw: &Word) {
+        let cwds: Vec<Cwd> = self.cwds.iter().cloned().collect();
+        for cwd in &cwds {
+            match self.resolve(raw, cwd) {
+                Resolved::Path(p) => self.push(Action::new(kind).with("path", p)),
+                Resolved::Unresolved(p) => self.push(Action::new(kind).with("path_unresolved", p)),
+                Resolved::Special => {}
+            }
+        }
+    }
+
+    fn tool_path(&mut self, kind: &str, raw: &str) {
+        if raw.len() > MAX_PATH_BYTES {
+            self.push(Action::unclassifiable("path longer than 4 KiB"));
+            return;
+        }
+        self.path_action(
+            kind,
+            &Word {
+                text: raw.to_string(),
+                dynamic: false,
+                quoted: true,
+            },
+        );
+    }
+
+    /// A modification whose paths are not known (`xargs rm`, `patch`): never approved by a
+    /// path rule.
+    fn unknown_modification(&mut self, what: &str) {
+        self.push(Action::new("modify_files").with("path_unresolved", what));
+    }
+
+    fn cd(&mut self, target: Option<&Word>) {
+        let next: Vec<Cwd> = match target {
+            None => vec![Cwd::Home("~".into())],
+            Some(w) if w.dynamic || w.text == "-" => vec![Cwd::Unknown],
+            Some(w) => {
+                let cwds: Vec<Cwd> = self.cwds.iter().cloned().collect();
+                cwds.iter()
+                    .map(|cwd| match self.resolve(w, cwd) {
+                        Resolved::Path(p) if p.starts_with('~') => Cwd::Home(p),
+                        Resolved::Path(p) => Cwd::Known(PathBuf::from(p)),
+                        Resolved::Unresolved(_) | Resolved::Special => Cwd::Unknown,
+                    })
+                    .collect()
+            }
+        };
+        for c in next {
+            if self.cwds.len() >= MAX_CWDS {
+                self.cwds.insert(Cwd::Unknown);
+                break;
+            }
+            self.cwds.insert(c);
+        }
+    }
+
+    // ---- shell ----
+
+    fn shell(&mut self, src: &str) {
+        if src.len() > MAX_COMMAND_BYTES {
+            self.push(Action::unclassifiable("command longer than 64 KiB"));
+            return;
+        }
+        if self.depth > MAX_NESTING {
+            self.push(Action::unclassifiable("commands nested too deep"));
+            return;
+        }
+        match shell::split_at_depth(src, self.depth) {
+            Ok(cmds) => {
+                for cmd in &cmds {
+                    self.simple(cmd);
+                }
+            }
+            Err(e) => self.push(Action::unclassifiable(format!(
+                "cannot parse the command: {e}"
+            ))),
+        }
+    }
+
+    fn nested_shell(&mut self, src: &str) {
+        self.depth += 1;
+        self.shell(src);
+        self.depth -= 1;
+    }
+
+    fn simple(&mut self, cmd: &SimpleCommand) {
+        for r in &cmd.redirects {
+            match r.kind {
+                RedirectKind::Write | RedirectKind::Append | RedirectKind::ReadWrite => {
+                    self.path_action("modify_files", &r.target)
+                }
+                RedirectKind::Read => self.path_action("read_files", &r.target),
+                RedirectKind::Duplicate | RedirectKind::Here => {}
+            }
+        }
+        let mut words = cmd.words.as_slice();
+        // Reserved words and leading assignments are not the command.
+        while let Some(w) = words.first() {
+            let t = w.text.as_str();
+            if !w.quoted
+                && matches!(
+                    t,
+                    "if" | "then"
+                        | "else"
+                        | "elif"
+                        | "fi"
+                        | "do"
+                        | "done"
+                        | "while"
+                        | "until"
+                        | "!"
+                        | "{"
+                        | "}"
+                        | "esac"
+                )
+            {
+                words = &words[1..];
+            } else if !w.quoted && matches!(t, "for" | "case" | "select" | "function" | "in") {
+                // Control syntax: its words are not run (its body's commands are parsed apart).
+                return;
+            } else if is_assignment(w) {
+                words = &words[1..];
+            } else {
+                break;
+            }
+        }
+        if words.is_empty() {
+            return;
+        }
+        self.command(words, cmd, Mods::default());
+    }
+
+    /// Classifies one command given as words; `cmd` supplies its text and pipe state.
+    fn command(&mut self, words: &[Word], cmd: &SimpleCommand, mods: Mods) {
+        let Some(first) = words.first() else { return };
+        if self.depth > MAX_NESTING {
+            self.push(Action::unclassifiable("commands nested too deep"));
+            return;
+        }
+        if first.dynamic {
+            self.push(Action::unclassifiable(format!(
+                "the command name is only known at run time: {}",
+                first.text
+            )));
+            return;
+        }
+        let name = first.text.rsplit('/').next().unwrap_or(&first.text);
+        let args = &words[1..];
+        let text = if cmd.source.is_empty() {
+            join(words)
+        } else {
+            cmd.source.clone()
+        };
+        let program = name.to_string();
+        let run = |kind: &str| Action::new(kind).with("program", program.as_str());
+        let readonly = || {
+            Action::new("run_command")
+                .with("command", text.as_str())
+                .with("program", name)
+                .with("readonly", "true")
+        };
+
+        match name {
+            // ---- wrappers: the real command follows ----
+            "sudo" | "doas" => {
+                self.push(Action::new("run_privileged").with("command", text.as_str()));
+                let rest = skip_options(
+                    args,
+                    &["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T"],
+                );
+                self.wrapped(rest, cmd, mods);
+            }
+            "nohup" | "time" | "nice" | "ionice" | "stdbuf" | "exec" | "command" | "builtin"
+            | "setsid" | "chronic" | "unbuffer" | "caffeinate" => {
+                if name == "command"
+                    && args
+                        .first()
+                        .is_some_and(|w| w.text == "-v" || w.text == "-V")
+                {
+                    self.push(readonly());
+                    return;
+                }
+                let rest = skip_options(args, &["-n", "-c", "-p", "-a", "-i", "-o", "-e"]);
+                self.wrapped(rest, cmd, mods);
+            }
+            "timeout" => {
+                let rest = skip_options(args, &["-s", "-k", "--signal", "--kill-after"]);
+                self.wrapped(rest.get(1..).unwrap_or_default(), cmd, mods);
+            }
+            "watch" => {
+                let rest = skip_options(args, &["-n", "-d", "--interval", "-x"]);
+                if rest.iter().any(|w| w.dynamic) {
+                    self.push(Action::unclassifiable(
+                        "watch with a command known only at run time",
+                    ));
+                } else {
+                    self.nested_shell(&join(rest));
+                }
+            }
+            "env" => self.env(args, cmd, mods),
+            "xargs" => {
+                let rest = skip_options(
+                    args,
+                    &[
+                        "-I",
+                        "-n",
+                        "-P",
+                        "-L",
+                        "-l",
+                        "-d",
+                        "-E",
+                        "-e",
+                        "-s",
+                        "-a",
+                        "--arg-file",
+                        "--delimiter",
+                        "--max-args",
+                        "--max-procs",
+                        "--replace",
+                        "--max-lines",
+                        "--eof",
+                    ],
+                );
+                if rest.is_empty() {
+                    self.push(readonly()); // xargs alone runs echo
+                } else {
+                    self.wrapped(
+                        rest,
+                        cmd,
+                        Mods {
+                            operands_unknown: true,
+                            reads_unknown: true,
+                        },
+                    );
+                }
+            }
+            "bash" | "sh" | "zsh" | "dash" | "ksh" | "ash" | "mksh" | "fish" => {
+                self.sub_shell(args, cmd)
+            }
+            "eval" => {
+                if args.iter().any(|w| w.dynamic) {
+                    self.push(Action::unclassifiable(
+                        "eval of text known only at run time",
+                    ));
+                } else {
+                    self.nested_shell(&join(args));
+                }
+            }
+            "trap" => {
+                // `trap 'cmd' EXIT` runs cmd.
+                if let Some(w) = args.first().filter(|w| !w.text.starts_with('-')) {
+                    if w.dynamic {
+                        self.push(Action::unclassifiable(
+                            "trap with a command known only at run time",
+                        ));
+                    } else {
+                        self.nested_shell(&w.text);
+                    }
+                } else {
+                    self.push(readonly());
+                }
+            }
+
+            // ---- working directory ----
+            "cd" | "pushd" => {
+                let target = args
+                    .iter()
+                    .find(|w| !(w.text.starts_with('-') && w.text.len() > 1));
+                self.cd(target);
+                self.push(readonly());
+            }
+            "popd" => {
+                self.cwds.insert(Cwd::Unknown);
+                self.push(readonly());
+            }
+
+            // ---- version control and the forge ----
+            "git" => self.git(args, &text, mods),
+            "gh" => self.gh(args, &text),
+            "glab" | "hub" => {
+                if args.iter().any(|w| w.text == "merge") {
+                    self.push(Action::new("merge_pr"));
+                } else {
+                    self.push(Action::new("forge_write").with("command", text.as_str()));
+                }
+            }
+
+            // ---- builds and tests ----
+            "cargo" => {
+                let sub = first_operand(args, &["-Z", "--config", "-C", "--color"])
+                    .map(|w| w.text.as_str());
+                let sub = sub.map(|s| s.trim_start_matches('+'));
+                match sub {
+                    Some("test" | "t" | "nextest" | "bench") => self.push(run("run_tests")),
+                    Some(
+                        "build" | "b" | "check" | "c" | "clippy" | "doc" | "d" | "fmt" | "rustc"
+                        | "fix",
+                    ) => self.push(run("run_build")),
+                    Some("install" | "uninstall") => self.push(run("install_package")),
+                    Some("publish" | "yank" | "owner" | "login" | "logout") => {
+                        self.push(run("publish_package"))
+                    }
+                    _ => self.push(self.ordinary(&text, name)),
+                }
+            }
+            "npm" | "pnpm" | "yarn" | "bun" => {
+                let ops = operands(
+                    args,
+                    &["--prefix", "-w", "--workspace", "--filter", "-C", "--cwd"],
+                );
+                let sub = ops.first().map(|w| w.text.as_str());
+                let script = ops.get(1).map(|w| w.text.as_str()).unwrap_or("");
+                let global = args.iter().any(|w| w.text == "-g" || w.text == "--global");
+                match sub {
+                    Some("test" | "t" | "tst") => self.push(run("run_tests")),
+                    Some("run" | "run-script") if script.contains("test") => {
+                        self.push(run("run_tests"))
+                    }
+                    Some("run" | "run-script") if script.contains("build") => {
+                        self.push(run("run_build"))
+                    }
+                    Some("build") => self.push(run("run_build")),
+                    Some(
+                        "install" | "i" | "ci" | "add" | "remove" | "uninstall" | "rm" | "update"
+                        | "up" | "link",
+                    ) if global => self.push(run("install_package")),
+                    Some(
+                        "publish" | "unpublish" | "deprecate" | "dist-tag" | "owner" | "login"
+                        | "adduser" | "token",
+                    ) => self.push(run("publish_package")),
+                    Some("exec" | "x" | "dlx") => self.wrapped(&ops[1..], cmd, mods),
+                    _ => self.push(self.ordinary(&text, name)),
+                }
+            }
+            "npx" | "pnpx" | "bunx" => {
+                let rest = skip_options(args, &["-p", "--package", "-c", "--call"]);
+                if args.iter().any(|w| w.text == "-c" || w.text == "--call") {
+                    self.push(Action::new("run_inline_code").with("program", name));
+                }
+                self.wrapped(rest, cmd, mods);
+            }
+            "pytest" | "py.test" | "tox" | "nox" | "jest" | "vitest" | "mocha" | "ctest"
+            | "rspec" | "phpunit" | "playwright" | "cypress" => self.push(run("run_tests")),
+            "tsc" | "webpack" | "vite" | "esbuild" | "rollup" | "ninja" | "meson" | "cmake"
+            | "bazel" | "javac" | "rustc" | "gcc" | "g++" | "clang" | "cc" | "swiftc" => {
+                self.push(run("run_build"))
+            }
+            "go" => match first_operand(args, &[]).map(|w| w.text.as_str()) {
+                Some("test") => self.push(run("run_tests")),
+                Some("build" | "vet") => self.push(run("run_build")),
+                Some("install") => self.push(run("install_package")),
+                _ => self.push(self.ordinary(&text, name)),
+            },
+            "make" | "gmake" => {
+                let mut targets = Vec::new();
+                let mut i = 0;
+                while i < args.len() {
+                    let t = args[i].text.as_str();
+                    if t == "-C" || t == "--directory" {
+                        if let Some(dir) = args.get(i + 1) {
+                            self.path_action("modify_files", dir);
+                        }
+                        i += 2;
+                        continue;
+                    }
+                    if matches!(t, "-f" | "-j" | "-l" | "-o" | "-W" | "--file" | "--jobs") {
+                        i += 2;
+                        continue;
+                    }
+                    if !t.starts_with('-') && !t.contains('=') {
+                        targets.push(t);
+                    }
+                    i += 1;
+                }
+                if targets
+                    .iter()
+                    .any(|t| *t == "install" || t.starts_with("install-"))
+                {
+                    self.push(run("install_package"));
+                } else if targets.iter().any(|t| {
+                    matches!(*t, "test" | "tests" | "check" | "unittest") || t.starts_with("test-")
+                }) {
+                    self.push(run("run_tests"));
+                } else {
+                    self.push(run("run_build"));
+                }
+            }
+            "xcodebuild" | "swift" | "mvn" | "gradle" | "gradlew" | "dotnet" => {
+                let test = args.iter().any(|w| {
+                    matches!(
+                        w.text.as_str(),
+                        "test" | "test-without-building" | "verify" | "check"
+                    )
+                });
+                if test {
+                    self.push(run("run_tests"));
+                } else if name == "swift" && !args.iter().any(|w| w.text == "build") {
+                    self.push(self.ordinary(&text, name));
+                } else {
+                    self.push(run("run_build"));
+                }
+            }
+
+            // ---- interpreters ----
+            "python" | "python3" | "python2" | "pypy" | "pypy3" => self.python(args, &text, name),
+            n if n.starts_with("python3.") => self.python(args, &text, name),
+            "node" | "nodejs" | "deno" | "perl" | "ruby" | "php" | "lua" | "Rscript"
+            | "osascript" | "pwsh" | "powershell" => {
+                let inline = args.iter().take_while(|w| w.text != "--").any(|w| {
+                    let t = w.text.as_str();
+                    matches!(
+                        t,
+                        "-e" | "-E"
+                            | "-p"
+                            | "--eval"
+                            | "--print"
+                            | "-r"
+                            | "-c"
+                            | "-Command"
+                            | "eval"
+                    ) || (t.starts_with('-')
+                        && !t.starts_with("--")
+                        && t.contains(['e', 'E'])
+                        && name != "node")
+                });
+                if inline {
+                    self.push(Action::new("run_inline_code").with("program", name));
+                } else if name == "deno" && args.first().is_some_and(|w| w.text == "test") {
+                    self.push(run("run_tests"));
+                } else {
+                    self.push(self.ordinary(&text, name));
+                }
+            }
+            "awk" | "gawk" | "mawk" | "nawk" => self.awk(args, &text, name),
+            "sed" => self.sed(args, &text, name, mods),
+
+            // ---- files ----
+            "rm" | "rmdir" | "unlink" | "shred" | "mkfifo" | "mknod" => {
+                self.modify_operands(operands(args, &[]), mods)
+            }
+            "touch" => self.modify_operands(
+                operands(args, &["-d", "-t", "-r", "--date", "--reference"]),
+                mods,
+            ),
+            "mkdir" => self.modify_operands(operands(args, &["-m", "--mode"]), mods),
+            "truncate" => {
+                self.modify_operands(operands(args, &["-s", "-r", "--size", "--reference"]), mods)
+            }
+            "chmod" | "chown" | "chgrp" => {
+                let ops = operands_chmod(args);
+                let files = if args.iter().any(|w| w.text.starts_with("--reference")) {
+                    &ops[..]
+                } else {
+                    ops.get(1..).unwrap_or_default()
+                };
+                self.modify_operands(files.to_vec(), mods);
+            }
+            "mv" | "cp" | "ln" | "install" | "rsync"
+                if !(name == "rsync" && args.iter().any(|w| w.text.contains(':'))) =>
+            {
+                let ops = operands(
+                    args,
+                    &[
+                        "-t",
+                        "--target-directory",
+                        "-S",
+                        "--suffix",
+                        "-m",
+                        "--mode",
+                        "-o",
+                        "-g",
+                        "--owner",
+                        "--group",
+                        "-e",
+                        "--exclude",
+                        "--include",
+                        "-f",
+                        "--filter",
+                    ],
+                );
+                let target_dir = option_value(args, &["-t", "--target-directory"]);
+                if let Some(dir) = &target_dir {
+                    self.path_action("modify_files", dir);
+                }
+                let creates_dirs = name == "install" && args.iter().any(|w| w.text == "-d");
+                if name == "mv" || name == "ln" || creates_dirs {
+                    // A link is a way to write to its target later (`ln -s /etc/x l && echo >
+                    // l`): its target counts as modified, like the link itself.
+                    if name == "ln" && ops.len() == 1 {
+                        let base = ops[0]
+                            .text
+                            .rsplit('/')
+                            .next()
+                            .unwrap_or_default()
+                            .to_string();
+                        self.path_action(
+                            "modify_files",
+                            &Word {
+                                text: base,
+                                ..ops[0].clone()
+                            },
+                        );
+                    }
+                    self.modify_operands(ops, mods);
+                } else if target_dir.is_some() {
+                    for w in &ops {
+                        self.path_action("read_files", w);
+                    }
+                } else if let Some((last, sources)) = ops.split_last() {
+                    if name == "ln" && sources.is_empty() {
+                        // `ln -s target`: the link is created in the current directory.
+                        let base = last.text.rsplit('/').next().unwrap_or_default().to_string();
+                        self.path_action(
+                            "modify_files",
+                            &Word {
+                                text: base,
+                                ..last.clone()
+                            },
+                        );
+                    } else {
+                        self.path_action("modify_files", last);
+                    }
+                    if name != "ln" {
+                        for w in sources {
+                            self.path_action("read_files", w);
+                        }
+                    }
+                }
+                if mods.operands_unknown {
+                    self.unknown_modification(&text);
+                }
+            }
+            "tee" => {
+                let ops: Vec<Word> = operands(args, &[])
+                    .into_iter()
+                    .filter(|w| w.text != "-")
+                    .collect();
+                self.modify_operands(ops, mods);
+            }
+            "dd" => {
+                for w in args {
+                    if let Some(p) = w.text.strip_prefix("of=") {
+                        self.path_action(
+                            "modify_files",
+                            &Word {
+                                text: p.to_string(),
+                                ..w.clone()
+                            },
+                        );
+                    } else if let Some(p) = w.text.strip_prefix("if=") {
+                        self.path_action(
+                            "read_files",
+                            &Word {
+                                text: p.to_string(),
+                                ..w.clone()
+                            },
+                        );
+                    }
+                }
+                self.push(self.ordinary(&text, name));
+            }
+            "sort" | "uniq" | "tree" => {
+                let ops = operands(
+                    args,
+                    &[
+                        "-o", "--output", "-k", "-t", "-S", "-T", "-f", "-s", "-w", "-L", "-I",
+                        "-P",
+                    ],
+                );
+                if let Some(out) = option_value(args, &["-o", "--output"]) {
+                    self.path_action("modify_files", &out);
+                }
+                if name == "uniq" && ops.len() >= 2 {
+                    self.path_action("modify_files", &ops[1]);
+                    self.path_action("read_files", &ops[0]);
+                } else {
+                    for w in &ops {
+                        self.path_action("read_files", w);
+                    }
+                }
+                self.unknown_read(mods);
+                self.push(readonly());
+            }
+            "patch" => {
+                if !args.iter().any(|w| w.text == "--dry-run") {
+                    self.unknown_modification(&text);
+                }
+                self.push(self.ordinary(&text, name));
+            }
+            "tar" | "unzip" | "zip" | "gunzip" | "gzip" | "bunzip2" | "xz" | "unxz" => {
+                // Archives write where they are told or into the current directory.
+                if let Some(dir) = option_value(args, &["-C", "--directory", "-d"]) {
+                    self.path_action("modify_files", &dir);
+                }
+                for w in operands(
+                    args,
+                    &["-C", "--directory", "-d", "-f", "--file", "-x", "-X"],
+                ) {
+                    self.path_action("modify_files", &w);
+                }
+                if let Some(f) = option_value(args, &["-f", "--file"]) {
+                    self.path_action("modify_files", &f);
+                }
+                let here = Word {
+                    text: ".".into(),
+                    dynamic: false,
+                    quoted: false,
+                };
+                self.path_action("modify_files", &here);
+            }
+
+            // ---- network and the rest of the machine ----
+            "curl" | "wget" | "http" | "https" | "xh" | "aria2c" => {
+                let url = args
+                    .iter()
+                    .find(|w| w.text.contains("://"))
+                    .or_else(|| {
+                        operands(args, CURL_OPTIONS_WITH_VALUES)
+                            .first()
+                            .cloned()
+                            .as_ref()
+                            .and(None)
+                    })
+                    .map(|w| w.text.clone())
+                    .or_else(|| {
+                        operands(args, CURL_OPTIONS_WITH_VALUES)
+                            .first()
+                            .map(|w| w.text.clone())
+                    })
+                    .unwrap_or_default();
+                let action = fetch(&url).with("program", name);
+                if action.arg("host").is_some_and(|h| h.ends_with("asana.com"))
+                    && url.contains("/stories")
+                {
+                    self.push(
+                        Action::new("post_comment")
+                            .with("target", "tracker")
+                            .with("program", name),
+                    );
+                }
+                self.push(action);
+                if let Some(out) = option_value(
+                    args,
+                    &[
+                        "-o",
+                        "--output",
+                        "-O",
+                        "--output-document",
+                        "-P",
+                        "--directory-prefix",
+                    ],
+                ) {
+                    self.path_action("modify_files", &out);
+                }
+                if let Some(up) = option_value(args, &["-T", "--upload-file"]) {
+                    self.path_action("read_files", &up);
+                }
+            }
+            "ssh" | "scp" | "sftp" | "rsync" | "nc" | "ncat" | "netcat" | "telnet" | "ftp"
+            | "socat" | "mosh" => self.push(run("remote_access")),
+            "kill" | "pkill" | "killall" => self.push(run("signal_process")),
+            "docker" | "podman" | "kubectl" | "helm" | "terraform" | "aws" | "gcloud" | "az"
+            | "heroku" | "fly" | "flyctl" | "vercel" | "netlify" => {
+                self.push(run("infrastructure"))
+            }
+            "apt" | "apt-get" | "brew" | "pip" | "pip3" | "pipx" | "gem" | "yum" | "dnf"
+            | "pacman" | "snap" | "port" | "conda" | "uv" => {
+                let sub = first_operand(args, &[])
+                    .map(|w| w.text.as_str())
+                    .unwrap_or("");
+                if matches!(
+                    sub,
+                    "install"
+                        | "uninstall"
+                        | "remove"
+                        | "upgrade"
+                        | "update"
+                        | "add"
+                        | "purge"
+                        | "reinstall"
+                        | "autoremove"
+                        | "tap"
+                ) {
+                    self.push(run("install_package"));
+                } else if name == "uv" && sub == "run" {
+                    self.wrapped(operands(args, &[]).get(1..).unwrap_or_default(), cmd, mods);
+                } else {
+                    self.push(self.ordinary(&text, name));
+                }
+            }
+            "source" | "." => self.push(self.ordinary(&text, name)),
+
+            // ---- read-only ----
+            "find" => self.find(args, &text, cmd, mods),
+            "fd" | "fdfind" => {
+                if let Some(at) = args.iter().position(|w| {
+                    matches!(w.text.as_str(), "-x" | "--exec" | "-X" | "--exec-batch")
+                }) {
+                    self.wrapped(
+                        &args[at + 1..],
+                        cmd,
+                        Mods {
+                            operands_unknown: true,
+                            reads_unknown: true,
+                        },
+                    );
+                }
+                let ops = operands(
+                    args,
+                    &[
+                        "-e",
+                        "-t",
+                        "-E",
+                        "-d",
+                        "-j",
+                        "--extension",
+                        "--type",
+                        "--exclude",
+                        "--max-depth",
+                    ],
+                );
+                for w in ops.iter().skip(1) {
+                    self.path_action("read_files", w);
+                }
+                self.push(readonly());
+            }
+            "grep" | "egrep" | "fgrep" | "rg" | "ag" | "ack" | "git-grep" => {
+                let with_values = &[
+                    "-e",
+                    "-f",
+                    "-m",
+                    "-A",
+                    "-B",
+                    "-C",
+                    "-g",
+                    "-t",
+                    "-T",
+                    "-j",
+                    "-M",
+                    "-d",
+                    "-D",
+                    "--regexp",
+                    "--file",
+                    "--glob",
+                    "--type",
+                    "--max-count",
+                    "--context",
+                    "--include",
+                    "--exclude",
+                    "--exclude-dir",
+                ];
+                let ops = operands(args, with_values);
+                let pattern_given = args.iter().any(|w| {
+                    w.text == "-e"
+                        || w.text == "-f"
+                        || w.text.starts_with("--regexp")
+                        || w.text.starts_with("--file")
+                });
+                let files = if pattern_given {
+                    &ops[..]
+                } else {
+                    ops.get(1..).unwrap_or_default()
+                };
+                for w in files {
+                    self.path_action("read_files", w);
+                }
+                self.unknown_read(mods);
+                self.push(readonly());
+            }
+            "jq" | "yq" => {
+                if args.iter().any(|w| w.text == "-i" || w.text == "--inplace") {
+                    self.modify_operands(
+                        operands(args, &["--arg", "--argjson", "-f", "--from-file"])
+                            .get(1..)
+                            .unwrap_or_default()
+                            .to_vec(),
+                        mods,
+                    );
+                } else {
+                    for w in operands(
+                        args,
+                        &[
+                            "--arg",
+                            "--argjson",
+                            "--slurpfile",
+                            "--rawfile",
+                            "-f",
+                            "--from-file",
+                            "--indent",
+                        ],
+                    )
+                    .iter()
+                    .skip(1)
+                    {
+                        self.path_action("read_files", w);
+                    }
+                }
+                self.unknown_read(mods);
+                self.push(readonly());
+            }
+            n if READ_ONLY_WITH_FILES.contains(&n) => {
+                for w in operands(
+                    args,
+                    &[
+                        "-n",
+                        "-c",
+                        "-d",
+                        "-f",
+                        "-b",
+                        "-s",
+                        "-l",
+                        "-N",
+                        "-j",
+                        "-t",
+                        "-A",
+                        "-w",
+                        "-I",
+                        "--max-depth",
+                        "--format",
+                        "--lines",
+                        "--bytes",
+                    ],
+                ) {
+                    self.path_action("read_files", &w);
+                }
+                self.unknown_read(mods);
+                self.push(readonly());
+            }
+            n if READ_ONLY_NO_FILES.contains(&n) => self.push(readonly()),
+            _ => self.push(self.ordinary(&text, name)),
+        }
+    }
+
+    /// `run_command` for a command the contract judges as ordinary.
+    fn ordinary(&self, text: &str, program: &str) -> Action {
+        Action::new("run_command")
+            .with("command", text)
+            .with("program", program)
+    }
+
+    fn wrapped(&mut self, rest: &[Word], cmd: &SimpleCommand, mods: Mods) {
+        // Assignments may follow a wrapper too: `sudo FOO=1 cmd`, `env A=b cmd`.
+        let rest: Vec<Word> = rest
+            .iter()
+            .skip_while(|w| is_assignment(w))
+            .cloned()
+            .collect();
+        if rest.is_empty() {
+            return;
+        }
+        self.depth += 1;
+        let inner = SimpleCommand {
+            source: join(&rest),
+            words: rest.clone(),
+            ..cmd.clone()
+        };
+        self.command(&rest, &inner, mods);
+        self.depth -= 1;
+    }
+
+    /// A read whose files are not known (`xargs cat`): never approved by a path rule.
+    fn unknown_read(&mut self, mods: Mods) {
+        if mods.reads_unknown {
+            self.push(
+                Action::new("read_files")
+                    .with("path_unresolved", "operands known only at run time"),
+            );
+        }
+    }
+
+    fn modify_operands(&mut self, ops: Vec<Word>, mods: Mods) {
+        for w in &ops {
+            self.path_action("modify_files", w);
+        }
+        if ops.is_empty() || mods.operands_unknown {
+            self.unknown_modification("operands known only at run time");
+        }
+    }
+
+    fn env(&mut self, args: &[Word], cmd: &SimpleCommand, mods: Mods) {
+        let mut i = 0;
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t == "-S"
+                || t == "--split-string"
+                || t.starts_with("--split-string=")
+                || (t.starts_with("-S") && t.len() > 2)
+            {
+                // The string is split into words and run.
+                let mut s = if let Some(v) = t.strip_prefix("--split-string=") {
+                    v.to_string()
+                } else if t.len() > 2 && !t.starts_with("--") {
+                    t[2..].to_string()
+                } else {
+                    i += 1;
+                    args.get(i).map(|w| w.text.clone()).unwrap_or_default()
+                };
+                for w in &args[(i + 1).min(args.len())..] {
+                    s.push(' ');
+                    s.push_str(&w.text);
+                }
+                if args.iter().any(|w| w.dynamic) {
+                    self.push(Action::unclassifiable(
+                        "env -S with text known only at run time",
+                    ));
+                } else {
+                    self.nested_shell(&s);
+                }
+                return;
+            }
+            if t == "-C" || t == "--chdir" || t.starts_with("--chdir=") {
+                self.push(Action::unclassifiable(
+                    "env -C changes the directory of the command",
+                ));
+                return;
+            }
+            if t == "-u" || t == "--unset" {
+                i += 2;
+                continue;
+            }
+            if t == "--" {
+                i += 1;
+                break;
+            }
+            if t.starts_with('-') || is_assignment(&args[i]) {
+                i += 1;
+                continue;
+            }
+            break;
+        }
+        let rest = &args[i.min(args.len())..];
+        let rest: Vec<Word> = rest
+            .iter()
+            .skip_while(|w| is_assignment(w))
+            .cloned()
+            .collect();
+        if rest.is_empty() {
+            self.push(
+                Action::new("run_command")
+                    .with("command", "env")
+                    .with("program", "env")
+                    .with("readonly", "true"),
+            );
+        } else {
+            self.wrapped(&rest, cmd, mods);
+        }
+    }
+
+    /// `bash -c '…'` recurses into the string; `bash script` runs a file; a shell reading
+    /// its commands from stdin cannot be judged.
+    fn sub_shell(&mut self, args: &[Word], cmd: &SimpleCommand) {
+        let mut i = 0;
+        let mut has_c = false;
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t == "--" {
+                i += 1;
+                break;
+            }
+            if matches!(t, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
+                i += 2;
+                continue;
+            }
+            if (t.starts_with('-') || t.starts_with('+')) && t.len() > 1 {
+                if !t.starts_with("--") && t[1..].contains('c') {
+                    has_c = true;
+                }
+                if !t.starts_with("--") && t[1..].contains('s') {
+                    self.push(Action::unclassifiable(
+                        "a shell reading its commands from its input",
+                    ));
+                    return;
+                }
+                i += 1;
+                continue;
+            }
+            break;
+        }
+        match args.get(i) {
+            Some(script) if has_c => {
+                if script.dynamic {
+                    self.push(Action::unclassifiable(
+                        "sh -c with a command known only at run time",
+                    ));
+                } else {
+                    self.nested_shell(&script.text);
+                }
+            }
+            Some(_) => self.push(
+                Action::new("run_command")
+                    .with("command", cmd.source.as_str())
+                    .with("program", "sh"),
+            ),
+            None => self.push(Action::unclassifiable(
+                "a shell reading its commands from its input",
+            )),
+        }
+    }
+
+    fn python(&mut self, args: &[Word], text: &str, name: &str) {
+        let mut i = 0;
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t == "-c"
+                || (t.starts_with('-') && !t.starts_with("--") && t.ends_with('c') && t.len() <= 4)
+            {
+                self.push(Action::new("run_inline_code").with("program", name));
+                return;
+            }
+            if t == "-m" {
+                let module = args.get(i + 1).map(|w| w.text.as_str()).unwrap_or("");
+                let sub = args.get(i + 2).map(|w| w.text.as_str()).unwrap_or("");
+                match module {
+                    "pytest" | "unittest" | "tox" | "nox" => {
+                        self.push(Action::new("run_tests").with("program", name))
+                    }
+                    "pip" if matches!(sub, "install" | "uninstall") => {
+                        self.push(Action::new("install_package").with("program", name))
+                    }
+                    "build" | "compileall" => {
+                        self.push(Action::new("run_build").with("program", name))
+                    }
+                    _ => self.push(self.ordinary(text, name)),
+                }
+                return;
+            }
+            if t.starts_with('-') {
+                i += 1;
+                continue;
+            }
+            break;
+        }
+        if i >= args.len() {
+            // No script and no -c: the interpreter reads its program from stdin.
+            self.push(Action::unclassifiable(
+                "an interpreter reading its program from its input",
+            ));
+        } else {
+            self.push(self.ordinary(text, name));
+        }
+    }
+
+    fn awk(&mut self, args: &[Word], text: &str, name: &str) {
+        let ops = operands(
+            args,
+            &[
+                "-v",
+                "-F",
+                "-f",
+                "--assign",
+                "--field-separator",
+                "--file",
+                "-i",
+                "--include",
+            ],
+        );
+        let from_file = args
+            .iter()
+            .any(|w| w.text == "-f" || w.text.starts_with("--file"));
+        let inplace = args
+            .iter()
+            .any(|w| w.text == "-i" || w.text.starts_with("--include"));
+        let (program, files) = if from_file {
+            (None, &ops[..])
+        } else {
+            (ops.first(), ops.get(1..).unwrap_or_default())
+        };
+        let risky = program.is_none_or(|p| p.dynamic || awk_program_is_risky(&p.text)) || inplace;
+        if risky {
+            self.push(Action::new("run_inline_code").with("program", name));
+        }
+        for w in files {
+            self.path_action("read_files", w);
+        }
+        let _ = text;
+        self.push(
+            Action::new("run_command")
+                .with("command", text)
+                .with("program", name)
+                .with("readonly", "true"),
+        );
+    }
+
+    fn sed(&mut self, args: &[Word], text: &str, name: &str, mods: Mods) {
+        let with_values = &["-e", "-f", "--expression", "--file", "-l", "--line-length"];
+        let ops = operands(args, with_values);
+        let in_place = args.iter().any(|w| {
+            let t = w.text.as_str();
+            t.starts_with("--in-place")
+                || (t.starts_with('-')
+                    && !t.starts_with("--")
+                    && t[1..].starts_with(|c: char| c.is_ascii_alphabetic())
+                    && t[1..].contains('i')
+                    && !t.starts_with("-e"))
+        });
+        let script_given = args.iter().any(|w| {
+            matches!(w.text.as_str(), "-e" | "-f")
+                || w.text.starts_with("--expression")
+                || w.text.starts_with("--file")
+        });
+        let mut scripts: Vec<&Word> = Vec::new();
+        for (i, w) in args.iter().enumerate() {
+            if matches!(w.text.as_str(), "-e" | "--expression") {
+                if let Some(s) = args.get(i + 1) {
+                    scripts.push(s);
+                }
+            }
+        }
+        let files = if script_given {
+            &ops[..]
+        } else {
+            if let Some(s) = ops.first() {
+                scripts.push(s);
+            }
+            ops.get(1..).unwrap_or_default()
+        };
+        if scripts
+            .iter()
+            .any(|s| s.dynamic || sed_script_is_risky(&s.text))
+        {
+            self.push(Action::new("run_inline_code").with("program", name));
+        }
+        if in_place {
+            self.modify_operands(files.to_vec(), mods);
+        } else {
+            for w in files {
+                self.path_action("read_files", w);
+            }
+        }
+        self.push(
+            Action::new("run_command")
+                .with("command", text)
+                .with("program", name)
+                .with("readonly", (!in_place).to_string()),
+        );
+    }
+
+    fn find(&mut self, args: &[Word], text: &str, cmd: &SimpleCommand, mods: Mods) {
+        let mut i = 0;
+        while i < args.len() && matches!(args[i].text.as_str(), "-H" | "-L" | "-P") {
+            i += 1;
+        }
+        let mut starts: Vec<&Word> = Vec::new();
+        while i < args.len() {
+            let t = args[i].text.as_str();
+            if t.starts_with('-') || t == "(" || t == "!" || t == ")" {
+                break;
+            }
+            starts.push(&args[i]);
+            i += 1;
+        }
+        let dot = Word {
+            text: ".".into(),
+            dynamic: false,
+            quoted: false,
+        };
+        if starts.is_empty() {
+            starts.push(&dot);
+        }
+        let expr = &args[i..];
+        let deletes = expr.iter().any(|w| w.text == "-delete");
+        for s in &starts {
+            self.path_action(
+                if deletes {
+                    "modify_files"
+                } else {
+                    "read_files"
+                },
+                s,
+            );
+        }
+        let mut j = 0;
+        while j < expr.len() {
+            let t = expr[j].text.as_str();
+            if matches!(t, "-exec" | "-execdir" | "-ok" | "-okdir") {
+                let end = expr[j + 1..]
+                    .iter()
+                    .position(|w| w.text == ";" || w.text == "+")
+                    .map_or(expr.len(), |p| j + 1 + p);
+                self.wrapped(
+                    &expr[j + 1..end],
+                    cmd,
+                    Mods {
+                        operands_unknown: true,
+                        reads_unknown: false,
+                    },
+                );
+                j = end + 1;
+                continue;
+            }
+            if matches!(t, "-fprint" | "-fprint0" | "-fls" | "-fprintf") {
+                if let Some(f) = expr.get(j + 1) {
+                    self.path_action("modify_files", f);
+                }
+            }
+            j += 1;
+        }
+        let _ = mods;
+        self.push(
+            Action::new("run_command")
+                .with("command", text)
+                .with("program", "find")
+                .with("readonly", (!deletes).to_string()),
+        );
+    }
+
+    fn git(&mut self, args: &[Word], text: &str, _mods: Mods) {
+        // Global options before the subcommand; -C / --git-dir / --work-tree point elsewhere.
+        let mut i = 0;
+        let mut elsewhere: Vec<Word> = Vec::new();
+        while i < args.len() {
+            let w = &args[i];
+            let t = w.text.as_str();
+            match t {
+                "-C" | "--git-dir" | "--work-tree" => {
+                    if let Some(d) = args.get(i + 1) {
+                        elsewhere.push(d.clone());
+                    }
+                    i += 2;
+                }
+                "-c" => {
+                    if args
+                        .get(i + 1)
+                        .is_some_and(|v| v.text.to_ascii_lowercase().starts_with("alias."))
+                    {
+                        self.push(Action::unclassifiable(
+                            "git with an alias defined on the command line",
+                        ));
+                        return;
+                    }
+                    i += 2;
+                }
+                "--namespace" | "--exec-path" | "--config-env" | "--super-prefix" => i += 2,
+                _ if t.starts_with("--git-dir=") || t.starts_with("--work-tree=") => {
+                    let v = t.split_once('=').map(|x| x.1).unwrap_or_default();
+                    elsewhere.push(Word {
+                        text: v.to_string(),
+                        ..w.clone()
+                    });
+                    i += 1;
+                }
+                _ if t.starts_with('-') => i += 1,
+                _ => break,
+            }
+        }
+        let Some(sub) = args.get(i) else {
+            self.push(
+                Action::new("run_command")
+                    .with("command", text)
+                    .with("program", "git")
+                    .with("readonly", "true"),
+            );
+            return;
+        };
+        if sub.dynamic {
+            self.push(Action::unclassifiable(format!(
+                "git subcommand known only at run time: {}",
+                sub.text
+            )));
+            return;
+        }
+        let rest = &args[i + 1..];
+        let readonly_action = || {
+            Action::new("run_command")
+                .with("command", text)
+                .with("program", "git")
+                .with("readonly", "true")
+        };
+        let mut readonly = false;
+        match sub.text.as_str() {
+            "push" => self.git_push(rest),
+            "worktree" => {
+                let verb = rest.first().map(|w| w.text.as_str()).unwrap_or("list");
+                let ops = operands(
+                    rest.get(1..).unwrap_or_default(),
+                    &["-b", "-B", "--reason", "--orphan"],
+                );
+                match verb {
+                    "add" => {
+                        let mut a = Action::new("create_worktree");
+                        if let Some(b) =
+                            option_value(rest, &["-b", "-B"]).or_else(|| ops.get(1).cloned())
+                        {
+                            if !b.dynamic {
+                                a.args.insert("branch".into(), b.text.clone());
+                            }
+                        }
+                        self.push(a);
+                        match ops.first() {
+                            Some(p) => self.path_action("modify_files", p),
+                            None => self.unknown_modification("git worktree add without a path"),
+                        }
+                    }
+                    "remove" | "move" => self.modify_operands(ops, Mods::default()),
+                    "list" => readonly = true,
+                    _ => self.push(self.ordinary(text, "git")),
+                }
+            }
+            "config" => {
+                let global = rest
+                    .iter()
+                    .any(|w| w.text == "--global" || w.text == "--system");
+                let file = option_value(rest, &["-f", "--file"]);
+                let reading = rest.iter().any(|w| {
+                    matches!(
+                        w.text.as_str(),
+                        "--get"
+                            | "--get-all"
+                            | "--get-regexp"
+                            | "--list"
+                            | "-l"
+                            | "--show-origin"
+                            | "get"
+                            | "list"
+                    )
+                });
+                let ops = operands(rest, &["-f", "--file", "--type", "--default", "--blob"]);
+                let key = ops
+                    .first()
+                    .map(|w| w.text.to_ascii_lowercase())
+                    .unwrap_or_default();
+                if reading
+                    || ops.len() < 2
+                        && !rest.iter().any(|w| {
+                            w.text.starts_with("--unset")
+                                || w.text.starts_with("--add")
+                                || w.text.starts_with("--replace")
+                        })
+                {
+                    readonly = true;
+                } else if key.starts_with("remote.")
+                    || key.starts_with("url.")
+                    || key.starts_with("alias.")
+                    || key.starts_with("core.hookspath")
+                    || key.starts_with("core.sshcommand")
+                {
+                    self.push(Action::new("configure_remote").with("command", text));
+                } else if global {
+                    let home = if rest.iter().any(|w| w.text == "--system") {
+                        "/etc/gitconfig"
+                    } else {
+                        "~/.gitconfig"
+                    };
+                    self.push(Action::new("modify_files").with("path", home));
+                } else if let Some(f) = file {
+                    self.path_action("modify_files", &f);
+                } else {
+                    self.push(self.ordinary(text, "git"));
+                }
+            }
+            "remote" => match rest.first().map(|w| w.text.as_str()) {
+                Some(
+                    "add" | "set-url" | "rename" | "remove" | "rm" | "set-head" | "set-branches",
+                ) => self.push(Action::new("configure_remote").with("command", text)),
+                _ => readonly = true,
+            },
+            "clone" => {
+                let ops = operands(
+                    rest,
+                    &[
+                        "-b",
+                        "--branch",
+                        "-o",
+                        "--origin",
+                        "--depth",
+                        "-c",
+                        "--config",
+                        "--reference",
+                        "-j",
+                        "--jobs",
+                        "--separate-git-dir",
+                        "--template",
+                        "-u",
+                        "--upload-pack",
+                        "--filter",
+                    ],
+                );
+                let url = ops.first().map(|w| w.text.clone()).unwrap_or_default();
+                self.push(fetch(&url).with("program", "git"));
+                match ops.get(1) {
+                    Some(dir) => self.path_action("modify_files", dir),
+                    None => {
+                        let base = url
+                            .trim_end_matches('/')
+                            .rsplit(['/', ':'])
+                            .next()
+                            .unwrap_or("repo")
+                            .trim_end_matches(".git")
+                            .to_string();
+                        self.path_action(
+                            "modify_files",
+                            &Word {
+                                text: base,
+                                dynamic: false,
+                                quoted: true,
+                            },
+                        );
+                    }
+                }
+            }
+            "apply"
+                if rest
+                    .iter()
+                    .any(|w| w.text == "--unsafe-paths" || w.text.starts_with("--directory")) =>
+            {
+                self.unknown_modification("git apply outside the repository")
+            }
+            "send-email" | "request-pull" | "http-push" | "svn" | "p4" | "daemon" | "imap-send" => {
+                self.push(Action::new("remote_access").with("program", "git"))
+            }
+            "status" | "diff" | "log" | "show" | "rev-parse" | "ls-files" | "ls-tree" | "blame"
+            | "grep" | "describe" | "shortlog" | "cat-file" | "rev-list" | "show-ref"
+            | "for-each-ref" | "merge-base" | "name-rev" | "whatchanged" | "count-objects"
+            | "fsck" | "help" | "version" | "var" | "check-ignore" | "diff-tree" | "diff-files"
+            | "diff-index" | "ls-remote" | "fetch" | "reflog" | "branch" | "tag" | "stash" => {
+                readonly = matches!(
+                    sub.text.as_str(),
+                    "status"
+                        | "diff"
+                        | "log"
+                        | "show"
+                        | "rev-parse"
+                        | "ls-files"
+                        | "ls-tree"
+                        | "blame"
+                        | "grep"
+                        | "describe"
+                        | "shortlog"
+                        | "cat-file"
+                        | "rev-list"
+                        | "show-ref"
+                        | "for-each-ref"
+                        | "merge-base"
+                        | "name-rev"
+                        | "whatchanged"
+                        | "count-objects"
+                        | "fsck"
+                        | "help"
+                        | "version"
+                        | "var"
+                        | "check-ignore"
+                        | "diff-tree"
+                        | "diff-files"
+                        | "diff-index"
+                        | "ls-remote"
+                        | "fetch"
+                );
+                if !readonly {
+                    self.push(self.ordinary(text, "git"));
+                }
+            }
+            // Everything else (add, commit, checkout, merge, rebase, reset, …) is local to the
+            // repository: the push is what reaches others.
+            _ => self.push(self.ordinary(text, "git")),
+        }
+        if readonly {
+            self.push(readonly_action());
+        } else {
+            for d in &elsewhere {
+                self.path_action("modify_files", d);
+            }
+        }
+        for d in &elsewhere {
+            self.path_action("read_files", d);
+        }
+    }
+
+    fn git_push(&mut self, rest: &[Word]) {
+        let mut force = false;
+        let mut delete = false;
+        let mut all = false;
+        let mut remote: Option<&Word> = None;
+        let mut refspecs: Vec<&Word> = Vec::new();
+        let mut i = 0;
+        let mut options_done = false;
+        while i < rest.len() {
+            let w = &rest[i];
+            let t = w.text.as_str();
+            i += 1;
+            if !options_done && t.starts_with('-') && t.len() > 1 {
+                match t {
+                    "--" => options_done = true,
+                    "--force" | "--force-with-lease" | "--force-if-includes" => force = true,
+                    _ if t.starts_with("--force-with-lease=") => force = true,
+                    "--delete" => delete = true,
+                    "--mirror" | "--prune" => {
+                        force = true;
+                        all = true;
+                    }
+                    "--all" | "--branches" | "--tags" => all = true,
+                    "-o" | "--push-option" | "--receive-pack" | "--exec" => i += 1,
+                    _ if t.starts_with("--repo=") => {
+                        remote = None;
+                        all = all || t.len() <= "--repo=".len();
+                    }
+                    _ if t.starts_with("--") => {}
+                    _ => {
+                        // Short flags, possibly combined: `-uf`.
+                        if t.contains('f') {
+                            force = true;
+                        }
+                        if t.contains('d') {
+                            delete = true;
+                        }
+                    }
+                }
+                continue;
+            }
+            if remote.is_none() && refspecs.is_empty() {
+                remote = Some(w);
+            } else {
+                refspecs.push(w);
+            }
+        }
+        let base = || {
+            let mut a = Action::new("push_branch");
+            if let Some(r) = remote {
+                a.args.insert(
+                    "remote".into(),
+                    if r.dynamic {
+                        "$unknown".into()
+                    } else {
+                        r.text.clone()
+                    },
+                );
+            }
+            if force {
+                a.args.insert("force".into(), "true".into());
+            }
+            if delete {
+                a.args.insert("delete".into(), "true".into());
+            }
+            a
+        };
+        if refspecs.is_empty() || all {
+            // The current branch (or all of them): not known here.
+            self.push(base());
+            return;
+        }
+        for spec in refspecs {
+            let mut a = base();
+            let mut s = spec.text.as_str();
+            if let Some(rest) = s.strip_prefix('+') {
+                a.args.insert("force".into(), "true".into());
+                s = rest;
+            }
+            let dest = match s.split_once(':') {
+                Some(("", dst)) => {
+                    a.args.insert("delete".into(), "true".into());
+                    dst
+                }
+                Some((_, dst)) => dst,
+                None => s,
+            };
+            let dest = dest.strip_prefix("refs/heads/").unwrap_or(dest);
+            let unknown = spec.dynamic
+                || dest.is_empty()
+                || dest == "HEAD"
+                || dest == "@"
+                || dest.contains(['*', '$', '`']);
+            if !unknown {
+                a.args.insert("branch".into(), dest.to_string());
+            }
+            self.push(a);
+        }
+    }
+
+    fn gh(&mut self, args: &[Word], text: &str) {
+        let ops = operands(
+            args,
+            &[
+                "-R",
+                "--repo",
+                "-B",
+                "--base",
+                "-H",
+                "--head",
+                "-t",
+                "--title",
+                "-b",
+                "--body",
+                "-F",
+                "--body-file",
+                "-l",
+                "--label",
+                "-a",
+                "--assignee",
+                "-r",
+                "--reviewer",
+                "-m",
+                "--milestone",
+                "-p",
+                "--project",
+                "-X",
+                "--method",
+                "-f",
+                "--field",
+                "--raw-field",
+                "-H",
+                "--header",
+                "--input",
+                "-q",
+                "--jq",
+                "--template",
+                "--json",
+                "-L",
+                "--limit",
+                "-s",
+                "--state",
+                "--subject",
+                "--match-head-commit",
+            ],
+        );
+        let group = ops.first().map(|w| w.text.as_str()).unwrap_or("");
+        let verb = ops.get(1).map(|w| w.text.as_str()).unwrap_or("");
+        let number = ops.get(2).filter(|w| !w.dynamic).map(|w| w.text.clone());
+        let has = |names: &[&str]| {
+            args.iter().any(|w| {
+                names
+                    .iter()
+                    .any(|n| w.text == *n || w.text.starts_with(&format!("{n}=")))
+            })
+        };
+        let with_pr = |mut a: Action| {
+            if let Some(n) = &number {
+                a.args.insert("pr".into(), n.clone());
+            }
+            a
+        };
+        let readonly = || {
+            Action::new("run_command")
+                .with("command", text)
+                .with("program", "gh")
+                .with("readonly", "true")
+        };
+        let write = || Action::new("forge_write").with("command", text);
+        if ops.first().is_some_and(|w| w.dynamic) || ops.get(1).is_some_and(|w| w.dynamic) {
+            self.push(Action::unclassifiable(
+                "gh subcommand known only at run time",
+            ));
+            return;
+        }
+        match (group, verb) {
+            ("pr", "merge") => self.push(with_pr(Action::new("merge_pr"))),
+            ("pr", "create" | "new") => {
+                let draft =
+                    has(&["-d", "--draft"]) && !args.iter().any(|w| w.text == "--draft=false");
+                let mut a = Action::new(if draft { "open_draft_pr" } else { "open_pr" });
+                if let Some(b) = option_value(args, &["-B", "--base"]) {
+                    a.args.insert("base".into(), b.text);
+                }
+                self.push(a);
+            }
+            ("pr", "comment") => self.push(with_pr(
+                Action::new("post_comment")
+                    .with("target", "forge")
+                    .with("on", "pr"),
+            )),
+            ("issue", "comment") => self.push(with_pr(
+                Action::new("post_comment")
+                    .with("target", "forge")
+                    .with("on", "issue"),
+            )),
+            ("pr", "review") => {
+                if has(&["-a", "--approve", "-r", "--request-changes"]) {
+                    self.push(with_pr(Action::new("review_pr")));
+                } else {
+                    self.push(with_pr(
+                        Action::new("post_comment")
+                            .with("target", "forge")
+                            .with("on", "pr"),
+                    ));
+                }
+            }
+            ("pr", "ready") => self.push(with_pr(Action::new("mark_pr_ready"))),
+            ("pr", "view" | "list" | "status" | "checks" | "diff")
+            | ("issue", "view" | "list" | "status")
+            | ("run", "view" | "list" | "watch")
+            | ("workflow", "view" | "list")
+            | ("repo", "view" | "list")
+            | ("release", "view" | "list")
+            | ("label" | "cache" | "secret" | "variable" | "ruleset", "list")
+            | ("auth", "status")
+            | ("search", _)
+            | ("status" | "help" | "version" | "--version" | "--help" | "", _) => {
+                self.push(readonly())
+            }
+            ("pr", "checkout") => self.push(self.ordinary(text, "gh")),
+            ("repo", "clone") => {
+                let url = ops.get(2).map(|w| w.text.clone()).unwrap_or_default();
+                self.push(fetch(&url).with("program", "gh"));
+                match ops.get(3) {
+                    Some(dir) => self.path_action("modify_files", dir),
+                    None => self.unknown_modification("gh repo clone"),
+                }
+            }
+            ("api", _) => self.gh_api(args, ops.get(1), text),
+            _ => self.push(write()),
+        }
+    }
+
+    fn gh_api(&mut self, args: &[Word], endpoint: Option<&Word>, text: &str) {
+        let Some(endpoint) = endpoint else {
+            self.push(Action::new("forge_write").with("command", text));
+            return;
+        };
+        let method = option_value(args, &["-X", "--method"]).map(|w| w.text.to_ascii_uppercase());
+        let has_fields = args.iter().any(|w| {
+            matches!(
+                w.text.as_str(),
+                "-f" | "-F" | "--field" | "--raw-field" | "--input"
+            ) || w.text.starts_with("--field=")
+                || w.text.starts_with("--raw-field=")
+                || w.text.starts_with("--input=")
+        });
+        let method = method.unwrap_or_else(|| {
+            if has_fields {
+                "POST".into()
+            } else {
+                "GET".into()
+            }
+        });
+        if endpoint.dynamic || args.iter().any(|w| w.dynamic && method != "GET") {
+            self.push(Action::unclassifiable("gh api call known only at run time"));
+            return;
+        }
+        let e = endpoint.text.trim_end_matches('/');
+        if e == "graphql" {
+            let body = args
+                .iter()
+                .map(|w| w.text.as_str())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let lower = body.to_ascii_lowercase();
+            if lower.contains("mergepullrequest")
+                || lower.contains("automerge")
+                || lower.contains("mergebranch")
+                || lower.contains("=@")
+            {
+                self.push(Action::new("merge_pr"));
+            } else if lower.contains("mutation") {
+                self.push(
+                    Action::new("forge_write")
+                        .with("command", text)
+                        .with("method", "POST"),
+                );
+            } else {
+                self.push(
+                    Action::new("run_command")
+                        .with("command", text)
+                        .with("program", "gh")
+                        .with("readonly", "true"),
+                );
+            }
+            return;
+        }
+        let is_merge = e.ends_with("/merge")
+            || e.ends_with("/merges")
+            || e.contains("/merge?")
+            || e.contains("/auto-merge");
+        if method == "GET" {
+            self.push(
+                Action::new("run_command")
+                    .with("command", text)
+                    .with("program", "gh")
+                    .with("readonly", "true"),
+            );
+        } else if is_merge {
+            self.push(Action::new("merge_pr"));
+        } else {
+            self.push(
+                Action::new("forge_write")
+                    .with("command", text)
+                    .with("method", method),
+            );
+        }
+    }
+}
+
+/// Options whose value is the next word, for curl and wget.
+#[rustfmt::skip]
+const CURL_OPTIONS_WITH_VALUES: &[&str] = &[
+    "-o", "-O", "-d", "-H", "-X", "-u", "-A", "-e", "-T", "-F", "-w", "-m", "-x", "-b", "-c", "-K",
+    "-E", "-P", "-U", "-r", "--output", "--data", "--data-raw", "--data-binary", "--header",
+    "--request", "--user", "--user-agent", "--referer", "--upload-file", "--form", "--write-out",
+    "--max-time", "--proxy", "--cookie", "--cookie-jar", "--config", "--cert", "--cacert",
+    "--connect-timeout", "--retry", "--output-document", "--directory-prefix",
+];
+
+/// Read-only commands whose operands are files.
+#[rustfmt::skip]
+const READ_ONLY_WITH_FILES: &[&str] = &[
+    "ls", "cat", "head", "tail", "wc", "less", "more", "file", "stat", "du", "diff", "cmp", "nl",
+    "tac", "rev", "paste", "join", "comm", "column", "fold", "expand", "unexpand", "xxd", "od",
+    "hexdump", "strings", "md5sum", "sha1sum", "sha256sum", "sha512sum", "shasum", "cksum", "b2sum",
+    "base64", "readlink", "realpath", "cut", "bat", "exa", "eza", "lsof", "ldd", "otool", "nm",
+    "objdump",
+];
+
+/// Read-only commands with no file operands.
+#[rustfmt::skip]
+const READ_ONLY_NO_FILES: &[&str] = &[
+    "echo", "printf", "pwd", "true", "false", ":", "test", "[", "[[", "]]", "which", "type",
+    "whereis", "date", "printenv", "id", "whoami", "uname", "hostname", "basename", "dirname",
+    "seq", "sleep", "tr", "expr", "yes", "ps", "free", "uptime", "locale", "tput", "nproc",
+    "getconf", "groups", "cal", "df", "export", "set", "unset", "local", "declare", "typeset",
+    "readonly", "shift", "wait", "read", "return", "exit", "shopt", "alias", "unalias", "hash",
+    "ulimit", "umask", "history", "jobs", "fg", "bg", "disown", "let", "break", "continue", "man",
+    "help", "info", "clear", "reset", "tty", "stty", "env", "top", "htop",
+];
+
+fn is_assignment(w: &Word) -> bool {
+    let t = w.text.as_bytes();
+    let Some(eq) = t.iter().position(|&b| b == b'=') else {
+        return false;
+    };
+    let name = &t[..eq];
+    let name = name.strip_suffix(b"+").unwrap_or(name);
+    !name.is_empty()
+        && (name[0].is_ascii_alphabetic() || name[0] == b'_')
+        && name.iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+fn join(words: &[Word]) -> String {
+    words
+        .iter()
+        .map(|w| w.text.as_str())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The words after leading options (`-x`, `--long`, and `opt value` for those listed).
+fn skip_options<'w>(args: &'w [Word], with_values: &[&str]) -> &'w [Word] {
+    let mut i = 0;
+    while i < args.len() {
+        let t = args[i].text.as_str();
+        if t == "--" {
+            return &args[i + 1..];
+        }
+        if !t.starts_with('-') || t.len() == 1 {
+            break;
+        }
+        i += if with_values.contains(&t) { 2 } else { 1 };
+    }
+    &args[i.min(args.len())..]
+}
+
+/// The non-option words (operands), skipping the values of the options listed.
+fn operands(args: &[Word], with_values: &[&str]) -> Vec<Word> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    let mut done = false;
+    while i < args.len() {
+        let w = &args[i];
+        let t = w.text.as_str();
+        i += 1;
+        if done || !t.starts_with('-') || t == "-" || w.quoted && !t.starts_with('-') {
+            out.push(w.clone());
+            continue;
+        }
+        if t == "--" {
+            done = true;
+        } else if with_values.contains(&t) {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn operands_chmod(args: &[Word]) -> Vec<Word> {
+    // A mode like `-x` or `-w` looks like an option but is an operand.
+    args.iter()
+        .filter(|w| {
+            let t = w.text.as_str();
+            !(t.starts_with('-')
+                && (t[1..].chars().all(|c| "Rvcfh".contains(c)) || t.starts_with("--")))
+        })
+        .cloned()
+        .collect()
+}
+
+fn first_operand<'w>(args: &'w [Word], with_values: &[&str]) -> Option<&'w Word> {
+    let mut i = 0;
+    while i < args.len() {
+        let t = args[i].text.as_str();
+        if !t.starts_with('-') && !t.starts_with('+') {
+            return Some(&args[i]);
+        }
+        if t.starts_with('+') {
+            // `cargo +nightly test`: a toolchain, not the subcommand.
+            i += 1;
+            continue;
+        }
+        i += if with_values.contains(&t) { 2 } else { 1 };
+    }
+    None
+}
+
+/// The value of the first of `names` given as `-o value`, `--output=value` or `-ovalue`.
+fn option_value(args: &[Word], names: &[&str]) -> Option<Word> {
+    for (i, w) in args.iter().enumerate() {
+        let t = w.text.as_str();
+        for n in names {
+            if t == *n {
+                return args.get(i + 1).cloned();
+            }
+            if n.starts_with("--") {
+                if let Some(v) = t.strip_prefix(n).and_then(|r| r.strip_prefix('=')) {
+                    return Some(Word {
+                        text: v.to_string(),
+                        ..w.clone()
+                    });
+                }
+            } else if n.len() == 2 && t.len() > 2 && t.starts_with(n) && !t.starts_with("--") {
+                return Some(Word {
+                    text: t[2..].to_string(),
+                    ..w.clone()
+                });
+            }
+        }
+    }
+    None
+}
+
+/// An awk program that can run commands or write files: `system()`, pipes, `print > f`,
+/// `getline` from a command.
+fn awk_program_is_risky(program: &str) -> bool {
+    static RISKY: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RISKY.get_or_init(|| {
+        regex::Regex::new(
+            r#"system\s*\(|\|\s*&|\|\s*getline|"\s*\|\s*getline|print[f]?[^;}]*(>|\|)"#,
+        )
+        .expect("static regex")
+    });
+    re.is_match(program)
+}
+
+/// A sed script that writes files or runs commands: the `w`/`W`/`e` commands and the `w`/`e`
+/// flags of `s`.
+fn sed_script_is_risky(script: &str) -> bool {
+    static RISKY: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RISKY.get_or_init(|| {
+        regex::Regex::new(r"(?:^|[;\n}{]|[0-9$/!,])\s*[gpIiMm0-9]*[ewWrR](?:\s|;|$)")
+            .expect("static regex")
+    });
+    re.is_match(script)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(cmd: &str) -> Vec<String> {
+        shell_command(cmd, Path::new("/w/run"))
+            .into_iter()
+            .map(|a| a.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn git_push_refspecs() {
+        assert_eq!(
+            kinds("git push origin executor/x"),
+            ["push_branch branch=\"executor/x\" remote=\"origin\""]
+        );
+        assert_eq!(
+            kinds("git push origin HEAD:main"),
+            ["push_branch branch=\"main\" remote=\"origin\""]
+        );
+        assert_eq!(
+            kinds("git push origin +main"),
+            ["push_branch branch=\"main\" force=\"true\" remote=\"origin\""]
+        );
+        assert_eq!(
+            kinds("git push -f origin a"),
+            ["push_branch branch=\"a\" force=\"true\" remote=\"origin\""]
+        );
+        assert_eq!(
+            kinds("git push origin HEAD:refs/heads/x"),
+            ["push_branch branch=\"x\" remote=\"origin\""]
+        );
+        assert_eq!(kinds("git push"), ["push_branch"]);
+        assert_eq!(
+            kinds("git push -u origin HEAD"),
+            ["push_branch remote=\"origin\""]
+        );
+        assert_eq!(
+            kinds("git push origin :x"),
+            ["push_branch branch=\"x\" delete=\"true\" remote=\"origin\""]
+        );
+        let k = kinds("git -C /w/run push origin a b");
+        assert_eq!(
+            k.iter().filter(|a| a.starts_with("push_branch")).count(),
+            2,
+            "{k:?}"
+        );
+    }
+
+    #[test]
+    fn gh_calls() {
+        assert_eq!(kinds("gh pr merge 12 --squash"), ["merge_pr pr=\"12\""]);
+        assert_eq!(kinds("gh pr create --draft --title x"), ["open_draft_pr"]);
+        assert_eq!(kinds("gh pr create --title x --body y"), ["open_pr"]);
+        assert_eq!(kinds("gh api repos/o/r/pulls/1/merge -X PUT"), ["merge_pr"]);
+        assert_eq!(kinds("gh api -X PUT repos/o/r/pulls/1/merge"), ["merge_pr"]);
+        assert_eq!(
+            kinds("gh pr comment 3 --body hi"),
+            ["post_comment on=\"pr\" pr=\"3\" target=\"forge\""]
+        );
+    }
+
+    #[test]
+    fn tests_builds_and_files() {
+        assert_eq!(kinds("cargo test --lib"), ["run_tests program=\"cargo\""]);
+        assert_eq!(kinds("npm run build"), ["run_build program=\"npm\""]);
+        assert_eq!(kinds("make test"), ["run_tests program=\"make\""]);
+        assert_eq!(
+            kinds("xcodebuild test -scheme X"),
+            ["run_tests program=\"xcodebuild\""]
+        );
+        assert_eq!(kinds("rm -rf ../x"), ["modify_files path=\"/w/x\""]);
+        assert_eq!(
+            kinds("echo hi > a.txt 2>/dev/null")
+                .first()
+                .map(String::as_str),
+            Some("modify_files path=\"/w/run/a.txt\"")
+        );
+        assert_eq!(
+            kinds("sed -i s/a/b/ f"),
+            [
+                "modify_files path=\"/w/run/f\"",
+                "run_command command=\"sed -i s/a/b/ f\" program=\"sed\" readonly=\"false\""
+            ]
+        );
+    }
+
+    #[test]
+    fn cd_keeps_every_possible_directory() {
+        let k = kinds("cd sub && rm x");
+        assert!(
+            k.contains(&"modify_files path=\"/w/run/sub/x\"".to_string()),
+            "{k:?}"
+        );
+        assert!(
+            k.contains(&"modify_files path=\"/w/run/x\"".to_string()),
+            "{k:?}"
+        );
+        let k = kinds("cd .. ; false && cd run ; rm x");
+        assert!(
+            k.contains(&"modify_files path=\"/w/x\"".to_string()),
+            "{k:?}"
+        );
+        let k = kinds("cd $D && rm x");
+        assert!(
+            k.contains(&"modify_files path_unresolved=\"x\"".to_string()),
+            "{k:?}"
+        );
+    }
+
+    #[test]
+    fn wrappers_and_nested_shells_are_seen_through() {
+        assert_eq!(kinds("bash -c 'gh pr merge 1'"), ["merge_pr pr=\"1\""]);
+        assert_eq!(
+            kinds("/bin/bash -lc 'env X=1 nohup gh pr merge 1'"),
+            ["merge_pr pr=\"1\""]
+        );
+        assert_eq!(kinds("eval gh pr merge 1"), ["merge_pr pr=\"1\""]);
+        assert!(kinds("sudo rm /x").contains(&"modify_files path=\"/x\"".to_string()));
+        assert_eq!(
+            kinds("echo gh pr merge 1 | bash")[1],
+            "unclassifiable reason=\"a shell reading its commands from its input\""
+        );
+        assert!(kinds("$X pr merge 1")[0].starts_with("unclassifiable"));
+    }
+
+    #[test]
+    fn hook_inputs_from_the_fixture_classify() {
+        let fixture = crate::agents::fixture("hook_inputs.jsonl");
+        for line in fixture.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("fixture");
+            let input = serde_json::to_vec(&v["input"]).expect("json");
+            let scope = Scope::new("/home/dev/runs/claude_hooks/repo", Some("executor/x"));
+            let actions = claude_hook(&input, &scope);
+            assert!(!actions.is_empty(), "{line}");
+            assert!(
+                actions
+                    .iter()
+                    .all(|a| a.kind != super::super::UNCLASSIFIABLE),
+                "{actions:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn glob_stems() {
+        assert_eq!(glob_stem("../../**/*.pem"), "../..");
+        assert_eq!(glob_stem("src/**/*.rs"), "src");
+        assert_eq!(glob_stem("/etc/passwd"), "/etc");
+        assert_eq!(glob_stem("*.rs"), "");
+    }
+}

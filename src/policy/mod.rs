@@ -1,0 +1,203 @@
+//! The policy engine: role contracts (DESIGN section 6) and the classification of the agents'
+//! tool calls into the actions those contracts judge.
+//!
+//! Theory of operation: every request a worker makes reaches this module as one of three
+//! inputs — a `[REQUEST:kind] key=value…` message, a Claude Code PreToolUse hook, a Codex
+//! approval — and is turned into a list of [`Action`]s (kind + string arguments). A role
+//! [`Contract`] decides each action with its first matching rule (or its default), and a list
+//! is judged by its most severe verdict (deny > escalate > approve). Anything that cannot be
+//! read (oversized, not UTF-8, unbalanced quotes, an unexpanded `$VAR` where a command name or
+//! a path should be) becomes the action [`UNCLASSIFIABLE`], which no contract can approve.
+//!
+//! | file | holds | must never |
+//! |---|---|---|
+//! | `contract.rs` | the contract format: parse, validate strictly, compile; [`Contract::load`] | touch the filesystem outside `load` |
+//! | `decide.rs` | rule matching: [`Contract::decide`], [`Contract::decide_all`] | allocate per rule, do I/O |
+//! | `classify.rs` | hook JSON, Codex approvals and shell commands → actions | panic on outside data, approve anything itself |
+//! | `shell.rs` | splitting a shell command into simple commands (quotes, `&&`, `$(…)`, …) | run or expand anything |
+//! | `paths.rs` | lexical path normalisation; [`resolve_on_disk`], the one filesystem look-up | decide anything |
+//!
+//! # The contract's condition language
+//!
+//! A rule is `{ "id", "action", "when"?, "decision", "why", "notify"? }`. `action` is an
+//! action kind or `*` (any). `when` maps a condition to a value; all conditions must hold:
+//!
+//! | condition | value | holds when |
+//! |---|---|---|
+//! | `branch` | `"$run_branch"` | the `branch` argument equals the run's own branch (never when the run has none) |
+//! | `branch` | a glob (`executor/*`) | the `branch` argument matches (`*` also matches `/`) |
+//! | `path` | `"inside_worktree"` / `"outside_worktree"` | the `path` argument, resolved (`..`, symlinks), is inside / outside the run's worktree; `~…` is outside; an unresolved path is neither |
+//! | `path` | a glob | the resolved `path` argument matches |
+//! | `command` | a regex | it matches somewhere in the `command` argument |
+//! | `target`, and the other known arguments (see [`contract::KNOWN_ARGS`]), or `arg:NAME` for any other | a string: exact, or a glob if it has `*?[{` | the argument is present and matches |
+//! | any of them | `true` / `false` | the argument is the string `"true"` / `"false"` |
+//! | any of them | `null` | the argument is absent |
+//!
+//! A missing argument fails every condition except `null`.
+
+pub mod classify;
+pub mod contract;
+pub mod decide;
+pub mod paths;
+pub mod shell;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+pub use classify::{ChangeKind, CodexApproval};
+pub use contract::{Contract, ContractError};
+pub use paths::resolve_on_disk;
+
+/// The action kind for input that cannot be judged. [`Contract::decide`] never approves it,
+/// whatever the contract says.
+pub const UNCLASSIFIABLE: &str = "unclassifiable";
+
+/// One thing a worker wants to do, in the owner's words: `push_branch branch=executor/x`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Action {
+    pub kind: String,
+    pub args: BTreeMap<String, String>,
+}
+
+impl Action {
+    pub fn new(kind: impl Into<String>) -> Self {
+        Action {
+            kind: kind.into(),
+            args: BTreeMap::new(),
+        }
+    }
+
+    /// Adds an argument (builder style).
+    pub fn with(mut self, key: &str, value: impl Into<String>) -> Self {
+        self.args.insert(key.to_string(), value.into());
+        self
+    }
+
+    /// A `[REQUEST:kind] key=value…` message: the kind is the action, the pairs its arguments.
+    pub fn from_request<K, V>(kind: &str, args: impl IntoIterator<Item = (K, V)>) -> Self
+    where
+        K: Into<String>,
+        V: Into<String>,
+    {
+        Action {
+            kind: kind.to_string(),
+            args: args
+                .into_iter()
+                .map(|(k, v)| (k.into(), v.into()))
+                .collect(),
+        }
+    }
+
+    /// An action no contract can approve; `reason` says why it could not be judged.
+    pub fn unclassifiable(reason: impl Into<String>) -> Self {
+        Action::new(UNCLASSIFIABLE).with("reason", reason)
+    }
+
+    pub fn arg(&self, key: &str) -> Option<&str> {
+        self.args.get(key).map(String::as_str)
+    }
+}
+
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.kind)?;
+        for (k, v) in &self.args {
+            write!(f, " {k}={v:?}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a decision is taken for: the run's worktree and its own branch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    /// The run's worktree, absolute. Use [`Scope::on_disk`] to resolve its symlinks once, so
+    /// that paths resolved on disk compare with it.
+    pub worktree: PathBuf,
+    /// The run's own branch (`executor/…`), if it has one yet.
+    pub run_branch: Option<String>,
+}
+
+impl Scope {
+    pub fn new(worktree: impl Into<PathBuf>, run_branch: Option<&str>) -> Self {
+        Scope {
+            worktree: worktree.into(),
+            run_branch: run_branch.map(str::to_string),
+        }
+    }
+
+    /// The same scope with the worktree's symlinks resolved (reads the filesystem).
+    pub fn on_disk(&self) -> Scope {
+        Scope {
+            worktree: resolve_on_disk(&self.worktree),
+            run_branch: self.run_branch.clone(),
+        }
+    }
+}
+
+/// A rule's decision, ordered by severity: `Approve < Escalate < Deny`.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    Approve,
+    Escalate,
+    Deny,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Approve => "approve",
+            Decision::Escalate => "escalate",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+impl std::fmt::Display for Decision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The answer to an action (or a list of them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub decision: Decision,
+    /// The rule that decided; `None` when the contract's default did (or nothing was judged).
+    pub rule_id: Option<String>,
+    pub why: String,
+    /// The owner is told even when the decision needs no answer from them.
+    pub notify: bool,
+}
+
+/// The three entry points of DESIGN section 6, as one input.
+#[derive(Debug, Clone)]
+pub enum Input<'a> {
+    /// A `[REQUEST:kind] key=value…` message, already parsed.
+    Request(&'a Action),
+    /// The JSON a Claude Code PreToolUse hook reads on stdin, as bytes (may be anything).
+    ClaudeHook(&'a [u8]),
+    /// A Codex approval request.
+    Codex(&'a CodexApproval),
+}
+
+/// Classifies `input`, resolves its paths on disk and decides it: what the hook handler and
+/// the message loop call. This reads the filesystem (symlinks); everything it calls besides
+/// [`resolve_on_disk`] is pure. Returns the actions too, so the caller can record them.
+pub fn judge(contract: &Contract, input: &Input<'_>, scope: &Scope) -> (Vec<Action>, Verdict) {
+    let scope = scope.on_disk();
+    let mut actions = match input {
+        Input::Request(action) => vec![(*action).clone()],
+        Input::ClaudeHook(bytes) => classify::claude_hook(bytes, &scope),
+        Input::Codex(approval) => classify::codex(approval, &scope),
+    };
+    paths::resolve_actions(&mut actions, &scope.worktree);
+    let verdict = contract.decide_all(&actions, &scope);
+    (actions, verdict)
+}

@@ -1,0 +1,487 @@
+//! The policy's acceptance tests: the owner's table (DESIGN section 6) through every entry
+//! point, the adversarial set in `testdata/adversarial.jsonl`, never-panic properties, and the
+//! decision rate.
+//!
+//! Each adversarial line holds one input (`request`, `hook`, `raw_hook` or `codex`), the run's
+//! branch and the expected decision. `$WT` is the run's worktree and `$ROOT` the folder around
+//! it, laid out on disk in a tempdir: `$ROOT/outside/`, `$WT/src/`, `$WT/sub/`, and symlinks
+//! `$WT/escape -> $ROOT/outside`, `$WT/dangling -> $ROOT/outside/new` (which does not exist),
+//! `$WT/sub/up -> ../..`. In text, `<BIG>` becomes 70,000 characters and `<FF>` the byte 0xFF.
+
+use std::path::{Path, PathBuf};
+
+use proptest::prelude::*;
+use serde_json::{json, Value};
+
+use super::*;
+
+const WORKER: &str = include_str!("../assets/roles/worker-policy.json");
+
+fn worker() -> Contract {
+    Contract::parse("roles/worker-policy.json", WORKER).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// One parsed worker contract for the property tests (thousands of cases).
+fn shared_worker() -> &'static Contract {
+    static C: std::sync::OnceLock<Contract> = std::sync::OnceLock::new();
+    C.get_or_init(worker)
+}
+
+/// The tempdir layout described above; returns (root, worktree), symlinks resolved.
+fn layout() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = resolve_on_disk(dir.path());
+    let wt = root.join("wt");
+    for d in [wt.join("src"), wt.join("sub"), root.join("outside")] {
+        std::fs::create_dir_all(d).expect("mkdir");
+    }
+    std::os::unix::fs::symlink(root.join("outside"), wt.join("escape")).expect("symlink");
+    std::os::unix::fs::symlink(root.join("outside/new"), wt.join("dangling")).expect("symlink");
+    std::os::unix::fs::symlink("../..", wt.join("sub/up")).expect("symlink");
+    (dir, root, wt)
+}
+
+fn hook(tool: &str, input: Value, cwd: &Path) -> Vec<u8> {
+    let v = json!({
+        "session_id": "s", "hook_event_name": "PreToolUse", "tool_name": tool,
+        "tool_input": input, "cwd": cwd, "tool_use_id": "toolu_1"
+    });
+    serde_json::to_vec(&v).expect("json")
+}
+
+fn bash(cmd: &str, cwd: &Path) -> Vec<u8> {
+    hook("Bash", json!({ "command": cmd }), cwd)
+}
+
+fn exec(argv: &[&str]) -> CodexApproval {
+    CodexApproval::Exec {
+        command: argv.iter().map(|s| s.to_string()).collect(),
+        cwd: None,
+    }
+}
+
+/// Decides one input for the run `executor/run-1` in a fresh layout.
+struct Table {
+    _dir: tempfile::TempDir,
+    wt: PathBuf,
+    contract: Contract,
+}
+
+impl Table {
+    fn new() -> Self {
+        let (dir, _root, wt) = layout();
+        Table {
+            _dir: dir,
+            wt,
+            contract: worker(),
+        }
+    }
+
+    fn scope(&self) -> Scope {
+        Scope::new(&self.wt, Some("executor/run-1"))
+    }
+
+    fn judge(&self, input: Input<'_>) -> Verdict {
+        judge(&self.contract, &input, &self.scope()).1
+    }
+
+    fn request(&self, kind: &str, args: &[(&str, &str)]) -> Verdict {
+        let a = Action::from_request(kind, args.iter().copied());
+        self.judge(Input::Request(&a))
+    }
+
+    fn hook(&self, bytes: &[u8]) -> Verdict {
+        self.judge(Input::ClaudeHook(bytes))
+    }
+
+    fn codex(&self, approval: &CodexApproval) -> Verdict {
+        self.judge(Input::Codex(approval))
+    }
+}
+
+fn assert_verdict(v: &Verdict, decision: Decision, rule: &str) {
+    assert_eq!(
+        (v.decision, v.rule_id.as_deref()),
+        (decision, Some(rule)),
+        "{v:?}"
+    );
+}
+
+// ---- the owner's table, one test per row, through every entry point ----
+
+#[test]
+fn table_create_worktree_is_approved() {
+    let t = Table::new();
+    assert_verdict(
+        &t.request("create_worktree", &[("branch", "executor/run-1")]),
+        Decision::Approve,
+        "worktree-create",
+    );
+    // From a shell the new worktree's folder is also a write, judged by where it lands.
+    let v = t.hook(&bash(
+        "git worktree add .worktrees/x -b executor/run-1-b",
+        &t.wt,
+    ));
+    assert_eq!(v.decision, Decision::Approve, "{v:?}");
+    let v = t.codex(&exec(&["git", "worktree", "add", ".worktrees/x"]));
+    assert_eq!(v.decision, Decision::Approve, "{v:?}");
+}
+
+#[test]
+fn table_build_and_tests_are_approved() {
+    let t = Table::new();
+    assert_verdict(&t.request("run_build", &[]), Decision::Approve, "build");
+    assert_verdict(
+        &t.request("run_tests", &[("scheme", "macOS UI Tests CI")]),
+        Decision::Approve,
+        "tests",
+    );
+    assert_verdict(
+        &t.hook(&bash("cargo build --release", &t.wt)),
+        Decision::Approve,
+        "build",
+    );
+    assert_verdict(
+        &t.hook(&bash("cargo test --lib", &t.wt)),
+        Decision::Approve,
+        "tests",
+    );
+    assert_verdict(
+        &t.codex(&exec(&["/bin/bash", "-lc", "npm run build"])),
+        Decision::Approve,
+        "build",
+    );
+    assert_verdict(
+        &t.codex(&exec(&["pytest", "-q"])),
+        Decision::Approve,
+        "tests",
+    );
+}
+
+#[test]
+fn table_draft_pr_is_approved() {
+    let t = Table::new();
+    assert_verdict(
+        &t.request("open_draft_pr", &[]),
+        Decision::Approve,
+        "draft-pr",
+    );
+    assert_verdict(
+        &t.hook(&bash("gh pr create --draft --title x --body y", &t.wt)),
+        Decision::Approve,
+        "draft-pr",
+    );
+    assert_verdict(
+        &t.codex(&exec(&["gh", "pr", "create", "-d", "--fill"])),
+        Decision::Approve,
+        "draft-pr",
+    );
+}
+
+#[test]
+fn table_push_only_the_runs_own_branch() {
+    let t = Table::new();
+    assert_verdict(
+        &t.request("push_branch", &[("branch", "executor/run-1")]),
+        Decision::Approve,
+        "push-own-branch-default-remote",
+    );
+    assert_verdict(
+        &t.request("push_branch", &[("branch", "main")]),
+        Decision::Deny,
+        "push-other-branch",
+    );
+    assert_verdict(
+        &t.hook(&bash("git push origin executor/run-1", &t.wt)),
+        Decision::Approve,
+        "push-own-branch",
+    );
+    assert_verdict(
+        &t.hook(&bash("git push origin main", &t.wt)),
+        Decision::Deny,
+        "push-other-branch",
+    );
+    assert_verdict(
+        &t.codex(&exec(&["git", "push", "-u", "origin", "executor/run-1"])),
+        Decision::Approve,
+        "push-own-branch",
+    );
+    assert_verdict(
+        &t.codex(&exec(&["git", "push", "origin", "executor/run-2"])),
+        Decision::Deny,
+        "push-other-branch",
+    );
+}
+
+#[test]
+fn table_tracker_comment_escalates() {
+    let t = Table::new();
+    assert_verdict(
+        &t.request("post_comment", &[("target", "tracker")]),
+        Decision::Escalate,
+        "tracker-comment",
+    );
+    let v = t.hook(&hook(
+        "mcp__asana__asana_create_task_story",
+        json!({"task_id": "1", "text": "hi"}),
+        &t.wt,
+    ));
+    assert_verdict(&v, Decision::Escalate, "tracker-comment");
+    let v = t.codex(&exec(&[
+        "curl",
+        "-X",
+        "POST",
+        "https://app.asana.com/api/1.0/tasks/1/stories",
+        "-d",
+        "text=hi",
+    ]));
+    assert_verdict(&v, Decision::Escalate, "tracker-comment");
+}
+
+#[test]
+fn table_merge_always_escalates() {
+    let t = Table::new();
+    assert_verdict(
+        &t.request("merge_pr", &[("pr", "12")]),
+        Decision::Escalate,
+        "merge",
+    );
+    assert_verdict(
+        &t.hook(&bash("gh pr merge 12 --squash", &t.wt)),
+        Decision::Escalate,
+        "merge",
+    );
+    assert_verdict(
+        &t.codex(&exec(&["gh", "pr", "merge", "12"])),
+        Decision::Escalate,
+        "merge",
+    );
+}
+
+#[test]
+fn table_modifying_files_outside_the_worktree_is_denied() {
+    let t = Table::new();
+    assert_verdict(
+        &t.request("modify_files", &[("path", "../elsewhere/file")]),
+        Decision::Deny,
+        "outside-worktree",
+    );
+    let v = t.hook(&hook(
+        "Edit",
+        json!({"file_path": "../elsewhere/file", "old_string": "a", "new_string": "b"}),
+        &t.wt,
+    ));
+    assert_verdict(&v, Decision::Deny, "outside-worktree");
+    let v = t.codex(&CodexApproval::Patch {
+        changes: vec![(PathBuf::from("/etc/passwd"), ChangeKind::Update)],
+    });
+    assert_verdict(&v, Decision::Deny, "outside-worktree");
+    // And inside is fine.
+    let v = t.hook(&hook(
+        "Write",
+        json!({"file_path": t.wt.join("src/a.rs"), "content": ""}),
+        &t.wt,
+    ));
+    assert_verdict(&v, Decision::Approve, "inside-worktree");
+}
+
+#[test]
+fn table_scope_expansion_is_denied_and_notifies() {
+    // Only a worker message names a scope expansion: no tool call is one.
+    let t = Table::new();
+    let v = t.request("scope_expansion", &[]);
+    assert_verdict(&v, Decision::Deny, "scope-expansion");
+    assert!(v.notify);
+}
+
+// ---- the adversarial set ----
+
+fn fill(text: &str, root: &Path, wt: &Path) -> String {
+    text.replace("$WT", &wt.to_string_lossy())
+        .replace("$ROOT", &root.to_string_lossy())
+        .replace("<BIG>", &"a".repeat(70_000))
+}
+
+fn decide_case(line: &Value, contract: &Contract, root: &Path, wt: &Path) -> Verdict {
+    let branch = line["run_branch"].as_str();
+    let scope = Scope::new(wt, branch);
+    if let Some(r) = line.get("request") {
+        let args: Vec<(String, String)> = r["args"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), fill(v.as_str().unwrap_or_default(), root, wt)))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let a = Action::from_request(r["kind"].as_str().unwrap_or_default(), args);
+        return judge(contract, &Input::Request(&a), &scope).1;
+    }
+    if let Some(h) = line.get("hook") {
+        let text = fill(&h.to_string(), root, wt);
+        return judge(contract, &Input::ClaudeHook(text.as_bytes()), &scope).1;
+    }
+    if let Some(raw) = line.get("raw_hook").and_then(Value::as_str) {
+        let text = fill(raw, root, wt);
+        let mut bytes = Vec::new();
+        for (i, part) in text.split("<FF>").enumerate() {
+            if i > 0 {
+                bytes.push(0xFF);
+            }
+            bytes.extend_from_slice(part.as_bytes());
+        }
+        return judge(contract, &Input::ClaudeHook(&bytes), &scope).1;
+    }
+    if let Some(c) = line.get("codex") {
+        let text = fill(&c.to_string(), root, wt);
+        let approval =
+            CodexApproval::from_json(text.as_bytes()).unwrap_or_else(|e| panic!("{e}: {text}"));
+        return judge(contract, &Input::Codex(&approval), &scope).1;
+    }
+    panic!("a case without an input: {line}");
+}
+
+#[test]
+fn adversarial_requests_get_no_wrong_decision() {
+    let (_dir, root, wt) = layout();
+    let contract = worker();
+    let data = include_str!("testdata/adversarial.jsonl");
+    let mut failures = Vec::new();
+    let mut count = 0;
+    for (n, line) in data.lines().enumerate() {
+        let line: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("line {}: {e}", n + 1));
+        let expect = match line["expect"].as_str() {
+            Some("approve") => Decision::Approve,
+            Some("escalate") => Decision::Escalate,
+            Some("deny") => Decision::Deny,
+            other => panic!("line {}: expect {other:?}", n + 1),
+        };
+        let first = decide_case(&line, &contract, &root, &wt);
+        let again = decide_case(&line, &contract, &root, &wt);
+        // Shown with --nocapture: which rule decided each case.
+        println!(
+            "{:>3} {:<9} {:<32} {}",
+            n + 1,
+            first.decision,
+            first.rule_id.as_deref().unwrap_or("(default)"),
+            line["name"]
+        );
+        assert_eq!(first, again, "line {}: unstable", n + 1);
+        if first.decision != expect {
+            let wrong_approval = if first.decision == Decision::Approve {
+                "WRONG APPROVAL "
+            } else {
+                ""
+            };
+            failures.push(format!(
+                "line {} {:?}: {wrong_approval}expected {expect}, got {} ({:?}: {})",
+                n + 1,
+                line["name"].as_str().unwrap_or_default(),
+                first.decision,
+                first.rule_id,
+                first.why
+            ));
+        }
+        count += 1;
+    }
+    assert!(
+        count >= 60,
+        "the set must hold at least 60 requests, has {count}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {count} wrong:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+// ---- never panic ----
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn classify_and_decide_never_panic_on_any_command(cmd in "\\PC{0,200}") {
+        let contract = shared_worker();
+        let scope = Scope::new("/w/run", Some("executor/run-1"));
+        let actions = classify::shell_command(&cmd, Path::new("/w/run"));
+        let _ = contract.decide_all(&actions, &scope);
+        let bytes = bash(&cmd, Path::new("/w/run"));
+        let _ = contract.decide_all(&classify::claude_hook(&bytes, &scope), &scope);
+    }
+
+    #[test]
+    fn shell_like_text_never_panics(cmd in "[a-z $(){}<>|&;'\"`\\\\\n#=*~./-]{0,120}") {
+        let actions = classify::shell_command(&cmd, Path::new("/w/run"));
+        let _ = shared_worker().decide_all(&actions, &Scope::new("/w/run", None));
+    }
+
+    #[test]
+    fn arbitrary_bytes_as_hook_input_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let scope = Scope::new("/w/run", None);
+        let _ = shared_worker().decide_all(&classify::claude_hook(&bytes, &scope), &scope);
+    }
+
+    #[test]
+    fn nothing_unclassifiable_is_ever_approved(reason in "\\PC{0,40}") {
+        let v = shared_worker().decide(&Action::unclassifiable(reason), &Scope::new("/w/run", None));
+        prop_assert_ne!(v.decision, Decision::Approve);
+    }
+}
+
+// ---- speed ----
+
+/// Decisions per second over typical requests; the target is above 500,000 on one core in a
+/// release build (`cargo test --release --lib policy::tests::decision_rate -- --ignored
+/// --nocapture`).
+#[test]
+#[ignore = "a measurement: run in release with --ignored --nocapture"]
+fn decision_rate() {
+    let contract = worker();
+    let scope = Scope::new("/w/run", Some("executor/run-1"));
+    let requests = [
+        Action::new("run_tests"),
+        Action::new("push_branch")
+            .with("branch", "executor/run-1")
+            .with("remote", "origin"),
+        Action::new("push_branch")
+            .with("branch", "main")
+            .with("remote", "origin"),
+        Action::new("modify_files").with("path", "/w/run/src/lib.rs"),
+        Action::new("read_files").with("path", "/etc/passwd"),
+        Action::new("run_command")
+            .with("command", "ls -la")
+            .with("program", "ls")
+            .with("readonly", "true"),
+        Action::new("merge_pr").with("pr", "1"),
+        Action::new("launch_rocket"),
+    ];
+    let n = 100_000;
+    let start = std::time::Instant::now();
+    let mut approved = 0usize;
+    for i in 0..n {
+        if contract
+            .decide(&requests[i % requests.len()], &scope)
+            .decision
+            == Decision::Approve
+        {
+            approved += 1;
+        }
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    println!("| decisions | {n} | {rate:.0}/s | approved {approved} |");
+    let shells = [
+        "cargo test && git push origin executor/run-1",
+        "echo hi > out.txt",
+        "gh pr merge 1",
+    ];
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        let actions = classify::shell_command(shells[i % shells.len()], Path::new("/w/run"));
+        let _ = contract.decide_all(&actions, &scope);
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    println!("| classify + decide (shell) | {n} | {rate:.0}/s |");
+}
