@@ -80,12 +80,24 @@ pub fn argv(program: &Path, invocation: &Invocation) -> Vec<String> {
 /// The shell command Claude runs as its PreToolUse hook: `<executor> hook claude --config
 /// <file> --run <id>`, paths quoted for `sh`. The run and config are in the command, not in
 /// the worker's environment, so nothing the worker does can point the hook elsewhere.
-pub fn hook_command(executor: &Path, config: &Path, run_id: i64) -> String {
-    format!(
-        "{} hook claude --config {} --run {run_id}",
+pub fn hook_command(
+    executor: &Path,
+    config: &Path,
+    run_id: i64,
+    worktree: &Path,
+    branch: Option<&str>,
+) -> String {
+    let mut command = format!(
+        "{} hook claude --config {} --run {run_id} --worktree {}",
         shell_quote(&executor.to_string_lossy()),
-        shell_quote(&config.to_string_lossy())
-    )
+        shell_quote(&config.to_string_lossy()),
+        shell_quote(&worktree.to_string_lossy())
+    );
+    if let Some(branch) = branch {
+        command.push_str(" --branch ");
+        command.push_str(&shell_quote(branch));
+    }
+    command
 }
 
 /// The settings file passed with `--settings`: every tool call goes through `hook_command`
@@ -709,18 +721,22 @@ mod tests {
             Path::new("/opt/my tools/executor"),
             Path::new("/home/o/it's/executor.toml"),
             17,
+            Path::new("/w/executor-T-1"),
+            Some("executor/T-1"),
         );
         assert_eq!(
             command,
-            r"'/opt/my tools/executor' hook claude --config '/home/o/it'\''s/executor.toml' --run 17"
+            r"'/opt/my tools/executor' hook claude --config '/home/o/it'\''s/executor.toml' --run 17 --worktree /w/executor-T-1 --branch executor/T-1"
         );
         assert_eq!(
             hook_command(
                 Path::new("/usr/local/bin/executor"),
                 Path::new("/srv/executor.toml"),
-                3
+                3,
+                Path::new("/srv/repo"),
+                None
             ),
-            "/usr/local/bin/executor hook claude --config /srv/executor.toml --run 3"
+            "/usr/local/bin/executor hook claude --config /srv/executor.toml --run 3 --worktree /srv/repo"
         );
         assert_eq!(shell_quote("it's"), r"'it'\''s'");
         let settings = hook_settings(&command);

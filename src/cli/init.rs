@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use crate::config::{self, Env};
 use crate::store;
 
-const WORKER_POLICY: &str = include_str!("../assets/roles/worker-policy.json");
+pub(crate) const WORKER_POLICY: &str = include_str!("../assets/roles/worker-policy.json");
 const CONDUCTOR_POLICY: &str = include_str!("../assets/roles/conductor-policy.json");
 
 /// The example workspace's repository and verification, replacing the template's defaults.

@@ -5,6 +5,7 @@
 //! Exit codes (DESIGN section 9): 0 done, 1 failure, 2 bad usage or bad input.
 
 mod daemon;
+mod hook;
 mod init;
 mod lock;
 mod output;
@@ -101,6 +102,27 @@ enum Command {
     Service {
         #[command(subcommand)]
         action: ServiceAction,
+    },
+    /// An agent's permission hook (the runner installs it; not for use by hand)
+    Hook {
+        #[command(subcommand)]
+        agent: HookAgent,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum HookAgent {
+    /// Claude Code's PreToolUse hook: hook JSON on stdin, the decision on stdout
+    Claude {
+        /// The run whose worker asks
+        #[arg(long)]
+        run: i64,
+        /// The run's worktree (paths outside it are outside the worker's scope)
+        #[arg(long)]
+        worktree: PathBuf,
+        /// The run's own branch
+        #[arg(long)]
+        branch: Option<String>,
     },
 }
 
@@ -218,6 +240,22 @@ async fn dispatch(cli: Cli) -> Result<()> {
     let config_path = cli.config.clone();
     match cli.command {
         Command::Init { dir, example } => init::run(&dir, example).await,
+        Command::Hook {
+            agent:
+                HookAgent::Claude {
+                    run,
+                    worktree,
+                    branch,
+                },
+        } => {
+            hook::claude(hook::HookRun {
+                config: config_path.unwrap_or_else(|| PathBuf::from(config::FILE_NAME)),
+                run_id: run,
+                worktree,
+                branch,
+            })
+            .await
+        }
         Command::Service {
             action:
                 ServiceAction::Install {
@@ -269,7 +307,7 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
     let shared = store;
     let store = shared.as_ref();
     match command {
-        Command::Init { .. } | Command::Service { .. } => unreachable_init(),
+        Command::Init { .. } | Command::Service { .. } | Command::Hook { .. } => unreachable_init(),
         Command::Add(args) => add(store, &clock, args).await,
         Command::Queue { status, json: true } => {
             output::print_queue_json(Arc::clone(&shared), status).await
@@ -362,7 +400,7 @@ fn install_service(settings: &Settings, manager: service::Manager, write: bool) 
 
 fn unreachable_init() -> Result<()> {
     Err(anyhow::anyhow!(
-        "init and service are handled before the store is opened"
+        "init, service and hook are handled before the store is opened"
     ))
 }
 

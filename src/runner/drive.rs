@@ -597,7 +597,7 @@ async fn work(
     }
     let hook_settings = match (&settings.agent.hook, adapter) {
         (Some(hook), Adapter::Claude { .. }) => {
-            Some(write_hook_settings(settings, hook, gid, run.id)?)
+            Some(write_hook_settings(settings, hook, gid, run, worktree)?)
         }
         _ => None,
     };
@@ -766,12 +766,19 @@ fn write_hook_settings(
     settings: &RunnerSettings,
     hook: &HookTarget,
     gid: &str,
-    run_id: i64,
+    run: &Run,
+    worktree: &Path,
 ) -> Result<PathBuf> {
-    let dir = settings.logs_dir.join(gid).join(format!("run-{run_id}"));
+    let dir = settings.logs_dir.join(gid).join(format!("run-{}", run.id));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join("claude-settings.json");
-    let command = crate::agents::claude::hook_command(&hook.executor, &hook.config, run_id);
+    let command = crate::agents::claude::hook_command(
+        &hook.executor,
+        &hook.config,
+        run.id,
+        worktree,
+        run.branch_name.as_deref(),
+    );
     let text = serde_json::to_string_pretty(&crate::agents::claude::hook_settings(&command))?;
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(path)

@@ -266,3 +266,58 @@ fn a_codex_worker_stopped_by_the_watchdog_is_resumed_in_its_own_thread() {
     assert_eq!(workers[1]["session_id"], workers[0]["session_id"]);
     assert_eq!(workers[1]["done"], "[DONE:implemented] resumed where I was");
 }
+
+#[test]
+fn claude_consults_executors_hook_which_denies_a_push_to_main_and_allows_the_work() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::bash("git push origin main"),
+        Turn::bash("echo hello > greeting.txt"),
+        Turn::text("[DONE:implemented] greeting written; the push was refused"),
+    ]);
+    // No allowed tools: every call goes through the hook, which the adapter installs.
+    let ws = agent_workspace("claude", &cli, &server, "", "");
+    let stderr = run_once(&ws);
+
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    let branch = run["branch_name"].as_str().expect("a branch");
+    assert_eq!(committed(&ws, branch, "greeting.txt"), "hello");
+
+    // The denial's reason reached the model as the push's tool result.
+    let results: Vec<String> = server
+        .model_requests()
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .collect();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("executor policy: denied by rule push-other-branch")),
+        "{results:#?}"
+    );
+
+    // Both calls were decided by the worker contract and recorded with the run.
+    let shown = ws.json(&["show", "R-1", "--json"]);
+    let decisions = shown["decisions"].as_array().expect("decisions");
+    let summary: Vec<(String, String)> = decisions
+        .iter()
+        .map(|d| {
+            (
+                d["decision"].as_str().unwrap_or("").to_string(),
+                d["rule_id"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert!(
+        summary.contains(&("deny".into(), "push-other-branch".into())),
+        "{summary:?}"
+    );
+    assert!(
+        summary.iter().any(|(d, _)| d == "approve"),
+        "the write was approved: {summary:?}"
+    );
+    assert!(decisions.iter().all(|d| d["run_id"] == run["id"]));
+}

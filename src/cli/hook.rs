@@ -1,0 +1,292 @@
+//! `executor hook claude`: Claude Code's PreToolUse hook. Claude runs it before every tool
+//! call of a worker (the runner installs it with `--settings`); it reads the hook's JSON on
+//! stdin, judges the call by the worker contract (`roles/worker-policy.json`) and answers
+//! in Claude Code's hook output format on stdout: `allow`, or `deny` with a reason the
+//! model can act on.
+//!
+//! An escalation (a call the owner must decide, such as `gh pr merge`) is answered with
+//! `deny` and a message saying it waits for the owner, and is recorded as an escalation.
+//!
+//! What it must never do:
+//! - let a call through when it cannot judge it: an unreadable config or contract, input
+//!   it cannot parse, all answer `deny` with the reason;
+//! - wait on the database to answer: the decision needs only the contract and the run's
+//!   worktree and branch (both in the hook's own command line, written by the runner, so
+//!   nothing the worker does can change them); recording it has a short deadline, and a
+//!   record that misses it is reported on stderr, never a reason to hold the agent;
+//! - print anything but the one JSON answer on stdout.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use chrono::Utc;
+use serde_json::{json, Value};
+
+use crate::config::{self, Settings};
+use crate::core::record::NewDecision;
+use crate::policy::{self, Contract, Decision, Input, Scope, Verdict};
+
+/// Hook input beyond this is not read: a tool call that large is not judged, it is denied.
+const MAX_INPUT: u64 = 4 * 1024 * 1024;
+
+/// How long recording a decision may take before the answer goes out without it.
+const RECORD_DEADLINE: Duration = Duration::from_secs(3);
+
+/// The contract a worker is judged by, relative to the config file's folder.
+pub const WORKER_CONTRACT: &str = "roles/worker-policy.json";
+
+/// Most of a tool input kept in the decision's record.
+const DETAIL_MAX: usize = 2_000;
+
+/// Who the hook serves: written into the hook's command line by the runner.
+#[derive(Debug, Clone)]
+pub struct HookRun {
+    pub config: PathBuf,
+    pub run_id: i64,
+    pub worktree: PathBuf,
+    pub branch: Option<String>,
+}
+
+/// Reads the hook input on stdin, prints the answer on stdout. Always exits 0 with an
+/// answer, unless stdout itself cannot be written.
+pub async fn claude(run: HookRun) -> Result<()> {
+    let mut input = Vec::new();
+    let read = std::io::stdin().take(MAX_INPUT + 1).read_to_end(&mut input);
+    let answer = match read {
+        Err(error) => Answer::deny(format!(
+            "executor could not read this tool call ({error}); it was not run"
+        )),
+        Ok(_) if input.len() as u64 > MAX_INPUT => Answer::deny(
+            "this tool call is too large for executor to judge (over 4 MiB); it was not run"
+                .to_string(),
+        ),
+        Ok(_) => judge_and_record(&run, &input).await,
+    };
+    println!("{}", answer.to_json());
+    Ok(())
+}
+
+async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
+    let settings = match config::load(&run.config, &config::Env::from_process()) {
+        Ok(settings) => settings,
+        Err(error) => {
+            eprintln!("executor hook: {error}");
+            return Answer::deny(format!(
+                "executor cannot read its config ({error}); no tool call is allowed until it is fixed"
+            ));
+        }
+    };
+    let contract_path = settings.root.join(WORKER_CONTRACT);
+    let contract = match load_contract(&contract_path) {
+        Ok(contract) => contract,
+        Err(error) => {
+            eprintln!("executor hook: {error:#}");
+            return Answer::deny(format!(
+                "executor cannot read the worker policy ({error:#}); no tool call is allowed until it is fixed"
+            ));
+        }
+    };
+    let scope = Scope::new(run.worktree.clone(), run.branch.as_deref()).on_disk();
+    let (actions, verdict) = policy::judge(&contract, &Input::ClaudeHook(input), &scope);
+    let answer = Answer::from_verdict(&verdict, &actions);
+
+    let record = NewDecision {
+        task_gid: None,
+        run_id: Some(run.run_id),
+        at: Utc::now(),
+        role: "worker".to_string(),
+        action: actions
+            .iter()
+            .map(|a| a.kind.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        decision: decision_word(verdict.decision).to_string(),
+        rule_id: verdict.rule_id.clone(),
+        detail: Some(detail(input, &actions, &verdict)),
+    };
+    match tokio::time::timeout(RECORD_DEADLINE, record_decision(&settings, record)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(error)) => eprintln!("executor hook: the decision was not recorded: {error:#}"),
+        Err(_) => eprintln!(
+            "executor hook: the decision was not recorded: the store did not answer within {RECORD_DEADLINE:?}"
+        ),
+    }
+    answer
+}
+
+/// The owner's contract, or the built-in one when the workspace has none.
+fn load_contract(path: &Path) -> Result<Contract> {
+    if path.exists() {
+        Ok(Contract::load(path)?)
+    } else {
+        Ok(Contract::parse(
+            "built-in worker-policy.json",
+            crate::cli::init::WORKER_POLICY,
+        )?)
+    }
+}
+
+async fn record_decision(settings: &Settings, record: NewDecision) -> Result<()> {
+    let store = crate::store::open(&settings.storage)
+        .await
+        .with_context(|| format!("cannot open {}", settings.storage.display()))?;
+    // The task of the run, so `executor show <gid>` lists the decision.
+    let task_gid = store
+        .runs(None)
+        .await?
+        .into_iter()
+        .find(|r| Some(r.id) == record.run_id)
+        .map(|r| r.task_gid);
+    store
+        .record_decision(&NewDecision { task_gid, ..record })
+        .await?;
+    Ok(())
+}
+
+fn decision_word(decision: Decision) -> &'static str {
+    match decision {
+        Decision::Approve => "approve",
+        Decision::Deny => "deny",
+        Decision::Escalate => "escalate",
+    }
+}
+
+/// What the record keeps of the call: the tool, its input (cut short), the actions and why.
+fn detail(input: &[u8], actions: &[policy::Action], verdict: &Verdict) -> String {
+    let parsed: Value = serde_json::from_slice(input).unwrap_or(Value::Null);
+    let mut tool_input = parsed
+        .get("tool_input")
+        .map(Value::to_string)
+        .unwrap_or_default();
+    if tool_input.len() > DETAIL_MAX {
+        let mut cut = DETAIL_MAX;
+        while !tool_input.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        tool_input.truncate(cut);
+        tool_input.push('…');
+    }
+    json!({
+        "via": "claude_hook",
+        "tool_name": parsed.get("tool_name"),
+        "tool_use_id": parsed.get("tool_use_id"),
+        "tool_input": tool_input,
+        "actions": actions.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "why": verdict.why,
+    })
+    .to_string()
+}
+
+/// The hook's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer {
+    allow: bool,
+    reason: String,
+}
+
+impl Answer {
+    fn deny(reason: String) -> Self {
+        Self {
+            allow: false,
+            reason,
+        }
+    }
+
+    fn from_verdict(verdict: &Verdict, actions: &[policy::Action]) -> Self {
+        let rule = verdict.rule_id.as_deref().unwrap_or("the default");
+        let what = actions
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ");
+        match verdict.decision {
+            Decision::Approve => Self {
+                allow: true,
+                reason: format!("executor policy: approved by rule {rule} ({})", verdict.why),
+            },
+            Decision::Deny => Self::deny(format!(
+                "executor policy: denied by rule {rule}: {}. The call ({what}) was not run; do not retry it. Continue without it, or end this phase with an [ESCALATE:blocked] line saying what you need.",
+                verdict.why
+            )),
+            Decision::Escalate => Self::deny(format!(
+                "executor policy: this needs the owner's decision (rule {rule}: {}). The call ({what}) was not run and the owner has been asked. Continue with the rest of the work; if you cannot finish without it, end this phase with an [ESCALATE:needs_decision] line naming what you need.",
+                verdict.why
+            )),
+        }
+    }
+
+    /// Claude Code's PreToolUse hook output.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": if self.allow { "allow" } else { "deny" },
+                "permissionDecisionReason": self.reason,
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(decision: Decision, rule: Option<&str>) -> Verdict {
+        Verdict {
+            decision,
+            rule_id: rule.map(str::to_string),
+            why: "because".to_string(),
+            notify: false,
+        }
+    }
+
+    #[test]
+    fn answers_are_in_claude_codes_hook_output_format() {
+        let allow = Answer::from_verdict(&verdict(Decision::Approve, Some("tests")), &[]);
+        let json = allow.to_json();
+        assert_eq!(json["hookSpecificOutput"]["hookEventName"], "PreToolUse");
+        assert_eq!(json["hookSpecificOutput"]["permissionDecision"], "allow");
+
+        let action = policy::Action::new("push_branch").with("branch", "main");
+        let deny = Answer::from_verdict(
+            &verdict(Decision::Deny, Some("push-other-branch")),
+            std::slice::from_ref(&action),
+        )
+        .to_json();
+        assert_eq!(deny["hookSpecificOutput"]["permissionDecision"], "deny");
+        let reason = deny["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .expect("a reason");
+        assert!(reason.contains("push-other-branch"), "{reason}");
+        assert!(reason.contains("branch=\"main\""), "{reason}");
+
+        let escalated =
+            Answer::from_verdict(&verdict(Decision::Escalate, None), &[action]).to_json();
+        assert_eq!(
+            escalated["hookSpecificOutput"]["permissionDecision"],
+            "deny"
+        );
+        let reason = escalated["hookSpecificOutput"]["permissionDecisionReason"]
+            .as_str()
+            .expect("a reason");
+        assert!(reason.contains("owner"), "{reason}");
+        assert!(reason.contains("the default"), "{reason}");
+    }
+
+    #[test]
+    fn a_long_tool_input_is_cut_in_the_record_at_a_character_boundary() {
+        let input = json!({"tool_name": "Bash", "tool_input": {"command": "é".repeat(5_000)}});
+        let text = detail(
+            input.to_string().as_bytes(),
+            &[],
+            &verdict(Decision::Approve, None),
+        );
+        let record: Value = serde_json::from_str(&text).expect("JSON");
+        let kept = record["tool_input"].as_str().expect("kept");
+        assert!(kept.len() <= DETAIL_MAX + '…'.len_utf8(), "{}", kept.len());
+        assert!(kept.ends_with('…'));
+        assert_eq!(record["tool_name"], "Bash");
+    }
+}
