@@ -33,7 +33,7 @@ const SETTLE: Duration = Duration::from_millis(100);
 pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
     let store = shared.as_ref();
     let runner = super::build_runner(settings, Arc::clone(&shared))?;
-    let mut pass: Option<JoinHandle<()>> = None;
+    let mut passes: Vec<JoinHandle<()>> = Vec::new();
     let started_at = clock.now();
     let mut heartbeat = Heartbeat {
         component: "daemon".to_string(),
@@ -81,7 +81,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         ingest(intake, store, clock).await;
     }
     // The first pass reconciles what a previous runner left, then works approved tasks.
-    start_pass(&runner, &mut pass, true);
+    start_pass(&runner, &mut passes, true);
 
     let mut beat_timer = tokio::time::interval(HEARTBEAT_EVERY);
     let mut rescan_timer = tokio::time::interval(settings.raw.runner.loop_sleep);
@@ -102,26 +102,26 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                 if let Some(intake) = intake.as_mut() {
                     ingest(intake, store, clock).await;
                 }
-                wake(&runner, &mut pass).await;
+                wake(&runner, &mut passes).await;
             }
             _ = rescan_timer.tick() => {
                 if let Some(intake) = intake.as_mut() {
                     ingest(intake, store, clock).await;
                 }
-                wake(&runner, &mut pass).await;
+                wake(&runner, &mut passes).await;
             }
             _ = beat_timer.tick() => {
                 heartbeat.beat_at = clock.now();
                 if let Err(error) = store.beat(&heartbeat).await {
                     tracing::warn!(%error, "cannot record the heartbeat");
                 }
-                wake(&runner, &mut pass).await;
+                wake(&runner, &mut passes).await;
             }
         }
     }
 
-    if let Some(pass) = pass.take() {
-        // Dropping the pass stops its workers (each is killed with its process); their runs
+    for pass in passes.drain(..) {
+        // Dropping a pass stops its workers (each is killed with its process); their runs
         // stay `in_progress` for the recovery that the next start will do.
         pass.abort();
     }
@@ -134,9 +134,12 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     Ok(())
 }
 
-/// Starts a pass when none is running and approved work is waiting.
-async fn wake(runner: &Runner, pass: &mut Option<JoinHandle<()>>) {
-    if pass.as_ref().is_some_and(|p| !p.is_finished()) {
+/// Starts a pass when approved work is waiting and no pass is taking tasks: a pass that is
+/// only waiting for its runs to end takes nothing new, so another starts beside it (the
+/// worker cap is shared, so it never exceeds the cap).
+async fn wake(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
+    passes.retain(|p| !p.is_finished());
+    if runner.is_claiming() {
         return;
     }
     match runner
@@ -151,13 +154,13 @@ async fn wake(runner: &Runner, pass: &mut Option<JoinHandle<()>>) {
             return;
         }
     }
-    start_pass(runner, pass, false);
+    start_pass(runner, passes, false);
 }
 
 /// Starts a pass: recovery first when asked, then the approved tasks, then retention.
-fn start_pass(runner: &Runner, pass: &mut Option<JoinHandle<()>>, recover: bool) {
+fn start_pass(runner: &Runner, passes: &mut Vec<JoinHandle<()>>, recover: bool) {
     let runner = runner.clone();
-    *pass = Some(tokio::spawn(async move {
+    passes.push(tokio::spawn(async move {
         if recover {
             match crate::runner::drive::recover(&runner).await {
                 Ok(passed) => {

@@ -535,6 +535,7 @@ pub(crate) fn build_runner(
         slots: Arc::new(tokio::sync::Semaphore::new(
             settings.raw.runner.max_workers as usize,
         )),
+        claiming: Arc::default(),
     })
 }
 

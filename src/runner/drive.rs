@@ -107,6 +107,32 @@ pub struct Runner {
     pub prompts: Arc<PromptSet>,
     pub settings: Arc<RunnerSettings>,
     pub slots: Arc<Semaphore>,
+    /// Passes now taking approved tasks (see [`Runner::is_claiming`]).
+    pub claiming: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Runner {
+    /// Whether a pass is still taking approved tasks: it will take a newly approved one as
+    /// soon as a slot is free, so no new pass is needed for it.
+    pub fn is_claiming(&self) -> bool {
+        self.claiming.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+}
+
+/// Counts a pass as claiming while it lives.
+struct Claiming(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Claiming {
+    fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for Claiming {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// How one run ended.
@@ -123,16 +149,22 @@ const MAX_LINE: usize = 1024 * 1024;
 /// Lines of verification output a `fix_ci` worker is shown.
 const EXCERPT_LINES: usize = 60;
 
-/// Starts a run for every approved task and drives each one to `complete` or `abandoned`.
-/// A run holds one of `slots` while it lives, so however many passes run at once (the
-/// daemon starts one per wake-up), the cap on live workers holds; a task two passes both
-/// see is claimed by one of them only (the queue move to `in_progress` is compare-and-set).
+/// Takes approved tasks one at a time, each as soon as a worker slot is free, and drives
+/// each to `complete` or `abandoned`; returns when none is left approved and its runs have
+/// ended. The list is read again for every free slot, so a task approved meanwhile is taken
+/// by the pass already running. A run holds one of `slots` while it lives, so however many
+/// passes run at once the cap on live workers holds; a task two passes (or two runners)
+/// both see is claimed by one only (the queue move to `in_progress` is compare-and-set).
 pub async fn run_approved(runner: &Runner) -> Result<Passed> {
     let Runner {
         store, settings, ..
     } = runner;
-    let approved = store.tasks(Some(&QueueStatus::Approved)).await?;
-    if approved.is_empty() {
+    let claiming = Claiming::new(&runner.claiming);
+    if store
+        .tasks_page(Some(&QueueStatus::Approved), i64::MIN, 1)
+        .await?
+        .is_empty()
+    {
         return Ok(Passed::default());
     }
     if settings.worktrees && !settings.repository.join(".git").exists() {
@@ -142,35 +174,68 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
         );
     }
     let mut runs = tokio::task::JoinSet::new();
-    for task in approved {
+    loop {
         let permit = Arc::clone(&runner.slots).acquire_owned().await?;
+        let Some(task) = claim_next(store.as_ref()).await? else {
+            break;
+        };
         let r = runner.clone();
         runs.spawn(async move {
             let _slot = permit;
             let gid = task.task_gid.clone();
             drive(r.store.as_ref(), &r.adapter, &r.prompts, &r.settings, task)
                 .await
+                .map(Some)
                 .with_context(|| format!("run of task {gid}"))
         });
     }
+    drop(claiming);
     Ok(collect(runs, "a run failed").await)
 }
 
-/// Carries one approved task through its run. `None` when another runner took it first.
+/// Claims the oldest approved task (moves it to `in_progress`); `None` when no approved
+/// task is left. A task another runner claimed first is skipped.
+async fn claim_next(store: &dyn Store) -> Result<Option<Task>> {
+    const PAGE: u32 = 16;
+    let clock = SystemClock;
+    let mut after = i64::MIN;
+    loop {
+        let page = store
+            .tasks_page(Some(&QueueStatus::Approved), after, PAGE)
+            .await?;
+        let Some(last) = page.last() else {
+            return Ok(None);
+        };
+        after = last.id;
+        for task in page {
+            match queue_ops::apply(
+                store,
+                &clock,
+                &task.task_gid,
+                QueueEvent::RunStarted,
+                "runner",
+                None,
+            )
+            .await
+            {
+                Ok(_) => return Ok(Some(task)),
+                Err(queue_ops::QueueOpError::Illegal { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Carries one claimed task (already `in_progress`) through a new run.
 async fn drive(
     store: &dyn Store,
     adapter: &Adapter,
     prompts: &PromptSet,
     settings: &RunnerSettings,
     task: Task,
-) -> Result<Option<RunResult>> {
+) -> Result<RunResult> {
     let clock = SystemClock;
     let gid = task.task_gid.clone();
-    match queue_ops::apply(store, &clock, &gid, QueueEvent::RunStarted, "runner", None).await {
-        Ok(_) => {}
-        Err(queue_ops::QueueOpError::Illegal { .. }) => return Ok(None),
-        Err(e) => return Err(e.into()),
-    }
     let run = store.create_run(&gid, clock.now()).await?;
     let run_id = run.id;
     let started = async {
@@ -186,7 +251,7 @@ async fn drive(
     }
     .await;
     match started {
-        Ok(result) => Ok(Some(result)),
+        Ok(result) => Ok(result),
         Err(error) => {
             give_up(store, run_id, &gid, &format!("{error:#}")).await;
             Err(error)

@@ -289,6 +289,48 @@ fn the_daemon_runs_a_note_dropped_into_the_plans_folder_to_complete() {
 }
 
 #[test]
+fn a_task_approved_while_a_long_run_works_takes_the_free_slot_at_once() {
+    let release = tempfile::tempdir().expect("temp dir");
+    let marker = release.path().join("release");
+    let worker = format!(
+        "if grep -q 'Hold the slot'; then \
+           while [ ! -f '{}' ]; do echo '[STATUS:waiting] holding'; sleep 0.2; done; \
+         fi; echo '[DONE:implemented] ok'",
+        marker.display()
+    );
+    let ws = workspace(&["/bin/sh", "-c", &worker], &[], "max_workers = 2\n");
+    let daemon = crate::daemon::Daemon::start(&ws);
+    ws.ok(&["add", "--title", "Hold the slot", "--gid", "H-1"]);
+    ws.ok(&["go", "H-1"]);
+    crate::support::eventually(std::time::Duration::from_secs(30), "H-1 working", || {
+        runs(&ws, "H-1").first()?["worker_pid"].as_u64()
+    });
+
+    ws.ok(&["add", "--title", "Quick one", "--gid", "Q-1"]);
+    ws.ok(&["go", "Q-1"]);
+    let status = |gid: &str| {
+        ws.queue()
+            .into_iter()
+            .find(|t| t["task_gid"] == gid)
+            .map(|t| t["status"].as_str().unwrap_or("").to_string())
+    };
+    crate::support::eventually(std::time::Duration::from_secs(30), "Q-1 done", || {
+        (status("Q-1")? == "done").then_some(())
+    });
+    assert_eq!(
+        status("H-1").as_deref(),
+        Some("in_progress"),
+        "Q-1 did not wait for the long run"
+    );
+
+    std::fs::write(&marker, "").expect("release H-1");
+    crate::support::eventually(std::time::Duration::from_secs(30), "H-1 done", || {
+        (status("H-1")? == "done").then_some(())
+    });
+    drop(daemon);
+}
+
+#[test]
 fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
     // Each run first earns both counters, so the restart has something to keep: a silent
     // worker (stopped by the watchdog: stuck count 1), a resume worker whose change fails
