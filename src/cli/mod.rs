@@ -9,6 +9,7 @@ mod hook;
 mod init;
 mod lock;
 mod output;
+mod policy;
 mod service;
 
 /// The runner's lock file, beside the config file.
@@ -103,10 +104,36 @@ enum Command {
         #[command(subcommand)]
         action: ServiceAction,
     },
+    /// Ask the role contracts (roles/*-policy.json) what they decide about an action
+    Policy {
+        #[command(subcommand)]
+        action: PolicyAction,
+    },
     /// An agent's permission hook (the runner installs it; not for use by hand)
     Hook {
         #[command(subcommand)]
         agent: HookAgent,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PolicyAction {
+    /// Print the decision (approve, deny, escalate), the rule and why
+    Check {
+        /// The contract: worker or conductor
+        #[arg(long, default_value = "worker")]
+        role: String,
+        /// The action, as in `[REQUEST:<action>]`: push_branch, merge_pr, modify_files, ...
+        #[arg(long)]
+        action: String,
+        /// The action's arguments, key=value each: branch=main path=../x
+        args: Vec<String>,
+        /// The run's worktree that paths are judged against [default: worktrees/check]
+        #[arg(long)]
+        worktree: Option<PathBuf>,
+        /// The run's own branch, for rules on `$run_branch`
+        #[arg(long)]
+        branch: Option<String>,
     },
 }
 
@@ -240,6 +267,26 @@ async fn dispatch(cli: Cli) -> Result<()> {
     let config_path = cli.config.clone();
     match cli.command {
         Command::Init { dir, example } => init::run(&dir, example).await,
+        Command::Policy {
+            action:
+                PolicyAction::Check {
+                    role,
+                    action,
+                    args,
+                    worktree,
+                    branch,
+                },
+        } => {
+            let settings = load_settings(config_path.as_deref())?;
+            policy::check(
+                &settings,
+                &role,
+                &action,
+                &args,
+                worktree.as_deref(),
+                branch.as_deref(),
+            )
+        }
         Command::Hook {
             agent:
                 HookAgent::Claude {
@@ -307,7 +354,10 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
     let shared = store;
     let store = shared.as_ref();
     match command {
-        Command::Init { .. } | Command::Service { .. } | Command::Hook { .. } => unreachable_init(),
+        Command::Init { .. }
+        | Command::Service { .. }
+        | Command::Hook { .. }
+        | Command::Policy { .. } => unreachable_init(),
         Command::Add(args) => add(store, &clock, args).await,
         Command::Queue { status, json: true } => {
             output::print_queue_json(Arc::clone(&shared), status).await
@@ -400,7 +450,7 @@ fn install_service(settings: &Settings, manager: service::Manager, write: bool) 
 
 fn unreachable_init() -> Result<()> {
     Err(anyhow::anyhow!(
-        "init, service and hook are handled before the store is opened"
+        "init, service, policy and hook are handled before the store is opened"
     ))
 }
 

@@ -6,6 +6,7 @@ mod daemon;
 mod hook;
 mod model_server;
 mod pg_adoption;
+mod policy;
 mod real_agents;
 mod real_runs;
 mod runner;
