@@ -10,6 +10,7 @@
 //! | [`runner`] | runs: git worktrees and branches (the run loop builds on it) | core |
 //! | [`supervisor`] | one worker process: its group, output lines, watchdog, stop | core |
 //! | [`sources`] | the plans folder (and, later, Asana and GitHub issues) | core |
+//! | [`protocol`] | worker messages (`[REQUEST:kind] key=value …`): the line parser, JSON form, requests as policy actions | policy (its `Action`) |
 //! | [`policy`] | role contracts; tool calls and requests classified into actions and decided | nothing (its only I/O: reading a contract, resolving symlinks) |
 //! | [`ops`] | operations that read, decide with the core, and write | core, store, sources |
 //! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
@@ -22,6 +23,7 @@ pub mod core;
 pub mod ops;
 pub mod policy;
 pub mod prompts;
+pub mod protocol;
 pub mod runner;
 pub mod sources;
 pub mod store;
