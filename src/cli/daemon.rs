@@ -139,6 +139,13 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
 /// worker cap is shared, so it never exceeds the cap).
 async fn wake(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
     passes.retain(|p| !p.is_finished());
+    // An owner's answer resumes its run whatever else is going on (each answer is taken
+    // exactly once, so a second pass looking at it does no harm).
+    match crate::runner::drive::has_decided(runner.store.as_ref()).await {
+        Ok(true) => start_resume_pass(runner, passes),
+        Ok(false) => {}
+        Err(error) => tracing::warn!(%error, "cannot look for answered escalations"),
+    }
     if runner.is_claiming() {
         return;
     }
@@ -155,6 +162,21 @@ async fn wake(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
         }
     }
     start_pass(runner, passes, false);
+}
+
+/// Resumes the runs whose escalations the owner answered.
+fn start_resume_pass(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
+    let runner = runner.clone();
+    passes.push(tokio::spawn(async move {
+        match crate::runner::drive::resume_decided(&runner).await {
+            Ok(passed) => {
+                for result in passed.results {
+                    tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, waiting_on = ?result.waiting_on, "resumed run ended");
+                }
+            }
+            Err(error) => tracing::error!(error = format!("{error:#}"), "resuming answered runs failed"),
+        }
+    }));
 }
 
 /// Starts a pass: recovery first when asked, then the approved tasks, then retention.

@@ -5,7 +5,10 @@
 //! model can act on.
 //!
 //! An escalation (a call the owner must decide, such as `gh pr merge`) is answered with
-//! `deny` and a message saying it waits for the owner, and is recorded as an escalation.
+//! `defer`: Claude stops without running it and the session waits; the decision is recorded
+//! as an escalation with the call's `tool_use_id`. When the owner has answered and the
+//! runner resumes the session, Claude asks again about the same call, and this hook answers
+//! with the owner's decision.
 //!
 //! What it must never do:
 //! - let a call through when it cannot judge it: an unreadable config or contract, input
@@ -24,9 +27,10 @@ use anyhow::{Context, Result};
 use chrono::Utc;
 use serde_json::{json, Value};
 
-use crate::config::{self, Settings};
+use crate::config;
 use crate::core::record::NewDecision;
 use crate::policy::{self, Contract, Decision, Input, Scope, Verdict};
+use crate::store::Store;
 
 /// Hook input beyond this is not read: a tool call that large is not judged, it is denied.
 const MAX_INPUT: u64 = 4 * 1024 * 1024;
@@ -69,6 +73,18 @@ pub async fn claude(run: HookRun) -> Result<()> {
 }
 
 async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
+    let parsed: Value = match serde_json::from_slice(input) {
+        Ok(parsed) => parsed,
+        Err(error) => {
+            return Answer::deny(format!(
+                "executor could not read this tool call ({error}); it was not run"
+            ))
+        }
+    };
+    let tool_use_id = parsed
+        .get("tool_use_id")
+        .and_then(Value::as_str)
+        .map(str::to_string);
     let settings = match config::load(&run.config, &config::Env::from_process()) {
         Ok(settings) => settings,
         Err(error) => {
@@ -88,6 +104,42 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
             ));
         }
     };
+    // The store answers within the deadline or not at all: the decision never waits on it.
+    let store =
+        match tokio::time::timeout(RECORD_DEADLINE, crate::store::open(&settings.storage)).await {
+            Ok(Ok(store)) => Some(store),
+            Ok(Err(error)) => {
+                eprintln!(
+                    "executor hook: cannot open {}: {error}",
+                    settings.storage.display()
+                );
+                None
+            }
+            Err(_) => {
+                eprintln!(
+                    "executor hook: {} did not answer within {RECORD_DEADLINE:?}",
+                    settings.storage.display()
+                );
+                None
+            }
+        };
+    // A call the owner already answered (the session resumed after a `defer`).
+    if let (Some(store), Some(id)) = (&store, &tool_use_id) {
+        match tokio::time::timeout(
+            RECORD_DEADLINE,
+            owner_answer(store.as_ref(), run.run_id, id),
+        )
+        .await
+        {
+            Ok(Ok(Some(answer))) => return answer,
+            Ok(Ok(None)) => {}
+            Ok(Err(error)) => {
+                eprintln!("executor hook: cannot read the owner's answers: {error:#}")
+            }
+            Err(_) => eprintln!("executor hook: the owner's answers could not be read in time"),
+        }
+    }
+
     let scope = Scope::new(run.worktree.clone(), run.branch.as_deref()).on_disk();
     let (actions, verdict) = policy::judge(&contract, &Input::ClaudeHook(input), &scope);
     let answer = Answer::from_verdict(&verdict, &actions);
@@ -105,8 +157,14 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
         decision: decision_word(verdict.decision).to_string(),
         rule_id: verdict.rule_id.clone(),
         detail: Some(detail(input, &actions, &verdict)),
+        tool_use_id,
+        message_window: None,
     };
-    match tokio::time::timeout(RECORD_DEADLINE, record_decision(&settings, record)).await {
+    let Some(store) = store else {
+        eprintln!("executor hook: the decision was not recorded: no store");
+        return answer;
+    };
+    match tokio::time::timeout(RECORD_DEADLINE, record_decision(store.as_ref(), record)).await {
         Ok(Ok(())) => {}
         Ok(Err(error)) => eprintln!("executor hook: the decision was not recorded: {error:#}"),
         Err(_) => eprintln!(
@@ -128,10 +186,30 @@ fn load_contract(path: &Path) -> Result<Contract> {
     }
 }
 
-async fn record_decision(settings: &Settings, record: NewDecision) -> Result<()> {
-    let store = crate::store::open(&settings.storage)
-        .await
-        .with_context(|| format!("cannot open {}", settings.storage.display()))?;
+/// The owner's answer to an escalation of this run about the tool call `tool_use_id`.
+async fn owner_answer(store: &dyn Store, run_id: i64, tool_use_id: &str) -> Result<Option<Answer>> {
+    let answered = store
+        .run_escalations(run_id)
+        .await?
+        .into_iter()
+        .filter(|e| e.tool_use_id.as_deref() == Some(tool_use_id))
+        .find_map(|e| Some((e.resolution.clone()?, e.resolution_note.clone())));
+    Ok(answered.map(|(resolution, note)| {
+        let note = note.map(|n| format!(" Their note: {n}")).unwrap_or_default();
+        if resolution == "approve" {
+            Answer {
+                kind: Kind::Allow,
+                reason: format!("executor: approved by the owner.{note}"),
+            }
+        } else {
+            Answer::deny(format!(
+                "executor: the owner denied this call; do not retry it. Continue without it, or end this phase with an [ESCALATE:blocked] line saying what you need.{note}"
+            ))
+        }
+    }))
+}
+
+async fn record_decision(store: &dyn Store, record: NewDecision) -> Result<()> {
     // The task of the run, so `executor show <gid>` lists the decision.
     let task_gid = store
         .runs(None)
@@ -141,7 +219,8 @@ async fn record_decision(settings: &Settings, record: NewDecision) -> Result<()>
         .map(|r| r.task_gid);
     store
         .record_decision(&NewDecision { task_gid, ..record })
-        .await?;
+        .await
+        .context("cannot record the decision")?;
     Ok(())
 }
 
@@ -182,14 +261,22 @@ fn detail(input: &[u8], actions: &[policy::Action], verdict: &Verdict) -> String
 /// The hook's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Answer {
-    allow: bool,
+    kind: Kind,
     reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Allow,
+    Deny,
+    /// Stop without running the call; the session is resumed once the owner answers.
+    Defer,
 }
 
 impl Answer {
     fn deny(reason: String) -> Self {
         Self {
-            allow: false,
+            kind: Kind::Deny,
             reason,
         }
     }
@@ -203,17 +290,20 @@ impl Answer {
             .join("; ");
         match verdict.decision {
             Decision::Approve => Self {
-                allow: true,
+                kind: Kind::Allow,
                 reason: format!("executor policy: approved by rule {rule} ({})", verdict.why),
             },
             Decision::Deny => Self::deny(format!(
                 "executor policy: denied by rule {rule}: {}. The call ({what}) was not run; do not retry it. Continue without it, or end this phase with an [ESCALATE:blocked] line saying what you need.",
                 verdict.why
             )),
-            Decision::Escalate => Self::deny(format!(
-                "executor policy: this needs the owner's decision (rule {rule}: {}). The call ({what}) was not run and the owner has been asked. Continue with the rest of the work; if you cannot finish without it, end this phase with an [ESCALATE:needs_decision] line naming what you need.",
-                verdict.why
-            )),
+            Decision::Escalate => Self {
+                kind: Kind::Defer,
+                reason: format!(
+                    "executor policy: this needs the owner's decision (rule {rule}: {}). The call ({what}) waits for the owner.",
+                    verdict.why
+                ),
+            },
         }
     }
 
@@ -222,7 +312,11 @@ impl Answer {
         json!({
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
-                "permissionDecision": if self.allow { "allow" } else { "deny" },
+                "permissionDecision": match self.kind {
+                    Kind::Allow => "allow",
+                    Kind::Deny => "deny",
+                    Kind::Defer => "defer",
+                },
                 "permissionDecisionReason": self.reason,
             }
         })
@@ -266,7 +360,7 @@ mod tests {
             Answer::from_verdict(&verdict(Decision::Escalate, None), &[action]).to_json();
         assert_eq!(
             escalated["hookSpecificOutput"]["permissionDecision"],
-            "deny"
+            "defer"
         );
         let reason = escalated["hookSpecificOutput"]["permissionDecisionReason"]
             .as_str()

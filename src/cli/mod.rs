@@ -10,6 +10,7 @@ mod init;
 mod lock;
 mod output;
 mod policy;
+mod protocol;
 mod service;
 
 /// The runner's lock file, beside the config file.
@@ -104,6 +105,29 @@ enum Command {
         #[command(subcommand)]
         action: ServiceAction,
     },
+    /// Questions waiting for the owner (escalations), with the command that answers each
+    Escalations {
+        /// Answered ones too
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The owner's answer to an escalation: the run resumes with it
+    Decide {
+        /// The escalation's id (`executor escalations` lists them)
+        id: i64,
+        #[arg(value_enum)]
+        answer: Answer,
+        /// Told to the worker with the answer
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// Worker messages: `protocol parse` reads lines on stdin and prints one JSON object per message
+    Protocol {
+        #[command(subcommand)]
+        action: ProtocolAction,
+    },
     /// Ask the role contracts (roles/*-policy.json) what they decide about an action
     Policy {
         #[command(subcommand)]
@@ -114,6 +138,19 @@ enum Command {
         #[command(subcommand)]
         agent: HookAgent,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum ProtocolAction {
+    /// Lines on stdin; one JSON object per recognised message on stdout; malformed lines
+    /// are named on stderr and skipped (exit 1 if there were any)
+    Parse,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Answer {
+    Approve,
+    Deny,
 }
 
 #[derive(Debug, Subcommand)]
@@ -267,6 +304,23 @@ async fn dispatch(cli: Cli) -> Result<()> {
     let config_path = cli.config.clone();
     match cli.command {
         Command::Init { dir, example } => init::run(&dir, example).await,
+        Command::Protocol {
+            action: ProtocolAction::Parse,
+        } => {
+            let stats = protocol::parse_stream(
+                std::io::stdin().lock(),
+                std::io::stdout().lock(),
+                std::io::stderr().lock(),
+            )
+            .context("cannot read stdin or write stdout")?;
+            if stats.malformed > 0 {
+                anyhow::bail!(
+                    "{} malformed message line(s) skipped (named above)",
+                    stats.malformed
+                );
+            }
+            Ok(())
+        }
         Command::Policy {
             action:
                 PolicyAction::Check {
@@ -357,7 +411,8 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         Command::Init { .. }
         | Command::Service { .. }
         | Command::Hook { .. }
-        | Command::Policy { .. } => unreachable_init(),
+        | Command::Policy { .. }
+        | Command::Protocol { .. } => unreachable_init(),
         Command::Add(args) => add(store, &clock, args).await,
         Command::Queue { status, json: true } => {
             output::print_queue_json(Arc::clone(&shared), status).await
@@ -390,6 +445,26 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         Command::Skip { gid, reason } => {
             owner_move(store, &clock, &gid, QueueEvent::Skip, reason).await
         }
+        Command::Escalations { all, json } => {
+            let escalations = store.escalations(!all).await?;
+            if json {
+                output::print_json(&escalations)
+            } else {
+                let mut windows = Vec::with_capacity(escalations.len());
+                for escalation in &escalations {
+                    windows.push(match escalation.run_id {
+                        Some(run) => {
+                            store
+                                .messages(run, crate::runner::drive::MESSAGE_WINDOW)
+                                .await?
+                        }
+                        None => Vec::new(),
+                    });
+                }
+                output::print_escalations(&escalations, &windows)
+            }
+        }
+        Command::Decide { id, answer, note } => decide(store, id, answer, note.as_deref()).await,
         Command::Status { json } => {
             let summary = store.summary().await?;
             let report = output::StatusReport::new(settings, summary, chrono::Utc::now());
@@ -519,6 +594,60 @@ fn generated_gid(title: &str, clock: &SystemClock) -> String {
     }
 }
 
+/// Records the owner's answer to escalation `id`, exactly once: a second answer changes
+/// nothing and says so.
+async fn decide(store: &dyn Store, id: i64, answer: Answer, note: Option<&str>) -> Result<()> {
+    use crate::core::record::Resolved;
+    let resolution = match answer {
+        Answer::Approve => "approve",
+        Answer::Deny => "deny",
+    };
+    let by = format!("{} (cli)", whoami());
+    match store
+        .resolve_escalation(id, resolution, note, &by, chrono::Utc::now())
+        .await?
+    {
+        None => Err(BadInput(format!(
+            "no escalation {id} (`executor escalations --all` lists them)"
+        ))
+        .into()),
+        Some(Resolved::NotAnEscalation(d)) => Err(BadInput(format!(
+            "decision {id} is not an escalation: it was decided `{}` by rule {} and needs no answer",
+            d.decision,
+            d.rule_id.as_deref().unwrap_or("(default)")
+        ))
+        .into()),
+        Some(Resolved::AlreadyResolved(d)) => {
+            println!(
+                "escalation {id} was already answered: {} at {}; nothing changed",
+                d.resolution.as_deref().unwrap_or("?"),
+                d.resolved_at
+                    .map(|t| crate::core::time::format_utc(&t))
+                    .unwrap_or_default()
+            );
+            Ok(())
+        }
+        Some(Resolved::Recorded(d)) => {
+            let run = d
+                .run_id
+                .map(|r| format!(" run {r}"))
+                .unwrap_or_default();
+            println!(
+                "escalation {id}: {resolution} recorded;{run} of {} resumes with it on the runner's next pass",
+                d.task_gid.as_deref().unwrap_or("?")
+            );
+            Ok(())
+        }
+    }
+}
+
+/// Who answers from this terminal, for the record.
+fn whoami() -> String {
+    std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .unwrap_or_else(|_| "owner".to_string())
+}
+
 async fn owner_move(
     store: &dyn Store,
     clock: &SystemClock,
@@ -539,11 +668,9 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
     }
     let runner = build_runner(settings, store)?;
     let recovered = crate::runner::drive::recover(&runner).await?;
-    for result in &recovered.results {
-        eprintln!(
-            "recovered run {} of {}: {} (verification failures: {})",
-            result.run_id, result.task_gid, result.state, result.ci_attempts
-        );
+    if !recovered.results.is_empty() {
+        eprint!("recovered ");
+        print_results(&recovered.results);
     }
     let mut failed = recovered.failed;
     let approved = runner.store.tasks(Some(&QueueStatus::Approved)).await?;
@@ -558,15 +685,35 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         );
         let passed = crate::runner::drive::run_approved(&runner).await?;
         failed.extend(passed.failed);
-        for result in &passed.results {
-            eprintln!(
-                "run {} of {}: {} (verification failures: {})",
-                result.run_id, result.task_gid, result.state, result.ci_attempts
-            );
+        print_results(&passed.results);
+    }
+    // Runs whose escalation the owner answered, until none is left (an answer given while
+    // this runs is taken too; a run that escalates again waits for the next answer).
+    loop {
+        let resumed = crate::runner::drive::resume_decided(&runner).await?;
+        if resumed.results.is_empty() && resumed.failed.is_empty() {
+            break;
         }
+        failed.extend(resumed.failed);
+        print_results(&resumed.results);
     }
     clean_worktrees(runner.store.as_ref(), &runner.settings).await;
     fail_if_any(failed)
+}
+
+fn print_results(results: &[crate::runner::drive::RunResult]) {
+    for result in results {
+        match result.waiting_on {
+            Some(escalation) => eprintln!(
+                "run {} of {}: waiting for the owner (escalation {escalation}: `executor escalations` shows it, `executor decide {escalation} approve|deny` answers it)",
+                result.run_id, result.task_gid
+            ),
+            None => eprintln!(
+                "run {} of {}: {} (verification failures: {})",
+                result.run_id, result.task_gid, result.state, result.ci_attempts
+            ),
+        }
+    }
 }
 
 /// The runner `run --once` and the daemon share: agent, prompts (checked as they load),
@@ -629,6 +776,21 @@ fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
     )?)
 }
 
+/// The worker contract the runner decides requests by: `roles/worker-policy.json`, or the
+/// built-in one when the workspace has none. A contract that does not validate stops the
+/// runner before it starts anything.
+fn load_worker_contract(settings: &Settings) -> Result<crate::policy::Contract> {
+    let path = policy::contract_path(settings, "worker");
+    if path.exists() {
+        crate::policy::Contract::load(&path).map_err(|e| BadInput(e.to_string()).into())
+    } else {
+        Ok(crate::policy::Contract::parse(
+            "built-in worker-policy.json",
+            init::WORKER_POLICY,
+        )?)
+    }
+}
+
 fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSettings> {
     let runner = &settings.raw.runner;
     let agent = &settings.raw.agent;
@@ -659,6 +821,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         retry_base: runner.retry_backoff,
         keep_worktrees: runner.keep_worktrees,
         worktrees: runner.worktrees,
+        worker_contract: Some(Arc::new(load_worker_contract(settings)?)),
         agent: crate::runner::drive::AgentOptions {
             env: agent
                 .env

@@ -370,3 +370,75 @@ pub fn print_ingest(dir: &Path, report: &IngestReport) {
         eprintln!("  {path}: {reason} (left untouched)");
     }
 }
+
+/// `executor escalations`: each question with the run's recent messages and the command
+/// that answers it. `windows[i]` is the message window of `escalations[i]`'s run.
+pub fn print_escalations(
+    escalations: &[crate::core::record::Decision],
+    windows: &[Vec<crate::core::record::StoredMessage>],
+) -> Result<()> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    finish((|| {
+        if escalations.is_empty() {
+            writeln!(out, "no escalation waits for you")?;
+            return out.flush();
+        }
+        for (escalation, window) in escalations.iter().zip(windows) {
+            writeln!(
+                out,
+                "escalation {}  {}  task {}  run {}",
+                escalation.id,
+                when(&escalation.at),
+                escalation.task_gid.as_deref().unwrap_or("-"),
+                escalation
+                    .run_id
+                    .map(|r| r.to_string())
+                    .unwrap_or_else(|| "-".into()),
+            )?;
+            writeln!(
+                out,
+                "  asks: {}{}",
+                escalation.action,
+                escalation
+                    .detail
+                    .as_deref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            )?;
+            if let Some(rule) = &escalation.rule_id {
+                writeln!(out, "  rule: {rule}")?;
+            }
+            if !window.is_empty() {
+                writeln!(out, "  recent messages:")?;
+                for message in window {
+                    writeln!(out, "    {}", message.line)?;
+                }
+            }
+            match (&escalation.resolution, &escalation.resolved_at) {
+                (Some(answer), Some(at)) => writeln!(
+                    out,
+                    "  answered: {answer} at {}{}{}",
+                    when(at),
+                    escalation
+                        .resolution_note
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default(),
+                    if escalation.applied_at.is_some() {
+                        ", the run has resumed"
+                    } else {
+                        ", the run resumes on the next pass"
+                    }
+                )?,
+                _ => writeln!(
+                    out,
+                    "  answer: executor decide {} approve|deny [--note \"...\"]",
+                    escalation.id
+                )?,
+            }
+            writeln!(out)?;
+        }
+        out.flush()
+    })())
+}

@@ -83,7 +83,42 @@ pub struct Decision {
     pub detail: Option<String>,
     #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
     pub resolved_at: Option<DateTime<Utc>>,
+    /// The owner's answer to an escalation: `approve` or `deny`.
     pub resolution: Option<String>,
+    /// What the owner said with the answer.
+    pub resolution_note: Option<String>,
+    /// Who answered (`owner`, a chat handle, `cli`).
+    pub resolved_by: Option<String>,
+    /// When the answer was carried out (the worker resumed or told); set once.
+    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    pub applied_at: Option<DateTime<Utc>>,
+    /// The agent's tool call the decision answers, when it came from a permission hook.
+    pub tool_use_id: Option<String>,
+    /// The worker messages that led to the decision: a JSON array, as text.
+    pub message_window: Option<String>,
+}
+
+impl Decision {
+    /// A decision left to the owner (`decision = 'escalate'`).
+    pub fn is_escalation(&self) -> bool {
+        self.decision == "escalate"
+    }
+
+    /// An escalation the owner has not answered yet.
+    pub fn is_pending(&self) -> bool {
+        self.is_escalation() && self.resolved_at.is_none()
+    }
+}
+
+/// What [`crate::store::Store::resolve_escalation`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Resolved {
+    /// The answer was recorded; the decision as it now stands.
+    Recorded(Decision),
+    /// Someone answered first; the decision with their answer, unchanged.
+    AlreadyResolved(Decision),
+    /// The decision is not an escalation (an approve or a deny); unchanged.
+    NotAnEscalation(Decision),
 }
 
 /// A decision about to be recorded.
@@ -97,6 +132,44 @@ pub struct NewDecision {
     pub decision: String,
     pub rule_id: Option<String>,
     pub detail: Option<String>,
+    pub tool_use_id: Option<String>,
+    /// A JSON array, as text.
+    pub message_window: Option<String>,
+}
+
+/// A worker message about to be recorded (`executor_messages`, DESIGN section 5).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMessage {
+    pub run_id: i64,
+    pub task_gid: String,
+    pub at: DateTime<Utc>,
+    /// Where it came from: `worker`, `orchestrator` or `chat`.
+    pub source: String,
+    /// `REQUEST`, `STATUS`, `DONE`, `ESCALATE`, `ACKNOWLEDGED`.
+    pub tag: String,
+    pub kind: String,
+    /// The `key=value` pairs: a JSON object, as text.
+    pub args: String,
+    pub text: String,
+    /// The line as it was received.
+    pub line: String,
+}
+
+/// One recorded worker message (`executor_messages`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredMessage {
+    pub id: i64,
+    pub run_id: i64,
+    pub task_gid: String,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    pub at: DateTime<Utc>,
+    pub source: String,
+    pub tag: String,
+    pub kind: String,
+    /// A JSON object, as text.
+    pub args: String,
+    pub text: String,
+    pub line: String,
 }
 
 /// An input a source could not turn into a task (a malformed plan note), kept until the

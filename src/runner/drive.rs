@@ -29,6 +29,7 @@ use crate::ops::queue as queue_ops;
 use crate::prompts::{
     CiFailure, FailedCheck, Phase, PromptContext, PromptSet, RunContext, TaskContext,
 };
+use crate::protocol::Tag;
 use crate::runner::worktree;
 use crate::store::Store;
 use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
@@ -55,6 +56,9 @@ pub struct RunnerSettings {
     pub keep_worktrees: Duration,
     /// What every worker's agent is started with, beyond its prompt.
     pub agent: AgentOptions,
+    /// The worker contract (`roles/worker-policy.json`) that decides `[REQUEST:…]` lines;
+    /// `None`: requests are stored, not decided.
+    pub worker_contract: Option<Arc<crate::policy::Contract>>,
     /// Each run works in its own worktree and branch (`runner.worktrees`). Off, workers run
     /// in the repository folder itself and nothing is committed: for work that changes no
     /// files, or agents that manage their own checkouts.
@@ -142,6 +146,8 @@ pub struct RunResult {
     pub run_id: i64,
     pub state: RunState,
     pub ci_attempts: i64,
+    /// The escalation the run waits on (it holds no worker slot meanwhile).
+    pub waiting_on: Option<i64>,
 }
 
 /// Longest output line kept from a worker.
@@ -247,7 +253,17 @@ async fn drive(
             run.branch_name = Some(wt.branch.clone());
         }
         move_run(store, &mut run, RunEvent::WorkerStarted).await?;
-        carry(store, adapter, prompts, settings, task, run, wt, Phase::Queued, None).await
+        carry(
+            store,
+            adapter,
+            prompts,
+            settings,
+            task,
+            run,
+            wt,
+            Start::new(Phase::Queued, None),
+        )
+        .await
     }
     .await;
     match started {
@@ -297,6 +313,181 @@ async fn prepare_worktree(settings: &RunnerSettings, task: &Task) -> Result<work
     )
 }
 
+/// Where [`carry`] starts a run's next worker.
+struct Start {
+    phase: Phase,
+    resume_reason: Option<String>,
+    /// Continue the agent's session with no new prompt: the agent re-asks about the tool
+    /// call it parked (its hook now finds the owner's answer).
+    continue_parked: bool,
+}
+
+impl Start {
+    fn new(phase: Phase, resume_reason: Option<String>) -> Self {
+        Self {
+            phase,
+            resume_reason,
+            continue_parked: false,
+        }
+    }
+}
+
+/// How many of a run's latest messages an escalation shows the owner.
+pub const MESSAGE_WINDOW: u32 = 20;
+
+/// Opens the escalation for what a worker left to the owner (or finds the one its hook
+/// already opened for a parked tool call), tells the owner, and returns its id.
+async fn open_escalation(store: &dyn Store, run: &Run, gid: &str, asked: &Asked) -> Result<i64> {
+    let window = store.messages(run.id, MESSAGE_WINDOW).await?;
+    let window_json = serde_json::to_string(&window)?;
+    let existing = match asked {
+        Asked::DeferredTool(tool) => store
+            .run_escalations(run.id)
+            .await?
+            .into_iter()
+            .find(|e| e.is_pending() && e.tool_use_id.as_deref() == Some(tool.id.as_str())),
+        Asked::Message(_) => None,
+    };
+    let escalation = match existing {
+        Some(found) => found,
+        None => {
+            let (action, detail, tool_use_id) = match asked {
+                Asked::Message(line) => (escalation_kind(line).to_string(), line.clone(), None),
+                Asked::DeferredTool(tool) => (
+                    format!("tool:{}", tool.name),
+                    serde_json::json!({"tool_name": tool.name, "tool_input": tool.input})
+                        .to_string(),
+                    Some(tool.id.clone()),
+                ),
+            };
+            store
+                .record_decision(&crate::core::record::NewDecision {
+                    task_gid: Some(gid.to_string()),
+                    run_id: Some(run.id),
+                    at: Utc::now(),
+                    role: "worker".to_string(),
+                    action,
+                    decision: "escalate".to_string(),
+                    rule_id: None,
+                    detail: Some(detail),
+                    tool_use_id,
+                    message_window: Some(window_json),
+                })
+                .await?
+        }
+    };
+    let shown: Vec<String> = window.iter().map(|m| format!("  {}", m.line)).collect();
+    tracing::warn!(
+        gid = %gid,
+        run = run.id,
+        escalation = escalation.id,
+        "the owner's decision is needed: {} ({}). Recent messages:\n{}\nAnswer with: executor decide {} approve|deny [--note \"...\"]",
+        escalation.action,
+        escalation.detail.as_deref().unwrap_or(""),
+        if shown.is_empty() { "  (none)".to_string() } else { shown.join("\n") },
+        escalation.id
+    );
+    Ok(escalation.id)
+}
+
+/// `needs_decision` of `[ESCALATE:needs_decision] …`.
+fn escalation_kind(line: &str) -> &str {
+    line.strip_prefix("[ESCALATE:")
+        .and_then(|rest| rest.split_once(']'))
+        .map(|(kind, _)| kind)
+        .unwrap_or("escalate")
+}
+
+/// Resumes every run whose escalation the owner has answered, each exactly once (the
+/// store's compare-and-set on `applied_at`), as soon as a worker slot is free.
+pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
+    let store = runner.store.as_ref();
+    let mut runs = tokio::task::JoinSet::new();
+    for escalation in store.escalations(false).await? {
+        if escalation.resolved_at.is_none() || escalation.applied_at.is_some() {
+            continue;
+        }
+        let Some(run_id) = escalation.run_id else {
+            continue;
+        };
+        let Some(gid) = escalation.task_gid.clone() else {
+            continue;
+        };
+        let Some(run) = store
+            .runs(Some(&gid))
+            .await?
+            .into_iter()
+            .find(|r| r.id == run_id)
+        else {
+            continue;
+        };
+        if run.state != RunState::InProgress {
+            continue;
+        }
+        let Some(task) = store.task(&gid).await? else {
+            continue;
+        };
+        let permit = Arc::clone(&runner.slots).acquire_owned().await?;
+        if !store.apply_escalation(escalation.id, Utc::now()).await? {
+            continue;
+        }
+        let resolution = escalation.resolution.clone().unwrap_or_default();
+        let note = escalation
+            .resolution_note
+            .as_deref()
+            .map(|n| format!(" Their note: {n}"))
+            .unwrap_or_default();
+        let reason = format!(
+            "The owner answered your escalation ({}: {}): {resolution}.{note}",
+            escalation.action,
+            escalation.detail.as_deref().unwrap_or("")
+        );
+        tracing::info!(gid = %gid, run = run_id, escalation = escalation.id, %resolution, "resuming a run with the owner's decision");
+        let parked = escalation.tool_use_id.is_some()
+            && run.worker_session_id.is_some()
+            && matches!(runner.adapter, Adapter::Claude { .. });
+        let r = runner.clone();
+        runs.spawn(async move {
+            let _slot = permit;
+            let carried = async {
+                let wt = prepare_worktree(&r.settings, &task).await?;
+                carry(
+                    r.store.as_ref(),
+                    &r.adapter,
+                    &r.prompts,
+                    &r.settings,
+                    task,
+                    run,
+                    wt,
+                    Start {
+                        phase: Phase::InProgress,
+                        resume_reason: Some(reason),
+                        continue_parked: parked,
+                    },
+                )
+                .await
+            }
+            .await;
+            if let Err(error) = &carried {
+                give_up(r.store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
+            }
+            carried
+                .map(Some)
+                .with_context(|| format!("resumed run of task {gid}"))
+        });
+    }
+    Ok(collect(runs, "a resumed run failed").await)
+}
+
+/// Whether some run waits only for a free slot to take the owner's answer.
+pub async fn has_decided(store: &dyn Store) -> Result<bool> {
+    Ok(store
+        .escalations(false)
+        .await?
+        .iter()
+        .any(|e| e.resolved_at.is_some() && e.applied_at.is_none() && e.run_id.is_some()))
+}
+
 /// Drives a started run, from `phase`, to `complete` or `abandoned`.
 #[allow(clippy::too_many_arguments)]
 async fn carry(
@@ -307,15 +498,15 @@ async fn carry(
     task: Task,
     mut run: Run,
     wt: worktree::Worktree,
-    first_phase: Phase,
-    first_resume_reason: Option<String>,
+    start: Start,
 ) -> Result<RunResult> {
     let clock = SystemClock;
     let gid = task.task_gid.clone();
     let branch = wt.branch.clone();
-    let mut phase = first_phase;
+    let mut phase = start.phase;
     let mut ci: Option<CiFailure> = None;
-    let mut resume_reason: Option<String> = first_resume_reason;
+    let mut resume_reason: Option<String> = start.resume_reason;
+    let mut continue_parked = start.continue_parked;
     let mut failed_workers = 0u32;
     loop {
         let mut ctx = PromptContext::new(
@@ -338,12 +529,41 @@ async fn carry(
         };
         ctx.ci = ci.clone();
         ctx.resume_reason = resume_reason.clone();
-        let prompt = prompts.render(phase, &ctx)?;
+        ctx.messages = store
+            .messages(run.id, MESSAGE_WINDOW)
+            .await?
+            .into_iter()
+            .map(|m| crate::prompts::PromptMessage {
+                at: m.at,
+                from: m.source,
+                text: m.line,
+            })
+            .collect();
+        let prompt = if std::mem::take(&mut continue_parked) {
+            String::new()
+        } else {
+            prompts.render(phase, &ctx)?
+        };
         let worked = work(
             store, adapter, settings, &mut run, &gid, phase, &wt.path, prompt,
         )
         .await?;
         write_run_record(settings, &gid, run.id, phase, &wt.path, &worked).await?;
+
+        // A question for the owner: the run waits for the answer holding no worker slot,
+        // and a later pass resumes it (`resume_decided`).
+        if let Some(asked) = &worked.asked {
+            run.updated_at = Utc::now();
+            store.save_run(&run).await?;
+            let escalation = open_escalation(store, &run, &gid, asked).await?;
+            return Ok(RunResult {
+                task_gid: gid,
+                run_id: run.id,
+                state: run.state.clone(),
+                ci_attempts: run.ci_attempts,
+                waiting_on: Some(escalation),
+            });
+        }
 
         if worked.done.is_some() {
             let verdict = verify(settings, &gid, &wt.path).await?;
@@ -412,6 +632,7 @@ async fn carry(
         run_id: run.id,
         state: run.state.clone(),
         ci_attempts: run.ci_attempts,
+        waiting_on: None,
     })
 }
 
@@ -509,6 +730,15 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         if task.status != QueueStatus::InProgress {
             continue;
         }
+        // A run waiting for the owner is not stranded: the answer resumes it.
+        if store
+            .run_escalations(run.id)
+            .await?
+            .iter()
+            .any(|e| e.applied_at.is_none())
+        {
+            continue;
+        }
         let permit = Arc::clone(&runner.slots).acquire_owned().await?;
         let r = runner.clone();
         runs.spawn(async move {
@@ -526,8 +756,10 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
                     task,
                     run,
                     wt,
-                    Phase::InProgress,
-                    Some("the runner stopped while this run's worker was working".to_string()),
+                    Start::new(
+                        Phase::InProgress,
+                        Some("the runner stopped while this run's worker was working".to_string()),
+                    ),
                 )
                 .await
             }
@@ -620,9 +852,19 @@ fn jitter_seed(run_id: i64, attempt: u32) -> u64 {
     nanos ^ (run_id as u64).rotate_left(17) ^ u64::from(attempt)
 }
 
+/// What a worker left for the owner to decide.
+#[derive(Debug, Clone)]
+enum Asked {
+    /// An `[ESCALATE:kind] …` line.
+    Message(String),
+    /// A tool call the agent parked for a decision (Claude's `defer`).
+    DeferredTool(crate::agents::ToolUse),
+}
+
 /// What one worker did.
 struct Worked {
     done: Option<String>,
+    asked: Option<Asked>,
     stopped: Option<StopReason>,
     why: String,
     /// The worker's record, as `result.json` keeps it.
@@ -687,7 +929,9 @@ async fn work(
         argv: adapter.argv(&invocation),
         cwd: worktree.to_path_buf(),
         env,
-        stdin: Some(prompt.into_bytes()),
+        // An empty prompt continues a session as it stands (Claude re-asks its hook about
+        // the tool call it parked); the agent then reads no prompt at all.
+        stdin: (!prompt.is_empty()).then(|| prompt.into_bytes()),
         limits: settings.limits,
         grace: settings.grace,
         max_line: MAX_LINE,
@@ -696,6 +940,13 @@ async fn work(
     // The agent's session id is saved the moment it is known, so a worker killed with its
     // runner can still be resumed in its own session.
     let (session_tx, mut session_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    // Worker messages are stored (and requests decided) as they come, not at the end, so
+    // the owner sees them while the worker works.
+    let (message_tx, mut message_rx) =
+        tokio::sync::mpsc::unbounded_channel::<(String, crate::protocol::Message)>();
+    let run_id = run.id;
+    let mut scanner = crate::protocol::Scanner::new();
+    let scope = crate::policy::Scope::new(worktree.to_path_buf(), run.branch_name.as_deref());
     let mut done = None;
     let mut escalated = None;
     let mut worker_id = None;
@@ -733,12 +984,34 @@ async fn work(
                             session_id = Some(id.clone());
                             let _ = session_tx.send(id.clone());
                         }
-                        for message in event.protocol_lines() {
-                            logs_ok.message(message);
-                            if message.starts_with("[DONE:") {
-                                done = Some(message.to_string());
-                            } else if message.starts_with("[ESCALATE:") {
-                                escalated = Some(message.to_string());
+                        let crate::agents::AgentEvent::AssistantText { text } = event else {
+                            continue;
+                        };
+                        // An agent's text block is a whole message of its own: a code fence
+                        // never runs from one into the next. A plain command's lines are one
+                        // text, so its fences span lines.
+                        if !matches!(adapter, Adapter::Command { .. }) {
+                            scanner = crate::protocol::Scanner::new();
+                        }
+                        for line in text.split('\n') {
+                            let line = line.strip_suffix('\r').unwrap_or(line);
+                            match scanner.line(line) {
+                                Ok(Some(crate::protocol::Parsed::Message(message))) => {
+                                    logs_ok.message(line);
+                                    match message.tag {
+                                        Tag::Done => done = Some(line.to_string()),
+                                        Tag::Escalate => escalated = Some(line.to_string()),
+                                        Tag::Request | Tag::Status => {}
+                                    }
+                                    let _ = message_tx.send((line.to_string(), message));
+                                }
+                                Ok(_) => {}
+                                Err(error) => {
+                                    logs_ok.message(&format!(
+                                        "skipped a malformed message ({error}): {line}"
+                                    ));
+                                    tracing::warn!(gid = %gid, run = run_id, %error, %line, "a malformed worker message was skipped");
+                                }
                             }
                         }
                     }
@@ -751,6 +1024,9 @@ async fn work(
         loop {
             tokio::select! {
                 outcome = &mut supervised => break outcome?,
+                Some((line, message)) = message_rx.recv() => {
+                    take_message(store, settings, run, gid, &scope, &line, &message).await?;
+                }
                 Some(id) = session_rx.recv() => {
                     if run.worker_session_id.as_deref() != Some(id.as_str()) {
                         run.worker_session_id = Some(id);
@@ -778,13 +1054,21 @@ async fn work(
             }
         }
     };
+    while let Ok((line, message)) = message_rx.try_recv() {
+        take_message(store, settings, run, gid, &scope, &line, &message).await?;
+    }
     run.worker_pid = None;
     run.worker_last_update = Some(Utc::now());
     if session_id.is_some() {
         run.worker_session_id = session_id;
     }
+    let deferred = finished.as_ref().and_then(|f| f.deferred_tool.as_ref());
     let why = match (&done, &escalated, outcome.stopped) {
         (Some(_), _, _) => "done".to_string(),
+        (None, _, None) if deferred.is_some() => format!(
+            "the agent parked a tool call for the owner: {}",
+            deferred.map(|t| t.name.as_str()).unwrap_or_default()
+        ),
         (None, Some(line), _) => format!("the worker escalated: {line}"),
         (None, None, Some(StopReason::NoOutput)) => "no output for too long".to_string(),
         (None, None, Some(StopReason::HardTimeout)) => "hard timeout".to_string(),
@@ -816,13 +1100,122 @@ async fn work(
         "truncated_lines": outcome.truncated_lines,
         "agent_result": finished,
     });
+    let asked = match (
+        &done,
+        finished.as_ref().and_then(|f| f.deferred_tool.clone()),
+        &escalated,
+    ) {
+        (Some(_), _, _) => None,
+        (None, Some(tool), _) => Some(Asked::DeferredTool(tool)),
+        (None, None, Some(line)) => Some(Asked::Message(line.clone())),
+        (None, None, None) => None,
+    };
     Ok(Worked {
         done,
+        asked,
         stopped: outcome.stopped,
         why,
         result,
         stderr: stderr.into_iter().collect(),
     })
+}
+
+/// Stores one worker message with its run; a `[REQUEST:…]` is decided by the worker
+/// contract there and then, the decision recorded (an escalation when the contract says
+/// so) and written back into the run's messages, where the worker's next prompt shows it.
+async fn take_message(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    run: &Run,
+    gid: &str,
+    scope: &crate::policy::Scope,
+    line: &str,
+    message: &crate::protocol::Message,
+) -> Result<()> {
+    let args: serde_json::Map<String, serde_json::Value> = message
+        .args
+        .iter()
+        .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+        .collect();
+    store
+        .record_message(&crate::core::record::NewMessage {
+            run_id: run.id,
+            task_gid: gid.to_string(),
+            at: Utc::now(),
+            source: "worker".to_string(),
+            tag: message.tag.as_str().to_string(),
+            kind: message.kind.clone(),
+            args: serde_json::Value::Object(args).to_string(),
+            text: message.text.clone(),
+            line: line.to_string(),
+        })
+        .await?;
+    let (Some(action), Some(contract)) = (message.to_action(), settings.worker_contract.as_ref())
+    else {
+        return Ok(());
+    };
+    let (_, verdict) =
+        crate::policy::judge(contract, &crate::policy::Input::Request(&action), scope);
+    let decision = match verdict.decision {
+        crate::policy::Decision::Approve => "approve",
+        crate::policy::Decision::Deny => "deny",
+        crate::policy::Decision::Escalate => "escalate",
+    };
+    let rule = verdict
+        .rule_id
+        .clone()
+        .unwrap_or_else(|| "(default)".to_string());
+    let window = if decision == "escalate" {
+        Some(serde_json::to_string(
+            &store.messages(run.id, MESSAGE_WINDOW).await?,
+        )?)
+    } else {
+        None
+    };
+    let recorded = store
+        .record_decision(&crate::core::record::NewDecision {
+            task_gid: Some(gid.to_string()),
+            run_id: Some(run.id),
+            at: Utc::now(),
+            role: "worker".to_string(),
+            action: action.kind.clone(),
+            decision: decision.to_string(),
+            rule_id: verdict.rule_id.clone(),
+            detail: Some(line.to_string()),
+            tool_use_id: None,
+            message_window: window,
+        })
+        .await?;
+    let kind = match verdict.decision {
+        crate::policy::Decision::Approve => "request_approved",
+        crate::policy::Decision::Deny => "request_denied",
+        crate::policy::Decision::Escalate => "request_escalated",
+    };
+    let answer = match verdict.decision {
+        crate::policy::Decision::Escalate => format!(
+            "[STATUS:{kind}] request={} escalation={} The owner decides this one (rule {rule}: {}); carry on without it meanwhile.",
+            action.kind, recorded.id, verdict.why
+        ),
+        _ => format!(
+            "[STATUS:{kind}] request={} rule={rule} {}",
+            action.kind, verdict.why
+        ),
+    };
+    tracing::info!(gid = %gid, run = run.id, request = %action, %decision, %rule, "decided a worker request");
+    store
+        .record_message(&crate::core::record::NewMessage {
+            run_id: run.id,
+            task_gid: gid.to_string(),
+            at: Utc::now(),
+            source: "orchestrator".to_string(),
+            tag: "STATUS".to_string(),
+            kind: kind.to_string(),
+            args: serde_json::json!({ "request": action.kind, "rule": rule }).to_string(),
+            text: verdict.why.clone(),
+            line: answer,
+        })
+        .await?;
+    Ok(())
 }
 
 /// Writes the Claude settings file that installs executor's PreToolUse hook for run

@@ -24,6 +24,11 @@ pub const SQLITE: &[Migration] = &[
         name: "workers",
         sql: include_str!("sql/sqlite/0002_workers.sql"),
     },
+    Migration {
+        version: 3,
+        name: "escalations",
+        sql: include_str!("sql/sqlite/0003_escalations.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -36,6 +41,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 2,
         name: "workers",
         sql: include_str!("sql/postgres/0002_workers.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "escalations",
+        sql: include_str!("sql/postgres/0003_escalations.sql"),
     },
 ];
 

@@ -24,8 +24,8 @@ use thiserror::Error;
 
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    Decision, Heartbeat, IntakeError, NewDecision, Run, StatusChange, StoreSummary, TaskEvent,
-    WorkerRecord,
+    Decision, Heartbeat, IntakeError, NewDecision, NewMessage, Resolved, Run, StatusChange,
+    StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::task::{NewTask, Task, UpsertOutcome};
 
@@ -249,10 +249,49 @@ pub trait Store: Send + Sync {
     /// Workers started on `host` that have no end recorded, oldest first.
     async fn open_workers(&self, host: &str) -> StoreResult<Vec<WorkerRecord>>;
 
+    /// Records a decision (with the tool call it answers and the message window, if any).
     async fn record_decision(&self, decision: &NewDecision) -> StoreResult<Decision>;
 
     /// A task's decisions, oldest first.
     async fn decisions(&self, gid: &str) -> StoreResult<Vec<Decision>>;
+
+    /// The decision with this id, if there is one.
+    async fn decision(&self, id: i64) -> StoreResult<Option<Decision>>;
+
+    /// Every escalation (`decision = 'escalate'`), or only those not yet resolved when
+    /// `pending_only`, oldest first.
+    async fn escalations(&self, pending_only: bool) -> StoreResult<Vec<Decision>>;
+
+    /// The escalations of one run, resolved or not, oldest first.
+    async fn run_escalations(&self, run_id: i64) -> StoreResult<Vec<Decision>>;
+
+    /// Records the owner's answer (`resolution`: `approve` or `deny`) to escalation `id`,
+    /// with an optional note, who gave it and when. `None` if no decision has that id.
+    /// The answer is recorded only if the decision is an escalation not yet resolved, by a
+    /// compare-and-set in one statement: of two answers given at once exactly one is
+    /// [`Resolved::Recorded`], the other gets [`Resolved::AlreadyResolved`] with the
+    /// winner's row. A decision that is not an escalation is left as it is
+    /// ([`Resolved::NotAnEscalation`]).
+    async fn resolve_escalation(
+        &self,
+        id: i64,
+        resolution: &str,
+        note: Option<&str>,
+        by: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<Option<Resolved>>;
+
+    /// Marks the answer to escalation `id` as carried out at `at`. Sets `applied_at` only if
+    /// the escalation is resolved and not yet applied (compare-and-set): true exactly once
+    /// across all callers, so one answer is acted on once.
+    async fn apply_escalation(&self, id: i64, at: DateTime<Utc>) -> StoreResult<bool>;
+
+    /// Records a worker message (DESIGN section 5); returns its id.
+    async fn record_message(&self, message: &NewMessage) -> StoreResult<i64>;
+
+    /// The last `last` messages of run `run_id`, oldest first: the orchestrator's sliding
+    /// window.
+    async fn messages(&self, run_id: i64, last: u32) -> StoreResult<Vec<StoredMessage>>;
 
     /// Records (or refreshes) that `path` of `source` could not be taken in.
     async fn report_intake_error(

@@ -17,8 +17,8 @@ use super::migrations::{self, Migration};
 use super::{complete_counts, Store, StoreError, StoreResult};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    Decision, Heartbeat, IntakeError, NewDecision, Run, StatusChange, StoreSummary, TaskEvent,
-    WorkerRecord,
+    Decision, Heartbeat, IntakeError, NewDecision, NewMessage, Resolved, Run, StatusChange,
+    StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
@@ -37,7 +37,9 @@ const RUN_COLUMNS: &str = "id::bigint, COALESCE(task_gid::text, ''), worktree_pa
      COALESCE(worker_stuck_count::bigint, 0)";
 const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
 const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
-     detail, resolved_at, resolution";
+     detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
+     message_window";
+const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 
 /// Arbitrary, fixed: the advisory lock key under which migrations run ("executor" in ASCII).
 const MIGRATION_LOCK_KEY: i64 = 0x6578_6563_7574_6f72;
@@ -195,6 +197,26 @@ fn decision_from_row(row: &PgRow) -> Result<Decision, sqlx::Error> {
         detail: row.try_get(8)?,
         resolved_at: row.try_get(9)?,
         resolution: row.try_get(10)?,
+        resolution_note: row.try_get(11)?,
+        resolved_by: row.try_get(12)?,
+        applied_at: row.try_get(13)?,
+        tool_use_id: row.try_get(14)?,
+        message_window: row.try_get(15)?,
+    })
+}
+
+fn message_from_row(row: &PgRow) -> Result<StoredMessage, sqlx::Error> {
+    Ok(StoredMessage {
+        id: row.try_get(0)?,
+        run_id: row.try_get(1)?,
+        task_gid: row.try_get(2)?,
+        at: row.try_get(3)?,
+        source: row.try_get(4)?,
+        tag: row.try_get(5)?,
+        kind: row.try_get(6)?,
+        args: row.try_get(7)?,
+        text: row.try_get(8)?,
+        line: row.try_get(9)?,
     })
 }
 
@@ -557,8 +579,9 @@ impl Store for PgStore {
 
     async fn record_decision(&self, d: &NewDecision) -> StoreResult<Decision> {
         let row = sqlx::query(&format!(
-            "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING {DECISION_COLUMNS}"
+            "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail, \
+             tool_use_id, message_window) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             RETURNING {DECISION_COLUMNS}"
         ))
         .bind(&d.task_gid)
         .bind(d.run_id)
@@ -568,6 +591,8 @@ impl Store for PgStore {
         .bind(&d.decision)
         .bind(&d.rule_id)
         .bind(&d.detail)
+        .bind(&d.tool_use_id)
+        .bind(&d.message_window)
         .fetch_one(&self.pool)
         .await?;
         Ok(decision_from_row(&row)?)
@@ -583,6 +608,133 @@ impl Store for PgStore {
         Ok(rows
             .iter()
             .map(decision_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn decision(&self, id: i64) -> StoreResult<Option<Decision>> {
+        let row = sqlx::query(&format!(
+            "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(decision_from_row).transpose()?)
+    }
+
+    async fn escalations(&self, pending_only: bool) -> StoreResult<Vec<Decision>> {
+        let pending = if pending_only {
+            " AND resolved_at IS NULL"
+        } else {
+            ""
+        };
+        let rows = sqlx::query(&format!(
+            "SELECT {DECISION_COLUMNS} FROM executor_decisions \
+             WHERE decision = 'escalate'{pending} ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(decision_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn run_escalations(&self, run_id: i64) -> StoreResult<Vec<Decision>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DECISION_COLUMNS} FROM executor_decisions \
+             WHERE run_id = $1 AND decision = 'escalate' ORDER BY id"
+        ))
+        .bind(run_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(decision_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn resolve_escalation(
+        &self,
+        id: i64,
+        resolution: &str,
+        note: Option<&str>,
+        by: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<Option<Resolved>> {
+        // One statement: a concurrent answer waits on the row lock, then finds the row
+        // resolved and updates nothing.
+        let recorded = sqlx::query(&format!(
+            "UPDATE executor_decisions SET resolution = $2, resolution_note = $3, \
+             resolved_by = $4, resolved_at = $5 \
+             WHERE id = $1 AND decision = 'escalate' AND resolved_at IS NULL \
+             RETURNING {DECISION_COLUMNS}"
+        ))
+        .bind(id)
+        .bind(resolution)
+        .bind(note)
+        .bind(by)
+        .bind(at)
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some(row) = recorded {
+            return Ok(Some(Resolved::Recorded(decision_from_row(&row)?)));
+        }
+        // Read after the update, in a statement of its own, so a winner that committed
+        // meanwhile is seen with its answer.
+        Ok(self.decision(id).await?.map(|decision| {
+            if decision.is_escalation() {
+                Resolved::AlreadyResolved(decision)
+            } else {
+                Resolved::NotAnEscalation(decision)
+            }
+        }))
+    }
+
+    async fn apply_escalation(&self, id: i64, at: DateTime<Utc>) -> StoreResult<bool> {
+        let changed = sqlx::query(
+            "UPDATE executor_decisions SET applied_at = $2 \
+             WHERE id = $1 AND decision = 'escalate' AND resolved_at IS NOT NULL \
+             AND applied_at IS NULL",
+        )
+        .bind(id)
+        .bind(at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(changed == 1)
+    }
+
+    async fn record_message(&self, m: &NewMessage) -> StoreResult<i64> {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO executor_messages (run_id, task_gid, at, source, tag, kind, args, text, line) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+        )
+        .bind(m.run_id)
+        .bind(&m.task_gid)
+        .bind(m.at)
+        .bind(&m.source)
+        .bind(&m.tag)
+        .bind(&m.kind)
+        .bind(&m.args)
+        .bind(&m.text)
+        .bind(&m.line)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(id)
+    }
+
+    async fn messages(&self, run_id: i64, last: u32) -> StoreResult<Vec<StoredMessage>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM (SELECT {MESSAGE_COLUMNS} FROM executor_messages \
+             WHERE run_id = $1 ORDER BY id DESC LIMIT $2) AS window_ ORDER BY id"
+        ))
+        .bind(run_id)
+        .bind(i64::from(last))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(message_from_row)
             .collect::<Result<_, _>>()?)
     }
 

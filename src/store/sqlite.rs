@@ -22,8 +22,8 @@ use super::migrations::{self, Migration};
 use super::{complete_counts, Store, StoreError, StoreResult};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    Decision, Heartbeat, IntakeError, NewDecision, Run, StatusChange, StoreSummary, TaskEvent,
-    WorkerRecord,
+    Decision, Heartbeat, IntakeError, NewDecision, NewMessage, Resolved, Run, StatusChange,
+    StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
@@ -36,7 +36,9 @@ const RUN_COLUMNS: &str = "id, task_gid, worktree_path, branch_name, pr_url, pr_
      worker_last_update, worker_pid, worker_stuck_count";
 const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
 const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
-     detail, resolved_at, resolution";
+     detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
+     message_window";
+const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {
@@ -300,6 +302,34 @@ fn decision_from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
         detail: row.get(8)?,
         resolved_at: ts_opt(row, 9)?,
         resolution: row.get(10)?,
+        resolution_note: row.get(11)?,
+        resolved_by: row.get(12)?,
+        applied_at: ts_opt(row, 13)?,
+        tool_use_id: row.get(14)?,
+        message_window: row.get(15)?,
+    })
+}
+
+fn select_decision(conn: &Connection, id: i64) -> rusqlite::Result<Option<Decision>> {
+    conn.prepare_cached(&format!(
+        "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE id = ?1"
+    ))?
+    .query_row([id], decision_from_row)
+    .optional()
+}
+
+fn message_from_row(row: &Row<'_>) -> rusqlite::Result<StoredMessage> {
+    Ok(StoredMessage {
+        id: row.get(0)?,
+        run_id: row.get(1)?,
+        task_gid: row.get(2)?,
+        at: ts(row, 3)?,
+        source: row.get(4)?,
+        tag: row.get(5)?,
+        kind: row.get(6)?,
+        args: row.get(7)?,
+        text: row.get(8)?,
+        line: row.get(9)?,
     })
 }
 
@@ -600,10 +630,21 @@ impl Store for SqliteStore {
         let d = decision.clone();
         self.call(move |conn| {
             conn.prepare_cached(
-                "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail, \
+                 tool_use_id, message_window) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
             )?
-            .execute(params![d.task_gid, d.run_id, text(&d.at), d.role, d.action, d.decision, d.rule_id, d.detail])?;
+            .execute(params![
+                d.task_gid,
+                d.run_id,
+                text(&d.at),
+                d.role,
+                d.action,
+                d.decision,
+                d.rule_id,
+                d.detail,
+                d.tool_use_id,
+                d.message_window
+            ])?;
             let id = conn.last_insert_rowid();
             conn.prepare_cached(&format!(
                 "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE id = ?1"
@@ -620,6 +661,128 @@ impl Store for SqliteStore {
                 "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE task_gid = ?1 ORDER BY id"
             ))?
             .query_map([gid], decision_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn decision(&self, id: i64) -> StoreResult<Option<Decision>> {
+        self.call(move |conn| select_decision(conn, id)).await
+    }
+
+    async fn escalations(&self, pending_only: bool) -> StoreResult<Vec<Decision>> {
+        self.call(move |conn| {
+            let pending = if pending_only {
+                " AND resolved_at IS NULL"
+            } else {
+                ""
+            };
+            conn.prepare_cached(&format!(
+                "SELECT {DECISION_COLUMNS} FROM executor_decisions \
+                 WHERE decision = 'escalate'{pending} ORDER BY id"
+            ))?
+            .query_map([], decision_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn run_escalations(&self, run_id: i64) -> StoreResult<Vec<Decision>> {
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {DECISION_COLUMNS} FROM executor_decisions \
+                 WHERE run_id = ?1 AND decision = 'escalate' ORDER BY id"
+            ))?
+            .query_map([run_id], decision_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn resolve_escalation(
+        &self,
+        id: i64,
+        resolution: &str,
+        note: Option<&str>,
+        by: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<Option<Resolved>> {
+        let (resolution, note, by) = (
+            resolution.to_string(),
+            note.map(str::to_string),
+            by.to_string(),
+        );
+        self.call(move |conn| {
+            // The write lock up front: the row read back is the one this update left, or
+            // the one the winner of a race left.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let recorded = tx
+                .prepare_cached(
+                    "UPDATE executor_decisions SET resolution = ?2, resolution_note = ?3, \
+                     resolved_by = ?4, resolved_at = ?5 \
+                     WHERE id = ?1 AND decision = 'escalate' AND resolved_at IS NULL",
+                )?
+                .execute(params![id, resolution, note, by, text(&at)])?
+                == 1;
+            let outcome = select_decision(&tx, id)?.map(|decision| {
+                if recorded {
+                    Resolved::Recorded(decision)
+                } else if decision.is_escalation() {
+                    Resolved::AlreadyResolved(decision)
+                } else {
+                    Resolved::NotAnEscalation(decision)
+                }
+            });
+            tx.commit()?;
+            Ok(outcome)
+        })
+        .await
+    }
+
+    async fn apply_escalation(&self, id: i64, at: DateTime<Utc>) -> StoreResult<bool> {
+        self.call(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE executor_decisions SET applied_at = ?2 \
+                     WHERE id = ?1 AND decision = 'escalate' AND resolved_at IS NOT NULL \
+                     AND applied_at IS NULL",
+                )?
+                .execute(params![id, text(&at)])?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn record_message(&self, message: &NewMessage) -> StoreResult<i64> {
+        let m = message.clone();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_messages (run_id, task_gid, at, source, tag, kind, args, text, line) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            )?
+            .execute(params![
+                m.run_id,
+                m.task_gid,
+                text(&m.at),
+                m.source,
+                m.tag,
+                m.kind,
+                m.args,
+                m.text,
+                m.line
+            ])?;
+            Ok(conn.last_insert_rowid())
+        })
+        .await
+    }
+
+    async fn messages(&self, run_id: i64, last: u32) -> StoreResult<Vec<StoredMessage>> {
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {MESSAGE_COLUMNS} FROM (SELECT {MESSAGE_COLUMNS} FROM executor_messages \
+                 WHERE run_id = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id"
+            ))?
+            .query_map(params![run_id, last], message_from_row)?
             .collect()
         })
         .await

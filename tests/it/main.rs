@@ -3,6 +3,7 @@
 
 mod cli;
 mod daemon;
+mod escalations;
 mod hook;
 mod model_server;
 mod pg_adoption;

@@ -321,3 +321,54 @@ fn claude_consults_executors_hook_which_denies_a_push_to_main_and_allows_the_wor
     );
     assert!(decisions.iter().all(|d| d["run_id"] == run["id"]));
 }
+
+#[test]
+fn a_merge_is_deferred_by_the_hook_escalated_approved_and_resumed_in_the_same_session() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    // `gh` is not there (or not logged in) in a test: the fallback leaves a file, proof that
+    // the call ran once the owner allowed it.
+    let server = ModelServer::start(vec![
+        Turn::bash("gh pr merge 12 --squash || echo merged > merged.txt"),
+        Turn::text("[DONE:implemented] merged as allowed"),
+    ]);
+    let ws = agent_workspace("claude", &cli, &server, "", "");
+    let stderr = run_once(&ws);
+    assert!(
+        stderr.contains("waiting for the owner (escalation"),
+        "{stderr}"
+    );
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "in_progress");
+    let session = run["worker_session_id"]
+        .as_str()
+        .expect("a session")
+        .to_string();
+    let first = &results(&ws, run["id"].as_i64().expect("id"))[0];
+    assert_eq!(
+        first["agent_result"]["stop_reason"], "tool_deferred",
+        "{first}"
+    );
+
+    let pending = ws.json(&["escalations", "--json"]);
+    let escalation = &pending[0];
+    assert_eq!(escalation["rule_id"], "merge", "{pending}");
+    assert!(escalation["tool_use_id"].is_string(), "{pending}");
+    let id = escalation["id"].as_i64().expect("id").to_string();
+    ws.ok(&["decide", &id, "approve"]);
+
+    let stderr = run_once(&ws);
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    assert_eq!(
+        run["worker_session_id"],
+        session.as_str(),
+        "the same session"
+    );
+    let branch = run["branch_name"].as_str().expect("a branch");
+    assert_eq!(committed(&ws, branch, "merged.txt"), "merged");
+    let workers = results(&ws, run["id"].as_i64().expect("id"));
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    assert_eq!(workers[1]["done"], "[DONE:implemented] merged as allowed");
+}

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
 use executor::core::queue::QueueStatus;
-use executor::core::record::{Heartbeat, NewDecision, NewEvent, StatusChange, WorkerRecord};
+use executor::core::record::{
+    Heartbeat, NewDecision, NewEvent, NewMessage, Resolved, StatusChange, WorkerRecord,
+};
 use executor::core::run::RunState;
 use executor::core::task::{NewTask, UpsertOutcome};
 use executor::store::postgres::PgStore;
@@ -367,6 +369,8 @@ async fn decisions_are_recorded_and_pending_escalations_counted(store: &dyn Stor
             decision: "escalate".into(),
             rule_id: Some("merge".into()),
             detail: Some("{\"pr\":1234}".into()),
+            tool_use_id: None,
+            message_window: None,
         })
         .await
         .expect("record");
@@ -377,6 +381,253 @@ async fn decisions_are_recorded_and_pending_escalations_counted(store: &dyn Stor
         store.summary().await.expect("summary").pending_escalations,
         1
     );
+}
+
+fn decision_for(run_id: i64, action: &str, decision: &str) -> NewDecision {
+    NewDecision {
+        task_gid: Some("T-1".into()),
+        run_id: Some(run_id),
+        at: t0(),
+        role: "worker".into(),
+        action: action.into(),
+        decision: decision.into(),
+        rule_id: Some(format!("{action}-rule")),
+        detail: None,
+        tool_use_id: None,
+        message_window: None,
+    }
+}
+
+async fn an_escalation_is_resolved_once_and_applied_once(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let run = store.create_run("T-1", t0()).await.expect("run");
+    let other_run = store.create_run("T-1", t0()).await.expect("other run");
+    let window = r#"["[STATUS:investigation] Analysing","[REQUEST:merge_pr] pr=1234"]"#;
+    let mut new = decision_for(run.id, "merge_pr", "escalate");
+    new.tool_use_id = Some("toolu_01ABC".into());
+    new.message_window = Some(window.into());
+    let escalation = store.record_decision(&new).await.expect("record");
+    assert!(escalation.is_escalation() && escalation.is_pending());
+    assert_eq!(escalation.tool_use_id.as_deref(), Some("toolu_01ABC"));
+    assert_eq!(escalation.message_window.as_deref(), Some(window));
+    assert_eq!(
+        (
+            &escalation.resolution,
+            &escalation.resolution_note,
+            &escalation.resolved_by,
+            &escalation.applied_at
+        ),
+        (&None, &None, &None, &None)
+    );
+    let approved = store
+        .record_decision(&decision_for(run.id, "run_tests", "approve"))
+        .await
+        .expect("record approve");
+    assert!(!approved.is_escalation() && !approved.is_pending());
+    let elsewhere = store
+        .record_decision(&decision_for(other_run.id, "post_comment", "escalate"))
+        .await
+        .expect("record other");
+
+    assert_eq!(
+        store.decision(escalation.id).await.expect("read"),
+        Some(escalation.clone())
+    );
+    assert_eq!(store.decision(999_999).await.expect("read"), None);
+    assert_eq!(
+        store.escalations(true).await.expect("pending"),
+        vec![escalation.clone(), elsewhere.clone()]
+    );
+    assert_eq!(
+        store.run_escalations(run.id).await.expect("run's"),
+        vec![escalation.clone()]
+    );
+    assert_eq!(
+        store.summary().await.expect("summary").pending_escalations,
+        2
+    );
+
+    // Nothing to apply before the owner answers.
+    let applied_at = t0() + Duration::minutes(10);
+    assert!(!store
+        .apply_escalation(escalation.id, applied_at)
+        .await
+        .expect("apply unresolved"));
+
+    let answered_at = t0() + Duration::minutes(5);
+    let first = store
+        .resolve_escalation(
+            escalation.id,
+            "approve",
+            Some("merge once CI is green"),
+            "owner",
+            answered_at,
+        )
+        .await
+        .expect("resolve")
+        .expect("known id");
+    let Resolved::Recorded(resolved) = first else {
+        panic!("the first answer must be recorded, got {first:?}");
+    };
+    assert_eq!(resolved.id, escalation.id);
+    assert_eq!(resolved.resolution.as_deref(), Some("approve"));
+    assert_eq!(
+        resolved.resolution_note.as_deref(),
+        Some("merge once CI is green")
+    );
+    assert_eq!(resolved.resolved_by.as_deref(), Some("owner"));
+    assert_eq!(resolved.resolved_at, Some(answered_at));
+    assert_eq!(resolved.applied_at, None);
+    assert_eq!(resolved.tool_use_id.as_deref(), Some("toolu_01ABC"));
+    assert!(resolved.is_escalation() && !resolved.is_pending());
+
+    let second = store
+        .resolve_escalation(
+            escalation.id,
+            "deny",
+            None,
+            "chat",
+            answered_at + Duration::minutes(1),
+        )
+        .await
+        .expect("resolve again")
+        .expect("known id");
+    assert_eq!(second, Resolved::AlreadyResolved(resolved.clone()));
+    assert_eq!(
+        store
+            .resolve_escalation(approved.id, "deny", None, "owner", answered_at)
+            .await
+            .expect("resolve an approve"),
+        Some(Resolved::NotAnEscalation(approved.clone()))
+    );
+    assert_eq!(
+        store.decision(approved.id).await.expect("read"),
+        Some(approved.clone()),
+        "a decision that is no escalation stays as it was"
+    );
+    assert_eq!(
+        store
+            .resolve_escalation(999_999, "approve", None, "owner", answered_at)
+            .await
+            .expect("resolve unknown"),
+        None
+    );
+
+    assert_eq!(
+        store.escalations(true).await.expect("pending"),
+        vec![elsewhere.clone()]
+    );
+    assert_eq!(
+        store.escalations(false).await.expect("all"),
+        vec![resolved.clone(), elsewhere.clone()]
+    );
+    assert_eq!(
+        store.run_escalations(run.id).await.expect("run's"),
+        vec![resolved.clone()]
+    );
+    assert_eq!(
+        store.summary().await.expect("summary").pending_escalations,
+        1
+    );
+
+    assert!(store
+        .apply_escalation(escalation.id, applied_at)
+        .await
+        .expect("apply"));
+    assert!(!store
+        .apply_escalation(escalation.id, applied_at + Duration::minutes(1))
+        .await
+        .expect("apply again"));
+    assert!(!store
+        .apply_escalation(elsewhere.id, applied_at)
+        .await
+        .expect("apply an unresolved one"));
+    assert!(!store
+        .apply_escalation(approved.id, applied_at)
+        .await
+        .expect("apply an approve"));
+    assert!(!store
+        .apply_escalation(999_999, applied_at)
+        .await
+        .expect("apply unknown"));
+    let read = store
+        .decision(escalation.id)
+        .await
+        .expect("read")
+        .expect("present");
+    assert_eq!(read.applied_at, Some(applied_at), "the first apply stands");
+    assert_eq!(read.resolution.as_deref(), Some("approve"));
+}
+
+fn message(run_id: i64, n: usize) -> NewMessage {
+    NewMessage {
+        run_id,
+        task_gid: "T-1".into(),
+        at: t0() + Duration::seconds(n as i64),
+        source: if n.is_multiple_of(2) {
+            "worker"
+        } else {
+            "chat"
+        }
+        .into(),
+        tag: "STATUS".into(),
+        kind: "investigation".into(),
+        args: format!("{{\"step\":\"{n}\"}}"),
+        text: format!("step {n} — ünïcode"),
+        line: format!("[STATUS:investigation] step={n} step {n} — ünïcode"),
+    }
+}
+
+async fn messages_keep_a_window_of_the_runs_most_recent(store: &dyn Store) {
+    let (run, other) = (7, 8);
+    let mut ids = Vec::new();
+    for n in 0..25 {
+        ids.push(
+            store
+                .record_message(&message(run, n))
+                .await
+                .expect("record"),
+        );
+        if n < 3 {
+            store
+                .record_message(&message(other, 100 + n))
+                .await
+                .expect("record other");
+        }
+    }
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let window = store.messages(run, 20).await.expect("window");
+    assert_eq!(window.len(), 20);
+    assert_eq!(
+        window.iter().map(|m| m.id).collect::<Vec<_>>(),
+        ids[5..].to_vec()
+    );
+    for (stored, n) in window.iter().zip(5..) {
+        let expected = message(run, n);
+        assert_eq!(stored.run_id, run);
+        assert_eq!(stored.task_gid, expected.task_gid);
+        assert_eq!(stored.at, expected.at);
+        assert_eq!(stored.source, expected.source);
+        assert_eq!(stored.tag, expected.tag);
+        assert_eq!(stored.kind, expected.kind);
+        assert_eq!(stored.args, expected.args);
+        assert_eq!(stored.text, expected.text);
+        assert_eq!(stored.line, expected.line);
+    }
+    let others = store.messages(other, 20).await.expect("other window");
+    assert_eq!(
+        others.iter().map(|m| m.text.as_str()).collect::<Vec<_>>(),
+        [
+            "step 100 — ünïcode",
+            "step 101 — ünïcode",
+            "step 102 — ünïcode"
+        ]
+    );
+    assert_eq!(store.messages(run, 0).await.expect("none").len(), 0);
+    assert_eq!(store.messages(404, 20).await.expect("no run").len(), 0);
 }
 
 async fn intake_errors_are_refreshed_and_retained(store: &dyn Store) {
@@ -517,6 +768,64 @@ async fn competing_status_changes_apply_exactly_once(a: &dyn Store, b: &dyn Stor
     }
 }
 
+async fn competing_answers_to_an_escalation_record_exactly_one(a: &dyn Store, b: &dyn Store) {
+    a.upsert_task(&new_task("T-1", "# x"), "cli", t0())
+        .await
+        .expect("add");
+    let run = a.create_run("T-1", t0()).await.expect("run");
+    for n in 0..10 {
+        let escalation = a
+            .record_decision(&decision_for(run.id, "merge_pr", "escalate"))
+            .await
+            .expect("record");
+        let at = t0() + Duration::minutes(n);
+        let (approve, deny) = tokio::join!(
+            a.resolve_escalation(escalation.id, "approve", Some("ok"), "owner", at),
+            b.resolve_escalation(escalation.id, "deny", None, "chat", at)
+        );
+        let (approve, deny) = (
+            approve.expect("approve").expect("known id"),
+            deny.expect("deny").expect("known id"),
+        );
+        let winner = match (&approve, &deny) {
+            (Resolved::Recorded(won), Resolved::AlreadyResolved(seen))
+            | (Resolved::AlreadyResolved(seen), Resolved::Recorded(won)) => {
+                assert_eq!(seen, won, "{n}: the loser sees the winner's answer");
+                won.clone()
+            }
+            _ => panic!("{n}: exactly one answer must be recorded, got {approve:?} and {deny:?}"),
+        };
+        let stored = b
+            .decision(escalation.id)
+            .await
+            .expect("read")
+            .expect("present");
+        assert_eq!(stored, winner);
+        let expected = if matches!(approve, Resolved::Recorded(_)) {
+            ("approve", Some("ok"), "owner")
+        } else {
+            ("deny", None, "chat")
+        };
+        assert_eq!(
+            (
+                stored.resolution.as_deref(),
+                stored.resolution_note.as_deref(),
+                stored.resolved_by.as_deref()
+            ),
+            (Some(expected.0), expected.1, Some(expected.2))
+        );
+        let (first, second) = tokio::join!(
+            a.apply_escalation(escalation.id, at),
+            b.apply_escalation(escalation.id, at)
+        );
+        assert!(
+            first.expect("apply a") ^ second.expect("apply b"),
+            "{n}: applied exactly once"
+        );
+    }
+    assert!(a.escalations(true).await.expect("pending").is_empty());
+}
+
 macro_rules! concurrent {
     ($($case:ident),* $(,)?) => {
         mod sqlite_two_connections {
@@ -553,6 +862,7 @@ macro_rules! concurrent {
 concurrent!(
     concurrent_adds_of_one_gid_leave_one_task,
     competing_status_changes_apply_exactly_once,
+    competing_answers_to_an_escalation_record_exactly_one,
 );
 
 macro_rules! conformance {
@@ -601,6 +911,8 @@ conformance!(
     a_saved_run_reads_back_with_every_column,
     workers_are_recorded_and_open_ones_listed_per_host,
     decisions_are_recorded_and_pending_escalations_counted,
+    an_escalation_is_resolved_once_and_applied_once,
+    messages_keep_a_window_of_the_runs_most_recent,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
     summary_counts_every_known_status,
