@@ -81,6 +81,12 @@ fn main() {
     let mut rows = Vec::new();
     let mut notes = Vec::new();
 
+    // `cargo bench --bench cli -- hook` runs the hook round trip alone.
+    if std::env::args().skip(1).any(|arg| arg == "hook") {
+        let rows = vec![hook_round_trip(&root.path().join("hook"))];
+        print_table(&nproc, &rustc, &rows, &[], bench_started);
+        return;
+    }
     // `cargo bench --bench cli -- dispatch` runs the dispatch comparison alone.
     if std::env::args().skip(1).any(|arg| arg == "dispatch") {
         let (rows, notes) = dispatch(&root.path().join("dispatch"));
@@ -246,7 +252,10 @@ fn main() {
     rows.push(row);
     notes.push(note);
 
-    // 6. Dispatch: 200 no-op runs, side by side with `xargs -P2` and pueue.
+    // 6. Claude's hook: process start to answer, as Claude runs it before every tool call.
+    rows.push(hook_round_trip(&root.path().join("hook")));
+
+    // 7. Dispatch: 200 no-op runs, side by side with `xargs -P2` and pueue.
     let (dispatch_rows, dispatch_notes) = dispatch(&root.path().join("dispatch"));
     rows.extend(dispatch_rows);
     notes.extend(dispatch_notes);
@@ -857,5 +866,70 @@ impl Drop for Pueue {
         let _ = self.client(&["shutdown"]);
         let _ = self.daemon.kill();
         let _ = self.daemon.wait();
+    }
+}
+
+const HOOK_CALLS: usize = 200;
+const HOOK_TARGET: Duration = Duration::from_millis(20);
+
+/// `executor hook claude` as Claude Code runs it: spawn, hook JSON on stdin, the answer on
+/// stdout, the decision recorded in the workspace's SQLite store. Alternates an allowed
+/// and a denied Bash call.
+fn hook_round_trip(dir: &Path) -> Row {
+    use std::io::Write;
+    let config = init_workspace(dir);
+    let worktree = dir.join("worktree");
+    std::fs::create_dir_all(&worktree).expect("create the hook's worktree");
+    let input = |command: &str| {
+        serde_json::json!({
+            "session_id": "7817711f-9a75-4be4-9372-239a3eb8cfd9",
+            "cwd": worktree,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "tool_use_id": "toolu_bench"
+        })
+        .to_string()
+    };
+    let inputs = [
+        (input("cargo test --workspace"), "allow"),
+        (input("git push origin main"), "deny"),
+    ];
+    let mut samples = Vec::with_capacity(HOOK_CALLS);
+    for n in 0..HOOK_CALLS {
+        let (input, expected) = &inputs[n % inputs.len()];
+        let started = Instant::now();
+        let mut child = Command::new(BIN)
+            .args(["hook", "claude", "--config"])
+            .arg(&config)
+            .args(["--run", "1", "--worktree"])
+            .arg(&worktree)
+            .args(["--branch", "executor/T-1"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn executor hook claude");
+        child
+            .stdin
+            .take()
+            .expect("the hook's stdin")
+            .write_all(input.as_bytes())
+            .expect("write the hook input");
+        let output = child.wait_with_output().expect("the hook's answer");
+        samples.push(started.elapsed());
+        expect_success(&output, "executor hook claude");
+        let answer: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("the hook printed JSON");
+        assert_eq!(
+            answer["hookSpecificOutput"]["permissionDecision"], *expected,
+            "{answer}"
+        );
+    }
+    Row {
+        name: format!("`executor hook claude` round trip (spawn to answer, decision recorded), {HOOK_CALLS} calls"),
+        met: median(&samples) < HOOK_TARGET,
+        samples,
+        target: "median < 20 ms".into(),
     }
 }

@@ -86,6 +86,7 @@ pub fn hook_command(
     run_id: i64,
     worktree: &Path,
     branch: Option<&str>,
+    contract: Option<&Path>,
 ) -> String {
     let mut command = format!(
         "{} hook claude --config {} --run {run_id} --worktree {}",
@@ -96,6 +97,10 @@ pub fn hook_command(
     if let Some(branch) = branch {
         command.push_str(" --branch ");
         command.push_str(&shell_quote(branch));
+    }
+    if let Some(contract) = contract {
+        command.push_str(" --contract ");
+        command.push_str(&shell_quote(&contract.to_string_lossy()));
     }
     command
 }
@@ -723,10 +728,11 @@ mod tests {
             17,
             Path::new("/w/executor-T-1"),
             Some("executor/T-1"),
+            Some(Path::new("/l/run-17/worker-policy.json")),
         );
         assert_eq!(
             command,
-            r"'/opt/my tools/executor' hook claude --config '/home/o/it'\''s/executor.toml' --run 17 --worktree /w/executor-T-1 --branch executor/T-1"
+            r"'/opt/my tools/executor' hook claude --config '/home/o/it'\''s/executor.toml' --run 17 --worktree /w/executor-T-1 --branch executor/T-1 --contract /l/run-17/worker-policy.json"
         );
         assert_eq!(
             hook_command(
@@ -734,6 +740,7 @@ mod tests {
                 Path::new("/srv/executor.toml"),
                 3,
                 Path::new("/srv/repo"),
+                None,
                 None
             ),
             "/usr/local/bin/executor hook claude --config /srv/executor.toml --run 3 --worktree /srv/repo"

@@ -111,6 +111,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                 wake(&runner, &mut passes).await;
             }
             _ = beat_timer.tick() => {
+                reload_contract(&runner);
                 heartbeat.beat_at = clock.now();
                 if let Err(error) = store.beat(&heartbeat).await {
                     tracing::warn!(%error, "cannot record the heartbeat");
@@ -162,6 +163,22 @@ async fn wake(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
         }
     }
     start_pass(runner, passes, false);
+}
+
+/// Takes an edited worker contract for the next workers; an edit that does not validate
+/// changes nothing and is reported (once per edit).
+fn reload_contract(runner: &Runner) {
+    use crate::runner::contract::Reload;
+    let Some(cell) = &runner.settings.worker_contract else {
+        return;
+    };
+    match cell.reload_if_changed() {
+        Reload::Unchanged => {}
+        Reload::Reloaded => tracing::info!("reloaded the worker contract; new workers are judged by it"),
+        Reload::KeptLastGood(error) => tracing::error!(
+            "the edited worker contract does not validate, so the last good one stays in force: {error}"
+        ),
+    }
 }
 
 /// Resumes the runs whose escalations the owner answered.

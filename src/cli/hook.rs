@@ -51,6 +51,8 @@ pub struct HookRun {
     pub run_id: i64,
     pub worktree: PathBuf,
     pub branch: Option<String>,
+    /// The contract to judge by; `None`: the workspace's `roles/worker-policy.json`.
+    pub contract: Option<PathBuf>,
 }
 
 /// Reads the hook input on stdin, prints the answer on stdout. Always exits 0 with an
@@ -94,7 +96,10 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
             ));
         }
     };
-    let contract_path = settings.root.join(WORKER_CONTRACT);
+    let contract_path = run
+        .contract
+        .clone()
+        .unwrap_or_else(|| settings.root.join(WORKER_CONTRACT));
     let contract = match load_contract(&contract_path) {
         Ok(contract) => contract,
         Err(error) => {

@@ -187,6 +187,9 @@ enum HookAgent {
         /// The run's own branch
         #[arg(long)]
         branch: Option<String>,
+        /// The contract to judge by (the runner's validated copy) [default: roles/worker-policy.json]
+        #[arg(long)]
+        contract: Option<PathBuf>,
     },
 }
 
@@ -347,6 +350,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                     run,
                     worktree,
                     branch,
+                    contract,
                 },
         } => {
             hook::claude(hook::HookRun {
@@ -354,6 +358,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 run_id: run,
                 worktree,
                 branch,
+                contract,
             })
             .await
         }
@@ -779,16 +784,13 @@ fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
 /// The worker contract the runner decides requests by: `roles/worker-policy.json`, or the
 /// built-in one when the workspace has none. A contract that does not validate stops the
 /// runner before it starts anything.
-fn load_worker_contract(settings: &Settings) -> Result<crate::policy::Contract> {
-    let path = policy::contract_path(settings, "worker");
-    if path.exists() {
-        crate::policy::Contract::load(&path).map_err(|e| BadInput(e.to_string()).into())
-    } else {
-        Ok(crate::policy::Contract::parse(
-            "built-in worker-policy.json",
-            init::WORKER_POLICY,
-        )?)
-    }
+fn load_worker_contract(settings: &Settings) -> Result<crate::runner::contract::ContractCell> {
+    crate::runner::contract::ContractCell::load(
+        &policy::contract_path(settings, "worker"),
+        "built-in worker-policy.json",
+        init::WORKER_POLICY,
+    )
+    .map_err(|e| BadInput(e.to_string()).into())
 }
 
 fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSettings> {
@@ -821,7 +823,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         retry_base: runner.retry_backoff,
         keep_worktrees: runner.keep_worktrees,
         worktrees: runner.worktrees,
-        worker_contract: Some(Arc::new(load_worker_contract(settings)?)),
+        worker_contract: Some(load_worker_contract(settings)?),
         agent: crate::runner::drive::AgentOptions {
             env: agent
                 .env

@@ -58,7 +58,7 @@ pub struct RunnerSettings {
     pub agent: AgentOptions,
     /// The worker contract (`roles/worker-policy.json`) that decides `[REQUEST:…]` lines;
     /// `None`: requests are stored, not decided.
-    pub worker_contract: Option<Arc<crate::policy::Contract>>,
+    pub worker_contract: Option<crate::runner::contract::ContractCell>,
     /// Each run works in its own worktree and branch (`runner.worktrees`). Off, workers run
     /// in the repository folder itself and nothing is committed: for work that changes no
     /// files, or agents that manage their own checkouts.
@@ -902,10 +902,18 @@ async fn work(
     for (key, value) in adapter.fixed_env() {
         env.insert((*key).to_string(), (*value).to_string());
     }
+    // The contract this worker is judged by, fixed for its whole life (a reload applies to
+    // the next worker).
+    let contract = settings.worker_contract.as_ref().map(|cell| cell.current());
     let hook_settings = match (&settings.agent.hook, adapter) {
-        (Some(hook), Adapter::Claude { .. }) => {
-            Some(write_hook_settings(settings, hook, gid, run, worktree)?)
-        }
+        (Some(hook), Adapter::Claude { .. }) => Some(write_hook_settings(
+            settings,
+            hook,
+            gid,
+            run,
+            worktree,
+            contract.as_deref(),
+        )?),
         _ => None,
     };
     // A later phase continues the agent's own session where the agent can resume one, so
@@ -1025,7 +1033,7 @@ async fn work(
             tokio::select! {
                 outcome = &mut supervised => break outcome?,
                 Some((line, message)) = message_rx.recv() => {
-                    take_message(store, settings, run, gid, &scope, &line, &message).await?;
+                    take_message(store, contract.as_deref(), run, gid, &scope, &line, &message).await?;
                 }
                 Some(id) = session_rx.recv() => {
                     if run.worker_session_id.as_deref() != Some(id.as_str()) {
@@ -1055,7 +1063,16 @@ async fn work(
         }
     };
     while let Ok((line, message)) = message_rx.try_recv() {
-        take_message(store, settings, run, gid, &scope, &line, &message).await?;
+        take_message(
+            store,
+            contract.as_deref(),
+            run,
+            gid,
+            &scope,
+            &line,
+            &message,
+        )
+        .await?;
     }
     run.worker_pid = None;
     run.worker_last_update = Some(Utc::now());
@@ -1125,7 +1142,7 @@ async fn work(
 /// so) and written back into the run's messages, where the worker's next prompt shows it.
 async fn take_message(
     store: &dyn Store,
-    settings: &RunnerSettings,
+    contract: Option<&crate::runner::contract::LoadedContract>,
     run: &Run,
     gid: &str,
     scope: &crate::policy::Scope,
@@ -1150,12 +1167,14 @@ async fn take_message(
             line: line.to_string(),
         })
         .await?;
-    let (Some(action), Some(contract)) = (message.to_action(), settings.worker_contract.as_ref())
-    else {
+    let (Some(action), Some(contract)) = (message.to_action(), contract) else {
         return Ok(());
     };
-    let (_, verdict) =
-        crate::policy::judge(contract, &crate::policy::Input::Request(&action), scope);
+    let (_, verdict) = crate::policy::judge(
+        &contract.contract,
+        &crate::policy::Input::Request(&action),
+        scope,
+    );
     let decision = match verdict.decision {
         crate::policy::Decision::Approve => "approve",
         crate::policy::Decision::Deny => "deny",
@@ -1226,16 +1245,29 @@ fn write_hook_settings(
     gid: &str,
     run: &Run,
     worktree: &Path,
+    contract: Option<&crate::runner::contract::LoadedContract>,
 ) -> Result<PathBuf> {
     let dir = settings.logs_dir.join(gid).join(format!("run-{}", run.id));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join("claude-settings.json");
+    // The hook reads the contract the runner validated, not the owner's file, which may
+    // be mid-edit (or broken) while the worker runs.
+    let contract_path = match contract {
+        Some(contract) => {
+            let snapshot = dir.join("worker-policy.json");
+            std::fs::write(&snapshot, &contract.text)
+                .with_context(|| format!("cannot write {}", snapshot.display()))?;
+            Some(snapshot)
+        }
+        None => None,
+    };
     let command = crate::agents::claude::hook_command(
         &hook.executor,
         &hook.config,
         run.id,
         worktree,
         run.branch_name.as_deref(),
+        contract_path.as_deref(),
     );
     let text = serde_json::to_string_pretty(&crate::agents::claude::hook_settings(&command))?;
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;

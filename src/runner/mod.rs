@@ -2,5 +2,6 @@
 //! own git worktrees. So far it holds the worktree handling; the loop that drives runs
 //! through their phases builds on it.
 
+pub mod contract;
 pub mod drive;
 pub mod worktree;

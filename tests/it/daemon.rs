@@ -258,3 +258,29 @@ fn one_runner_at_a_time_and_a_crashed_one_never_blocks() {
     assert!(!daemon.wait().success());
     ws.ok(&["run", "--once"]);
 }
+
+#[test]
+fn a_broken_contract_edit_keeps_the_last_good_one_and_a_bad_contract_stops_the_start() {
+    let ws = Workspace::init();
+    let contract = ws.path().join("roles/worker-policy.json");
+    let good = std::fs::read_to_string(&contract).expect("the contract init wrote");
+    let daemon = Daemon::start(&ws);
+    std::fs::write(&contract, "{\"contract_version\": 1,\n \"rules\": [}\n").expect("break it");
+    let log = ws.path().join("daemon.log");
+    eventually(WAIT, "the daemon to report the broken edit", || {
+        let text = std::fs::read_to_string(&log).ok()?;
+        text.contains("the last good one stays in force")
+            .then_some(())
+    });
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("worker-policy.json:2"),
+        "names file and line: {text}"
+    );
+    drop(daemon);
+
+    // A daemon does not start with it.
+    let err = ws.fails_with(2, &["daemon"]);
+    assert!(err.contains("worker-policy.json:2"), "{err}");
+    std::fs::write(&contract, good).expect("fix it");
+}
