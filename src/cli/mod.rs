@@ -434,11 +434,20 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
             let runs = store.runs(Some(&gid)).await?;
             let events = store.events(&gid).await?;
             let decisions = store.decisions(&gid).await?;
+            let messages = match runs.last() {
+                Some(run) => {
+                    store
+                        .messages(run.id, crate::runner::drive::MESSAGE_WINDOW)
+                        .await?
+                }
+                None => Vec::new(),
+            };
             let shown = output::ShownTask {
                 task,
                 runs,
                 events,
                 decisions,
+                messages,
             };
             if json {
                 output::print_json(&shown)
@@ -824,6 +833,16 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         keep_worktrees: runner.keep_worktrees,
         worktrees: runner.worktrees,
         worker_contract: Some(load_worker_contract(settings)?),
+        judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
+            crate::runner::judge::JudgeSettings {
+                ask_first: settings.raw.policy.ask_model_first.clone(),
+                limits: crate::core::watchdog::Limits {
+                    no_output: settings.raw.policy.judge_timeout,
+                    hard: settings.raw.policy.judge_timeout,
+                },
+                grace: runner.stop_grace,
+            }
+        }),
         agent: crate::runner::drive::AgentOptions {
             env: agent
                 .env

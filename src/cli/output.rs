@@ -27,6 +27,8 @@ pub struct ShownTask {
     pub runs: Vec<Run>,
     pub events: Vec<TaskEvent>,
     pub decisions: Vec<Decision>,
+    /// The latest run's recent messages, oldest first.
+    pub messages: Vec<crate::core::record::StoredMessage>,
 }
 
 /// `executor status`.
@@ -273,6 +275,18 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
                     .map(|d| format!(": {d}"))
                     .unwrap_or_default()
             )?;
+        }
+        if !shown.messages.is_empty() {
+            writeln!(out, "recent messages (latest run):")?;
+            for message in &shown.messages {
+                writeln!(
+                    out,
+                    "  {}  {}: {}",
+                    when(&message.at),
+                    message.source,
+                    message.line
+                )?;
+            }
         }
         if shown.decisions.is_empty() {
             writeln!(out, "decisions: none")?;

@@ -70,6 +70,34 @@ pub struct Config {
     pub chat: ChatSection,
     #[serde(default)]
     pub web: WebSection,
+    #[serde(default)]
+    pub policy: PolicySection,
+}
+
+/// `[policy]`: how escalations are handled before the owner sees them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// Escalations a model judge looks at first (action kinds, escalation kinds or rule
+    /// ids); it may deny them or leave them to the owner, never approve.
+    #[serde(default)]
+    pub ask_model_first: Vec<String>,
+    /// How long the judge may take (no-output and hard limit alike).
+    #[serde(default = "default_judge_timeout", with = "humantime_serde")]
+    pub judge_timeout: Duration,
+}
+
+fn default_judge_timeout() -> Duration {
+    Duration::from_secs(5 * 60)
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        Self {
+            ask_model_first: Vec::new(),
+            judge_timeout: default_judge_timeout(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -544,6 +572,11 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
             "analyzer.hard_timeout",
             "hard_timeout",
             raw.analyzer.hard_timeout,
+        ),
+        (
+            "policy.judge_timeout",
+            "judge_timeout",
+            raw.policy.judge_timeout,
         ),
     ];
     if let Some((key, name, _)) = durations.iter().find(|(_, _, d)| d.is_zero()) {

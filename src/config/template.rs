@@ -57,6 +57,12 @@ path = "plans"
 [chat]
 # kind = "log"                  # log | zulip | webhook | slack
 
+[policy]
+# ask_model_first = []          # escalations a model looks at before you: action kinds
+#                               # (merge_pr), escalation kinds (needs_decision) or rule ids;
+#                               # it may deny them or leave them to you, never approve
+# judge_timeout = "5m"
+
 [web]
 # enabled = false
 # listen = "127.0.0.1:8450"

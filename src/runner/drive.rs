@@ -59,6 +59,8 @@ pub struct RunnerSettings {
     /// The worker contract (`roles/worker-policy.json`) that decides `[REQUEST:…]` lines;
     /// `None`: requests are stored, not decided.
     pub worker_contract: Option<crate::runner::contract::ContractCell>,
+    /// The model judge, when the owner asked for one (`[policy] ask_model_first`).
+    pub judge: Option<crate::runner::judge::JudgeSettings>,
     /// Each run works in its own worktree and branch (`runner.worktrees`). Off, workers run
     /// in the repository folder itself and nothing is committed: for work that changes no
     /// files, or agents that manage their own checkouts.
@@ -337,7 +339,14 @@ pub const MESSAGE_WINDOW: u32 = 20;
 
 /// Opens the escalation for what a worker left to the owner (or finds the one its hook
 /// already opened for a parked tool call), tells the owner, and returns its id.
-async fn open_escalation(store: &dyn Store, run: &Run, gid: &str, asked: &Asked) -> Result<i64> {
+async fn open_escalation(
+    store: &dyn Store,
+    adapter: &Adapter,
+    settings: &RunnerSettings,
+    run: &Run,
+    gid: &str,
+    asked: &Asked,
+) -> Result<i64> {
     let window = store.messages(run.id, MESSAGE_WINDOW).await?;
     let window_json = serde_json::to_string(&window)?;
     let existing = match asked {
@@ -376,6 +385,11 @@ async fn open_escalation(store: &dyn Store, run: &Run, gid: &str, asked: &Asked)
                 .await?
         }
     };
+    if let Some(judge) = settings.judge.as_ref().filter(|j| j.wants(&escalation)) {
+        if judged_deny(store, adapter, settings, judge, gid, &escalation, &window).await {
+            return Ok(escalation.id);
+        }
+    }
     let shown: Vec<String> = window.iter().map(|m| format!("  {}", m.line)).collect();
     tracing::warn!(
         gid = %gid,
@@ -388,6 +402,97 @@ async fn open_escalation(store: &dyn Store, run: &Run, gid: &str, asked: &Asked)
         escalation.id
     );
     Ok(escalation.id)
+}
+
+/// Who the judge's answers are recorded as.
+const JUDGE: &str = "model judge";
+
+/// Denials by the judge a run may get before its questions go to the owner directly.
+const MAX_JUDGE_DENIALS: usize = 2;
+
+/// Asks the model judge about `escalation`; true when it denied it (recorded as the
+/// answer, so the run resumes with the denial). A judge that fails leaves the question to
+/// the owner.
+async fn judged_deny(
+    store: &dyn Store,
+    adapter: &Adapter,
+    settings: &RunnerSettings,
+    judge: &crate::runner::judge::JudgeSettings,
+    gid: &str,
+    escalation: &crate::core::record::Decision,
+    window: &[crate::core::record::StoredMessage],
+) -> bool {
+    use crate::runner::judge::{self, Verdict};
+    // A worker that keeps asking after the judge's denials gets the owner, not a loop.
+    let denied_before = match escalation.run_id {
+        Some(run_id) => store
+            .run_escalations(run_id)
+            .await
+            .map(|all| {
+                all.iter()
+                    .filter(|e| e.resolved_by.as_deref() == Some(JUDGE))
+                    .count()
+            })
+            .unwrap_or(usize::MAX),
+        None => 0,
+    };
+    if denied_before >= MAX_JUDGE_DENIALS {
+        tracing::info!(gid = %gid, escalation = escalation.id, "the model judge already denied this run's questions {MAX_JUDGE_DENIALS} times; the owner decides");
+        return false;
+    }
+    let dir = settings
+        .logs_dir
+        .join(gid)
+        .join(format!("judge-{}", escalation.id));
+    let verdict = match judge::prompt(escalation, window) {
+        Ok(prompt) => judge::ask(adapter, judge, worker_env(adapter, settings), &dir, prompt).await,
+        Err(error) => Err(error),
+    };
+    match verdict {
+        Ok(Verdict::Deny(reason)) => {
+            match store
+                .resolve_escalation(escalation.id, "deny", Some(&reason), JUDGE, Utc::now())
+                .await
+            {
+                Ok(_) => {
+                    tracing::info!(gid = %gid, escalation = escalation.id, %reason, "the model judge denied the escalation; the run resumes with the denial");
+                    true
+                }
+                Err(error) => {
+                    tracing::error!(gid = %gid, escalation = escalation.id, %error, "cannot record the judge's denial; the owner decides");
+                    false
+                }
+            }
+        }
+        Ok(Verdict::LeaveToOwner(why)) => {
+            tracing::info!(gid = %gid, escalation = escalation.id, %why, "the model judge left the escalation to the owner");
+            false
+        }
+        Err(error) => {
+            tracing::warn!(gid = %gid, escalation = escalation.id, error = format!("{error:#}"), "the model judge failed; the owner decides");
+            false
+        }
+    }
+}
+
+/// The environment every agent process starts with: nothing inherited but `PATH`, `HOME`,
+/// `LANG`, `TERM`, `TMPDIR`, the variables `agent.env` names, and the adapter's fixed ones.
+fn worker_env(adapter: &Adapter, settings: &RunnerSettings) -> HashMap<String, String> {
+    let mut env: HashMap<String, String> = HashMap::new();
+    for key in ["PATH", "HOME", "LANG", "TERM", "TMPDIR"] {
+        if let Ok(value) = std::env::var(key) {
+            env.insert(key.to_string(), value);
+        }
+    }
+    for key in &settings.agent.env {
+        if let Ok(value) = std::env::var(key) {
+            env.insert(key.clone(), value);
+        }
+    }
+    for (key, value) in adapter.fixed_env() {
+        env.insert((*key).to_string(), (*value).to_string());
+    }
+    env
 }
 
 /// `needs_decision` of `[ESCALATE:needs_decision] …`.
@@ -555,7 +660,7 @@ async fn carry(
         if let Some(asked) = &worked.asked {
             run.updated_at = Utc::now();
             store.save_run(&run).await?;
-            let escalation = open_escalation(store, &run, &gid, asked).await?;
+            let escalation = open_escalation(store, adapter, settings, &run, &gid, asked).await?;
             return Ok(RunResult {
                 task_gid: gid,
                 run_id: run.id,
@@ -888,20 +993,7 @@ async fn work(
     prompt: String,
 ) -> Result<Worked> {
     let logs = PhaseLog::create(&settings.logs_dir, gid, phase.as_str())?;
-    let mut env: HashMap<String, String> = HashMap::new();
-    for key in ["PATH", "HOME", "LANG", "TERM", "TMPDIR"] {
-        if let Ok(value) = std::env::var(key) {
-            env.insert(key.to_string(), value);
-        }
-    }
-    for key in &settings.agent.env {
-        if let Ok(value) = std::env::var(key) {
-            env.insert(key.clone(), value);
-        }
-    }
-    for (key, value) in adapter.fixed_env() {
-        env.insert((*key).to_string(), (*value).to_string());
-    }
+    let env = worker_env(adapter, settings);
     // The contract this worker is judged by, fixed for its whole life (a reload applies to
     // the next worker).
     let contract = settings.worker_contract.as_ref().map(|cell| cell.current());
@@ -1034,6 +1126,12 @@ async fn work(
                 outcome = &mut supervised => break outcome?,
                 Some((line, message)) = message_rx.recv() => {
                     take_message(store, contract.as_deref(), run, gid, &scope, &line, &message).await?;
+                    // A milestone is a sign of life the owner can see in `show`.
+                    if message.tag == Tag::Status {
+                        run.worker_last_update = Some(Utc::now());
+                        run.updated_at = Utc::now();
+                        store.save_run(run).await?;
+                    }
                 }
                 Some(id) = session_rx.recv() => {
                     if run.worker_session_id.as_deref() != Some(id.as_str()) {

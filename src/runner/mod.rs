@@ -4,4 +4,5 @@
 
 pub mod contract;
 pub mod drive;
+pub mod judge;
 pub mod worktree;

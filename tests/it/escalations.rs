@@ -157,6 +157,23 @@ fn worker_requests_are_decided_by_the_contract_and_stored_with_the_messages() {
 
     let shown = ws.json(&["show", "Q-1", "--json"]);
     assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let lines: Vec<&str> = shown["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["line"].as_str())
+        .collect();
+    assert_eq!(
+        lines.first(),
+        Some(&"[STATUS:investigation] looking"),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last(),
+        Some(&"[DONE:implemented] asked and done"),
+        "{lines:?}"
+    );
+    assert!(!shown["runs"][0]["worker_last_update"].is_null());
     let decisions: Vec<(String, String, String)> = shown["decisions"]
         .as_array()
         .expect("decisions")
@@ -249,4 +266,81 @@ fn protocol_parse_prints_one_json_object_per_message() {
         Some(1),
         "malformed input is reported in the exit code"
     );
+}
+
+/// A worker that escalates, and, run as the model judge (the same command, with the judge's
+/// prompt), answers `verdict`.
+fn judged_workspace(verdict: &str) -> Workspace {
+    // The prompt is read once, so the asking part works on the same `$prompt`.
+    let asking = ASKING_WORKER.replacen("prompt=$(cat); ", "", 1);
+    let worker = format!(
+        "prompt=$(cat); \
+         if printf '%s' \"$prompt\" | grep -q 'A request waits for the owner'; then \
+           echo '{verdict}'; exit 0; fi; {asking}"
+    );
+    let ws = workspace(&["/bin/sh", "-c", &worker], &[], "");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&format!(
+        "{config}\n[policy]\nask_model_first = [\"needs_decision\"]\njudge_timeout = \"30s\"\n"
+    ));
+    ws.ok(&["add", "--title", "Merge when allowed", "--gid", "E-1"]);
+    ws.ok(&["go", "E-1"]);
+    ws
+}
+
+#[test]
+fn the_model_judge_may_deny_an_escalation_and_the_run_goes_on_with_the_denial() {
+    let ws = judged_workspace("[DONE:deny] the PR has no review yet");
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let escalation = &ws.json(&["escalations", "--all", "--json"])[0];
+    assert_eq!(escalation["resolution"], "deny", "{escalation}");
+    assert_eq!(escalation["resolved_by"], "model judge");
+    assert_eq!(escalation["resolution_note"], "the PR has no review yet");
+    let shown = ws.json(&["show", "E-1", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{stderr}");
+}
+
+#[test]
+fn the_model_judge_can_never_approve() {
+    let ws = judged_workspace("[DONE:approve] looks fine to me");
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("waiting for the owner"), "{stderr}");
+    let pending = ws.json(&["escalations", "--json"]);
+    assert_eq!(pending.as_array().map(Vec::len), Some(1), "{pending}");
+    assert!(pending[0]["resolution"].is_null());
+}
+
+#[test]
+fn a_worker_that_keeps_asking_after_the_judges_denials_reaches_the_owner() {
+    // This worker ignores the answer and asks again every time.
+    let worker = "prompt=$(cat); \
+        if printf '%s' \"$prompt\" | grep -q 'A request waits for the owner'; then \
+          echo '[DONE:deny] no'; exit 0; fi; \
+        echo '[ESCALATE:needs_decision] may I merge PR 12?'";
+    let ws = workspace(&["/bin/sh", "-c", worker], &[], "");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&format!(
+        "{config}\n[policy]\nask_model_first = [\"needs_decision\"]\n"
+    ));
+    ws.ok(&["add", "--title", "Insist", "--gid", "E-2"]);
+    ws.ok(&["go", "E-2"]);
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = ws.json(&["escalations", "--all", "--json"]);
+    let all = all.as_array().expect("escalations");
+    assert_eq!(
+        all.len(),
+        3,
+        "two denied by the judge, the third waits: {all:?}"
+    );
+    assert!(all[..2].iter().all(|e| e["resolved_by"] == "model judge"));
+    assert!(all[2]["resolution"].is_null());
 }
