@@ -19,7 +19,7 @@
 //!   record that misses it is reported on stderr, never a reason to hold the agent;
 //! - print anything but the one JSON answer on stdout.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -36,7 +36,7 @@ use crate::store::Store;
 const MAX_INPUT: u64 = 4 * 1024 * 1024;
 
 /// How long recording a decision may take before the answer goes out without it.
-const RECORD_DEADLINE: Duration = Duration::from_secs(3);
+const RECORD_DEADLINE: Duration = Duration::from_secs(2);
 
 /// The contract a worker is judged by, relative to the config file's folder.
 pub const WORKER_CONTRACT: &str = "roles/worker-policy.json";
@@ -55,8 +55,10 @@ pub struct HookRun {
     pub contract: Option<PathBuf>,
 }
 
-/// Reads the hook input on stdin, prints the answer on stdout. Always exits 0 with an
-/// answer, unless stdout itself cannot be written.
+/// Reads the hook input on stdin, prints the answer on stdout, then records the decision
+/// (within [`RECORD_DEADLINE`]) and exits: Claude waits for the process, so a store call
+/// still blocked on a busy database must not keep it alive. Always exits 0 with an answer,
+/// unless stdout itself cannot be written.
 pub async fn claude(run: HookRun) -> Result<()> {
     let mut input = Vec::new();
     let read = std::io::stdin().take(MAX_INPUT + 1).read_to_end(&mut input);
@@ -70,8 +72,19 @@ pub async fn claude(run: HookRun) -> Result<()> {
         ),
         Ok(_) => judge_and_record(&run, &input).await,
     };
-    println!("{}", answer.to_json());
-    Ok(())
+    std::process::exit(match write_answer(&answer) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("executor hook: cannot write the answer: {error}");
+            1
+        }
+    })
+}
+
+fn write_answer(answer: &Answer) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", answer.to_json())?;
+    out.flush()
 }
 
 async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
@@ -169,6 +182,11 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
         eprintln!("executor hook: the decision was not recorded: no store");
         return answer;
     };
+    // The answer goes out first: recording it must not delay the agent.
+    if let Err(error) = write_answer(&answer) {
+        eprintln!("executor hook: cannot write the answer: {error}");
+        std::process::exit(1);
+    }
     match tokio::time::timeout(RECORD_DEADLINE, record_decision(store.as_ref(), record)).await {
         Ok(Ok(())) => {}
         Ok(Err(error)) => eprintln!("executor hook: the decision was not recorded: {error:#}"),
@@ -176,7 +194,7 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
             "executor hook: the decision was not recorded: the store did not answer within {RECORD_DEADLINE:?}"
         ),
     }
-    answer
+    std::process::exit(0)
 }
 
 /// The owner's contract, or the built-in one when the workspace has none.

@@ -148,3 +148,25 @@ fn the_hook_is_quick_to_refuse_oversized_input() {
     assert_eq!(decision, "deny");
     assert!(reason.contains("too large"), "{reason}");
 }
+
+#[test]
+fn the_hook_answers_while_the_database_is_locked_and_says_what_it_could_not_record() {
+    let ws = Workspace::init();
+    let worktree = ws.path().join("wt");
+    std::fs::create_dir_all(&worktree).expect("mkdir");
+    // Another process holds the write lock for as long as this test runs.
+    let holder = rusqlite::Connection::open(ws.path().join("executor.db")).expect("open");
+    holder
+        .execute_batch("BEGIN EXCLUSIVE;")
+        .expect("take the write lock");
+
+    let out = hook(&ws, &worktree, &bash("git push origin main", &worktree));
+    let (decision, reason) = answer(&out);
+    assert_eq!(decision, "deny");
+    assert!(reason.contains("push-other-branch"), "{reason}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("not recorded"), "{stderr}");
+
+    // The hook was done while the lock was still held: it never waited for it.
+    holder.execute_batch("COMMIT;").expect("release");
+}
