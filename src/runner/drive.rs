@@ -551,37 +551,57 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
         let parked = escalation.tool_use_id.is_some()
             && run.worker_session_id.is_some()
             && matches!(runner.adapter, Adapter::Claude { .. });
-        let r = runner.clone();
-        runs.spawn(async move {
-            let _slot = permit;
-            let carried = async {
-                let wt = prepare_worktree(&r.settings, &task).await?;
-                carry(
-                    r.store.as_ref(),
-                    &r.adapter,
-                    &r.prompts,
-                    &r.settings,
-                    task,
-                    run,
-                    wt,
-                    Start {
-                        phase: Phase::InProgress,
-                        resume_reason: Some(reason),
-                        continue_parked: parked,
-                    },
-                )
-                .await
-            }
-            .await;
-            if let Err(error) = &carried {
-                give_up(r.store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
-            }
-            carried
-                .map(Some)
-                .with_context(|| format!("resumed run of task {gid}"))
-        });
+        let start = Start {
+            phase: Phase::InProgress,
+            resume_reason: Some(reason),
+            continue_parked: parked,
+        };
+        runs.spawn(continue_run(
+            runner.clone(),
+            permit,
+            task,
+            run,
+            start,
+            "resumed run",
+        ));
     }
     Ok(collect(runs, "a resumed run failed").await)
+}
+
+/// Carries an existing run on from `start` in its worktree, holding `slot`; a run that
+/// fails for a reason no worker can fix is abandoned. `what` names the task in errors.
+async fn continue_run(
+    r: Runner,
+    slot: tokio::sync::OwnedSemaphorePermit,
+    task: Task,
+    run: Run,
+    start: Start,
+    what: &'static str,
+) -> Result<Option<RunResult>> {
+    let _slot = slot;
+    let gid = task.task_gid.clone();
+    let run_id = run.id;
+    let carried = async {
+        let wt = prepare_worktree(&r.settings, &task).await?;
+        carry(
+            r.store.as_ref(),
+            &r.adapter,
+            &r.prompts,
+            &r.settings,
+            task,
+            run,
+            wt,
+            start,
+        )
+        .await
+    }
+    .await;
+    if let Err(error) = &carried {
+        give_up(r.store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
+    }
+    carried
+        .map(Some)
+        .with_context(|| format!("{what} of task {gid}"))
 }
 
 /// Whether some run waits only for a free slot to take the owner's answer.
@@ -845,37 +865,19 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
             continue;
         }
         let permit = Arc::clone(&runner.slots).acquire_owned().await?;
-        let r = runner.clone();
-        runs.spawn(async move {
-            let _slot = permit;
-            let gid = task.task_gid.clone();
-            tracing::info!(gid = %gid, run = run.id, "resuming a run its runner left in progress");
-            let run_id = run.id;
-            let carried = async {
-                let wt = prepare_worktree(&r.settings, &task).await?;
-                carry(
-                    r.store.as_ref(),
-                    &r.adapter,
-                    &r.prompts,
-                    &r.settings,
-                    task,
-                    run,
-                    wt,
-                    Start::new(
-                        Phase::InProgress,
-                        Some("the runner stopped while this run's worker was working".to_string()),
-                    ),
-                )
-                .await
-            }
-            .await;
-            if let Err(error) = &carried {
-                give_up(r.store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
-            }
-            carried
-                .map(Some)
-                .with_context(|| format!("recovery of task {gid}"))
-        });
+        tracing::info!(gid = %task.task_gid, run = run.id, "resuming a run its runner left in progress");
+        let start = Start::new(
+            Phase::InProgress,
+            Some("the runner stopped while this run's worker was working".to_string()),
+        );
+        runs.spawn(continue_run(
+            runner.clone(),
+            permit,
+            task,
+            run,
+            start,
+            "recovery",
+        ));
     }
     Ok(collect(runs, "a recovered run failed").await)
 }
