@@ -33,6 +33,7 @@ const SETTLE: Duration = Duration::from_millis(100);
 pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
     let store = shared.as_ref();
     let runner = super::build_runner(settings, Arc::clone(&shared))?;
+    let _leases = super::LeaseKeeper::start(&runner);
     let mut passes: Vec<JoinHandle<()>> = Vec::new();
     let started_at = clock.now();
     let mut heartbeat = Heartbeat {

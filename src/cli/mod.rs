@@ -681,6 +681,7 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         output::print_ingest(intake.dir(), &report);
     }
     let runner = build_runner(settings, store)?;
+    let _leases = LeaseKeeper::start(&runner);
     let recovered = crate::runner::drive::recover(&runner).await?;
     if !recovered.results.is_empty() {
         eprint!("recovered ");
@@ -730,6 +731,24 @@ fn print_results(results: &[crate::runner::drive::RunResult]) {
     }
 }
 
+/// Renews the runner's run leases while it lives (see [`crate::runner::drive::keep_leases`]).
+pub(crate) struct LeaseKeeper(tokio::task::JoinHandle<()>);
+
+impl LeaseKeeper {
+    pub(crate) fn start(runner: &crate::runner::drive::Runner) -> Self {
+        Self(tokio::spawn(crate::runner::drive::keep_leases(
+            Arc::clone(&runner.store),
+            Arc::clone(&runner.holder),
+        )))
+    }
+}
+
+impl Drop for LeaseKeeper {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// The runner `run --once` and the daemon share: agent, prompts (checked as they load),
 /// settings and the worker cap.
 pub(crate) fn build_runner(
@@ -747,6 +766,7 @@ pub(crate) fn build_runner(
             settings.raw.runner.max_workers as usize,
         )),
         claiming: Arc::default(),
+        holder: Arc::new(crate::runner::drive::this_runner()),
     })
 }
 

@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod gid;
+pub mod lease;
 pub mod queue;
 pub mod record;
 pub mod run;

@@ -121,6 +121,16 @@ pub enum Resolved {
     NotAnEscalation(Decision),
 }
 
+/// Who carries a run, until when (`executor_run_leases`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Lease {
+    pub run_id: i64,
+    /// `host:pid:start_time` of the runner process.
+    pub holder: String,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    pub expires_at: DateTime<Utc>,
+}
+
 /// A decision about to be recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewDecision {

@@ -115,6 +115,73 @@ pub struct Runner {
     pub slots: Arc<Semaphore>,
     /// Passes now taking approved tasks (see [`Runner::is_claiming`]).
     pub claiming: Arc<std::sync::atomic::AtomicUsize>,
+    /// This runner process, as run leases name it.
+    pub holder: Arc<crate::core::lease::Holder>,
+}
+
+/// How long a run's lease lasts without renewal; [`keep_leases`] renews it three times in
+/// that span while the runner lives.
+pub const LEASE_TTL: Duration = Duration::from_secs(60);
+
+/// The holder of this process's leases.
+pub fn this_runner() -> crate::core::lease::Holder {
+    let pid = std::process::id();
+    crate::core::lease::Holder {
+        host: host(),
+        pid,
+        start: supervisor::group::start_time(pid),
+    }
+}
+
+/// Renews this runner's leases until the task is dropped; a renewal that fails is logged
+/// and tried again at the next beat (the lease lasts three beats).
+pub async fn keep_leases(store: Arc<dyn Store>, holder: Arc<crate::core::lease::Holder>) {
+    let id = holder.id();
+    let mut beat = tokio::time::interval(LEASE_TTL / 3);
+    loop {
+        beat.tick().await;
+        if let Err(error) = store.renew_leases(&id, lease_until()).await {
+            tracing::warn!(%error, "cannot renew this runner's run leases");
+        }
+    }
+}
+
+fn lease_until() -> chrono::DateTime<Utc> {
+    Utc::now() + chrono::Duration::from_std(LEASE_TTL).unwrap_or(chrono::Duration::seconds(60))
+}
+
+/// Takes run `run_id`'s lease for this runner if no live runner holds it (see
+/// [`crate::core::lease::claim`]); false, after saying who holds it, when one does.
+async fn take_run(
+    store: &dyn Store,
+    holder: &crate::core::lease::Holder,
+    run_id: i64,
+) -> Result<bool> {
+    use crate::core::lease::{claim, Claim};
+    let lease = store.lease(run_id).await?;
+    let now = Utc::now();
+    let alive = |h: &crate::core::lease::Holder| {
+        h.start.is_some() && supervisor::group::start_time(h.pid) == h.start
+    };
+    let steal = match claim(lease.as_ref(), holder, now, alive) {
+        Claim::Take => None,
+        Claim::TakeOver { from } => Some(from),
+        Claim::Held { holder, until } => {
+            tracing::info!(run = run_id, %holder, until = %until, "another runner carries this run; leaving it");
+            return Ok(false);
+        }
+    };
+    Ok(store
+        .take_lease(run_id, &holder.id(), now, lease_until(), steal.as_deref())
+        .await?)
+}
+
+/// Gives a run's lease back once this runner stops carrying it (best effort: an unreleased
+/// lease expires).
+async fn release_run(store: &dyn Store, holder: &crate::core::lease::Holder, run_id: i64) {
+    if let Err(error) = store.release_lease(run_id, &holder.id()).await {
+        tracing::warn!(run = run_id, %error, "cannot release the run's lease; it expires on its own");
+    }
 }
 
 impl Runner {
@@ -191,7 +258,7 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
         runs.spawn(async move {
             let _slot = permit;
             let gid = task.task_gid.clone();
-            drive(r.store.as_ref(), &r.adapter, &r.prompts, &r.settings, task)
+            drive(&r, task)
                 .await
                 .map(Some)
                 .with_context(|| format!("run of task {gid}"))
@@ -235,17 +302,27 @@ async fn claim_next(store: &dyn Store) -> Result<Option<Task>> {
 }
 
 /// Carries one claimed task (already `in_progress`) through a new run.
-async fn drive(
-    store: &dyn Store,
-    adapter: &Adapter,
-    prompts: &PromptSet,
-    settings: &RunnerSettings,
-    task: Task,
-) -> Result<RunResult> {
+async fn drive(runner: &Runner, task: Task) -> Result<RunResult> {
+    let (store, adapter, prompts, settings) = (
+        runner.store.as_ref(),
+        &runner.adapter,
+        runner.prompts.as_ref(),
+        runner.settings.as_ref(),
+    );
     let clock = SystemClock;
     let gid = task.task_gid.clone();
     let run = store.create_run(&gid, clock.now()).await?;
     let run_id = run.id;
+    // A new run is nobody else's; the lease tells other runners so.
+    store
+        .take_lease(
+            run_id,
+            &runner.holder.id(),
+            clock.now(),
+            lease_until(),
+            None,
+        )
+        .await?;
     let started = async {
         let mut run = run;
         let wt = prepare_worktree(settings, &task).await?;
@@ -268,6 +345,7 @@ async fn drive(
         .await
     }
     .await;
+    release_run(store, &runner.holder, run_id).await;
     match started {
         Ok(result) => Ok(result),
         Err(error) => {
@@ -533,7 +611,11 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             continue;
         };
         let permit = Arc::clone(&runner.slots).acquire_owned().await?;
+        if !take_run(store, &runner.holder, run_id).await? {
+            continue;
+        }
         if !store.apply_escalation(escalation.id, Utc::now()).await? {
+            release_run(store, &runner.holder, run_id).await;
             continue;
         }
         let resolution = escalation.resolution.clone().unwrap_or_default();
@@ -599,6 +681,7 @@ async fn continue_run(
     if let Err(error) = &carried {
         give_up(r.store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
     }
+    release_run(r.store.as_ref(), &r.holder, run_id).await;
     carried
         .map(Some)
         .with_context(|| format!("{what} of task {gid}"))
@@ -814,8 +897,9 @@ pub fn host() -> String {
 
 /// Reconciles what a runner that died (killed, crashed, the machine rebooted) left behind
 /// on this host: each of its workers still alive (the same pid *and* start time: a reused
-/// pid is never touched) is stopped with its whole group, and each run it left
-/// `in_progress` continues with a resume worker in its worktree. Call it once at start,
+/// pid is never touched) is stopped with its whole group, and each run left `in_progress`
+/// that no live runner holds the lease of continues with a resume worker in its worktree
+/// (a run of a dead runner on another host waits for its lease to expire). Call it once at start,
 /// with the runner lock held, before any new run starts.
 pub async fn recover(runner: &Runner) -> Result<Passed> {
     let Runner {
@@ -862,6 +946,10 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
             .iter()
             .any(|e| e.applied_at.is_none())
         {
+            continue;
+        }
+        // On a shared queue another host's runner may be carrying it right now.
+        if !take_run(store.as_ref(), &runner.holder, run.id).await? {
             continue;
         }
         let permit = Arc::clone(&runner.slots).acquire_owned().await?;

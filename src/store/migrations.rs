@@ -29,6 +29,11 @@ pub const SQLITE: &[Migration] = &[
         name: "escalations",
         sql: include_str!("sql/sqlite/0003_escalations.sql"),
     },
+    Migration {
+        version: 4,
+        name: "leases",
+        sql: include_str!("sql/sqlite/0004_leases.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -46,6 +51,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 3,
         name: "escalations",
         sql: include_str!("sql/postgres/0003_escalations.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "leases",
+        sql: include_str!("sql/postgres/0004_leases.sql"),
     },
 ];
 

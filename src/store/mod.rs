@@ -24,7 +24,7 @@ use thiserror::Error;
 
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    Decision, Heartbeat, IntakeError, NewDecision, NewMessage, Resolved, Run, StatusChange,
+    Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
     StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::task::{NewTask, Task, UpsertOutcome};
@@ -310,6 +310,28 @@ pub trait Store: Send + Sync {
 
     /// Records a component's sign of life (insert or replace by component and host).
     async fn beat(&self, heartbeat: &Heartbeat) -> StoreResult<()>;
+
+    /// Takes run `run_id`'s lease for `holder` until `until`, if it is free: no lease, an
+    /// expired one (`expires_at` before `now`), one `holder` already has, or one held by
+    /// `steal_from` (a holder the caller found dead). One statement, so two runners racing
+    /// for a run get it once. True when `holder` holds it now.
+    async fn take_lease(
+        &self,
+        run_id: i64,
+        holder: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        steal_from: Option<&str>,
+    ) -> StoreResult<bool>;
+
+    /// Run `run_id`'s lease, if any (expired or not).
+    async fn lease(&self, run_id: i64) -> StoreResult<Option<Lease>>;
+
+    /// Extends every lease `holder` has to `until`; how many.
+    async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64>;
+
+    /// Gives up run `run_id`'s lease if `holder` has it.
+    async fn release_lease(&self, run_id: i64, holder: &str) -> StoreResult<()>;
 
     /// Everything `executor status` shows, in one read.
     async fn summary(&self) -> StoreResult<StoreSummary>;

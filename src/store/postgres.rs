@@ -17,7 +17,7 @@ use super::migrations::{self, Migration};
 use super::{complete_counts, Store, StoreError, StoreResult};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    Decision, Heartbeat, IntakeError, NewDecision, NewMessage, Resolved, Run, StatusChange,
+    Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
     StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
@@ -809,6 +809,66 @@ impl Store for PgStore {
         .bind(hb.stopped_at)
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    async fn take_lease(
+        &self,
+        run_id: i64,
+        holder: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        steal_from: Option<&str>,
+    ) -> StoreResult<bool> {
+        let changed = sqlx::query(
+            "INSERT INTO executor_run_leases (run_id, holder, expires_at) VALUES ($1, $2, $4) \
+             ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
+             WHERE executor_run_leases.expires_at < $3 \
+             OR executor_run_leases.holder = excluded.holder \
+             OR executor_run_leases.holder = $5",
+        )
+        .bind(run_id)
+        .bind(holder)
+        .bind(now)
+        .bind(until)
+        .bind(steal_from)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(changed == 1)
+    }
+
+    async fn lease(&self, run_id: i64) -> StoreResult<Option<Lease>> {
+        let row: Option<(i64, String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT run_id, holder, expires_at FROM executor_run_leases WHERE run_id = $1",
+        )
+        .bind(run_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|(run_id, holder, expires_at)| Lease {
+            run_id,
+            holder,
+            expires_at,
+        }))
+    }
+
+    async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64> {
+        Ok(
+            sqlx::query("UPDATE executor_run_leases SET expires_at = $2 WHERE holder = $1")
+                .bind(holder)
+                .bind(until)
+                .execute(&self.pool)
+                .await?
+                .rows_affected(),
+        )
+    }
+
+    async fn release_lease(&self, run_id: i64, holder: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM executor_run_leases WHERE run_id = $1 AND holder = $2")
+            .bind(run_id)
+            .bind(holder)
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 

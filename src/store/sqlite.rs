@@ -22,7 +22,7 @@ use super::migrations::{self, Migration};
 use super::{complete_counts, Store, StoreError, StoreResult};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    Decision, Heartbeat, IntakeError, NewDecision, NewMessage, Resolved, Run, StatusChange,
+    Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
     StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
@@ -861,6 +861,70 @@ impl Store for SqliteStore {
                  beat_at = excluded.beat_at, stopped_at = excluded.stopped_at",
             )?
             .execute(params![hb.component, hb.host, hb.pid, text(&hb.started_at), text(&hb.beat_at), hb.stopped_at.as_ref().map(text)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn take_lease(
+        &self,
+        run_id: i64,
+        holder: &str,
+        now: DateTime<Utc>,
+        until: DateTime<Utc>,
+        steal_from: Option<&str>,
+    ) -> StoreResult<bool> {
+        let (holder, steal_from) = (holder.to_string(), steal_from.map(str::to_string));
+        self.call(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "INSERT INTO executor_run_leases (run_id, holder, expires_at) VALUES (?1, ?2, ?4) \
+                     ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
+                     WHERE executor_run_leases.expires_at < ?3 \
+                     OR executor_run_leases.holder = excluded.holder \
+                     OR executor_run_leases.holder = ?5",
+                )?
+                .execute(params![run_id, holder, text(&now), text(&until), steal_from])?;
+            Ok(changed == 1)
+        })
+        .await
+    }
+
+    async fn lease(&self, run_id: i64) -> StoreResult<Option<Lease>> {
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT run_id, holder, expires_at FROM executor_run_leases WHERE run_id = ?1",
+            )?
+            .query_row([run_id], |row| {
+                Ok(Lease {
+                    run_id: row.get(0)?,
+                    holder: row.get(1)?,
+                    expires_at: ts(row, 2)?,
+                })
+            })
+            .optional()
+        })
+        .await
+    }
+
+    async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64> {
+        let holder = holder.to_string();
+        self.call(move |conn| {
+            let changed = conn
+                .prepare_cached("UPDATE executor_run_leases SET expires_at = ?2 WHERE holder = ?1")?
+                .execute(params![holder, text(&until)])?;
+            Ok(changed as u64)
+        })
+        .await
+    }
+
+    async fn release_lease(&self, run_id: i64, holder: &str) -> StoreResult<()> {
+        let holder = holder.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "DELETE FROM executor_run_leases WHERE run_id = ?1 AND holder = ?2",
+            )?
+            .execute(params![run_id, holder])?;
             Ok(())
         })
         .await

@@ -618,3 +618,52 @@ fn stopping_the_daemon_leaves_no_worker_process_behind() {
         },
     );
 }
+
+#[test]
+fn a_run_another_runner_holds_the_lease_of_is_left_alone_until_the_lease_expires() {
+    let worker = "if [ -f .started-once ]; then echo '[DONE:implemented] finished'; \
+                  else touch .started-once; echo '[STATUS:working] a long job'; \
+                    while true; do sleep 0.2; echo '[STATUS:working] still'; done; fi";
+    let ws = workspace(&["/bin/sh", "-c", worker], &[], "");
+    ws.ok(&["add", "--title", "Shared queue", "--gid", "S-1"]);
+    ws.ok(&["go", "S-1"]);
+    let daemon = crate::daemon::Daemon::start(&ws);
+    crate::support::eventually(std::time::Duration::from_secs(30), "a live worker", || {
+        runs(&ws, "S-1").first()?["worker_pid"].as_u64()
+    });
+    daemon.signal("-KILL");
+    assert!(!daemon.wait().success());
+
+    // As if a runner on another host had picked the run up meanwhile.
+    let db = rusqlite::Connection::open(ws.path().join("executor.db")).expect("open");
+    let changed = db
+        .execute(
+            "UPDATE executor_run_leases SET holder = 'other-host:4242:1', \
+             expires_at = '2999-01-01T00:00:00.000000Z'",
+            [],
+        )
+        .expect("hand the lease over");
+    assert_eq!(changed, 1, "the daemon's run had a lease");
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("another runner carries this run"),
+        "{stderr}"
+    );
+    let run = &runs(&ws, "S-1")[0];
+    assert_eq!(run["state"], "in_progress", "left alone: {stderr}");
+
+    // Once the other runner's lease has expired, the run is this runner's to finish.
+    db.execute(
+        "UPDATE executor_run_leases SET expires_at = '2000-01-01T00:00:00.000000Z'",
+        [],
+    )
+    .expect("expire the lease");
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let shown = ws.json(&["show", "S-1", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{stderr}");
+    assert_eq!(shown["runs"].as_array().map(Vec::len), Some(1));
+}

@@ -826,6 +826,91 @@ async fn competing_answers_to_an_escalation_record_exactly_one(a: &dyn Store, b:
     assert!(a.escalations(true).await.expect("pending").is_empty());
 }
 
+async fn a_run_lease_is_taken_once_renewed_expired_and_released(store: &dyn Store) {
+    let (a, b) = ("host-a:10:1", "host-b:20:2");
+    let minutes = |m: i64| t0() + chrono::Duration::minutes(m);
+    assert_eq!(store.lease(1).await.expect("read"), None);
+    assert!(store
+        .take_lease(1, a, t0(), minutes(1), None)
+        .await
+        .expect("take"));
+    assert!(
+        !store
+            .take_lease(1, b, t0(), minutes(1), None)
+            .await
+            .expect("take"),
+        "held by a, not expired"
+    );
+    assert!(
+        store
+            .take_lease(1, a, t0(), minutes(2), None)
+            .await
+            .expect("take"),
+        "a holds it already"
+    );
+    let lease = store.lease(1).await.expect("read").expect("a lease");
+    assert_eq!(lease.holder, a);
+    assert_eq!(lease.expires_at, minutes(2));
+
+    assert_eq!(store.renew_leases(a, minutes(5)).await.expect("renew"), 1);
+    assert_eq!(store.renew_leases(b, minutes(9)).await.expect("renew"), 0);
+    assert!(
+        !store
+            .take_lease(1, b, minutes(4), minutes(6), None)
+            .await
+            .expect("take"),
+        "renewed past minute 4"
+    );
+    assert!(
+        store
+            .take_lease(1, b, minutes(6), minutes(7), None)
+            .await
+            .expect("take"),
+        "expired at minute 5"
+    );
+    assert!(
+        store
+            .take_lease(1, a, minutes(6), minutes(7), Some(b))
+            .await
+            .expect("take"),
+        "taken over from a holder found dead"
+    );
+
+    store
+        .release_lease(1, b)
+        .await
+        .expect("release by a non-holder does nothing");
+    assert_eq!(
+        store.lease(1).await.expect("read").map(|l| l.holder),
+        Some(a.to_string())
+    );
+    store.release_lease(1, a).await.expect("release");
+    assert_eq!(store.lease(1).await.expect("read"), None);
+}
+
+async fn competing_runners_take_a_run_lease_once(a: &dyn Store, b: &dyn Store) {
+    for run in 1..=10 {
+        let (x, y) = tokio::join!(
+            a.take_lease(
+                run,
+                "host-a:1:1",
+                t0(),
+                t0() + chrono::Duration::minutes(1),
+                None
+            ),
+            b.take_lease(
+                run,
+                "host-b:2:2",
+                t0(),
+                t0() + chrono::Duration::minutes(1),
+                None
+            ),
+        );
+        let (x, y) = (x.expect("a takes"), y.expect("b takes"));
+        assert!(x ^ y, "run {run}: exactly one runner holds it ({x}, {y})");
+    }
+}
+
 macro_rules! concurrent {
     ($($case:ident),* $(,)?) => {
         mod sqlite_two_connections {
@@ -863,6 +948,7 @@ concurrent!(
     concurrent_adds_of_one_gid_leave_one_task,
     competing_status_changes_apply_exactly_once,
     competing_answers_to_an_escalation_record_exactly_one,
+    competing_runners_take_a_run_lease_once,
 );
 
 macro_rules! conformance {
@@ -913,6 +999,7 @@ conformance!(
     decisions_are_recorded_and_pending_escalations_counted,
     an_escalation_is_resolved_once_and_applied_once,
     messages_keep_a_window_of_the_runs_most_recent,
+    a_run_lease_is_taken_once_renewed_expired_and_released,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
     summary_counts_every_known_status,
