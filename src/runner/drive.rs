@@ -774,7 +774,7 @@ async fn carry(
         }
 
         if worked.done.is_some() {
-            let verdict = verify(settings, &gid, &wt.path).await?;
+            let verdict = verify(store, settings, run.id, &gid, &wt.path).await?;
             if verdict.passed {
                 if settings.worktrees {
                     commit(&wt.path, &task, run.id).await?;
@@ -1543,7 +1543,15 @@ struct Verdict {
     excerpt: String,
 }
 
-async fn verify(settings: &RunnerSettings, gid: &str, worktree: &Path) -> Result<Verdict> {
+/// Runs the verification command in the worktree. Its process is recorded like a worker's
+/// (phase `verify`), so a runner killed meanwhile leaves nothing that recovery misses.
+async fn verify(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    run_id: i64,
+    gid: &str,
+    worktree: &Path,
+) -> Result<Verdict> {
     if settings.verify.is_empty() {
         return Ok(Verdict {
             passed: true,
@@ -1571,23 +1579,54 @@ async fn verify(settings: &RunnerSettings, gid: &str, worktree: &Path) -> Result
         max_line: MAX_LINE,
     };
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
-    let outcome = supervisor::supervise(
-        spec,
-        |event| {
-            if let WorkerEvent::Line { stream, line } = event {
-                let text = line.text();
-                log.raw(stream, &text);
-                if tail.len() == EXCERPT_LINES {
-                    tail.pop_front();
+    let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut record = None;
+    let outcome = {
+        let supervised = supervisor::supervise(
+            spec,
+            |event| {
+                match event {
+                    WorkerEvent::Started { pid, start_time } => {
+                        let _ = started_tx.send((pid, start_time));
+                    }
+                    WorkerEvent::Line { stream, line } => {
+                        let text = line.text();
+                        log.raw(stream, &text);
+                        if tail.len() == EXCERPT_LINES {
+                            tail.pop_front();
+                        }
+                        tail.push_back(text);
+                    }
                 }
-                tail.push_back(text);
+                true
+            },
+            None,
+        );
+        tokio::pin!(supervised);
+        loop {
+            tokio::select! {
+                outcome = &mut supervised => break outcome?,
+                Some((pid, start_time)) = started_rx.recv() => {
+                    record = Some(store.record_worker(&WorkerRecord {
+                        id: 0,
+                        run_id,
+                        phase: "verify".to_string(),
+                        host: host(),
+                        pid: i64::from(pid),
+                        start_time: start_time.and_then(|t| i64::try_from(t).ok()),
+                        started_at: Utc::now(),
+                        ended_at: None,
+                        outcome: None,
+                    }).await?);
+                }
             }
-            true
-        },
-        None,
-    )
-    .await?;
+        }
+    };
     let passed = outcome.succeeded();
+    if let Some(id) = record {
+        let ended = if passed { "passed" } else { "failed" };
+        store.end_worker(id, Utc::now(), ended).await?;
+    }
     log.message(&format!(
         "verification {} (exit {:?})",
         if passed { "passed" } else { "failed" },

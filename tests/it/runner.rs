@@ -143,6 +143,22 @@ fn a_plan_note_goes_through_red_verification_and_a_fix_ci_worker_to_complete() {
         "{second}"
     );
 
+    // Each verification's process was recorded like a worker's, and ended.
+    let db = rusqlite::Connection::open(ws.path().join("executor.db")).expect("open");
+    let verifications: Vec<(Option<String>, Option<String>)> = db
+        .prepare(
+            "SELECT ended_at, outcome FROM executor_workers WHERE phase = 'verify' ORDER BY id",
+        )
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    assert_eq!(verifications.len(), 2, "{verifications:?}");
+    assert!(verifications.iter().all(|(ended, _)| ended.is_some()));
+    assert_eq!(verifications[0].1.as_deref(), Some("failed"));
+    assert_eq!(verifications[1].1.as_deref(), Some("passed"));
+
     // Nothing left to do: a second pass does nothing.
     let again = ws.run(&["run", "--once"]);
     assert!(again.status.success());
