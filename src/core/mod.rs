@@ -8,6 +8,7 @@
 pub mod clock;
 pub mod gid;
 pub mod lease;
+pub mod pr;
 pub mod queue;
 pub mod record;
 pub mod run;
