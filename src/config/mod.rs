@@ -351,6 +351,42 @@ pub struct ForgeSection {
     /// Verification failures a run may have (each answered by a `fix_ci` worker).
     #[serde(default = "default_max_ci_attempts")]
     pub max_ci_attempts: u32,
+    /// GitHub: `owner/name` of the repository `runner.repository` is a clone of.
+    #[serde(default)]
+    pub github_repository: Option<Spanned<String>>,
+    /// GitHub's API (GitHub Enterprise: `https://HOST/api/v3`).
+    #[serde(default = "default_github_api")]
+    pub api_url: Spanned<String>,
+    /// The environment variable that holds the forge token.
+    #[serde(default = "default_token_env")]
+    pub token_env: Spanned<String>,
+    /// Or a file holding it (relative to this file); wins over `token_env`.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// The git remote run branches are pushed to.
+    #[serde(default = "default_remote")]
+    pub remote: String,
+    /// Checks that must be green before a review and before `complete`.
+    #[serde(default)]
+    pub required_checks: Vec<String>,
+    /// Labels every draft PR must carry.
+    #[serde(default)]
+    pub required_labels: Vec<String>,
+    /// Resolve review threads whose last comment is `[ACKNOWLEDGED: …]`.
+    #[serde(default)]
+    pub resolve_acknowledged: bool,
+}
+
+fn default_github_api() -> Spanned<String> {
+    Spanned::new(0..0, "https://api.github.com".to_string())
+}
+
+fn default_token_env() -> Spanned<String> {
+    Spanned::new(0..0, "GITHUB_TOKEN".to_string())
+}
+
+fn default_remote() -> String {
+    "origin".to_string()
 }
 
 fn default_max_ci_attempts() -> u32 {
@@ -363,6 +399,14 @@ impl Default for ForgeSection {
             kind: ForgeKind::default(),
             verify: Vec::new(),
             max_ci_attempts: default_max_ci_attempts(),
+            github_repository: None,
+            api_url: default_github_api(),
+            token_env: default_token_env(),
+            token_file: None,
+            remote: default_remote(),
+            required_checks: Vec::new(),
+            required_labels: Vec::new(),
+            resolve_acknowledged: false,
         }
     }
 }
@@ -630,6 +674,56 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
                 ),
             ));
         }
+    }
+
+    let forge = &raw.forge;
+    if forge.kind == ForgeKind::Github {
+        match &forge.github_repository {
+            None => {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    line: line_of_key(text, "kind"),
+                    key: "forge.github_repository",
+                    message: "forge.kind = \"github\" needs github_repository = \"owner/name\""
+                        .to_string(),
+                })
+            }
+            Some(repo) => {
+                let valid = repo
+                    .get_ref()
+                    .split_once('/')
+                    .is_some_and(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'));
+                if !valid {
+                    return Err(invalid(
+                        "forge.github_repository",
+                        repo.span(),
+                        format!("`{}` is not owner/name", repo.get_ref()),
+                    ));
+                }
+            }
+        }
+        if url::Url::parse(forge.api_url.get_ref()).is_err() {
+            return Err(invalid(
+                "forge.api_url",
+                forge.api_url.span(),
+                format!("`{}` is not a URL", forge.api_url.get_ref()),
+            ));
+        }
+    }
+    if let Some(name) = raw
+        .agent
+        .env
+        .iter()
+        .find(|name| name.get_ref() == forge.token_env.get_ref())
+    {
+        return Err(invalid(
+            "agent.env",
+            name.span(),
+            format!(
+                "`{}` holds the forge token (forge.token_env), which never reaches a worker",
+                forge.token_env.get_ref()
+            ),
+        ));
     }
 
     let plans_cfg = &raw.sources.plans;

@@ -47,6 +47,14 @@ url = "sqlite://executor.db"
 # kind = "local"                # local | github | gitea
 # verify = []                   # local CI, run in the worktree: e.g. ["cargo", "test"]
 # max_ci_attempts = 3           # failed verifications answered by a fix_ci worker
+# github_repository = "owner/name"   # kind = "github": the repository's GitHub name
+# api_url = "https://api.github.com" # GitHub Enterprise: https://HOST/api/v3
+# token_env = "GITHUB_TOKEN"    # the variable holding the token (never given to workers)
+# token_file = "secrets/github-token" # or a file holding it
+# remote = "origin"             # where run branches are pushed
+# required_checks = []          # green before review and completion
+# required_labels = []          # on every draft PR
+# resolve_acknowledged = false  # resolve threads ending in [ACKNOWLEDGED: ...]
 
 [sources.plans]
 # One task per markdown note; front matter keys: title, priority, source, gid.

@@ -247,3 +247,27 @@ fn worktrees_can_be_turned_off() {
             .worktrees
     );
 }
+
+#[test]
+fn a_github_forge_names_its_repository_and_keeps_its_token_from_workers() {
+    let settings = parse_ok("[forge]\nkind = \"github\"\ngithub_repository = \"mkowalski/lumen-browser\"\nrequired_labels = [\"executor\"]\n");
+    assert_eq!(settings.raw.forge.token_env.get_ref(), "GITHUB_TOKEN");
+    assert_eq!(
+        settings.raw.forge.api_url.get_ref(),
+        "https://api.github.com"
+    );
+
+    let err = parse_err("[forge]\nkind = \"github\"\n");
+    assert!(err.contains("forge.github_repository"), "{err}");
+    let err = parse_err("[forge]\nkind = \"github\"\ngithub_repository = \"lumen\"\n");
+    assert!(
+        err.contains("line 3") && err.contains("not owner/name"),
+        "{err}"
+    );
+    let err =
+        parse_err("[agent]\nenv = [\"MY_FORGE_KEY\"]\n\n[forge]\ntoken_env = \"MY_FORGE_KEY\"\n");
+    assert!(
+        err.contains("line 2") && err.contains("never reaches a worker"),
+        "{err}"
+    );
+}
