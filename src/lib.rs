@@ -13,6 +13,7 @@
 //! | [`protocol`] | worker messages (`[REQUEST:kind] key=value …`): the line parser, JSON form, requests as policy actions | policy (its `Action`) |
 //! | [`policy`] | role contracts; tool calls and requests classified into actions and decided | nothing (its only I/O: reading a contract, resolving symlinks) |
 //! | [`ops`] | operations that read, decide with the core, and write | core, store, sources |
+//! | [`forge`] | the GitHub client: REST and GraphQL, ETag and TTL caches, rate limits, the orchestrator's PR operations | core |
 //! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
 //! | [`cli`] | the `executor` command: arguments, output, the daemon's wiring | everything |
 
@@ -20,6 +21,7 @@ pub mod agents;
 pub mod cli;
 pub mod config;
 pub mod core;
+pub mod forge;
 pub mod ops;
 pub mod policy;
 pub mod prompts;

@@ -4,6 +4,8 @@
 mod cli;
 mod daemon;
 mod escalations;
+mod fake_github;
+mod github_client;
 mod hook;
 mod model_server;
 mod pg_adoption;

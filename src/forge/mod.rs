@@ -1,0 +1,8 @@
+//! The forge: the code host where the owner's work lives and where every run ends as a pull
+//! request. Only GitHub so far ([`github`]).
+//!
+//! Everything here runs in the orchestrator, on requests the policy approved. What it must
+//! never do: hand its token to a worker, write it to a log line, an error, a prompt or the
+//! store, or send it anywhere but the configured API host.
+
+pub mod github;

@@ -1,0 +1,1238 @@
+//! A stateful fake GitHub (REST and GraphQL) for the tests: the paths of the real API, with
+//! bodies built from `../shared/fixtures/http/github/` and changed as its state changes.
+//!
+//! It is seeded with the fixtures' story (repo `mkowalski/lumen-browser`, draft PR #1234,
+//! Actions run 34712098321) and reproduces what the fixtures README lists: `mergeable: null`
+//! until N GETs after creation, labels created on first use and answered in full, check runs
+//! paginated with `Link` headers, review threads paginated with GraphQL cursors, the resolve
+//! mutation, ETags with `304` on a matching `If-None-Match` (not counted against the rate
+//! limit), a job log behind a `302` to a URL that needs no token, and faults injected for the
+//! next N requests with GitHub's exact rate-limit headers and bodies.
+//!
+//! It records every request (method, path, query, headers without `Authorization`, body,
+//! and the `Authorization` value apart) so a test can count calls and prove where the token
+//! went. It answers `401 Bad credentials` to an API request without the right token.
+//!
+//! What it must never do: reach the network (it listens on 127.0.0.1 and opens nothing), or
+//! panic on what a client sends: an unreadable body gets GitHub's 400 or 422.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::IntoFuture;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::Response;
+use axum::Router;
+use executor::forge::github::{GithubSettings, Secret};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::sync::oneshot;
+
+pub const OWNER: &str = "mkowalski";
+pub const REPO: &str = "lumen-browser";
+/// The token the fake accepts; distinctive, so a test can search for it anywhere.
+pub const TOKEN: &str = "ghs_FAKEinstallationTOKEN4be1f0cSECRET";
+/// PR #1234's first head, and the fix commit.
+pub const FIRST_HEAD: &str = "4be1f0c7d93a2e58b6f1c40a7d2e9b3f58c61a07";
+pub const FIX_HEAD: &str = "9d41c2e8a7f36b05c1d9e2a4f8b7c6d5e3a2b1f0";
+pub const PR: u64 = 1234;
+pub const RUN_ID: u64 = 34712098321;
+pub const FAILED_JOB: u64 = 103651827391;
+/// The GitHub App's bot, as REST shows it: the author of every PR the fake creates.
+pub const BOT_LOGIN: &str = "lumen-executor[bot]";
+/// `x-ratelimit-reset` of the primary-limit fixture: 2026-03-16T12:00:00Z.
+pub const FIXTURE_RESET: i64 = 1_773_662_400;
+
+/// A fixture file's text.
+pub fn fixture(name: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/fixtures/http/github")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+}
+
+pub fn fixture_json(name: &str) -> Value {
+    serde_json::from_str(&fixture(name)).unwrap_or_else(|e| panic!("parse {name}: {e}"))
+}
+
+/// The three CI fixtures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ci {
+    /// `build` in progress, `ui-tests` queued.
+    InProgress,
+    /// `ui-tests` and the Xcode report failed, `build` passed.
+    Failed,
+    /// All three passed.
+    Success,
+}
+
+impl Ci {
+    /// The fixture's check runs, moved to `sha`.
+    pub fn runs(self, sha: &str) -> Vec<Value> {
+        let name = match self {
+            Self::InProgress => "check_runs_in_progress.json",
+            Self::Failed => "check_runs_failed.json",
+            Self::Success => "check_runs_success.json",
+        };
+        let mut runs = match fixture_json(name)["check_runs"].take() {
+            Value::Array(runs) => runs,
+            _ => Vec::new(),
+        };
+        for run in &mut runs {
+            run["head_sha"] = json!(sha);
+            if let Some(prs) = run["pull_requests"].as_array_mut() {
+                for pr in prs {
+                    pr["head"]["sha"] = json!(sha);
+                }
+            }
+        }
+        runs
+    }
+}
+
+/// A failure served instead of the real answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Case 1 of `rate_limited_headers.txt`, byte for byte: 403, remaining 0, reset
+    /// [`FIXTURE_RESET`].
+    PrimaryRateLimit,
+    /// Case 1 with another `x-ratelimit-reset` (UNIX seconds).
+    PrimaryRateLimitUntil(i64),
+    /// Case 2 (secondary limit) with this status (403 or 429) and `retry-after` (or none).
+    SecondaryLimit {
+        status: u16,
+        retry_after: Option<u64>,
+    },
+    /// This status with a GitHub-shaped body (e.g. 502).
+    Status(u16),
+    /// `graphql_error.json` with HTTP 200.
+    GraphQlErrors,
+    /// The real answer, this much later (for client timeouts).
+    Delay(Duration),
+}
+
+/// One request as the fake saw it.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    pub query: String,
+    /// Every header but `Authorization`, names lower-case.
+    pub headers: Vec<(String, String)>,
+    /// The `Authorization` header, kept apart so tests can say where the token went.
+    pub authorization: Option<String>,
+    pub body: String,
+    pub status: u16,
+}
+
+impl Recorded {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostedReview {
+    pub number: u64,
+    pub event: String,
+    pub body: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dispatch {
+    pub workflow: String,
+    pub git_ref: String,
+    pub inputs: Value,
+}
+
+struct FakePr {
+    json: Value,
+    /// GETs left that still answer `mergeable: null`.
+    null_gets_left: u32,
+    deleted: bool,
+}
+
+struct FaultRule {
+    fault: Fault,
+    path_contains: Option<String>,
+}
+
+struct StateData {
+    prs: BTreeMap<u64, FakePr>,
+    mergeable_after_gets: u32,
+    branch_heads: HashMap<String, String>,
+    label_catalog: Vec<Value>,
+    check_runs: HashMap<String, Vec<Value>>,
+    max_per_page: usize,
+    threads: BTreeMap<u64, Vec<Value>>,
+    threads_page_size: usize,
+    issue_comments: BTreeMap<u64, Vec<Value>>,
+    review_comments: BTreeMap<u64, Vec<Value>>,
+    reviews: Vec<PostedReview>,
+    jobs: HashMap<u64, Vec<Value>>,
+    logs: HashMap<u64, String>,
+    reruns: Vec<u64>,
+    dispatches: Vec<Dispatch>,
+    faults: VecDeque<FaultRule>,
+    requests: Vec<Recorded>,
+    rate_used: u64,
+    next_id: u64,
+}
+
+struct Shared {
+    base: String,
+    state: Mutex<StateData>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, StateData> {
+        // Nothing panics while holding the lock; a poisoned one still holds whole data.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A running fake; it stops when dropped.
+pub struct FakeGithub {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeGithub {
+    /// The fixtures' story: PR #1234 (mergeable computed), its comments and threads, CI
+    /// failed on [`FIRST_HEAD`] and green on [`FIX_HEAD`], run [`RUN_ID`] with its jobs and
+    /// the failing job's log.
+    pub fn start() -> Self {
+        let fake = Self::start_empty();
+        {
+            let mut state = fake.shared.state();
+            let mut pr = fixture_json("pulls_get_open_draft.json");
+            pr["labels"] = json!([]);
+            state.prs.insert(
+                PR,
+                FakePr {
+                    json: pr,
+                    null_gets_left: 0,
+                    deleted: false,
+                },
+            );
+            state
+                .issue_comments
+                .insert(PR, array(fixture_json("issue_comments.json")));
+            state
+                .review_comments
+                .insert(PR, array(fixture_json("pull_review_comments.json")));
+            let mut threads = fixture_json("graphql_review_threads.json");
+            let nodes =
+                threads["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"].take();
+            state.threads.insert(PR, array(nodes));
+        }
+        fake
+    }
+
+    /// No PR yet (the first one created gets #1234); CI, the Actions run and its log seeded.
+    pub fn start_empty() -> Self {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .expect("bind the fake GitHub on loopback");
+        listener
+            .set_nonblocking(true)
+            .expect("make the fake GitHub's socket non-blocking");
+        let addr = listener.local_addr().expect("fake GitHub address");
+        let mut check_runs = HashMap::new();
+        check_runs.insert(FIRST_HEAD.to_owned(), Ci::Failed.runs(FIRST_HEAD));
+        check_runs.insert(FIX_HEAD.to_owned(), Ci::Success.runs(FIX_HEAD));
+        let mut jobs = HashMap::new();
+        jobs.insert(
+            RUN_ID,
+            array(fixture_json("actions_run_jobs.json")["jobs"].take()),
+        );
+        let mut logs = HashMap::new();
+        logs.insert(FAILED_JOB, fixture("actions_job_log_excerpt.txt"));
+        let state = StateData {
+            prs: BTreeMap::new(),
+            mergeable_after_gets: 1,
+            branch_heads: HashMap::new(),
+            label_catalog: array(fixture_json("issues_labels_add_200.json")),
+            check_runs,
+            max_per_page: 100,
+            threads: BTreeMap::new(),
+            threads_page_size: 50,
+            issue_comments: BTreeMap::new(),
+            review_comments: BTreeMap::new(),
+            reviews: Vec::new(),
+            jobs,
+            logs,
+            reruns: Vec::new(),
+            dispatches: Vec::new(),
+            faults: VecDeque::new(),
+            requests: Vec::new(),
+            rate_used: 0,
+            next_id: 5_000_000_000,
+        };
+        let shared = Arc::new(Shared {
+            base: format!("http://{addr}"),
+            state: Mutex::new(state),
+        });
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let (stop, stopped) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(format!("fake-github-{}", addr.port()))
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("fake GitHub runtime");
+                runtime.block_on(async move {
+                    let listener =
+                        tokio::net::TcpListener::from_std(listener).expect("fake GitHub listener");
+                    // Not graceful: a client's keep-alive connection must not hold the test.
+                    tokio::select! {
+                        _ = axum::serve(listener, app).into_future() => {}
+                        _ = stopped => {}
+                    }
+                });
+            })
+            .expect("spawn the fake GitHub thread");
+        Self {
+            addr,
+            shared,
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT/`: the API base (GraphQL at `/graphql`).
+    pub fn url(&self) -> url::Url {
+        url::Url::parse(&format!("http://{}/", self.addr)).expect("fake GitHub URL")
+    }
+
+    /// Settings for a client of this fake, with [`TOKEN`].
+    pub fn settings(&self) -> GithubSettings {
+        GithubSettings {
+            api_base: self.url(),
+            owner: OWNER.into(),
+            repo: REPO.into(),
+            token: Secret::new(TOKEN),
+        }
+    }
+
+    // ----- state a test sets -----
+
+    /// How many GETs after creation still answer `mergeable: null` (default 1).
+    pub fn set_mergeable_after_gets(&self, gets: u32) {
+        self.shared.state().mergeable_after_gets = gets;
+    }
+
+    /// The commit a branch points at when a PR is opened from it (default [`FIRST_HEAD`]).
+    pub fn set_branch_head(&self, branch: &str, sha: &str) {
+        self.shared
+            .state()
+            .branch_heads
+            .insert(branch.into(), sha.into());
+    }
+
+    /// The PR is gone: REST answers 404, GraphQL `NOT_FOUND`.
+    pub fn delete_pr(&self, number: u64) {
+        if let Some(pr) = self.shared.state().prs.get_mut(&number) {
+            pr.deleted = true;
+        }
+    }
+
+    pub fn set_ci(&self, sha: &str, ci: Ci) {
+        self.set_check_runs(sha, ci.runs(sha));
+    }
+
+    pub fn set_check_runs(&self, sha: &str, runs: Vec<Value>) {
+        self.shared.state().check_runs.insert(sha.into(), runs);
+    }
+
+    /// Caps `per_page` below GitHub's 100, so a test paginates with a few items.
+    pub fn set_max_per_page(&self, max: usize) {
+        self.shared.state().max_per_page = max.max(1);
+    }
+
+    /// Caps `reviewThreads(first: …)` below the query's 50.
+    pub fn set_threads_page_size(&self, size: usize) {
+        self.shared.state().threads_page_size = size.max(1);
+    }
+
+    /// Serves `fault` for the next `count` API requests.
+    pub fn fail_next(&self, count: usize, fault: Fault) {
+        self.push_faults(count, fault, None);
+    }
+
+    /// Serves `fault` for the next `count` API requests whose path contains `path_part`.
+    pub fn fail_next_matching(&self, path_part: &str, count: usize, fault: Fault) {
+        self.push_faults(count, fault, Some(path_part.into()));
+    }
+
+    fn push_faults(&self, count: usize, fault: Fault, path_contains: Option<String>) {
+        let mut state = self.shared.state();
+        for _ in 0..count {
+            state.faults.push_back(FaultRule {
+                fault: fault.clone(),
+                path_contains: path_contains.clone(),
+            });
+        }
+    }
+
+    /// A label added on GitHub's side (by the owner, say), as `POST …/labels` would.
+    pub fn add_label(&self, number: u64, name: &str) {
+        add_labels(
+            &mut self.shared.state(),
+            number,
+            &json!({ "labels": [name] }),
+        );
+    }
+
+    // ----- state a test reads -----
+
+    /// The PR as the fake holds it (labels and mergeability included).
+    pub fn pr(&self, number: u64) -> Option<Value> {
+        self.shared.state().prs.get(&number).map(|p| p.json.clone())
+    }
+
+    pub fn labels(&self, number: u64) -> Vec<String> {
+        self.pr(number)
+            .and_then(|pr| {
+                pr["labels"].as_array().map(|labels| {
+                    labels
+                        .iter()
+                        .filter_map(|l| l["name"].as_str().map(str::to_owned))
+                        .collect()
+                })
+            })
+            .unwrap_or_default()
+    }
+
+    /// The review threads of a PR as GraphQL nodes.
+    pub fn threads(&self, number: u64) -> Vec<Value> {
+        self.shared
+            .state()
+            .threads
+            .get(&number)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn issue_comments(&self, number: u64) -> Vec<Value> {
+        self.shared
+            .state()
+            .issue_comments
+            .get(&number)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn reviews(&self) -> Vec<PostedReview> {
+        self.shared.state().reviews.clone()
+    }
+
+    pub fn reruns(&self) -> Vec<u64> {
+        self.shared.state().reruns.clone()
+    }
+
+    pub fn dispatches(&self) -> Vec<Dispatch> {
+        self.shared.state().dispatches.clone()
+    }
+
+    /// Every request so far, oldest first.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.shared.state().requests.clone()
+    }
+
+    /// Requests counted against the primary limit (a 304 is not).
+    pub fn rate_used(&self) -> u64 {
+        self.shared.state().rate_used
+    }
+}
+
+impl Drop for FakeGithub {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn array(value: Value) -> Vec<Value> {
+    match value {
+        Value::Array(items) => items,
+        _ => Vec::new(),
+    }
+}
+
+// ----- serving -----
+
+/// An answer before it becomes an HTTP response.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn json(status: u16, value: &Value) -> Self {
+        Self {
+            status,
+            headers: vec![(
+                "content-type".into(),
+                "application/json; charset=utf-8".into(),
+            )],
+            body: value.to_string().into_bytes(),
+        }
+    }
+
+    fn empty(status: u16) -> Self {
+        Self {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    fn error(status: u16, message: &str) -> Self {
+        Self::json(
+            status,
+            &json!({
+                "message": message,
+                "documentation_url": "https://docs.github.com/rest",
+                "status": status.to_string(),
+            }),
+        )
+    }
+
+    fn not_found() -> Self {
+        Self::error(404, "Not Found")
+    }
+
+    fn header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    fn has_header(&self, name: &str) -> bool {
+        self.headers.iter().any(|(n, _)| n == name)
+    }
+
+    fn into_response(self) -> Response {
+        let mut response = Response::new(Body::from(self.body));
+        *response.status_mut() =
+            StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        for (name, value) in self.headers {
+            if let (Ok(name), Ok(value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(&value),
+            ) {
+                response.headers_mut().append(name, value);
+            }
+        }
+        response
+    }
+}
+
+/// A case of `rate_limited_headers.txt`: status, headers (without `content-length`, which
+/// the server sets), and body.
+fn rate_limit_case(case: usize) -> Reply {
+    let text = fixture("rate_limited_headers.txt");
+    let mut lines = text
+        .lines()
+        .skip_while(|l| !l.starts_with(&format!("### Case {case}:")))
+        .skip_while(|l| !l.starts_with("HTTP/2 "));
+    let status = lines
+        .next()
+        .and_then(|l| l.trim_start_matches("HTTP/2 ").trim().parse().ok())
+        .unwrap_or(403);
+    let mut headers = Vec::new();
+    for line in lines.by_ref() {
+        if line.trim().is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            if name != "content-length" {
+                headers.push((name.trim().to_owned(), value.trim().to_owned()));
+            }
+        }
+    }
+    let body = lines
+        .take_while(|l| !l.starts_with("###"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .trim()
+        .to_owned();
+    Reply {
+        status,
+        headers,
+        body: body.into_bytes(),
+    }
+}
+
+fn fault_reply(fault: &Fault) -> Reply {
+    match fault {
+        Fault::PrimaryRateLimit => rate_limit_case(1),
+        Fault::PrimaryRateLimitUntil(reset) => {
+            let mut reply = rate_limit_case(1);
+            for (name, value) in &mut reply.headers {
+                if name == "x-ratelimit-reset" {
+                    *value = reset.to_string();
+                }
+            }
+            reply
+        }
+        Fault::SecondaryLimit {
+            status,
+            retry_after,
+        } => {
+            let mut reply = rate_limit_case(2);
+            reply.status = *status;
+            reply.headers.retain(|(name, _)| name != "retry-after");
+            if let Some(seconds) = retry_after {
+                reply
+                    .headers
+                    .push(("retry-after".into(), seconds.to_string()));
+            }
+            reply
+        }
+        Fault::Status(status) => Reply::error(*status, "Server Error"),
+        Fault::GraphQlErrors => Reply::json(200, &fixture_json("graphql_error.json")),
+        Fault::Delay(_) => Reply::empty(500),
+    }
+}
+
+/// Request bodies here are small; this only bounds a runaway client.
+const BODY_LIMIT: usize = 8 * 1024 * 1024;
+
+async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, BODY_LIMIT)
+        .await
+        .unwrap_or_default();
+    let path = parts.uri.path().to_owned();
+    let query = parts.uri.query().unwrap_or("").to_owned();
+    let authorization = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let headers: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .filter(|(name, _)| *name != header::AUTHORIZATION)
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let is_log_blob = path.starts_with("/_logs/");
+    let authorized = matches!(
+        authorization.as_deref(),
+        Some(value) if value == format!("Bearer {TOKEN}") || value == format!("token {TOKEN}")
+    );
+
+    let fault = if authorized && !is_log_blob {
+        let mut state = shared.state();
+        let at = state.faults.iter().position(|rule| {
+            rule.path_contains
+                .as_deref()
+                .is_none_or(|part| path.contains(part))
+        });
+        at.and_then(|i| state.faults.remove(i))
+            .map(|rule| rule.fault)
+    } else {
+        None
+    };
+    let fault = match fault {
+        Some(Fault::Delay(delay)) => {
+            tokio::time::sleep(delay).await;
+            None
+        }
+        other => other,
+    };
+
+    let mut state = shared.state();
+    let reply = if is_log_blob {
+        serve_log(&state, &path)
+    } else if !authorized {
+        Reply::error(401, "Bad credentials")
+    } else if let Some(fault) = &fault {
+        fault_reply(fault)
+    } else {
+        let body_json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let query_pairs: HashMap<String, String> = url::form_urlencoded::parse(query.as_bytes())
+            .into_owned()
+            .collect();
+        let segments: Vec<String> = path
+            .trim_start_matches('/')
+            .split('/')
+            .map(percent_decode)
+            .collect();
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let reply = route(
+            &mut state,
+            &shared.base,
+            &parts.method,
+            &segments,
+            &path,
+            &query_pairs,
+            &body_json,
+        );
+        let if_none_match = parts
+            .headers
+            .get(header::IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok());
+        let reply = with_etag(&parts.method, reply, if_none_match);
+        let resource = if path == "/graphql" {
+            "graphql"
+        } else {
+            "core"
+        };
+        if reply.status != 304 {
+            state.rate_used += 1;
+        }
+        let used = state.rate_used;
+        reply
+            .header("x-ratelimit-limit", "5000")
+            .header(
+                "x-ratelimit-remaining",
+                5000u64.saturating_sub(used).to_string(),
+            )
+            .header("x-ratelimit-reset", FIXTURE_RESET.to_string())
+            .header("x-ratelimit-used", used.to_string())
+            .header("x-ratelimit-resource", resource)
+    };
+    state.requests.push(Recorded {
+        method: parts.method.to_string(),
+        path,
+        query,
+        headers,
+        authorization,
+        body: String::from_utf8_lossy(&body).into_owned(),
+        status: reply.status,
+    });
+    drop(state);
+    reply.into_response()
+}
+
+/// A weak ETag on every successful GET, and a bodiless 304 when the client already has it.
+fn with_etag(method: &Method, reply: Reply, if_none_match: Option<&str>) -> Reply {
+    if method != Method::GET || reply.status != 200 || reply.has_header("location") {
+        return reply;
+    }
+    let digest = Sha256::digest(&reply.body);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    let etag = format!("W/\"{hex}\"");
+    if if_none_match == Some(etag.as_str()) {
+        return Reply::empty(304)
+            .header("etag", etag)
+            .header("cache-control", "private, max-age=60, s-maxage=60");
+    }
+    reply
+        .header("etag", etag)
+        .header("cache-control", "private, max-age=60, s-maxage=60")
+}
+
+fn percent_decode(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn route(
+    state: &mut StateData,
+    base: &str,
+    method: &Method,
+    segments: &[&str],
+    path: &str,
+    query: &HashMap<String, String>,
+    body: &Value,
+) -> Reply {
+    let number = |s: &str| s.parse::<u64>().ok();
+    match segments {
+        ["graphql"] if method == Method::POST => graphql(state, body),
+        ["repos", owner, repo, rest @ ..] if *owner == OWNER && *repo == REPO => {
+            let get = method == Method::GET;
+            let post = method == Method::POST;
+            match rest {
+                ["pulls"] if post => create_pr(state, body),
+                ["pulls", n] if get => {
+                    number(n).map_or_else(Reply::not_found, |n| get_pr(state, n))
+                }
+                ["issues", n, "labels"] if post => {
+                    number(n).map_or_else(Reply::not_found, |n| add_labels(state, n, body))
+                }
+                ["commits", sha, "check-runs"] if get => {
+                    let runs = state.check_runs.get(*sha).cloned().unwrap_or_default();
+                    paginate(state, base, path, query, runs, Some("check_runs"))
+                }
+                ["commits", sha, "status"] if get => combined_status(sha),
+                ["issues", n, "comments"] if get => match number(n).filter(|n| live(state, *n)) {
+                    Some(n) => {
+                        let items = state.issue_comments.get(&n).cloned().unwrap_or_default();
+                        paginate(state, base, path, query, items, None)
+                    }
+                    None => Reply::not_found(),
+                },
+                ["issues", n, "comments"] if post => {
+                    number(n).map_or_else(Reply::not_found, |n| post_comment(state, n, body))
+                }
+                ["pulls", n, "comments"] if get => match number(n).filter(|n| live(state, *n)) {
+                    Some(n) => {
+                        let items = state.review_comments.get(&n).cloned().unwrap_or_default();
+                        paginate(state, base, path, query, items, None)
+                    }
+                    None => Reply::not_found(),
+                },
+                ["pulls", n, "reviews"] if post => {
+                    number(n).map_or_else(Reply::not_found, |n| post_review(state, n, body))
+                }
+                ["actions", "runs", id, "jobs"] if get => {
+                    match number(id).and_then(|id| state.jobs.get(&id).cloned()) {
+                        Some(jobs) => paginate(state, base, path, query, jobs, Some("jobs")),
+                        None => Reply::not_found(),
+                    }
+                }
+                ["actions", "jobs", id, "logs"] if get => match number(id) {
+                    Some(id) if state.logs.contains_key(&id) => Reply::empty(302).header(
+                        "location",
+                        format!("{base}/_logs/{id}?sig=short-lived-signature"),
+                    ),
+                    _ => Reply::not_found(),
+                },
+                ["actions", "runs", id, "rerun-failed-jobs"] if post => {
+                    match number(id).filter(|id| state.jobs.contains_key(id)) {
+                        Some(id) => {
+                            state.reruns.push(id);
+                            Reply::json(201, &json!({}))
+                        }
+                        None => Reply::not_found(),
+                    }
+                }
+                ["actions", "workflows", workflow, "dispatches"] if post => {
+                    match body["ref"].as_str() {
+                        Some(git_ref) => {
+                            state.dispatches.push(Dispatch {
+                                workflow: (*workflow).to_owned(),
+                                git_ref: git_ref.to_owned(),
+                                inputs: body["inputs"].clone(),
+                            });
+                            Reply::empty(204)
+                        }
+                        None => Reply::error(422, "Invalid request.\n\n\"ref\" wasn't supplied."),
+                    }
+                }
+                _ => Reply::not_found(),
+            }
+        }
+        _ => Reply::not_found(),
+    }
+}
+
+fn live(state: &StateData, number: u64) -> bool {
+    state.prs.get(&number).is_some_and(|pr| !pr.deleted)
+}
+
+/// A REST list page by `per_page` and `page`, with GitHub's `Link` header.
+fn paginate(
+    state: &StateData,
+    base: &str,
+    path: &str,
+    query: &HashMap<String, String>,
+    items: Vec<Value>,
+    wrapper: Option<&str>,
+) -> Reply {
+    let per_page = query
+        .get("per_page")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(30)
+        .clamp(1, 100)
+        .min(state.max_per_page);
+    let page = query
+        .get("page")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let last = items.len().div_ceil(per_page).max(1);
+    let total = items.len();
+    let slice: Vec<Value> = items
+        .into_iter()
+        .skip((page - 1) * per_page)
+        .take(per_page)
+        .collect();
+    let body = match wrapper {
+        Some(key) => json!({ "total_count": total, key: slice }),
+        None => Value::Array(slice),
+    };
+    let link =
+        |p: usize, rel: &str| format!("<{base}{path}?per_page={per_page}&page={p}>; rel=\"{rel}\"");
+    let mut links = Vec::new();
+    if page > 1 {
+        links.push(link(page - 1, "prev"));
+    }
+    if page < last {
+        links.push(link(page + 1, "next"));
+        links.push(link(last, "last"));
+    }
+    if page > 1 {
+        links.push(link(1, "first"));
+    }
+    let reply = Reply::json(200, &body);
+    if links.is_empty() {
+        reply
+    } else {
+        reply.header("link", links.join(", "))
+    }
+}
+
+fn get_pr(state: &mut StateData, number: u64) -> Reply {
+    let Some(pr) = state.prs.get_mut(&number).filter(|pr| !pr.deleted) else {
+        return Reply::not_found();
+    };
+    if pr.null_gets_left > 0 {
+        pr.null_gets_left -= 1;
+    } else if pr.json["mergeable"].is_null() {
+        let draft = pr.json["draft"].as_bool().unwrap_or(false);
+        pr.json["mergeable"] = json!(true);
+        pr.json["rebaseable"] = json!(true);
+        pr.json["mergeable_state"] = json!(if draft { "draft" } else { "clean" });
+        pr.json["merge_commit_sha"] = json!("7c2d9e4f1a0b3c5d6e8f9a1b2c3d4e5f6a7b8c9d");
+    }
+    Reply::json(200, &pr.json)
+}
+
+fn create_pr(state: &mut StateData, body: &Value) -> Reply {
+    let (Some(title), Some(head), Some(base)) = (
+        body["title"].as_str(),
+        body["head"].as_str(),
+        body["base"].as_str(),
+    ) else {
+        return Reply::error(422, "Validation Failed");
+    };
+    let exists = state
+        .prs
+        .values()
+        .any(|pr| !pr.deleted && pr.json["state"] == "open" && pr.json["head"]["ref"] == head);
+    if exists {
+        return Reply::error(
+            422,
+            &format!("A pull request already exists for {OWNER}:{head}."),
+        );
+    }
+    let number = state.prs.keys().next_back().map_or(PR, |n| n + 1);
+    // The template's URLs name #1234; a created PR gets its own number in all of them.
+    let template = fixture("pulls_create_201.json")
+        .replace("pulls/1234", &format!("pulls/{number}"))
+        .replace("pull/1234", &format!("pull/{number}"))
+        .replace("issues/1234", &format!("issues/{number}"));
+    let mut pr: Value = serde_json::from_str(&template).unwrap_or(Value::Null);
+    let sha = state
+        .branch_heads
+        .get(head)
+        .cloned()
+        .unwrap_or_else(|| FIRST_HEAD.to_owned());
+    pr["number"] = json!(number);
+    pr["id"] = json!(3_290_417_765u64 + number - PR);
+    pr["title"] = json!(title);
+    pr["body"] = body["body"].clone();
+    pr["draft"] = json!(body["draft"].as_bool().unwrap_or(false));
+    pr["head"]["ref"] = json!(head);
+    pr["head"]["label"] = json!(format!("{OWNER}:{head}"));
+    pr["head"]["sha"] = json!(sha);
+    pr["base"]["ref"] = json!(base);
+    pr["base"]["label"] = json!(format!("{OWNER}:{base}"));
+    pr["statuses_url"] = json!(format!(
+        "https://api.github.com/repos/{OWNER}/{REPO}/statuses/{sha}"
+    ));
+    let null_gets_left = state.mergeable_after_gets;
+    state.prs.insert(
+        number,
+        FakePr {
+            json: pr.clone(),
+            null_gets_left,
+            deleted: false,
+        },
+    );
+    Reply::json(201, &pr)
+}
+
+fn add_labels(state: &mut StateData, number: u64, body: &Value) -> Reply {
+    let Some(names) = body["labels"].as_array() else {
+        return Reply::error(
+            422,
+            "Invalid request.\n\nFor 'properties/labels', nil is not an array.",
+        );
+    };
+    let names: Vec<String> = names
+        .iter()
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect();
+    if !live(state, number) {
+        return Reply::not_found();
+    }
+    for name in names {
+        // GitHub creates a label on first use.
+        let label = match state
+            .label_catalog
+            .iter()
+            .find(|l| l["name"] == name.as_str())
+        {
+            Some(label) => label.clone(),
+            None => {
+                state.next_id += 1;
+                let label = json!({
+                    "id": state.next_id,
+                    "node_id": format!("LA_fake{}", state.next_id),
+                    "url": format!("https://api.github.com/repos/{OWNER}/{REPO}/labels/{name}"),
+                    "name": name,
+                    "color": "ededed",
+                    "default": false,
+                    "description": null,
+                });
+                state.label_catalog.push(label.clone());
+                label
+            }
+        };
+        let Some(pr) = state.prs.get_mut(&number) else {
+            return Reply::not_found();
+        };
+        if let Some(labels) = pr.json["labels"].as_array_mut() {
+            if !labels.iter().any(|l| l["name"] == name.as_str()) {
+                labels.push(label);
+            }
+        }
+    }
+    let labels = state
+        .prs
+        .get(&number)
+        .map(|pr| pr.json["labels"].clone())
+        .unwrap_or_else(|| json!([]));
+    Reply::json(200, &labels)
+}
+
+fn combined_status(sha: &str) -> Reply {
+    let mut status = fixture_json("status_combined_pending.json");
+    if sha != FIRST_HEAD {
+        // No legacy statuses: `pending` with `total_count: 0`, as on Actions-only repos.
+        status["statuses"] = json!([]);
+        status["total_count"] = json!(0);
+    }
+    let text = status.to_string().replace(FIRST_HEAD, sha);
+    Reply::json(200, &serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn now_text() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+fn post_comment(state: &mut StateData, number: u64, body: &Value) -> Reply {
+    let Some(text) = body["body"].as_str() else {
+        return Reply::error(422, "Invalid request.\n\n\"body\" wasn't supplied.");
+    };
+    if !live(state, number) {
+        return Reply::not_found();
+    }
+    state.next_id += 1;
+    let id = state.next_id;
+    // The bot's comment in the fixture is the template: executor posts as the app.
+    let mut comment = array(fixture_json("issue_comments.json"))
+        .pop()
+        .unwrap_or(Value::Null);
+    comment["id"] = json!(id);
+    comment["node_id"] = json!(format!("IC_fake{id}"));
+    comment["url"] = json!(format!(
+        "https://api.github.com/repos/{OWNER}/{REPO}/issues/comments/{id}"
+    ));
+    comment["html_url"] = json!(format!(
+        "https://github.com/{OWNER}/{REPO}/pull/{number}#issuecomment-{id}"
+    ));
+    comment["issue_url"] = json!(format!(
+        "https://api.github.com/repos/{OWNER}/{REPO}/issues/{number}"
+    ));
+    comment["body"] = json!(text);
+    comment["created_at"] = json!(now_text());
+    comment["updated_at"] = json!(now_text());
+    state
+        .issue_comments
+        .entry(number)
+        .or_default()
+        .push(comment.clone());
+    Reply::json(201, &comment)
+}
+
+fn post_review(state: &mut StateData, number: u64, body: &Value) -> Reply {
+    let Some(pr) = state.prs.get(&number).filter(|pr| !pr.deleted) else {
+        return Reply::not_found();
+    };
+    let event = body["event"].as_str().unwrap_or("").to_owned();
+    let text = body["body"].as_str().unwrap_or("").to_owned();
+    let review_state = match event.as_str() {
+        "COMMENT" => "COMMENTED",
+        "APPROVE" => "APPROVED",
+        "REQUEST_CHANGES" => "CHANGES_REQUESTED",
+        _ => return Reply::error(422, "Unprocessable Entity"),
+    };
+    // The app opened the PR, so GitHub refuses to let the same app approve it or ask for
+    // changes on it.
+    if event != "COMMENT" && pr.json["user"]["login"] == BOT_LOGIN {
+        let what = if event == "APPROVE" {
+            "Can not approve your own pull request"
+        } else {
+            "Can not request changes on your own pull request"
+        };
+        return Reply::json(
+            422,
+            &json!({
+                "message": "Unprocessable Entity",
+                "errors": [what],
+                "documentation_url": "https://docs.github.com/rest/pulls/reviews#create-a-review-for-a-pull-request",
+                "status": "422",
+            }),
+        );
+    }
+    let user = pr.json["user"].clone();
+    let commit = pr.json["head"]["sha"].clone();
+    state.next_id += 1;
+    let id = state.next_id;
+    state.reviews.push(PostedReview {
+        number,
+        event,
+        body: text.clone(),
+    });
+    Reply::json(
+        200,
+        &json!({
+            "id": id,
+            "node_id": format!("PRR_fake{id}"),
+            "user": user,
+            "body": text,
+            "state": review_state,
+            "html_url": format!("https://github.com/{OWNER}/{REPO}/pull/{number}#pullrequestreview-{id}"),
+            "pull_request_url": format!("https://api.github.com/repos/{OWNER}/{REPO}/pulls/{number}"),
+            "author_association": "CONTRIBUTOR",
+            "submitted_at": now_text(),
+            "commit_id": commit,
+        }),
+    )
+}
+
+fn serve_log(state: &StateData, path: &str) -> Reply {
+    let id = path
+        .trim_start_matches("/_logs/")
+        .parse::<u64>()
+        .ok()
+        .and_then(|id| state.logs.get(&id));
+    match id {
+        Some(log) => Reply {
+            status: 200,
+            headers: vec![("content-type".into(), "text/plain; charset=utf-8".into())],
+            body: log.clone().into_bytes(),
+        },
+        None => Reply::not_found(),
+    }
+}
+
+/// Opaque to clients, like GitHub's base64 cursors; the index of the page's last node.
+const CURSOR_PREFIX: &str = "Y3Vyc29yOnYyOp";
+
+fn graphql(state: &mut StateData, body: &Value) -> Reply {
+    let query = body["query"].as_str().unwrap_or("");
+    let variables = &body["variables"];
+    if query.contains("resolveReviewThread") {
+        let id = variables["id"].as_str().unwrap_or("");
+        let thread = state
+            .threads
+            .values_mut()
+            .flat_map(|threads| threads.iter_mut())
+            .find(|t| t["id"] == id);
+        return match thread {
+            Some(thread) => {
+                thread["isResolved"] = json!(true);
+                let mut answer = fixture_json("graphql_resolve_thread.json");
+                answer["data"]["resolveReviewThread"]["thread"]["id"] = json!(id);
+                Reply::json(200, &answer)
+            }
+            None => Reply::json(
+                200,
+                &json!({
+                    "data": { "resolveReviewThread": null },
+                    "errors": [{
+                        "type": "NOT_FOUND",
+                        "path": ["resolveReviewThread"],
+                        "locations": [{ "line": 1, "column": 21 }],
+                        "message": format!("Could not resolve to a node with the global id of '{id}'"),
+                    }],
+                }),
+            ),
+        };
+    }
+    if query.contains("reviewThreads") {
+        let number = variables["number"].as_u64().unwrap_or(0);
+        if variables["owner"] != OWNER || variables["name"] != REPO || !live(state, number) {
+            let mut answer = fixture_json("graphql_error.json");
+            answer["errors"][0]["message"] = json!(format!(
+                "Could not resolve to a PullRequest with the number of {number}."
+            ));
+            return Reply::json(200, &answer);
+        }
+        let first = regex::Regex::new(r"reviewThreads\(first:\s*(\d+)")
+            .ok()
+            .and_then(|re| re.captures(query))
+            .and_then(|c| c[1].parse::<usize>().ok())
+            .unwrap_or(50)
+            .min(state.threads_page_size);
+        let start = variables["after"]
+            .as_str()
+            .and_then(|c| c.strip_prefix(CURSOR_PREFIX))
+            .and_then(|i| i.parse::<usize>().ok())
+            .map_or(0, |i| i + 1);
+        let threads = state.threads.get(&number).cloned().unwrap_or_default();
+        let nodes: Vec<Value> = threads.iter().skip(start).take(first).cloned().collect();
+        let end = start + nodes.len();
+        let end_cursor = if nodes.is_empty() {
+            Value::Null
+        } else {
+            json!(format!("{CURSOR_PREFIX}{}", end - 1))
+        };
+        return Reply::json(
+            200,
+            &json!({ "data": { "repository": { "pullRequest": { "reviewThreads": {
+                "pageInfo": { "hasNextPage": end < threads.len(), "endCursor": end_cursor },
+                "nodes": nodes,
+            }}}}}),
+        );
+    }
+    Reply::json(
+        200,
+        &json!({ "errors": [{ "message": "the fake GitHub does not serve this query" }] }),
+    )
+}
