@@ -810,6 +810,46 @@ fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
     )?)
 }
 
+/// The GitHub client, when `[forge] kind = "github"`: the token from `forge.token_file`
+/// or the variable `forge.token_env`. A missing token stops the runner before it starts.
+fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::GithubForge>> {
+    use crate::forge::github::{GithubClient, GithubSettings, Secret};
+    let forge = &settings.raw.forge;
+    if forge.kind != config::ForgeKind::Github {
+        return Ok(None);
+    }
+    let Some((owner, repo)) = forge
+        .github_repository
+        .as_ref()
+        .and_then(|r| r.get_ref().split_once('/'))
+    else {
+        return Err(BadInput("forge.github_repository must be owner/name".into()).into());
+    };
+    let token = match &forge.token_file {
+        Some(file) => Secret::from_file(&settings.root.join(file)),
+        None => Secret::from_env(forge.token_env.get_ref()),
+    }
+    .map_err(|e| BadInput(format!("the GitHub token: {e}")))?;
+    let mut api_base = url::Url::parse(forge.api_url.get_ref())
+        .map_err(|e| BadInput(format!("forge.api_url: {e}")))?;
+    if !api_base.path().ends_with('/') {
+        let path = format!("{}/", api_base.path());
+        api_base.set_path(&path);
+    }
+    let client = GithubClient::new(GithubSettings {
+        api_base,
+        owner: owner.to_string(),
+        repo: repo.to_string(),
+        token,
+    })
+    .context("cannot set up the GitHub client")?;
+    Ok(Some(crate::runner::drive::GithubForge {
+        client,
+        remote: forge.remote.clone(),
+        required_labels: forge.required_labels.clone(),
+    }))
+}
+
 /// The worker contract the runner decides requests by: `roles/worker-policy.json`, or the
 /// built-in one when the workspace has none. A contract that does not validate stops the
 /// runner before it starts anything.
@@ -853,6 +893,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         keep_worktrees: runner.keep_worktrees,
         worktrees: runner.worktrees,
         worker_contract: Some(load_worker_contract(settings)?),
+        github: github_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {
                 ask_first: settings.raw.policy.ask_model_first.clone(),

@@ -59,6 +59,9 @@ pub struct RunnerSettings {
     /// The worker contract (`roles/worker-policy.json`) that decides `[REQUEST:…]` lines;
     /// `None`: requests are stored, not decided.
     pub worker_contract: Option<crate::runner::contract::ContractCell>,
+    /// The GitHub forge (`[forge] kind = "github"`): a finished run's branch is pushed and
+    /// a draft PR opened; `None` on the local forge.
+    pub github: Option<GithubForge>,
     /// The model judge, when the owner asked for one (`[policy] ask_model_first`).
     pub judge: Option<crate::runner::judge::JudgeSettings>,
     /// Each run works in its own worktree and branch (`runner.worktrees`). Off, workers run
@@ -79,6 +82,17 @@ pub struct AgentOptions {
     /// Claude: decide every tool call with `executor hook claude` (the settings file names
     /// this binary and the config, so the hook finds the run's store and contract).
     pub hook: Option<HookTarget>,
+}
+
+/// The GitHub side of a run: the client (it alone holds the token; no worker ever sees
+/// it) and where branches go.
+#[derive(Debug, Clone)]
+pub struct GithubForge {
+    pub client: crate::forge::github::GithubClient,
+    /// The git remote run branches are pushed to.
+    pub remote: String,
+    /// Labels every draft PR gets.
+    pub required_labels: Vec<String>,
 }
 
 /// Where `executor hook claude` is: the binary and the config it reads.
@@ -687,6 +701,84 @@ async fn continue_run(
         .with_context(|| format!("{what} of task {gid}"))
 }
 
+/// Pushes the run's branch and opens its draft PR (once: a run that has one keeps it),
+/// labels it, and moves the run to `pr`.
+async fn open_pr(
+    store: &dyn Store,
+    github: &GithubForge,
+    settings: &RunnerSettings,
+    task: &Task,
+    run: &mut Run,
+    wt: &worktree::Worktree,
+    worked: &Worked,
+) -> Result<()> {
+    push(&wt.path, &github.remote, &wt.branch).await?;
+    if run.pr_number.is_none() {
+        let summary = worked
+            .done
+            .as_deref()
+            .and_then(|line| line.split_once(']').map(|(_, rest)| rest.trim()))
+            .unwrap_or("");
+        let body = format!(
+            "{}\n\n---\nTask `{}` ({}), run {} of executor.{}",
+            crate::core::task::body_of(task.description.as_deref().unwrap_or("")).trim(),
+            task.task_gid,
+            task.source.as_deref().unwrap_or("unknown source"),
+            run.id,
+            if summary.is_empty() {
+                String::new()
+            } else {
+                format!("\n\nThe worker's summary: {summary}")
+            }
+        );
+        let pr = github
+            .client
+            .create_draft_pr(&crate::forge::github::NewPullRequest {
+                title: task.title(),
+                head: wt.branch.clone(),
+                base: settings.base_branch.clone(),
+                body,
+            })
+            .await
+            .context("cannot open the draft PR")?;
+        run.pr_number = Some(i64::try_from(pr.number).unwrap_or(i64::MAX));
+        run.pr_url = Some(pr.html_url.clone());
+        if !github.required_labels.is_empty() {
+            let labels: Vec<&str> = github.required_labels.iter().map(String::as_str).collect();
+            github
+                .client
+                .add_labels(pr.number, &labels)
+                .await
+                .context("cannot label the draft PR")?;
+        }
+    }
+    move_run(store, run, RunEvent::PrOpened).await?;
+    Ok(())
+}
+
+/// `git push <remote> HEAD:refs/heads/<branch>` from the worktree, as the orchestrator (its
+/// credentials come from the owner's git setup; the worker never pushes).
+async fn push(worktree: &Path, remote: &str, branch: &str) -> Result<()> {
+    let (worktree, remote, refspec) = (
+        worktree.to_path_buf(),
+        remote.to_string(),
+        format!("HEAD:refs/heads/{branch}"),
+    );
+    let output = tokio::task::spawn_blocking(move || {
+        orchestrator_git(&worktree)
+            .args(["push", "--quiet", &remote, &refspec])
+            .output()
+    })
+    .await?
+    .context("cannot run git push")?;
+    anyhow::ensure!(
+        output.status.success(),
+        "git push of {branch} failed: {}",
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    Ok(())
+}
+
 /// Whether some run waits only for a free slot to take the owner's answer.
 pub async fn has_decided(store: &dyn Store) -> Result<bool> {
     Ok(store
@@ -778,6 +870,11 @@ async fn carry(
             if verdict.passed {
                 if settings.worktrees {
                     commit(&wt.path, &task, run.id).await?;
+                }
+                if let Some(github) = &settings.github {
+                    open_pr(store, github, settings, &task, &mut run, &wt, &worked).await?;
+                    tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
+                    break;
                 }
                 move_run(store, &mut run, RunEvent::PrOpened).await?;
                 run.completed_at = Some(Utc::now());
