@@ -34,6 +34,11 @@ pub const SQLITE: &[Migration] = &[
         name: "leases",
         sql: include_str!("sql/sqlite/0004_leases.sql"),
     },
+    Migration {
+        version: 5,
+        name: "pr_memory",
+        sql: include_str!("sql/sqlite/0005_pr_memory.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -56,6 +61,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 4,
         name: "leases",
         sql: include_str!("sql/postgres/0004_leases.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "pr_memory",
+        sql: include_str!("sql/postgres/0005_pr_memory.sql"),
     },
 ];
 

@@ -333,6 +333,13 @@ pub trait Store: Send + Sync {
     /// Gives up run `run_id`'s lease if `holder` has it.
     async fn release_lease(&self, run_id: i64, holder: &str) -> StoreResult<()>;
 
+    /// What run `run_id` remembers between PR ticks (JSON), if anything yet.
+    async fn pr_memory(&self, run_id: i64) -> StoreResult<Option<String>>;
+
+    /// Replaces what run `run_id` remembers between PR ticks.
+    async fn save_pr_memory(&self, run_id: i64, memory: &str, at: DateTime<Utc>)
+        -> StoreResult<()>;
+
     /// Everything `executor status` shows, in one read.
     async fn summary(&self) -> StoreResult<StoreSummary>;
 }

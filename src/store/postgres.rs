@@ -872,6 +872,33 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn pr_memory(&self, run_id: i64) -> StoreResult<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT memory FROM executor_pr_memory WHERE run_id = $1")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn save_pr_memory(
+        &self,
+        run_id: i64,
+        memory: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO executor_pr_memory (run_id, memory, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (run_id) DO UPDATE SET memory = excluded.memory, updated_at = excluded.updated_at",
+        )
+        .bind(run_id)
+        .bind(memory)
+        .bind(at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn summary(&self) -> StoreResult<StoreSummary> {
         let found: Vec<(QueueStatus, i64)> =
             sqlx::query("SELECT status::text, count(*) FROM executor_queue GROUP BY status")

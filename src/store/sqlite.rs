@@ -930,6 +930,33 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn pr_memory(&self, run_id: i64) -> StoreResult<Option<String>> {
+        self.call(move |conn| {
+            conn.prepare_cached("SELECT memory FROM executor_pr_memory WHERE run_id = ?1")?
+                .query_row([run_id], |row| row.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn save_pr_memory(
+        &self,
+        run_id: i64,
+        memory: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let memory = memory.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_pr_memory (run_id, memory, updated_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (run_id) DO UPDATE SET memory = excluded.memory, updated_at = excluded.updated_at",
+            )?
+            .execute(params![run_id, memory, text(&at)])?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn summary(&self) -> StoreResult<StoreSummary> {
         let intake_errors = self.intake_errors().await?;
         let (found, live_workers, pending_escalations, heartbeats) = self

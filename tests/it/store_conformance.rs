@@ -888,6 +888,26 @@ async fn a_run_lease_is_taken_once_renewed_expired_and_released(store: &dyn Stor
     assert_eq!(store.lease(1).await.expect("read"), None);
 }
 
+async fn a_runs_pr_memory_is_replaced_and_read_back(store: &dyn Store) {
+    assert_eq!(store.pr_memory(3).await.expect("read"), None);
+    store
+        .save_pr_memory(3, r#"{"ci_attempts":1}"#, t0())
+        .await
+        .expect("save");
+    store
+        .save_pr_memory(3, r#"{"ci_attempts":2}"#, t0())
+        .await
+        .expect("replace");
+    store
+        .save_pr_memory(4, r#"{"ci_attempts":9}"#, t0())
+        .await
+        .expect("another run");
+    assert_eq!(
+        store.pr_memory(3).await.expect("read").as_deref(),
+        Some(r#"{"ci_attempts":2}"#)
+    );
+}
+
 async fn competing_runners_take_a_run_lease_once(a: &dyn Store, b: &dyn Store) {
     for run in 1..=10 {
         let (x, y) = tokio::join!(
@@ -1000,6 +1020,7 @@ conformance!(
     an_escalation_is_resolved_once_and_applied_once,
     messages_keep_a_window_of_the_runs_most_recent,
     a_run_lease_is_taken_once_renewed_expired_and_released,
+    a_runs_pr_memory_is_replaced_and_read_back,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
     summary_counts_every_known_status,

@@ -1,0 +1,8 @@
+-- What a run in `pr` remembers between ticks (the `pr` state machine's memory, as JSON):
+-- CI attempts, the review threads already sent to a worker, the review's head, the last
+-- owner comment seen.
+CREATE TABLE IF NOT EXISTS executor_pr_memory (
+    run_id BIGINT PRIMARY KEY,
+    memory TEXT NOT NULL,
+    updated_at TIMESTAMPTZ NOT NULL
+);
