@@ -386,6 +386,40 @@ impl FakeGithub {
         }
     }
 
+    /// A push to the PR's branch: the head moves to `sha` and `updated_at` to now.
+    pub fn set_pr_head(&self, number: u64, sha: &str) {
+        if let Some(pr) = self.shared.state().prs.get_mut(&number) {
+            pr.json["head"]["sha"] = json!(sha);
+            pr.json["updated_at"] = json!(now_text());
+        }
+    }
+
+    /// Merged by a human: `state: closed`, `merged: true`, `merged_at` set.
+    pub fn merge_pr(&self, number: u64) {
+        self.finish_pr(number, true);
+    }
+
+    /// Closed unmerged by a human.
+    pub fn close_pr(&self, number: u64) {
+        self.finish_pr(number, false);
+    }
+
+    fn finish_pr(&self, number: u64, merged: bool) {
+        if let Some(pr) = self.shared.state().prs.get_mut(&number) {
+            let now = now_text();
+            pr.json["state"] = json!("closed");
+            pr.json["merged"] = json!(merged);
+            pr.json["closed_at"] = json!(now);
+            pr.json["updated_at"] = json!(now);
+            pr.json["merged_at"] = if merged { json!(now) } else { Value::Null };
+        }
+    }
+
+    /// Replaces a PR's review threads (GraphQL `PullRequestReviewThread` nodes).
+    pub fn set_threads(&self, number: u64, threads: Vec<Value>) {
+        self.shared.state().threads.insert(number, threads);
+    }
+
     /// A label added on GitHub's side (by the owner, say), as `POST …/labels` would.
     pub fn add_label(&self, number: u64, name: &str) {
         add_labels(

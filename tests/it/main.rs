@@ -6,6 +6,7 @@ mod daemon;
 mod escalations;
 mod fake_github;
 mod github_client;
+mod github_observe;
 mod github_runs;
 mod hook;
 mod model_server;

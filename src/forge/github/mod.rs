@@ -7,6 +7,8 @@
 //! | `rate.rs` | turning a failed response into an error (primary and secondary rate limits, 5xx, 404, …) |
 //! | `client.rs` | the client: auth, timeouts, the ETag and short-lived response caches, pagination, the operations |
 //! | `types.rs` | the request and response shapes, as much of them as executor reads |
+//! | `observe.rs` | one look at a PR: the observation the `pr` state machine decides from |
+//! | `steps.rs` | the orchestrator's own PR operations a step asks for (draft PR, labels, CI trigger, threads, review, the owner's notice) |
 //!
 //! Theory of operation. The runner asks the client about many runs in one tick; the client
 //! answers a repeat of the same GET within a short TTL from memory, and after that revalidates
@@ -23,11 +25,15 @@
 
 mod client;
 mod error;
+pub mod observe;
 mod rate;
 mod secret;
+pub mod steps;
 mod types;
 
 pub use client::{ClientOptions, GithubClient, GithubSettings, LogExcerptOptions};
 pub use error::{GithubError, GraphQlError};
+pub use observe::observe;
 pub use secret::{Secret, SecretError};
+pub use steps::CiTrigger;
 pub use types::*;
