@@ -35,6 +35,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let runner = super::build_runner(settings, Arc::clone(&shared))?;
     let _leases = super::LeaseKeeper::start(&runner);
     let mut passes: Vec<JoinHandle<()>> = Vec::new();
+    let mut pr_tick: Option<JoinHandle<()>> = None;
     let started_at = clock.now();
     let mut heartbeat = Heartbeat {
         component: "daemon".to_string(),
@@ -110,6 +111,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                     ingest(intake, store, clock).await;
                 }
                 wake(&runner, &mut passes).await;
+                start_pr_tick(&runner, &mut pr_tick);
             }
             _ = beat_timer.tick() => {
                 reload_contract(&runner);
@@ -122,6 +124,9 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         }
     }
 
+    if let Some(tick) = pr_tick.take() {
+        tick.abort();
+    }
     for pass in passes.drain(..) {
         // Dropping a pass stops its workers (each is killed with its process); their runs
         // stay `in_progress` for the recovery that the next start will do.
@@ -180,6 +185,24 @@ fn reload_contract(runner: &Runner) {
             "the edited worker contract does not validate, so the last good one stays in force: {error}"
         ),
     }
+}
+
+/// Looks at the open PRs (every `runner.loop_sleep`), unless the last look is still going.
+fn start_pr_tick(runner: &Runner, tick: &mut Option<JoinHandle<()>>) {
+    if runner.settings.github.is_none() || tick.as_ref().is_some_and(|t| !t.is_finished()) {
+        return;
+    }
+    let runner = runner.clone();
+    *tick = Some(tokio::spawn(async move {
+        match crate::runner::drive::tick_prs(&runner).await {
+            Ok(passed) => {
+                for result in passed.results {
+                    tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "PR step taken");
+                }
+            }
+            Err(error) => tracing::error!(error = format!("{error:#}"), "the PR tick failed"),
+        }
+    }));
 }
 
 /// Resumes the runs whose escalations the owner answered.

@@ -712,6 +712,11 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         failed.extend(resumed.failed);
         print_results(&resumed.results);
     }
+    // One look at every open PR: a step each (a worker, a label, completion, ...); a run
+    // waiting for CI or for the owner is not actionable and waits for the next run.
+    let ticked = crate::runner::drive::tick_prs(&runner).await?;
+    failed.extend(ticked.failed);
+    print_results(&ticked.results);
     clean_worktrees(runner.store.as_ref(), &runner.settings).await;
     fail_if_any(failed)
 }
@@ -847,6 +852,9 @@ fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::Gith
         client,
         remote: forge.remote.clone(),
         required_labels: forge.required_labels.clone(),
+        required_checks: forge.required_checks.clone(),
+        resolve_acknowledged: forge.resolve_acknowledged,
+        owner_login: owner.to_string(),
     }))
 }
 

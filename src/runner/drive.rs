@@ -34,6 +34,9 @@ use crate::runner::worktree;
 use crate::store::Store;
 use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
 
+mod pr_tick;
+pub use pr_tick::tick_prs;
+
 /// How the runner works, resolved from the config.
 #[derive(Debug, Clone)]
 pub struct RunnerSettings {
@@ -93,6 +96,12 @@ pub struct GithubForge {
     pub remote: String,
     /// Labels every draft PR gets.
     pub required_labels: Vec<String>,
+    /// Checks that must be green before a review and before completion.
+    pub required_checks: Vec<String>,
+    /// Resolve threads whose last comment is `[ACKNOWLEDGED: …]`.
+    pub resolve_acknowledged: bool,
+    /// Who is @mentioned when a run completes.
+    pub owner_login: String,
 }
 
 /// Where `executor hook claude` is: the binary and the config it reads.

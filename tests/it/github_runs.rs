@@ -117,3 +117,111 @@ fn without_its_token_the_github_runner_does_not_start() {
     let err = ws.fails_with(2, &["run", "--once"]);
     assert!(err.contains("UNSET_TEST_GITHUB_TOKEN"), "{err}");
 }
+
+/// A workspace on the GitHub forge (the fake at `github`), with a bare repository as the
+/// remote and a worker that answers each phase's prompt, keeping each prompt in `prompts/`.
+fn github_workspace(github: &FakeGithub) -> crate::support::Workspace {
+    let kept = "prompts-seen";
+    let worker = format!(
+        "prompt=$(cat); mkdir -p ../../{kept}; \
+         case \"$prompt\" in \
+           *'# Make CI green'*) printf '%s' \"$prompt\" > ../../{kept}/fix_ci.md; \
+              echo fixed >> ci-fix.txt; echo '[DONE:ci_fixed] fixed the UI test';; \
+           *'# Review a pull request'*) printf '%s' \"$prompt\" > ../../{kept}/review.md; \
+              echo '[DONE:review_green] a clean change';; \
+           *) echo hello > greeting.txt; echo '[DONE:implemented] wrote the greeting';; \
+         esac"
+    );
+    let mut ws = workspace(&["/bin/sh", "-c", &worker], &[], "");
+    let remote = ws.path().join("remote.git");
+    git(
+        ws.path(),
+        &["init", "-q", "--bare", remote.to_str().expect("utf-8 path")],
+    );
+    git(
+        &ws.path().join("repo"),
+        &[
+            "remote",
+            "add",
+            "origin",
+            remote.to_str().expect("utf-8 path"),
+        ],
+    );
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replacen(
+        "[forge]\n",
+        &format!(
+            "[forge]\nkind = \"github\"\ngithub_repository = \"{OWNER}/{REPO}\"\napi_url = \"{}\"\ntoken_env = \"TEST_GITHUB_TOKEN\"\n",
+            github.url()
+        ),
+        1,
+    ));
+    ws.env.push(("TEST_GITHUB_TOKEN".into(), TOKEN.into()));
+    ws
+}
+
+#[test]
+fn a_pr_goes_from_red_ci_through_fix_ci_and_review_to_complete_with_the_owner_told() {
+    use crate::fake_github::{FIRST_HEAD, FIX_HEAD};
+    let github = FakeGithub::start_empty();
+    let ws = github_workspace(&github);
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-2"]);
+    ws.ok(&["go", "G-2"]);
+    let run_once = || {
+        let out = ws.run(&["run", "--once"]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let run = || ws.json(&["show", "G-2", "--json"])["runs"][0].clone();
+
+    // The draft PR is opened on the head whose CI (the fixtures') failed; the same pass's
+    // look at it starts a fix_ci worker with the failed checks, the failing step and the
+    // log excerpt, and its fix is committed and pushed.
+    let stderr = run_once();
+    assert_eq!(run()["state"], "pr", "{stderr}");
+    assert_eq!(github.pr(PR).expect("the PR")["head"]["sha"], FIRST_HEAD);
+    let fix_ci = std::fs::read_to_string(ws.path().join("prompts-seen/fix_ci.md"))
+        .unwrap_or_else(|e| panic!("no fix_ci worker ran ({e}): {stderr}"));
+    for expected in ["ui-tests", "Run macOS UI Tests CI", "** TEST FAILED **"] {
+        assert!(
+            fix_ci.contains(expected),
+            "{expected} not in the fix_ci prompt:\n{fix_ci}"
+        );
+    }
+    assert_eq!(run()["ci_attempts"], 1);
+    let branch = run()["branch_name"].as_str().expect("a branch").to_string();
+    let remote = ws.path().join("remote.git");
+    git(
+        &remote,
+        &["cat-file", "-e", &format!("{branch}:ci-fix.txt")],
+    );
+
+    // CI green on the fix, no threads: the review worker; its verdict is posted.
+    github.set_pr_head(PR, FIX_HEAD);
+    run_once();
+    assert!(
+        ws.path().join("prompts-seen/review.md").exists(),
+        "a review worker ran"
+    );
+    let reviews = github.reviews();
+    assert_eq!(reviews.len(), 1, "{reviews:?}");
+
+    // Green, reviewed, nothing unresolved: complete, and the owner is @mentioned.
+    run_once();
+    let shown = ws.json(&["show", "G-2", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    assert_eq!(shown["task"]["status"], "done");
+    let comments = github.issue_comments(PR);
+    assert!(
+        comments.iter().any(|c| c["body"]
+            .as_str()
+            .unwrap_or("")
+            .contains(&format!("@{OWNER}"))),
+        "{comments:?}"
+    );
+
+    // A last look finds nothing new to do.
+    run_once();
+    assert_eq!(run()["state"], "complete");
+}

@@ -1,0 +1,290 @@
+//! The `pr` loop: on every tick, each run whose draft PR is open (or complete, for the
+//! owner's comments) is looked at on GitHub, the `pr` state machine (`core::pr`) picks one
+//! step, and this module carries it out: labels, a CI trigger, resolving acknowledged
+//! threads, a `fix_ci`, `fix_comments` or `pr_review` worker (whose change the orchestrator
+//! commits and pushes), completion with the owner told, the end of a merged or closed PR,
+//! or an escalation. The machine's memory is kept in the store between ticks.
+//!
+//! What it must never do: let a GitHub failure lose a run's state. A rate limit, a 5xx or a
+//! timeout leaves the run as it was for a later tick; only a PR that is gone ends the run.
+
+use super::*;
+use crate::core::pr::{next_pr_step, remember, PrConfig, PrMemory, PrStep, Stage};
+use crate::forge::github::{self, steps};
+
+/// Looks at every run with an open (or complete, draft) PR once and takes its next step.
+/// Runs another runner holds are left to it.
+pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
+    let Some(github) = runner.settings.github.clone() else {
+        return Ok(Passed::default());
+    };
+    let store = runner.store.as_ref();
+    let mut passed = Passed::default();
+    for run in store.runs(None).await? {
+        let watched =
+            run.pr_number.is_some() && matches!(run.state, RunState::Pr | RunState::Complete);
+        if !watched || !take_run(store, &runner.holder, run.id).await? {
+            continue;
+        }
+        let (gid, run_id) = (run.task_gid.clone(), run.id);
+        let ticked = tick_one(runner, &github, run).await;
+        release_run(store, &runner.holder, run_id).await;
+        match ticked {
+            Ok(Some(result)) => passed.results.push(result),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::warn!(gid = %gid, run = run_id, error = format!("{error:#}"), "the PR tick failed; the run waits for the next one");
+                passed.failed.push(format!("{gid}: {error:#}"));
+            }
+        }
+    }
+    Ok(passed)
+}
+
+/// The `pr` machine's settings, from the config.
+fn pr_config(settings: &RunnerSettings, github: &GithubForge) -> PrConfig {
+    PrConfig {
+        required_checks: github.required_checks.clone(),
+        required_labels: github.required_labels.clone(),
+        max_ci_attempts: settings.max_ci_attempts,
+        resolve_acknowledged: github.resolve_acknowledged,
+        ..PrConfig::default()
+    }
+}
+
+/// One run's tick; `Some` when the run moved (a worker ran, or its state changed).
+async fn tick_one(
+    runner: &Runner,
+    github: &GithubForge,
+    mut run: Run,
+) -> Result<Option<RunResult>> {
+    let store = runner.store.as_ref();
+    let settings = runner.settings.as_ref();
+    let gid = run.task_gid.clone();
+    let config = pr_config(settings, github);
+    let mut memory: PrMemory = match store.pr_memory(run.id).await? {
+        Some(json) => serde_json::from_str(&json)
+            .with_context(|| format!("run {}'s PR memory does not read back", run.id))?,
+        None => PrMemory::default(),
+    };
+    if run.state == RunState::Complete {
+        memory.stage = Stage::Complete;
+    }
+    let pr = u64::try_from(run.pr_number.unwrap_or_default()).unwrap_or_default();
+    let observed = github::observe(&github.client, pr, &config, &memory, Utc::now(), false).await;
+    let obs = match observed {
+        Ok(obs) => obs,
+        Err(error) if error.is_not_found() => {
+            abandon(store, &mut run, &gid, "its PR is gone from GitHub").await?;
+            return Ok(Some(result_of(&run, None)));
+        }
+        Err(error) if error.is_transient() => {
+            tracing::info!(gid = %gid, run = run.id, %error, retry_at = ?error.retry_at(Utc::now()), "GitHub cannot answer now; the run waits");
+            return Ok(None);
+        }
+        Err(error) => return Err(error.into()),
+    };
+    let step = next_pr_step(&obs, &memory, &config);
+    tracing::info!(gid = %gid, run = run.id, step = ?step, "PR tick");
+    let Some(task) = store.task(&gid).await? else {
+        anyhow::bail!("run {} has no task {gid}", run.id);
+    };
+    let mut moved = false;
+    let mut after = remember(&memory, &step, &obs);
+    match &step {
+        PrStep::Wait { .. } => {}
+        PrStep::AddLabels { labels } => {
+            steps::add_labels(&github.client, pr, labels).await?;
+        }
+        PrStep::ResolveThreads { thread_ids } => {
+            steps::resolve_threads(&github.client, thread_ids).await?;
+        }
+        PrStep::TriggerCi { head_sha, reason } => {
+            let branch = run.branch_name.clone().unwrap_or_default();
+            match steps::choose_ci_trigger(&obs, reason, None, &branch) {
+                Some(how) => steps::trigger_ci(&github.client, head_sha, &how).await?,
+                None => {
+                    tracing::warn!(gid = %gid, run = run.id, "CI is missing for the head and executor cannot start it (no failed run to re-run); the owner is asked if it does not appear")
+                }
+            }
+        }
+        PrStep::SpawnFixCi {
+            attempt, failure, ..
+        } => {
+            run.ci_attempts = i64::from(*attempt);
+            store.save_run(&run).await?;
+            let failure = failure.clone();
+            pr_worker(runner, github, &task, &mut run, Phase::FixCi, |ctx| {
+                ctx.ci = Some(failure);
+            })
+            .await?;
+            moved = true;
+        }
+        PrStep::SpawnFixComments { threads, .. } => {
+            let threads = threads.clone();
+            pr_worker(runner, github, &task, &mut run, Phase::FixComments, |ctx| {
+                ctx.review_threads = threads;
+            })
+            .await?;
+            moved = true;
+        }
+        PrStep::SpawnReview { inputs } => {
+            let inputs = inputs.clone();
+            let worked = pr_worker(runner, github, &task, &mut run, Phase::PrReview, |ctx| {
+                ctx.review = Some(inputs);
+            })
+            .await?;
+            if let Some(done) = &worked.done {
+                let passed = done.starts_with("[DONE:review_green]");
+                let summary = done
+                    .split_once(']')
+                    .map(|(_, rest)| rest.trim())
+                    .unwrap_or_default();
+                let body = format!(
+                    "executor's review: {}\n\n{summary}",
+                    if passed { "green" } else { "changes requested" }
+                );
+                steps::post_review(&github.client, pr, &body).await?;
+                after = after.record_review(&obs.head_sha, passed);
+            }
+            moved = true;
+        }
+        PrStep::Complete { .. } => {
+            run.completed_at = Some(Utc::now());
+            move_run(store, &mut run, RunEvent::Completed).await?;
+            queue_ops::apply(
+                store,
+                &SystemClock,
+                &gid,
+                QueueEvent::RunCompleted,
+                "runner",
+                None,
+            )
+            .await?;
+            steps::notify_complete_comment(&github.client, pr, &github.owner_login).await?;
+            tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "run complete: CI green, reviewed, nothing unresolved; the owner was told on the PR");
+            moved = true;
+        }
+        PrStep::Merged => {
+            if run.state == RunState::Pr {
+                run.completed_at = Some(Utc::now());
+                move_run(store, &mut run, RunEvent::Completed).await?;
+                queue_ops::apply(
+                    store,
+                    &SystemClock,
+                    &gid,
+                    QueueEvent::RunCompleted,
+                    "runner",
+                    None,
+                )
+                .await?;
+            }
+            moved = true;
+        }
+        PrStep::Closed => {
+            abandon(store, &mut run, &gid, "its PR was closed without a merge").await?;
+            moved = true;
+        }
+        PrStep::BackToPr { .. } => {
+            move_run(store, &mut run, RunEvent::OwnerCommented).await?;
+            moved = true;
+        }
+        PrStep::Escalate { kind, detail } => {
+            let line = format!("[ESCALATE:{kind:?}] {detail}");
+            let id = open_escalation(
+                store,
+                &runner.adapter,
+                settings,
+                &run,
+                &gid,
+                &Asked::Message(line),
+            )
+            .await?;
+            store
+                .save_pr_memory(run.id, &serde_json::to_string(&after)?, Utc::now())
+                .await?;
+            return Ok(Some(result_of(&run, Some(id))));
+        }
+    }
+    store
+        .save_pr_memory(run.id, &serde_json::to_string(&after)?, Utc::now())
+        .await?;
+    Ok(moved.then(|| result_of(&run, None)))
+}
+
+fn result_of(run: &Run, waiting_on: Option<i64>) -> RunResult {
+    RunResult {
+        task_gid: run.task_gid.clone(),
+        run_id: run.id,
+        state: run.state.clone(),
+        ci_attempts: run.ci_attempts,
+        waiting_on,
+    }
+}
+
+/// Runs one worker of a PR phase in the run's worktree (holding a worker slot), then
+/// commits and pushes what it changed (a review changes nothing).
+async fn pr_worker(
+    runner: &Runner,
+    github: &GithubForge,
+    task: &Task,
+    run: &mut Run,
+    phase: Phase,
+    fill: impl FnOnce(&mut PromptContext),
+) -> Result<Worked> {
+    let _slot = Arc::clone(&runner.slots).acquire_owned().await?;
+    let store = runner.store.as_ref();
+    let settings = runner.settings.as_ref();
+    let gid = task.task_gid.clone();
+    let wt = prepare_worktree(settings, task).await?;
+    let mut ctx = PromptContext::new(
+        phase,
+        TaskContext::from_task(task),
+        RunContext {
+            id: run.id,
+            branch: wt.branch.clone(),
+            base_branch: settings.base_branch.clone(),
+            worktree: wt.path.display().to_string(),
+            pr_url: run.pr_url.clone(),
+            pr_number: run.pr_number,
+            ci_attempts: run.ci_attempts,
+            worker_stuck_count: run.worker_stuck_count,
+        },
+    );
+    ctx.attempt = match phase {
+        Phase::FixCi => u32::try_from(run.ci_attempts).unwrap_or(u32::MAX),
+        _ => 1,
+    };
+    ctx.messages = store
+        .messages(run.id, MESSAGE_WINDOW)
+        .await?
+        .into_iter()
+        .map(|m| crate::prompts::PromptMessage {
+            at: m.at,
+            from: m.source,
+            text: m.line,
+        })
+        .collect();
+    fill(&mut ctx);
+    let prompt = runner.prompts.render(phase, &ctx)?;
+    let worked = work(
+        store,
+        &runner.adapter,
+        settings,
+        run,
+        &gid,
+        phase,
+        &wt.path,
+        prompt,
+    )
+    .await?;
+    write_run_record(settings, &gid, run.id, phase, &wt.path, &worked).await?;
+    if worked.done.is_some() && phase != Phase::PrReview {
+        commit(&wt.path, task, run.id).await?;
+        push(&wt.path, &github.remote, &wt.branch).await?;
+    }
+    if worked.done.is_none() {
+        tracing::warn!(gid = %gid, run = run.id, phase = phase.as_str(), why = %worked.why, "a PR worker ended without [DONE]; the next tick looks again");
+    }
+    Ok(worked)
+}
