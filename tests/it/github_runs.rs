@@ -225,3 +225,96 @@ fn a_pr_goes_from_red_ci_through_fix_ci_and_review_to_complete_with_the_owner_to
     run_once();
     assert_eq!(run()["state"], "complete");
 }
+
+/// A workspace whose one run `G-3` has just opened its draft PR, on a head whose CI is
+/// still running (so the run waits).
+fn waiting_pr(github: &FakeGithub) -> crate::support::Workspace {
+    use crate::fake_github::{Ci, FIRST_HEAD};
+    github.set_ci(FIRST_HEAD, Ci::InProgress);
+    let ws = github_workspace(github);
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-3"]);
+    ws.ok(&["go", "G-3"]);
+    ws.ok(&["run", "--once"]);
+    assert_eq!(
+        ws.json(&["show", "G-3", "--json"])["runs"][0]["state"],
+        "pr"
+    );
+    ws
+}
+
+#[test]
+fn rate_limits_and_server_errors_make_the_run_wait_without_losing_anything() {
+    use crate::fake_github::{Ci, Fault, FIRST_HEAD};
+    let github = FakeGithub::start_empty();
+    let ws = waiting_pr(&github);
+    for fault in [
+        Fault::PrimaryRateLimit,
+        Fault::SecondaryLimit {
+            status: 429,
+            retry_after: Some(1),
+        },
+        Fault::Status(502),
+    ] {
+        github.fail_next(1, fault);
+        let out = ws.run(&["run", "--once"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let shown = ws.json(&["show", "G-3", "--json"]);
+        assert_eq!(shown["runs"][0]["state"], "pr", "{shown}");
+        assert_eq!(shown["task"]["status"], "in_progress");
+    }
+    // Once GitHub answers again, the run goes on from where it was.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    github.set_ci(FIRST_HEAD, Ci::Failed);
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        ws.json(&["show", "G-3", "--json"])["runs"][0]["ci_attempts"],
+        1
+    );
+}
+
+#[test]
+fn a_pr_deleted_under_the_run_ends_it_and_returns_the_task_to_the_owner() {
+    let github = FakeGithub::start_empty();
+    let ws = waiting_pr(&github);
+    github.delete_pr(PR);
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = ws.json(&["show", "G-3", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "abandoned", "{shown}");
+    assert_eq!(shown["task"]["status"], "for_review");
+}
+
+#[test]
+fn a_merged_pr_completes_the_run() {
+    let github = FakeGithub::start_empty();
+    let ws = waiting_pr(&github);
+    github.merge_pr(PR);
+    ws.ok(&["run", "--once"]);
+    let shown = ws.json(&["show", "G-3", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    assert_eq!(shown["task"]["status"], "done");
+}
+
+#[test]
+fn a_pr_closed_without_a_merge_abandons_the_run() {
+    let github = FakeGithub::start_empty();
+    let ws = waiting_pr(&github);
+    github.close_pr(PR);
+    ws.ok(&["run", "--once"]);
+    let shown = ws.json(&["show", "G-3", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "abandoned", "{shown}");
+    assert_eq!(shown["task"]["status"], "for_review");
+}
