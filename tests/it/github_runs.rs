@@ -127,6 +127,8 @@ fn github_workspace(github: &FakeGithub) -> crate::support::Workspace {
          case \"$prompt\" in \
            *'# Make CI green'*) printf '%s' \"$prompt\" > ../../{kept}/fix_ci.md; \
               echo fixed >> ci-fix.txt; echo '[DONE:ci_fixed] fixed the UI test';; \
+           *'# Address review comments'*) printf '%s' \"$prompt\" > ../../{kept}/fix_comments.md; \
+              echo addressed >> comments.txt; echo '[DONE:comments_addressed] renamed it';; \
            *'# Review a pull request'*) printf '%s' \"$prompt\" > ../../{kept}/review.md; \
               echo '[DONE:review_green] a clean change';; \
            *) echo hello > greeting.txt; echo '[DONE:implemented] wrote the greeting';; \
@@ -317,4 +319,67 @@ fn a_pr_closed_without_a_merge_abandons_the_run() {
     let shown = ws.json(&["show", "G-3", "--json"]);
     assert_eq!(shown["runs"][0]["state"], "abandoned", "{shown}");
     assert_eq!(shown["task"]["status"], "for_review");
+}
+
+#[test]
+fn unresolved_review_threads_get_a_fix_comments_worker_with_exactly_those_threads() {
+    use crate::fake_github::{fixture_json, FIX_HEAD};
+    let github = FakeGithub::start_empty();
+    let ws = github_workspace(&github);
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-4"]);
+    ws.ok(&["go", "G-4"]);
+    ws.ok(&["run", "--once"]);
+
+    // CI green on the fix; the fixtures' three threads: one resolved, one acknowledged, one
+    // that needs work.
+    github.set_pr_head(PR, FIX_HEAD);
+    let mut threads = fixture_json("graphql_review_threads.json");
+    let nodes = threads["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"].take();
+    let nodes = nodes.as_array().cloned().expect("thread nodes");
+    github.set_threads(PR, nodes.clone());
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let prompt = std::fs::read_to_string(ws.path().join("prompts-seen/fix_comments.md"))
+        .unwrap_or_else(|e| panic!("no fix_comments worker ({e}): {stderr}"));
+    let needs_work = nodes
+        .iter()
+        .find(|t| {
+            t["isResolved"] == false
+                && !t["comments"]["nodes"]
+                    .as_array()
+                    .and_then(|c| c.last())
+                    .and_then(|c| c["body"].as_str())
+                    .unwrap_or("")
+                    .starts_with("[ACKNOWLEDGED:")
+        })
+        .expect("a thread that needs work");
+    let acknowledged = nodes
+        .iter()
+        .find(|t| t["isResolved"] == false && t["id"] != needs_work["id"])
+        .expect("the acknowledged thread");
+    let first_body = |t: &serde_json::Value| {
+        t["comments"]["nodes"][0]["body"]
+            .as_str()
+            .unwrap_or("")
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(prompt.contains(&first_body(needs_work)), "{prompt}");
+    assert!(!prompt.contains(&first_body(acknowledged)), "{prompt}");
+    let branch = ws.json(&["show", "G-4", "--json"])["runs"][0]["branch_name"]
+        .as_str()
+        .expect("a branch")
+        .to_string();
+    git(
+        &ws.path().join("remote.git"),
+        &["cat-file", "-e", &format!("{branch}:comments.txt")],
+    );
+
+    // The same threads are not sent twice.
+    std::fs::remove_file(ws.path().join("prompts-seen/fix_comments.md")).expect("rm");
+    ws.ok(&["run", "--once"]);
+    assert!(!ws.path().join("prompts-seen/fix_comments.md").exists());
 }
