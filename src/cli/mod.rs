@@ -855,6 +855,8 @@ fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::Gith
         required_checks: forge.required_checks.clone(),
         resolve_acknowledged: forge.resolve_acknowledged,
         owner_login: owner.to_string(),
+        ci_workflow: forge.ci_workflow.clone(),
+        ci_start_grace: forge.ci_start_grace,
     }))
 }
 

@@ -375,6 +375,16 @@ pub struct ForgeSection {
     /// Resolve review threads whose last comment is `[ACKNOWLEDGED: …]`.
     #[serde(default)]
     pub resolve_acknowledged: bool,
+    /// The workflow file started with `workflow_dispatch` when a head has no CI at all.
+    #[serde(default)]
+    pub ci_workflow: Option<String>,
+    /// How long CI may take to show up after a push or a trigger before executor acts.
+    #[serde(default = "default_ci_start_grace", with = "humantime_serde")]
+    pub ci_start_grace: Duration,
+}
+
+fn default_ci_start_grace() -> Duration {
+    Duration::from_secs(5 * 60)
 }
 
 fn default_github_api() -> Spanned<String> {
@@ -407,6 +417,8 @@ impl Default for ForgeSection {
             required_checks: Vec::new(),
             required_labels: Vec::new(),
             resolve_acknowledged: false,
+            ci_workflow: None,
+            ci_start_grace: default_ci_start_grace(),
         }
     }
 }

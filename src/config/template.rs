@@ -55,6 +55,8 @@ url = "sqlite://executor.db"
 # required_checks = []          # green before review and completion
 # required_labels = []          # on every draft PR
 # resolve_acknowledged = false  # resolve threads ending in [ACKNOWLEDGED: ...]
+# ci_workflow = "ci.yml"        # dispatched when a head has no CI at all
+# ci_start_grace = "5m"         # CI may take this long to appear after a push
 
 [sources.plans]
 # One task per markdown note; front matter keys: title, priority, source, gid.

@@ -102,6 +102,9 @@ pub struct GithubForge {
     pub resolve_acknowledged: bool,
     /// Who is @mentioned when a run completes.
     pub owner_login: String,
+    /// The workflow dispatched when a head has no CI at all.
+    pub ci_workflow: Option<String>,
+    pub ci_start_grace: Duration,
 }
 
 /// Where `executor hook claude` is: the binary and the config it reads.

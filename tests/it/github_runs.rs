@@ -383,3 +383,29 @@ fn unresolved_review_threads_get_a_fix_comments_worker_with_exactly_those_thread
     ws.ok(&["run", "--once"]);
     assert!(!ws.path().join("prompts-seen/fix_comments.md").exists());
 }
+
+#[test]
+fn a_head_without_ci_gets_the_configured_workflow_dispatched() {
+    let github = FakeGithub::start_empty();
+    let ws = github_workspace(&github);
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replacen(
+        "[forge]\n",
+        "[forge]\nci_workflow = \"ci.yml\"\nci_start_grace = \"0s\"\n",
+        1,
+    ));
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-5"]);
+    ws.ok(&["go", "G-5"]);
+    ws.ok(&["run", "--once"]);
+    // The PR moves to a head GitHub has no check runs for.
+    github.set_pr_head(PR, "1111111111111111111111111111111111111111");
+    ws.ok(&["run", "--once"]);
+    let dispatches = github.dispatches();
+    assert_eq!(dispatches.len(), 1, "{dispatches:?}");
+    let branch = ws.json(&["show", "G-5", "--json"])["runs"][0]["branch_name"]
+        .as_str()
+        .expect("a branch")
+        .to_string();
+    assert_eq!(dispatches[0].git_ref, branch, "{dispatches:?}");
+    assert_eq!(dispatches[0].workflow, "ci.yml");
+}

@@ -48,6 +48,8 @@ fn pr_config(settings: &RunnerSettings, github: &GithubForge) -> PrConfig {
         required_labels: github.required_labels.clone(),
         max_ci_attempts: settings.max_ci_attempts,
         resolve_acknowledged: github.resolve_acknowledged,
+        ci_start_grace: chrono::Duration::from_std(github.ci_start_grace)
+            .unwrap_or(chrono::Duration::minutes(5)),
         ..PrConfig::default()
     }
 }
@@ -101,7 +103,7 @@ async fn tick_one(
         }
         PrStep::TriggerCi { head_sha, reason } => {
             let branch = run.branch_name.clone().unwrap_or_default();
-            match steps::choose_ci_trigger(&obs, reason, None, &branch) {
+            match steps::choose_ci_trigger(&obs, reason, github.ci_workflow.as_deref(), &branch) {
                 Some(how) => steps::trigger_ci(&github.client, head_sha, &how).await?,
                 None => {
                     tracing::warn!(gid = %gid, run = run.id, "CI is missing for the head and executor cannot start it (no failed run to re-run); the owner is asked if it does not appear")
