@@ -420,6 +420,23 @@ impl FakeGithub {
         self.shared.state().threads.insert(number, threads);
     }
 
+    /// A comment by the repository's owner on the PR's conversation (the fixtures' owner
+    /// comment, with a new id, `body` and the time now).
+    pub fn add_owner_comment(&self, number: u64, body: &str) {
+        let mut comment = array(fixture_json("issue_comments.json"))
+            .into_iter()
+            .find(|c| c["author_association"] == "OWNER")
+            .expect("the fixtures hold an owner comment");
+        let mut state = self.shared.state();
+        let comments = state.issue_comments.entry(number).or_default();
+        let id = 5_000_000_000u64 + comments.len() as u64;
+        comment["id"] = json!(id);
+        comment["body"] = json!(body);
+        comment["created_at"] = json!(now_text());
+        comment["updated_at"] = json!(now_text());
+        comments.push(comment);
+    }
+
     /// A label added on GitHub's side (by the owner, say), as `POST …/labels` would.
     pub fn add_label(&self, number: u64, name: &str) {
         add_labels(

@@ -226,6 +226,32 @@ fn a_pr_goes_from_red_ci_through_fix_ci_and_review_to_complete_with_the_owner_to
     // A last look finds nothing new to do.
     run_once();
     assert_eq!(run()["state"], "complete");
+
+    // The owner comments on the complete draft PR: back to `pr`, then (nothing else
+    // changed: CI green, reviewed, nothing unresolved) complete again, the owner told again.
+    github.add_owner_comment(PR, "One more look at the tab bar, please.");
+    let mentions = |github: &FakeGithub| {
+        github
+            .issue_comments(PR)
+            .iter()
+            .filter(|c| {
+                c["body"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains(&format!("@{OWNER}"))
+            })
+            .count()
+    };
+    assert_eq!(mentions(&github), 1);
+    run_once();
+    assert_eq!(run()["state"], "pr", "back to pr on the owner's comment");
+    run_once();
+    assert_eq!(run()["state"], "complete");
+    assert_eq!(mentions(&github), 2);
+    assert_eq!(
+        ws.json(&["show", "G-2", "--json"])["task"]["status"],
+        "done"
+    );
 }
 
 /// A workspace whose one run `G-3` has just opened its draft PR, on a head whose CI is

@@ -154,15 +154,19 @@ async fn tick_one(
         PrStep::Complete { .. } => {
             run.completed_at = Some(Utc::now());
             move_run(store, &mut run, RunEvent::Completed).await?;
-            queue_ops::apply(
-                store,
-                &SystemClock,
-                &gid,
-                QueueEvent::RunCompleted,
-                "runner",
-                None,
-            )
-            .await?;
+            // A run back in `pr` after the owner's comment completes again; its task is
+            // `done` already.
+            if task.status == QueueStatus::InProgress {
+                queue_ops::apply(
+                    store,
+                    &SystemClock,
+                    &gid,
+                    QueueEvent::RunCompleted,
+                    "runner",
+                    None,
+                )
+                .await?;
+            }
             steps::notify_complete_comment(&github.client, pr, &github.owner_login).await?;
             tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "run complete: CI green, reviewed, nothing unresolved; the owner was told on the PR");
             moved = true;
