@@ -191,6 +191,7 @@ fn a_pr_goes_from_red_ci_through_fix_ci_and_review_to_complete_with_the_owner_to
             "{expected} not in the fix_ci prompt:\n{fix_ci}"
         );
     }
+    assert!(!fix_ci.contains(TOKEN), "the token is in no prompt");
     assert_eq!(run()["ci_attempts"], 1);
     let branch = run()["branch_name"].as_str().expect("a branch").to_string();
     let remote = ws.path().join("remote.git");
@@ -434,4 +435,32 @@ fn a_head_without_ci_gets_the_configured_workflow_dispatched() {
         .to_string();
     assert_eq!(dispatches[0].git_ref, branch, "{dispatches:?}");
     assert_eq!(dispatches[0].workflow, "ci.yml");
+}
+
+#[test]
+fn acknowledged_threads_are_resolved_when_configured() {
+    use crate::fake_github::{fixture_json, FIX_HEAD};
+    let github = FakeGithub::start_empty();
+    let ws = github_workspace(&github);
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replacen("[forge]\n", "[forge]\nresolve_acknowledged = true\n", 1));
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-6"]);
+    ws.ok(&["go", "G-6"]);
+    ws.ok(&["run", "--once"]);
+    github.set_pr_head(PR, FIX_HEAD);
+    let mut threads = fixture_json("graphql_review_threads.json");
+    let nodes = threads["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"].take();
+    github.set_threads(PR, nodes.as_array().cloned().expect("thread nodes"));
+    ws.ok(&["run", "--once"]);
+    let still_open: Vec<String> = github
+        .threads(PR)
+        .iter()
+        .filter(|t| t["isResolved"] == false)
+        .filter_map(|t| t["id"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(
+        still_open.len(),
+        1,
+        "only the thread that needs work is left: {still_open:?}"
+    );
 }
