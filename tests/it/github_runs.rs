@@ -310,47 +310,55 @@ fn rate_limits_and_server_errors_make_the_run_wait_without_losing_anything() {
     );
 }
 
-#[test]
-fn a_pr_deleted_under_the_run_ends_it_and_returns_the_task_to_the_owner() {
-    let github = FakeGithub::start_empty();
-    let ws = waiting_pr(&github);
-    github.delete_pr(PR);
-    let out = ws.run(&["run", "--once"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let shown = ws.json(&["show", "G-3", "--json"]);
-    assert_eq!(shown["runs"][0]["state"], "abandoned", "{shown}");
-    assert_eq!(shown["task"]["status"], "for_review");
-}
+/// What happens to a PR on GitHub's side, done to the fake.
+type PrEnd = fn(&FakeGithub);
 
 #[test]
-fn a_merged_pr_completes_the_run() {
-    let github = FakeGithub::start_empty();
-    let ws = waiting_pr(&github);
-    github.merge_pr(PR);
-    ws.ok(&["run", "--once"]);
-    let shown = ws.json(&["show", "G-3", "--json"]);
-    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
-    assert_eq!(shown["task"]["status"], "done");
+fn the_end_of_a_pr_ends_its_run_deleted_closed_or_merged() {
+    let ends: [(&str, PrEnd, &str, &str); 3] = [
+        (
+            "deleted under the run",
+            |g| g.delete_pr(PR),
+            "abandoned",
+            "for_review",
+        ),
+        (
+            "closed without a merge",
+            |g| g.close_pr(PR),
+            "abandoned",
+            "for_review",
+        ),
+        ("merged", |g| g.merge_pr(PR), "complete", "done"),
+    ];
+    for (what, end, state, status) in ends {
+        let github = FakeGithub::start_empty();
+        let ws = waiting_pr(&github);
+        end(&github);
+        let out = ws.run(&["run", "--once"]);
+        assert!(
+            out.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let shown = ws.json(&["show", "G-3", "--json"]);
+        assert_eq!(shown["runs"][0]["state"], state, "{what}: {shown}");
+        assert_eq!(shown["task"]["status"], status, "{what}");
+    }
 }
 
-#[test]
-fn a_pr_closed_without_a_merge_abandons_the_run() {
-    let github = FakeGithub::start_empty();
-    let ws = waiting_pr(&github);
-    github.close_pr(PR);
-    ws.ok(&["run", "--once"]);
-    let shown = ws.json(&["show", "G-3", "--json"]);
-    assert_eq!(shown["runs"][0]["state"], "abandoned", "{shown}");
-    assert_eq!(shown["task"]["status"], "for_review");
+/// The fixtures' three review threads: resolved, acknowledged, and one that needs work.
+fn fixture_threads() -> Vec<serde_json::Value> {
+    let mut threads = crate::fake_github::fixture_json("graphql_review_threads.json");
+    threads["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"]
+        .take()
+        .as_array()
+        .cloned()
+        .expect("thread nodes")
 }
 
 #[test]
 fn unresolved_review_threads_get_a_fix_comments_worker_with_exactly_those_threads() {
-    use crate::fake_github::{fixture_json, FIX_HEAD};
+    use crate::fake_github::FIX_HEAD;
     let github = FakeGithub::start_empty();
     let ws = github_workspace(&github);
     ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-4"]);
@@ -360,9 +368,7 @@ fn unresolved_review_threads_get_a_fix_comments_worker_with_exactly_those_thread
     // CI green on the fix; the fixtures' three threads: one resolved, one acknowledged, one
     // that needs work.
     github.set_pr_head(PR, FIX_HEAD);
-    let mut threads = fixture_json("graphql_review_threads.json");
-    let nodes = threads["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"].take();
-    let nodes = nodes.as_array().cloned().expect("thread nodes");
+    let nodes = fixture_threads();
     github.set_threads(PR, nodes.clone());
     let out = ws.run(&["run", "--once"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -439,7 +445,7 @@ fn a_head_without_ci_gets_the_configured_workflow_dispatched() {
 
 #[test]
 fn acknowledged_threads_are_resolved_when_configured() {
-    use crate::fake_github::{fixture_json, FIX_HEAD};
+    use crate::fake_github::FIX_HEAD;
     let github = FakeGithub::start_empty();
     let ws = github_workspace(&github);
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
@@ -448,9 +454,7 @@ fn acknowledged_threads_are_resolved_when_configured() {
     ws.ok(&["go", "G-6"]);
     ws.ok(&["run", "--once"]);
     github.set_pr_head(PR, FIX_HEAD);
-    let mut threads = fixture_json("graphql_review_threads.json");
-    let nodes = threads["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"].take();
-    github.set_threads(PR, nodes.as_array().cloned().expect("thread nodes"));
+    github.set_threads(PR, fixture_threads());
     ws.ok(&["run", "--once"]);
     let still_open: Vec<String> = github
         .threads(PR)
