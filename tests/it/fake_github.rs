@@ -864,6 +864,10 @@ fn route(
                     }
                     None => Reply::not_found(),
                 },
+                ["pulls", n, "comments", c, "replies"] if post => match (number(n), number(c)) {
+                    (Some(n), Some(c)) => reply_to_review_comment(state, n, c, body),
+                    _ => Reply::not_found(),
+                },
                 ["pulls", n, "reviews"] if post => {
                     number(n).map_or_else(Reply::not_found, |n| post_review(state, n, body))
                 }
@@ -1103,6 +1107,59 @@ fn combined_status(sha: &str) -> Reply {
 
 fn now_text() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `POST …/pulls/{n}/comments/{c}/replies`: the bot's reply joins comment `c`'s thread, in
+/// the REST list and in the GraphQL thread alike.
+fn reply_to_review_comment(
+    state: &mut StateData,
+    number: u64,
+    comment_id: u64,
+    body: &Value,
+) -> Reply {
+    let Some(text) = body["body"].as_str() else {
+        return Reply::error(422, "Invalid request.\n\n\"body\" wasn't supplied.");
+    };
+    if !live(state, number) {
+        return Reply::not_found();
+    }
+    let Some(thread) = state.threads.get_mut(&number).and_then(|threads| {
+        threads.iter_mut().find(|t| {
+            t["comments"]["nodes"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["databaseId"] == comment_id))
+        })
+    }) else {
+        return Reply::not_found();
+    };
+    state.next_id += 1;
+    let id = state.next_id;
+    let created = now_text();
+    if let Some(nodes) = thread["comments"]["nodes"].as_array_mut() {
+        nodes.push(json!({
+            "id": format!("PRRC_fake{id}"),
+            "databaseId": id,
+            "author": {"login": "lumen-executor"},
+            "body": text,
+            "createdAt": created,
+            "url": format!("https://github.com/{OWNER}/{REPO}/pull/{number}#discussion_r{id}"),
+        }));
+    }
+    let mut comment = array(fixture_json("pull_review_comments.json"))
+        .pop()
+        .unwrap_or(Value::Null);
+    comment["id"] = json!(id);
+    comment["node_id"] = json!(format!("PRRC_fake{id}"));
+    comment["in_reply_to_id"] = json!(comment_id);
+    comment["body"] = json!(text);
+    comment["created_at"] = json!(created);
+    comment["updated_at"] = json!(created);
+    state
+        .review_comments
+        .entry(number)
+        .or_default()
+        .push(comment.clone());
+    Reply::json(201, &comment)
 }
 
 fn post_comment(state: &mut StateData, number: u64, body: &Value) -> Reply {

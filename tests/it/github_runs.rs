@@ -128,7 +128,10 @@ fn github_workspace(github: &FakeGithub) -> crate::support::Workspace {
            *'# Make CI green'*) printf '%s' \"$prompt\" > ../../{kept}/fix_ci.md; \
               echo fixed >> ci-fix.txt; echo '[DONE:ci_fixed] fixed the UI test';; \
            *'# Address review comments'*) printf '%s' \"$prompt\" > ../../{kept}/fix_comments.md; \
-              echo addressed >> comments.txt; echo '[DONE:comments_addressed] renamed it';; \
+              echo addressed >> comments.txt; \
+              t=$(printf '%s' \"$prompt\" | grep -o 'PRRT_[A-Za-z0-9_-]*' | head -n 1); \
+              echo \"[STATUS:thread_acknowledged] thread=$t reason=\\\"out of scope\\\" not for this task\"; \
+              echo '[DONE:comments_addressed] answered the thread';; \
            *'# Review a pull request'*) printf '%s' \"$prompt\" > ../../{kept}/review.md; \
               echo '[DONE:review_green] a clean change';; \
            *) echo hello > greeting.txt; echo '[DONE:implemented] wrote the greeting';; \
@@ -411,10 +414,25 @@ fn unresolved_review_threads_get_a_fix_comments_worker_with_exactly_those_thread
         &["cat-file", "-e", &format!("{branch}:comments.txt")],
     );
 
-    // The same threads are not sent twice.
+    // The worker acknowledged the thread; executor answered it on the PR for the worker.
+    let answered = github
+        .threads(PR)
+        .into_iter()
+        .find(|t| t["id"] == needs_work["id"])
+        .expect("the thread");
+    let last = answered["comments"]["nodes"]
+        .as_array()
+        .and_then(|c| c.last())
+        .and_then(|c| c["body"].as_str())
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(last, "[ACKNOWLEDGED: out of scope: not for this task]");
+
+    // So the threads are not sent again: the next look starts the review instead.
     std::fs::remove_file(ws.path().join("prompts-seen/fix_comments.md")).expect("rm");
     ws.ok(&["run", "--once"]);
     assert!(!ws.path().join("prompts-seen/fix_comments.md").exists());
+    assert!(ws.path().join("prompts-seen/review.md").exists());
 }
 
 #[test]

@@ -616,6 +616,25 @@ impl GithubClient {
     }
 
     /// `POST /repos/{o}/{r}/issues/{n}/comments`.
+    /// `POST /repos/{o}/{r}/pulls/{n}/comments/{comment_id}/replies`: a reply in the review
+    /// thread that comment belongs to.
+    pub async fn reply_to_review_comment(
+        &self,
+        number: u64,
+        comment_id: u64,
+        body: &str,
+    ) -> Result<ReviewComment, GithubError> {
+        let url = self.repo_url(&[
+            "pulls",
+            &number.to_string(),
+            "comments",
+            &comment_id.to_string(),
+            "replies",
+        ]);
+        self.send_json(Method::POST, url, &json!({ "body": body }), "the reply")
+            .await
+    }
+
     pub async fn post_issue_comment(
         &self,
         number: u64,

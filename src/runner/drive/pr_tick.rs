@@ -124,10 +124,12 @@ async fn tick_one(
         }
         PrStep::SpawnFixComments { threads, .. } => {
             let threads = threads.clone();
+            let before = store.messages(run.id, 1).await?.last().map_or(0, |m| m.id);
             pr_worker(runner, github, &task, &mut run, Phase::FixComments, |ctx| {
                 ctx.review_threads = threads;
             })
             .await?;
+            acknowledge_threads(store, github, pr, run.id, before).await?;
             moved = true;
         }
         PrStep::SpawnReview { inputs } => {
@@ -216,6 +218,62 @@ async fn tick_one(
         .save_pr_memory(run.id, &serde_json::to_string(&after)?, Utc::now())
         .await?;
     Ok(moved.then(|| result_of(&run, None)))
+}
+
+/// Answers, for the worker, each thread it acknowledged (`[STATUS:thread_acknowledged]
+/// thread=<id> reason=… why`, written after message `after`) with an `[ACKNOWLEDGED: …]`
+/// reply, so the thread no longer asks for work.
+async fn acknowledge_threads(
+    store: &dyn Store,
+    github: &GithubForge,
+    pr: u64,
+    run_id: i64,
+    after: i64,
+) -> Result<()> {
+    let acknowledged: Vec<(String, String)> = store
+        .messages(run_id, MESSAGE_WINDOW * 10)
+        .await?
+        .into_iter()
+        .filter(|m| {
+            m.id > after
+                && m.source == "worker"
+                && m.tag == "STATUS"
+                && m.kind == "thread_acknowledged"
+        })
+        .filter_map(|m| {
+            let args: serde_json::Value = serde_json::from_str(&m.args).ok()?;
+            let thread = args["thread"].as_str()?.to_string();
+            let why = match (args["reason"].as_str(), m.text.trim()) {
+                (Some(reason), "") => reason.to_string(),
+                (Some(reason), text) => format!("{reason}: {text}"),
+                (None, text) => text.to_string(),
+            };
+            Some((thread, why))
+        })
+        .collect();
+    if acknowledged.is_empty() {
+        return Ok(());
+    }
+    let threads = github.client.review_threads(pr).await?;
+    for (thread, why) in acknowledged {
+        let last = threads
+            .iter()
+            .find(|t| t.id == thread)
+            .and_then(|t| t.comments.last())
+            .and_then(|c| c.database_id);
+        match last {
+            Some(comment) => {
+                github
+                    .client
+                    .reply_to_review_comment(pr, comment, &format!("[ACKNOWLEDGED: {why}]"))
+                    .await?;
+            }
+            None => {
+                tracing::warn!(run = run_id, %thread, "the worker acknowledged a thread the PR does not have; nothing to answer")
+            }
+        }
+    }
+    Ok(())
 }
 
 fn result_of(run: &Run, waiting_on: Option<i64>) -> RunResult {
