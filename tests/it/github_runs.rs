@@ -11,32 +11,11 @@ fn a_finished_run_is_pushed_and_opened_as_a_labelled_draft_pr() {
     let github = FakeGithub::start_empty();
     // The worker writes down the environment it was given.
     let worker = format!("env > worker-env.txt; exec {EXAMPLE_WORKER}");
-    let mut ws = workspace(&["/bin/sh", "-c", &worker], &[], "");
-    let remote = ws.path().join("remote.git");
-    git(
-        ws.path(),
-        &["init", "-q", "--bare", remote.to_str().expect("utf-8 path")],
+    let ws = github_workspace_with(
+        &github,
+        &worker,
+        "required_labels = [\"executor\", \"ai-generated\"]\n",
     );
-    git(
-        &ws.path().join("repo"),
-        &[
-            "remote",
-            "add",
-            "origin",
-            remote.to_str().expect("utf-8 path"),
-        ],
-    );
-    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
-    let config = config.replacen(
-        "[forge]\n",
-        &format!(
-            "[forge]\nkind = \"github\"\ngithub_repository = \"{OWNER}/{REPO}\"\napi_url = \"{}\"\ntoken_env = \"TEST_GITHUB_TOKEN\"\nrequired_labels = [\"executor\", \"ai-generated\"]\n",
-            github.url()
-        ),
-        1,
-    );
-    ws.write_config(&config);
-    ws.env.push(("TEST_GITHUB_TOKEN".into(), TOKEN.into()));
     ws.ok(&[
         "add",
         "--title",
@@ -61,6 +40,7 @@ fn a_finished_run_is_pushed_and_opened_as_a_labelled_draft_pr() {
     let branch = run["branch_name"].as_str().expect("a branch");
 
     // The branch is on the remote, with the orchestrator's commit of the worker's change.
+    let remote = ws.path().join("remote.git");
     let pushed = git(&remote, &["log", "-1", "--format=%s", branch]);
     assert!(pushed.contains("Fix tab preview"), "{pushed}");
     git(
@@ -119,8 +99,9 @@ fn without_its_token_the_github_runner_does_not_start() {
 }
 
 /// A workspace on the GitHub forge (the fake at `github`), with a bare repository as the
-/// remote and a worker that answers each phase's prompt, keeping each prompt in `prompts/`.
-fn github_workspace(github: &FakeGithub) -> crate::support::Workspace {
+/// remote and a worker that answers each phase's prompt, keeping each prompt in
+/// `prompts-seen/`; `forge_extra` adds lines to `[forge]`.
+fn github_workspace(github: &FakeGithub, forge_extra: &str) -> crate::support::Workspace {
     let kept = "prompts-seen";
     let worker = format!(
         "prompt=$(cat); mkdir -p ../../{kept}; \
@@ -137,26 +118,29 @@ fn github_workspace(github: &FakeGithub) -> crate::support::Workspace {
            *) echo hello > greeting.txt; echo '[DONE:implemented] wrote the greeting';; \
          esac"
     );
-    let mut ws = workspace(&["/bin/sh", "-c", &worker], &[], "");
+    github_workspace_with(github, &worker, forge_extra)
+}
+
+/// A workspace on the GitHub forge (the fake at `github`) running `worker` (a shell
+/// script), with a bare repository as the remote and the fake's token in the environment.
+fn github_workspace_with(
+    github: &FakeGithub,
+    worker: &str,
+    forge_extra: &str,
+) -> crate::support::Workspace {
+    let mut ws = workspace(&["/bin/sh", "-c", worker], &[], "");
     let remote = ws.path().join("remote.git");
-    git(
-        ws.path(),
-        &["init", "-q", "--bare", remote.to_str().expect("utf-8 path")],
-    );
+    let remote_path = remote.to_str().expect("utf-8 path");
+    git(ws.path(), &["init", "-q", "--bare", remote_path]);
     git(
         &ws.path().join("repo"),
-        &[
-            "remote",
-            "add",
-            "origin",
-            remote.to_str().expect("utf-8 path"),
-        ],
+        &["remote", "add", "origin", remote_path],
     );
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
     ws.write_config(&config.replacen(
         "[forge]\n",
         &format!(
-            "[forge]\nkind = \"github\"\ngithub_repository = \"{OWNER}/{REPO}\"\napi_url = \"{}\"\ntoken_env = \"TEST_GITHUB_TOKEN\"\n",
+            "[forge]\nkind = \"github\"\ngithub_repository = \"{OWNER}/{REPO}\"\napi_url = \"{}\"\ntoken_env = \"TEST_GITHUB_TOKEN\"\n{forge_extra}",
             github.url()
         ),
         1,
@@ -169,7 +153,7 @@ fn github_workspace(github: &FakeGithub) -> crate::support::Workspace {
 fn a_pr_goes_from_red_ci_through_fix_ci_and_review_to_complete_with_the_owner_told() {
     use crate::fake_github::{FIRST_HEAD, FIX_HEAD};
     let github = FakeGithub::start_empty();
-    let ws = github_workspace(&github);
+    let ws = github_workspace(&github, "");
     ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-2"]);
     ws.ok(&["go", "G-2"]);
     let run_once = || {
@@ -263,7 +247,7 @@ fn a_pr_goes_from_red_ci_through_fix_ci_and_review_to_complete_with_the_owner_to
 fn waiting_pr(github: &FakeGithub) -> crate::support::Workspace {
     use crate::fake_github::{Ci, FIRST_HEAD};
     github.set_ci(FIRST_HEAD, Ci::InProgress);
-    let ws = github_workspace(github);
+    let ws = github_workspace(github, "");
     ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-3"]);
     ws.ok(&["go", "G-3"]);
     ws.ok(&["run", "--once"]);
@@ -363,7 +347,7 @@ fn fixture_threads() -> Vec<serde_json::Value> {
 fn unresolved_review_threads_get_a_fix_comments_worker_with_exactly_those_threads() {
     use crate::fake_github::FIX_HEAD;
     let github = FakeGithub::start_empty();
-    let ws = github_workspace(&github);
+    let ws = github_workspace(&github, "");
     ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-4"]);
     ws.ok(&["go", "G-4"]);
     ws.ok(&["run", "--once"]);
@@ -438,13 +422,10 @@ fn unresolved_review_threads_get_a_fix_comments_worker_with_exactly_those_thread
 #[test]
 fn a_head_without_ci_gets_the_configured_workflow_dispatched() {
     let github = FakeGithub::start_empty();
-    let ws = github_workspace(&github);
-    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
-    ws.write_config(&config.replacen(
-        "[forge]\n",
-        "[forge]\nci_workflow = \"ci.yml\"\nci_start_grace = \"0s\"\n",
-        1,
-    ));
+    let ws = github_workspace(
+        &github,
+        "ci_workflow = \"ci.yml\"\nci_start_grace = \"0s\"\n",
+    );
     ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-5"]);
     ws.ok(&["go", "G-5"]);
     ws.ok(&["run", "--once"]);
@@ -465,9 +446,7 @@ fn a_head_without_ci_gets_the_configured_workflow_dispatched() {
 fn acknowledged_threads_are_resolved_when_configured() {
     use crate::fake_github::FIX_HEAD;
     let github = FakeGithub::start_empty();
-    let ws = github_workspace(&github);
-    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
-    ws.write_config(&config.replacen("[forge]\n", "[forge]\nresolve_acknowledged = true\n", 1));
+    let ws = github_workspace(&github, "resolve_acknowledged = true\n");
     ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-6"]);
     ws.ok(&["go", "G-6"]);
     ws.ok(&["run", "--once"]);

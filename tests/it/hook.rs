@@ -139,7 +139,7 @@ fn a_broken_contract_denies_everything_and_says_why() {
 }
 
 #[test]
-fn the_hook_is_quick_to_refuse_oversized_input() {
+fn oversized_input_is_refused_not_judged() {
     let ws = Workspace::init();
     let worktree = ws.path().join("wt");
     std::fs::create_dir_all(&worktree).expect("mkdir");
