@@ -612,10 +612,7 @@ fn escalation_kind(line: &str) -> &str {
 pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
     let store = runner.store.as_ref();
     let mut runs = tokio::task::JoinSet::new();
-    for escalation in store.escalations(false).await? {
-        if escalation.resolved_at.is_none() || escalation.applied_at.is_some() {
-            continue;
-        }
+    for escalation in store.answered_escalations().await? {
         let Some(run_id) = escalation.run_id else {
             continue;
         };
@@ -794,10 +791,10 @@ async fn push(worktree: &Path, remote: &str, branch: &str) -> Result<()> {
 /// Whether some run waits only for a free slot to take the owner's answer.
 pub async fn has_decided(store: &dyn Store) -> Result<bool> {
     Ok(store
-        .escalations(false)
+        .answered_escalations()
         .await?
         .iter()
-        .any(|e| e.resolved_at.is_some() && e.applied_at.is_none() && e.run_id.is_some()))
+        .any(|e| e.run_id.is_some()))
 }
 
 /// Drives a started run, from `phase`, to `complete` or `abandoned`.

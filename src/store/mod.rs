@@ -262,6 +262,11 @@ pub trait Store: Send + Sync {
     /// `pending_only`, oldest first.
     async fn escalations(&self, pending_only: bool) -> StoreResult<Vec<Decision>>;
 
+    /// Escalations the owner answered that no run has taken up yet (`applied_at` unset),
+    /// oldest first: what the runner resumes. Read on every daemon heartbeat, so it reads
+    /// only those rows.
+    async fn answered_escalations(&self) -> StoreResult<Vec<Decision>>;
+
     /// The escalations of one run, resolved or not, oldest first.
     async fn run_escalations(&self, run_id: i64) -> StoreResult<Vec<Decision>>;
 

@@ -639,6 +639,20 @@ impl Store for PgStore {
             .collect::<Result<_, _>>()?)
     }
 
+    async fn answered_escalations(&self) -> StoreResult<Vec<Decision>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DECISION_COLUMNS} FROM executor_decisions \
+             WHERE decision = 'escalate' AND resolved_at IS NOT NULL AND applied_at IS NULL \
+             ORDER BY id"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(decision_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
     async fn run_escalations(&self, run_id: i64) -> StoreResult<Vec<Decision>> {
         let rows = sqlx::query(&format!(
             "SELECT {DECISION_COLUMNS} FROM executor_decisions \

@@ -687,6 +687,19 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn answered_escalations(&self) -> StoreResult<Vec<Decision>> {
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {DECISION_COLUMNS} FROM executor_decisions \
+                 WHERE decision = 'escalate' AND resolved_at IS NOT NULL AND applied_at IS NULL \
+                 ORDER BY id"
+            ))?
+            .query_map([], decision_from_row)?
+            .collect()
+        })
+        .await
+    }
+
     async fn run_escalations(&self, run_id: i64) -> StoreResult<Vec<Decision>> {
         self.call(move |conn| {
             conn.prepare_cached(&format!(

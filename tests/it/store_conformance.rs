@@ -450,6 +450,11 @@ async fn an_escalation_is_resolved_once_and_applied_once(store: &dyn Store) {
         2
     );
 
+    assert_eq!(
+        store.answered_escalations().await.expect("answered"),
+        vec![]
+    );
+
     // Nothing to apply before the owner answers.
     let applied_at = t0() + Duration::minutes(10);
     assert!(!store
@@ -533,10 +538,20 @@ async fn an_escalation_is_resolved_once_and_applied_once(store: &dyn Store) {
         1
     );
 
+    assert_eq!(
+        store.answered_escalations().await.expect("answered"),
+        vec![resolved.clone()],
+        "answered and not yet taken up"
+    );
     assert!(store
         .apply_escalation(escalation.id, applied_at)
         .await
         .expect("apply"));
+    assert_eq!(
+        store.answered_escalations().await.expect("answered"),
+        vec![],
+        "taken up"
+    );
     assert!(!store
         .apply_escalation(escalation.id, applied_at + Duration::minutes(1))
         .await
