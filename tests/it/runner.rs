@@ -351,11 +351,13 @@ fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
     // Each run first earns both counters, so the restart has something to keep: a silent
     // worker (stopped by the watchdog: stuck count 1), a resume worker whose change fails
     // verification once (ci_attempts 1), then a fix_ci worker still working when its
-    // runner is killed; the worker after the restart finishes.
+    // runner is killed; the worker after the restart finishes. The long worker ignores
+    // SIGPIPE, so it lives on after its reader (the killed runner) is gone, as a worker
+    // that is not printing at that moment would.
     let worker = "if [ ! -f .silent ]; then touch .silent; sleep 300; \
                   elif [ ! -f .first-done ]; then touch .first-done; echo '[DONE:implemented] first try'; \
-                  elif [ ! -f .long ]; then touch .long; \
-                    while true; do echo '[STATUS:working] a long job'; sleep 0.2; done; \
+                  elif [ ! -f .long ]; then touch .long; trap '' PIPE; \
+                    while true; do echo '[STATUS:working] a long job' 2>/dev/null; sleep 0.2; done; \
                   else echo '[DONE:ci_fixed] resumed and finished'; fi";
     let verify = "if [ -f .verified-once ]; then exit 0; else touch .verified-once; exit 1; fi";
     let ws = workspace(
