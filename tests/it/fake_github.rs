@@ -1303,6 +1303,9 @@ fn graphql(state: &mut StateData, body: &Value) -> Reply {
             ),
         };
     }
+    if query.contains("query ExecutorPrs(") {
+        return pull_requests(state, query, variables);
+    }
     if query.contains("reviewThreads") {
         let number = variables["number"].as_u64().unwrap_or(0);
         if variables["owner"] != OWNER || variables["name"] != REPO || !live(state, number) {
@@ -1343,4 +1346,198 @@ fn graphql(state: &mut StateData, body: &Value) -> Reply {
         200,
         &json!({ "errors": [{ "message": "the fake GitHub does not serve this query" }] }),
     )
+}
+
+/// `query ExecutorPrs(…)`: fields `prN: pullRequest(number: $nN) { ...executorPr }`, each
+/// answered from the same state the REST paths serve, in GraphQL's shapes (upper-case
+/// enums, `nodes`, `pageInfo`), honouring the caps a test set on pages. A missing PR is
+/// `null` with a `NOT_FOUND` error whose path names its alias, as GitHub answers.
+fn pull_requests(state: &mut StateData, query: &str, variables: &Value) -> Reply {
+    if variables["owner"] != OWNER || variables["name"] != REPO {
+        let mut answer = fixture_json("graphql_error.json");
+        answer["data"] = json!({ "repository": null });
+        answer["errors"][0]["path"] = json!(["repository"]);
+        answer["errors"][0]["message"] = json!(format!(
+            "Could not resolve to a Repository with the name '{}/{}'.",
+            variables["owner"].as_str().unwrap_or(""),
+            variables["name"].as_str().unwrap_or("")
+        ));
+        return Reply::json(200, &answer);
+    }
+    let first = |field: &str, default: usize| {
+        regex::Regex::new(&format!(r"{field}\((?:first|last):\s*(\d+)"))
+            .ok()
+            .and_then(|re| re.captures(query))
+            .and_then(|c| c[1].parse::<usize>().ok())
+            .unwrap_or(default)
+    };
+    let contexts_page = first("contexts", 100).min(state.max_per_page);
+    let threads_page = first("reviewThreads", 100).min(state.threads_page_size);
+    let thread_comments = first("comments", 50);
+    let aliases: Vec<(String, String)> =
+        regex::Regex::new(r"(pr\d+): pullRequest\(number: \$(n\d+)\)")
+            .map(|re| {
+                re.captures_iter(query)
+                    .map(|c| (c[1].to_string(), c[2].to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+    let mut repository = serde_json::Map::new();
+    let mut errors = Vec::new();
+    for (alias, variable) in aliases {
+        let number = variables[&variable].as_u64().unwrap_or(0);
+        if !live(state, number) {
+            let mut error = fixture_json("graphql_error.json")["errors"][0].take();
+            error["path"] = json!(["repository", alias]);
+            error["message"] = json!(format!(
+                "Could not resolve to a PullRequest with the number of {number}."
+            ));
+            errors.push(error);
+            repository.insert(alias, Value::Null);
+            continue;
+        }
+        let node = pr_node(state, number, contexts_page, threads_page, thread_comments);
+        repository.insert(alias, node);
+    }
+    let mut answer = json!({ "data": { "repository": repository } });
+    if !errors.is_empty() {
+        answer["errors"] = json!(errors);
+    }
+    Reply::json(200, &answer)
+}
+
+/// One PR as the `executorPr` fragment asks for it.
+fn pr_node(
+    state: &mut StateData,
+    number: u64,
+    contexts_page: usize,
+    threads_page: usize,
+    thread_comments: usize,
+) -> Value {
+    // A look computes mergeability as a REST GET does.
+    let _ = get_pr(state, number);
+    let pr = state
+        .prs
+        .get(&number)
+        .map(|p| p.json.clone())
+        .unwrap_or_default();
+    let state_name = if pr["merged"] == true || !pr["merged_at"].is_null() {
+        "MERGED"
+    } else if pr["state"] == "closed" {
+        "CLOSED"
+    } else {
+        "OPEN"
+    };
+    let mergeable = match pr["mergeable"].as_bool() {
+        Some(true) => "MERGEABLE",
+        Some(false) => "CONFLICTING",
+        None => "UNKNOWN",
+    };
+    let head = pr["head"]["sha"].as_str().unwrap_or("").to_string();
+    let upper = |v: &Value| match v.as_str() {
+        Some(text) => json!(text.to_ascii_uppercase()),
+        None => Value::Null,
+    };
+    let runs = state.check_runs.get(&head).cloned().unwrap_or_default();
+    let rollup = if runs.is_empty() {
+        Value::Null
+    } else {
+        let nodes: Vec<Value> = runs
+            .iter()
+            .take(contexts_page)
+            .map(|run| {
+                json!({
+                    "__typename": "CheckRun",
+                    "databaseId": run["id"],
+                    "name": run["name"],
+                    "status": upper(&run["status"]),
+                    "conclusion": upper(&run["conclusion"]),
+                    "startedAt": run["started_at"],
+                    "detailsUrl": run["details_url"],
+                    "permalink": run["html_url"],
+                    "title": run["output"]["title"],
+                })
+            })
+            .collect();
+        json!({ "contexts": {
+            "pageInfo": { "hasNextPage": runs.len() > contexts_page },
+            "nodes": nodes,
+        }})
+    };
+    let threads = state.threads.get(&number).cloned().unwrap_or_default();
+    let thread_nodes: Vec<Value> = threads
+        .iter()
+        .take(threads_page)
+        .map(|thread| {
+            let mut thread = thread.clone();
+            if let Some(comments) = thread["comments"]["nodes"].as_array_mut() {
+                let skip = comments.len().saturating_sub(thread_comments);
+                comments.drain(..skip);
+                for comment in comments.iter_mut() {
+                    let login = comment["author"]["login"]
+                        .as_str()
+                        .unwrap_or("")
+                        .to_string();
+                    let bot = BOT_LOGIN.strip_suffix("[bot]") == Some(login.as_str());
+                    comment["author"]["__typename"] = json!(if bot { "Bot" } else { "User" });
+                    comment["authorAssociation"] = json!(if login == OWNER {
+                        "OWNER"
+                    } else {
+                        "CONTRIBUTOR"
+                    });
+                }
+            }
+            thread
+        })
+        .collect();
+    let comments = state
+        .issue_comments
+        .get(&number)
+        .cloned()
+        .unwrap_or_default();
+    let skip = comments.len().saturating_sub(100);
+    let comment_nodes: Vec<Value> = comments
+        .iter()
+        .skip(skip)
+        .map(|c| {
+            let author = match c["user"]["login"].as_str() {
+                Some(login) => json!({
+                    "__typename": c["user"]["type"],
+                    "login": login.strip_suffix("[bot]").unwrap_or(login),
+                }),
+                None => Value::Null,
+            };
+            json!({
+                "databaseId": c["id"],
+                "author": author,
+                "authorAssociation": c["author_association"],
+                "body": c["body"],
+                "createdAt": c["created_at"],
+            })
+        })
+        .collect();
+    let labels: Vec<Value> = pr["labels"]
+        .as_array()
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|l| json!({ "name": l["name"] }))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "number": number,
+        "state": state_name,
+        "isDraft": pr["draft"],
+        "mergeable": mergeable,
+        "headRefOid": head,
+        "updatedAt": pr["updated_at"],
+        "labels": { "nodes": labels },
+        "commits": { "nodes": [{ "commit": { "oid": head, "statusCheckRollup": rollup } }] },
+        "reviewThreads": {
+            "pageInfo": { "hasNextPage": threads.len() > threads_page },
+            "nodes": thread_nodes,
+        },
+        "comments": { "nodes": comment_nodes },
+    })
 }

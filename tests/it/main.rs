@@ -5,6 +5,7 @@ mod cli;
 mod daemon;
 mod escalations;
 mod fake_github;
+mod github_batch;
 mod github_client;
 mod github_observe;
 mod github_runs;

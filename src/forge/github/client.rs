@@ -12,6 +12,7 @@ use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::{Method, StatusCode};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use url::Url;
 
@@ -327,6 +328,11 @@ impl GithubClient {
     }
 
     /// HTTP requests actually sent (cache hits not counted, 304s counted).
+    /// The repository as `(owner, name)`.
+    pub fn repository(&self) -> (&str, &str) {
+        (&self.inner.owner, &self.inner.repo)
+    }
+
     pub fn requests_sent(&self) -> u64 {
         self.inner.requests_sent.load(Ordering::Relaxed)
     }
@@ -813,7 +819,8 @@ impl GithubClient {
     }
 
     /// A GraphQL call. Queries (`cacheable`) share the TTL cache keyed by their text and
-    /// variables; GraphQL has no ETags. Mutations expire the cache.
+    /// variables; GraphQL has no ETags. Mutations expire the cache. Any `errors` entry fails
+    /// the call.
     async fn graphql<T: DeserializeOwned>(
         &self,
         query: &str,
@@ -821,10 +828,37 @@ impl GithubClient {
         cacheable: bool,
         what: &'static str,
     ) -> Result<T, GithubError> {
+        let (data, _) = self
+            .graphql_answer(query, variables, cacheable, false, what)
+            .await?;
+        decode(data.get().as_bytes(), what)
+    }
+
+    /// A cacheable GraphQL query that may answer in part: `data` with `errors` beside it
+    /// (one aliased field of many not found, say). Both come back; a rate limit, or
+    /// `errors` without `data`, still fail the call. Partial answers are not cached.
+    pub(super) async fn graphql_partial(
+        &self,
+        query: &str,
+        variables: Value,
+        what: &'static str,
+    ) -> Result<(Box<RawValue>, Vec<GraphQlError>), GithubError> {
+        self.graphql_answer(query, variables, true, true, what)
+            .await
+    }
+
+    async fn graphql_answer(
+        &self,
+        query: &str,
+        variables: Value,
+        cacheable: bool,
+        partial: bool,
+        what: &'static str,
+    ) -> Result<(Box<RawValue>, Vec<GraphQlError>), GithubError> {
         #[derive(Deserialize)]
         struct Envelope {
             #[serde(default)]
-            data: Option<Box<serde_json::value::RawValue>>,
+            data: Option<Box<RawValue>>,
             #[serde(default)]
             errors: Vec<GraphQlError>,
         }
@@ -837,8 +871,8 @@ impl GithubClient {
         } else {
             None
         };
-        let body: Arc<[u8]> = match cached {
-            Some(page) => page.body,
+        let envelope: Envelope = match cached {
+            Some(page) => decode(&page.body, what)?,
             None => {
                 let url = self.inner.graphql_url.clone();
                 let path = url.path().to_owned();
@@ -852,13 +886,22 @@ impl GithubClient {
                     return Err(self.failure(Api::GraphQl, status, &headers, &body, &path));
                 }
                 let envelope: Envelope = decode(&body, what)?;
-                if !envelope.errors.is_empty() {
+                let has_data = envelope
+                    .data
+                    .as_ref()
+                    .is_some_and(|d| d.get().trim() != "null");
+                let limited = envelope
+                    .errors
+                    .iter()
+                    .any(|e| e.kind.as_deref() == Some("RATE_LIMITED"));
+                if !envelope.errors.is_empty() && (!partial || !has_data || limited) {
                     return Err(self.graphql_failure(envelope.errors, &headers));
                 }
-                let body: Arc<[u8]> = Arc::from(body);
-                if cacheable {
+                if !cacheable {
+                    self.expire_cache();
+                } else if envelope.errors.is_empty() {
                     let page = Page {
-                        body: body.clone(),
+                        body: Arc::from(body),
                         next: None,
                     };
                     lock(&self.inner.cache).store(
@@ -868,13 +911,10 @@ impl GithubClient {
                         now,
                         self.inner.options.cache_capacity,
                     );
-                } else {
-                    self.expire_cache();
                 }
-                body
+                envelope
             }
         };
-        let envelope: Envelope = decode(&body, what)?;
         let data = envelope.data.ok_or_else(|| GithubError::GraphQl {
             errors: vec![GraphQlError {
                 kind: None,
@@ -882,7 +922,7 @@ impl GithubClient {
                 path: Vec::new(),
             }],
         })?;
-        decode(data.get().as_bytes(), what)
+        Ok((data, envelope.errors))
     }
 
     /// GraphQL reports its rate limit as an error of type `RATE_LIMITED` in an HTTP 200.

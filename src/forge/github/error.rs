@@ -7,6 +7,7 @@
 //! bodies (which never echo credentials) and from paths the client built.
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -70,12 +71,21 @@ pub enum GithubError {
     /// The settings cannot make a client (bad base URL, a token unfit for a header).
     #[error("invalid GitHub settings: {0}")]
     Settings(String),
+    /// One call made for several PRs failed as a whole: each PR gets this. It passes and
+    /// retries as the failure inside does, but is never "not found" for any one PR (a
+    /// repository the token cannot see answers `NOT_FOUND` too, and must not end every
+    /// run).
+    #[error("{0}")]
+    Shared(Arc<GithubError>),
 }
 
 fn join(errors: &[GraphQlError]) -> String {
     let parts: Vec<String> = errors.iter().map(ToString::to_string).collect();
     parts.join("; ")
 }
+
+/// How GitHub's GraphQL answer starts when a query ran out of time on its side.
+const GRAPHQL_TIMEOUT: &str = "Something went wrong while executing your query";
 
 /// How long to wait after a secondary limit that came without `retry-after`: GitHub's
 /// guidance is "at least one minute".
@@ -90,12 +100,12 @@ impl GithubError {
             | Self::Server { .. }
             | Self::Timeout
             | Self::Transport { .. } => true,
-            Self::GraphQl { errors } => errors.iter().any(|e| {
-                matches!(
-                    e.kind.as_deref(),
-                    Some("RATE_LIMITED") | Some("SERVICE_UNAVAILABLE") | Some("INTERNAL")
-                )
+            Self::GraphQl { errors } => errors.iter().any(|e| match e.kind.as_deref() {
+                Some(kind) => matches!(kind, "RATE_LIMITED" | "SERVICE_UNAVAILABLE" | "INTERNAL"),
+                // GitHub's word for a query that timed out on its side; it comes untyped.
+                None => e.message.starts_with(GRAPHQL_TIMEOUT),
             }),
+            Self::Shared(inner) => inner.is_transient(),
             Self::NotFound { .. } | Self::Http { .. } | Self::Decode { .. } | Self::Settings(_) => {
                 false
             }
@@ -109,6 +119,7 @@ impl GithubError {
         match self {
             Self::RateLimited { reset_at } => Some((*reset_at).max(now)),
             Self::SecondaryLimit { retry_after } => Some(now + to_chrono(*retry_after)),
+            Self::Shared(inner) => inner.retry_at(now),
             _ if self.is_transient() => Some(now),
             _ => None,
         }

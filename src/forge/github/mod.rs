@@ -7,7 +7,8 @@
 //! | `rate.rs` | turning a failed response into an error (primary and secondary rate limits, 5xx, 404, …) |
 //! | `client.rs` | the client: auth, timeouts, the ETag and short-lived response caches, pagination, the operations |
 //! | `types.rs` | the request and response shapes, as much of them as executor reads |
-//! | `observe.rs` | one look at a PR: the observation the `pr` state machine decides from |
+//! | `batch.rs` | many PRs in one GraphQL query: what a tick over every open PR reads |
+//! | `observe.rs` | the observation the `pr` state machine decides from, for many PRs at once or one |
 //! | `steps.rs` | the orchestrator's own PR operations a step asks for (draft PR, labels, CI trigger, threads, review, the owner's notice) |
 //!
 //! Theory of operation. The runner asks the client about many runs in one tick; the client
@@ -23,6 +24,7 @@
 //! to the configured API host (not in a URL, a body, an error, a tracing field, nor a
 //! redirect to a log download), or follow a pagination link to another host.
 
+pub mod batch;
 mod client;
 mod error;
 pub mod observe;
@@ -31,9 +33,10 @@ mod secret;
 pub mod steps;
 mod types;
 
+pub use batch::{PrSnapshot, PRS_PER_QUERY};
 pub use client::{ClientOptions, GithubClient, GithubSettings, LogExcerptOptions};
 pub use error::{GithubError, GraphQlError};
-pub use observe::observe;
+pub use observe::{observe, observe_many, Look};
 pub use secret::{Secret, SecretError};
 pub use steps::CiTrigger;
 pub use types::*;

@@ -1,12 +1,15 @@
-//! One look at a run's pull request on GitHub: [`observe`] turns the client's answers into
-//! the [`PrObservation`] the pure `pr` machine ([`crate::core::pr`]) decides from.
+//! Looks at a run's pull request on GitHub: [`observe_many`] and [`observe`] turn the
+//! client's answers into the [`PrObservation`] the pure `pr` machine ([`crate::core::pr`])
+//! decides from.
 //!
-//! Theory of operation. Per tick and open PR, [`observe`] reads five resources through the
-//! shared [`GithubClient`]: the PR, the head commit's check runs (every page), the review
-//! threads (GraphQL, every page), the conversation comments and the review comments. The
-//! four after the PR are asked for at once. Everything goes through the client's caches, so
-//! a second look within its TTL costs no request and a later unchanged one costs 304s.
-//! Nothing is cached here.
+//! Theory of operation. A tick looks at every open PR with [`observe_many`]: one GraphQL
+//! request per twenty PRs ([`super::batch`]) reads state, head, labels, checks, threads and
+//! comments of all of them. A PR with more checks or threads than that request reads is
+//! looked at alone with [`observe`], which reads five resources through the shared
+//! [`GithubClient`] (the PR, then at once the head commit's check runs (every page), the
+//! review threads (GraphQL, every page), the conversation comments and the review
+//! comments). Everything goes through the client's caches, so a second look within its TTL
+//! costs no request. Nothing is cached here.
 //!
 //! Failed-CI details (the failing job step and a log excerpt, from the Actions jobs and logs
 //! endpoints) cost one request per Actions run plus two per failed job (the log API answers
@@ -51,9 +54,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use chrono::{DateTime, Utc};
 
+use super::batch::{PrSnapshot, SnapshotState};
 use super::client::{GithubClient, LogExcerptOptions};
 use super::error::GithubError;
-use super::types::{self, IssueComment, PullRequest, ReviewComment};
+use super::types::{self, PullRequest};
 use crate::core::pr::{
     next_pr_step, CheckConclusion, CheckRun, CheckRunStatus, ObservedComment, ObservedThread,
     OwnerComment, PrConfig, PrMemory, PrObservation, PrState, PrStep,
@@ -65,9 +69,108 @@ pub const EXECUTOR_MARKER: &str = "<!-- executor:";
 /// The login GitHub shows for a deleted account.
 const GHOST: &str = "ghost";
 
-/// Builds the observation of PR `pr_number` at `now` (see the module notes). `config` and
-/// `memory` only decide whether failed-CI details are worth fetching; `worker_running` is
-/// passed through.
+/// One PR for [`observe_many`] to look at, with what the runner knows of it.
+#[derive(Clone, Copy, Debug)]
+pub struct Look<'a> {
+    pub number: u64,
+    pub memory: &'a PrMemory,
+    pub worker_running: bool,
+}
+
+/// The observations of many PRs, in the order of `looks`: one GraphQL request per
+/// [`super::PRS_PER_QUERY`] PRs ([`GithubClient::pull_requests`]), plus, for a PR with
+/// more checks or threads than that request reads, the one-PR look ([`observe`]), and for
+/// a PR that is to get a `fix_ci` worker, its jobs and logs. An error is that PR's alone
+/// unless it is [`GithubError::Shared`].
+pub async fn observe_many(
+    client: &GithubClient,
+    looks: &[Look<'_>],
+    config: &PrConfig,
+    now: DateTime<Utc>,
+) -> Vec<Result<PrObservation, GithubError>> {
+    let numbers: Vec<u64> = looks.iter().map(|l| l.number).collect();
+    let snapshots = client.pull_requests(&numbers).await;
+    let mut observed = Vec::with_capacity(looks.len());
+    for (look, (_, snapshot)) in looks.iter().zip(snapshots) {
+        let result = match snapshot {
+            Ok(pr) if pr.checks_complete && pr.threads_complete => {
+                from_snapshot(client, pr, look, config, now).await
+            }
+            Ok(_) => {
+                observe(
+                    client,
+                    look.number,
+                    config,
+                    look.memory,
+                    now,
+                    look.worker_running,
+                )
+                .await
+            }
+            Err(error) => Err(error),
+        };
+        observed.push(result);
+    }
+    observed
+}
+
+async fn from_snapshot(
+    client: &GithubClient,
+    pr: PrSnapshot,
+    look: &Look<'_>,
+    config: &PrConfig,
+    now: DateTime<Utc>,
+) -> Result<PrObservation, GithubError> {
+    let mut obs = PrObservation {
+        observed_at: now,
+        state: match pr.state {
+            SnapshotState::Open => PrState::Open,
+            SnapshotState::Closed => PrState::Closed,
+            SnapshotState::Merged => PrState::Merged,
+        },
+        draft: pr.draft,
+        mergeable: pr.mergeable,
+        head_sha: pr.head_sha,
+        head_pushed_at: Some(pr.updated_at),
+        ci_run_exists: false,
+        checks: Vec::new(),
+        labels: pr.labels,
+        threads: Vec::new(),
+        owner_comments: Vec::new(),
+        worker_running: look.worker_running,
+    };
+    if obs.state != PrState::Open {
+        return Ok(obs);
+    }
+    let conversation = pr.comments.iter().filter_map(|c| {
+        Some(Authored {
+            id: c.database_id?,
+            login: c.author.as_ref().map(|a| a.login.as_str()),
+            via_app: c.author.as_ref().and_then(|a| a.kind.as_deref()) == Some("Bot"),
+            association: &c.author_association,
+            body: &c.body,
+            created_at: c.created_at,
+        })
+    });
+    let review = pr.threads.iter().flat_map(|t| &t.comments).filter_map(|c| {
+        Some(Authored {
+            id: c.database_id?,
+            login: c.author.as_ref().map(|a| a.login.as_str()),
+            via_app: c.author.as_ref().and_then(|a| a.kind.as_deref()) == Some("Bot"),
+            association: c.author_association.as_deref().unwrap_or(""),
+            body: &c.body,
+            created_at: c.created_at,
+        })
+    });
+    obs.owner_comments = owner_comments(conversation.chain(review), config);
+    obs.ci_run_exists = !pr.check_runs.is_empty();
+    obs.threads = pr.threads.into_iter().map(to_thread).collect();
+    with_checks(client, obs, pr.check_runs, look.memory, config).await
+}
+
+/// Builds the observation of PR `pr_number` at `now` from one request per resource (see
+/// the module notes). `config` and `memory` only decide whether failed-CI details are
+/// worth fetching; `worker_running` is passed through.
 pub async fn observe(
     client: &GithubClient,
     pr_number: u64,
@@ -103,11 +206,38 @@ pub async fn observe(
     )?;
 
     obs.ci_run_exists = check_runs.total_count > 0 || !check_runs.runs.is_empty();
-    let checks = latest_per_name(check_runs.runs);
-    obs.checks = checks.iter().map(to_check).collect();
     obs.threads = threads.into_iter().map(to_thread).collect();
-    obs.owner_comments = owner_comments(&issue_comments, &review_comments, config);
+    let conversation = issue_comments.iter().map(|c| Authored {
+        id: c.id,
+        login: c.user.as_ref().map(|u| u.login.as_str()),
+        via_app: c.performed_via_github_app.is_some(),
+        association: &c.author_association,
+        body: &c.body,
+        created_at: c.created_at,
+    });
+    let review = review_comments.iter().map(|c| Authored {
+        id: c.id,
+        login: c.user.as_ref().map(|u| u.login.as_str()),
+        via_app: false,
+        association: &c.author_association,
+        body: &c.body,
+        created_at: c.created_at,
+    });
+    obs.owner_comments = owner_comments(conversation.chain(review), config);
+    with_checks(client, obs, check_runs.runs, memory, config).await
+}
 
+/// Puts the head's checks into `obs`, with the failing steps and log excerpts when the
+/// machine would send a `fix_ci` worker.
+async fn with_checks(
+    client: &GithubClient,
+    mut obs: PrObservation,
+    check_runs: Vec<types::CheckRun>,
+    memory: &PrMemory,
+    config: &PrConfig,
+) -> Result<PrObservation, GithubError> {
+    let checks = latest_per_name(check_runs);
+    obs.checks = checks.iter().map(to_check).collect();
     if matches!(
         next_pr_step(&obs, memory, config),
         PrStep::SpawnFixCi { .. }
@@ -308,44 +438,33 @@ fn to_thread(thread: types::ReviewThread) -> ObservedThread {
     }
 }
 
-fn owner_comments(
-    issue: &[IssueComment],
-    review: &[ReviewComment],
+/// A comment from either list, as far as telling the owner's apart needs.
+struct Authored<'a> {
+    id: u64,
+    login: Option<&'a str>,
+    /// Posted by an app (`performed_via_github_app` over REST, a `Bot` author over GraphQL).
+    via_app: bool,
+    association: &'a str,
+    body: &'a str,
+    created_at: DateTime<Utc>,
+}
+
+fn owner_comments<'a>(
+    comments: impl Iterator<Item = Authored<'a>>,
     config: &PrConfig,
 ) -> Vec<OwnerComment> {
-    let by_owner = |association: &str, login: Option<&str>, body: &str| {
-        association == "OWNER"
-            && !login.is_some_and(|l| is_executor(l, config))
-            && !body.contains(EXECUTOR_MARKER)
-    };
-    let issue = issue
-        .iter()
-        .filter(|c| c.performed_via_github_app.is_none())
+    comments
         .filter(|c| {
-            by_owner(
-                &c.author_association,
-                c.user.as_ref().map(|u| u.login.as_str()),
-                &c.body,
-            )
+            c.association == "OWNER"
+                && !c.via_app
+                && !c.login.is_some_and(|l| is_executor(l, config))
+                && !c.body.contains(EXECUTOR_MARKER)
         })
         .map(|c| OwnerComment {
             id: c.id,
             created_at: c.created_at,
-        });
-    let review = review
-        .iter()
-        .filter(|c| {
-            by_owner(
-                &c.author_association,
-                c.user.as_ref().map(|u| u.login.as_str()),
-                &c.body,
-            )
         })
-        .map(|c| OwnerComment {
-            id: c.id,
-            created_at: c.created_at,
-        });
-    issue.chain(review).collect()
+        .collect()
 }
 
 /// GitHub shows an App's login as `name[bot]` over REST and `name` over GraphQL.

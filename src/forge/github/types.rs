@@ -299,6 +299,9 @@ pub struct ThreadComment {
     /// `None` for a deleted account. An app's bot shows without `[bot]` here.
     #[serde(default)]
     pub author: Option<Author>,
+    /// `OWNER`, `MEMBER`, …, when the query asks for it.
+    #[serde(default)]
+    pub author_association: Option<String>,
     pub body: String,
     pub created_at: DateTime<Utc>,
     pub url: String,
@@ -307,9 +310,12 @@ pub struct ThreadComment {
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 pub struct Author {
     pub login: String,
+    /// `User` or `Bot` (a GitHub App), when the query asks for `__typename`.
+    #[serde(rename = "__typename", default)]
+    pub kind: Option<String>,
 }
 
-fn nodes<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+pub(crate) fn nodes<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,

@@ -9,26 +9,70 @@
 //! timeout leaves the run as it was for a later tick; only a PR that is gone ends the run.
 
 use super::*;
-use crate::core::pr::{next_pr_step, remember, PrConfig, PrMemory, PrStep, Stage};
+use crate::core::pr::{next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep, Stage};
 use crate::forge::github::{self, steps};
 
 /// Looks at every run with an open (or complete, draft) PR once and takes its next step.
-/// Runs another runner holds are left to it.
+/// Runs another runner holds are left to it. All PRs are read together (a few GraphQL
+/// requests for the lot); the steps then run side by side, as many at once as the runner
+/// has worker slots (a step that spawns a worker also waits for a slot).
 pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
     let Some(github) = runner.settings.github.clone() else {
         return Ok(Passed::default());
     };
     let store = runner.store.as_ref();
+    let config = pr_config(&runner.settings, &github);
     let mut passed = Passed::default();
+
+    let mut taken: Vec<(Run, PrMemory)> = Vec::new();
     for run in store.runs(None).await? {
         let watched =
             run.pr_number.is_some() && matches!(run.state, RunState::Pr | RunState::Complete);
         if !watched || !take_run(store, &runner.holder, run.id).await? {
             continue;
         }
-        let (gid, run_id) = (run.task_gid.clone(), run.id);
-        let ticked = tick_one(runner, &github, run).await;
-        release_run(store, &runner.holder, run_id).await;
+        match memory_of(store, &run).await {
+            Ok(memory) => taken.push((run, memory)),
+            Err(error) => {
+                release_run(store, &runner.holder, run.id).await;
+                passed.failed.push(format!("{}: {error:#}", run.task_gid));
+            }
+        }
+    }
+    if taken.is_empty() {
+        return Ok(passed);
+    }
+
+    let looks: Vec<github::Look<'_>> = taken
+        .iter()
+        .map(|(run, memory)| github::Look {
+            number: pr_number(run),
+            memory,
+            worker_running: false,
+        })
+        .collect();
+    let observed = github::observe_many(&github.client, &looks, &config, Utc::now()).await;
+    drop(looks);
+
+    let parallel = Arc::new(Semaphore::new(runner.settings.max_workers.max(1)));
+    let mut steps = tokio::task::JoinSet::new();
+    for ((run, memory), observed) in taken.into_iter().zip(observed) {
+        let (runner, github, config, parallel) = (
+            runner.clone(),
+            github.clone(),
+            config.clone(),
+            Arc::clone(&parallel),
+        );
+        steps.spawn(async move {
+            let _turn = parallel.acquire_owned().await;
+            let (gid, run_id) = (run.task_gid.clone(), run.id);
+            let ticked = tick_one(&runner, &github, &config, run, memory, observed).await;
+            release_run(runner.store.as_ref(), &runner.holder, run_id).await;
+            (gid, run_id, ticked)
+        });
+    }
+    while let Some(joined) = steps.join_next().await {
+        let (gid, run_id, ticked) = joined.context("a PR step panicked")?;
         match ticked {
             Ok(Some(result)) => passed.results.push(result),
             Ok(None) => {}
@@ -38,7 +82,25 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
             }
         }
     }
+    passed.results.sort_by_key(|r| r.run_id);
     Ok(passed)
+}
+
+fn pr_number(run: &Run) -> u64 {
+    u64::try_from(run.pr_number.unwrap_or_default()).unwrap_or_default()
+}
+
+/// The `pr` machine's memory of a run, as the store keeps it between ticks.
+async fn memory_of(store: &dyn Store, run: &Run) -> Result<PrMemory> {
+    let mut memory: PrMemory = match store.pr_memory(run.id).await? {
+        Some(json) => serde_json::from_str(&json)
+            .with_context(|| format!("run {}'s PR memory does not read back", run.id))?,
+        None => PrMemory::default(),
+    };
+    if run.state == RunState::Complete {
+        memory.stage = Stage::Complete;
+    }
+    Ok(memory)
 }
 
 /// The `pr` machine's settings, from the config.
@@ -54,26 +116,20 @@ fn pr_config(settings: &RunnerSettings, github: &GithubForge) -> PrConfig {
     }
 }
 
-/// One run's tick; `Some` when the run moved (a worker ran, or its state changed).
+/// One run's step on what was observed of its PR; `Some` when the run moved (a worker
+/// ran, or its state changed).
 async fn tick_one(
     runner: &Runner,
     github: &GithubForge,
+    config: &PrConfig,
     mut run: Run,
+    memory: PrMemory,
+    observed: Result<PrObservation, github::GithubError>,
 ) -> Result<Option<RunResult>> {
     let store = runner.store.as_ref();
     let settings = runner.settings.as_ref();
     let gid = run.task_gid.clone();
-    let config = pr_config(settings, github);
-    let mut memory: PrMemory = match store.pr_memory(run.id).await? {
-        Some(json) => serde_json::from_str(&json)
-            .with_context(|| format!("run {}'s PR memory does not read back", run.id))?,
-        None => PrMemory::default(),
-    };
-    if run.state == RunState::Complete {
-        memory.stage = Stage::Complete;
-    }
-    let pr = u64::try_from(run.pr_number.unwrap_or_default()).unwrap_or_default();
-    let observed = github::observe(&github.client, pr, &config, &memory, Utc::now(), false).await;
+    let pr = pr_number(&run);
     let obs = match observed {
         Ok(obs) => obs,
         Err(error) if error.is_not_found() => {
@@ -86,7 +142,7 @@ async fn tick_one(
         }
         Err(error) => return Err(error.into()),
     };
-    let step = next_pr_step(&obs, &memory, &config);
+    let step = next_pr_step(&obs, &memory, config);
     tracing::info!(gid = %gid, run = run.id, step = ?step, "PR tick");
     let Some(task) = store.task(&gid).await? else {
         anyhow::bail!("run {} has no task {gid}", run.id);
