@@ -282,6 +282,20 @@ fn rate_limits_and_server_errors_make_the_run_wait_without_losing_anything() {
         assert_eq!(shown["runs"][0]["state"], "pr", "{shown}");
         assert_eq!(shown["task"]["status"], "in_progress");
     }
+    // A GraphQL `errors` answer that names none of the PRs (the fixture's `NOT_FOUND` on
+    // another field) is not a gone PR: the run stays, and the pass reports the error.
+    github.fail_next(1, Fault::GraphQlErrors);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Could not resolve to a PullRequest"),
+        "{stderr}"
+    );
+    let shown = ws.json(&["show", "G-3", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "pr", "{shown}");
+    assert_eq!(shown["task"]["status"], "in_progress");
+
     // Once GitHub answers again, the run goes on from where it was.
     std::thread::sleep(std::time::Duration::from_millis(1100));
     github.set_ci(FIRST_HEAD, Ci::Failed);
@@ -464,4 +478,355 @@ fn acknowledged_threads_are_resolved_when_configured() {
         1,
         "only the thread that needs work is left: {still_open:?}"
     );
+}
+
+/// A worker for the whole life of a PR, keeping every prompt it is given as
+/// `prompts-seen/<phase>-<n>.md` (`n` counts that phase's workers from 1), so a second
+/// `fix_comments` can be told from the first. Its first `fix_comments` fixes the first
+/// thread it is given; a later one acknowledges it as out of scope and changes nothing.
+const LIFECYCLE_WORKER: &str = r##"prompt=$(cat); seen=../../prompts-seen; mkdir -p "$seen"
+keep() { n=1; while [ -e "$seen/$1-$n.md" ]; do n=$((n+1)); done; printf '%s' "$prompt" > "$seen/$1-$n.md"; }
+case "$prompt" in
+  *'# Make CI green'*) keep fix_ci; echo fixed >> ci-fix.txt
+    echo '[DONE:ci_fixed] fixed the UI test';;
+  *'# Address review comments'*) keep fix_comments
+    t=$(printf '%s' "$prompt" | grep -o 'Thread `PRRT_[A-Za-z0-9_-]*' | head -n 1 | cut -c9-)
+    if [ "$n" = 1 ]; then
+      echo removed >> comments.txt
+      echo "[STATUS:thread_fixed] thread=$t the old tracking area is removed first"
+      echo '[DONE:comments_addressed] 1 fixed, 0 acknowledged'
+    else
+      echo "[STATUS:thread_acknowledged] thread=$t reason=\"out of scope\" the pinned-tab flicker is another bug"
+      echo '[DONE:comments_addressed] 0 fixed, 1 acknowledged'
+    fi;;
+  *'# Review a pull request'*) keep review; echo '[DONE:review_green] a clean change';;
+  *) keep implement; echo hello > greeting.txt; echo '[DONE:implemented] wrote the greeting';;
+esac"##;
+
+#[test]
+fn a_run_goes_from_push_to_complete_and_back_on_the_owners_comment() {
+    use crate::fake_github::{Ci, FIRST_HEAD, FIX_HEAD, RUN_ID};
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::InProgress);
+    let ws = github_workspace_with(
+        &github,
+        LIFECYCLE_WORKER,
+        "required_labels = [\"executor\", \"ai-generated\"]\nrequired_checks = [\"ui-tests\"]\n",
+    );
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-7"]);
+    ws.ok(&["go", "G-7"]);
+    let run_once = || {
+        let out = ws.run(&["run", "--once"]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        assert!(!stderr.contains(TOKEN), "the token is never logged");
+        stderr
+    };
+    let shown = || ws.json(&["show", "G-7", "--json"]);
+    let run = || shown()["runs"][0].clone();
+    let kept = ws.path().join("prompts-seen");
+    // Every prompt a worker was given so far, by name: which phases ran, in order of name.
+    let seen = || {
+        let mut names: Vec<String> = std::fs::read_dir(&kept)
+            .map(|dir| {
+                dir.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let prompt = |name: &str| {
+        std::fs::read_to_string(kept.join(name))
+            .unwrap_or_else(|e| panic!("no {name} ({e}); kept: {:?}", seen()))
+    };
+    let remote = ws.path().join("remote.git");
+    let mentions = || {
+        github
+            .issue_comments(PR)
+            .iter()
+            .filter(|c| {
+                c["body"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains(&format!("@{OWNER}"))
+            })
+            .count()
+    };
+
+    // 1. The worker's change is pushed and opened as a draft PR with the required labels;
+    // CI on its head is still running, so the same pass's look at it starts nobody.
+    let stderr = run_once();
+    assert_eq!(run()["state"], "pr", "{stderr}");
+    assert_eq!(run()["pr_number"], PR);
+    assert_eq!(seen(), ["implement-1.md"], "{stderr}");
+    let branch = run()["branch_name"].as_str().expect("a branch").to_string();
+    git(
+        &remote,
+        &["cat-file", "-e", &format!("{branch}:greeting.txt")],
+    );
+    let pr = github.pr(PR).expect("the PR");
+    assert_eq!(pr["draft"], true, "{pr}");
+    assert_eq!(pr["head"]["ref"], branch.as_str(), "{pr}");
+    assert_eq!(pr["head"]["sha"], FIRST_HEAD);
+    assert_eq!(github.labels(PR), ["executor", "ai-generated"]);
+
+    // 2. CI still in progress: the next look starts no worker either.
+    let stderr = run_once();
+    assert_eq!(seen(), ["implement-1.md"], "{stderr}");
+    assert_eq!(run()["state"], "pr");
+    assert_eq!(run()["ci_attempts"], 0);
+
+    // 3. CI failed: a fix_ci worker told the failed check, the failing step, the end of its
+    // log and the run's page; its fix is committed and pushed.
+    github.set_ci(FIRST_HEAD, Ci::Failed);
+    let stderr = run_once();
+    assert_eq!(seen(), ["fix_ci-1.md", "implement-1.md"], "{stderr}");
+    let fix_ci = prompt("fix_ci-1.md");
+    for expected in [
+        "- `ui-tests`".to_string(),
+        "** TEST FAILED **".to_string(),
+        format!("- CI run: https://github.com/{OWNER}/{REPO}/actions/runs/{RUN_ID}"),
+        "fix attempt 1".to_string(),
+    ] {
+        assert!(
+            fix_ci.contains(&expected),
+            "{expected} not in the fix_ci prompt:\n{fix_ci}"
+        );
+    }
+    let failing_step = fix_ci
+        .lines()
+        .find(|l| l.starts_with("- Failing step: "))
+        .unwrap_or_else(|| panic!("no failing step in the fix_ci prompt:\n{fix_ci}"));
+    assert!(
+        failing_step.contains("Run macOS UI Tests CI"),
+        "{failing_step}"
+    );
+    assert_eq!(run()["ci_attempts"], 1);
+    assert_eq!(run()["state"], "pr");
+    git(
+        &remote,
+        &["cat-file", "-e", &format!("{branch}:ci-fix.txt")],
+    );
+
+    // 4. CI green on the fix, and one unresolved thread by the owner: a fix_comments worker
+    // given exactly that thread. It fixes it; the fix is pushed.
+    let nodes = fixture_threads();
+    let last_body = |t: &serde_json::Value| {
+        t["comments"]["nodes"]
+            .as_array()
+            .and_then(|c| c.last())
+            .and_then(|c| c["body"].as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let first = nodes
+        .iter()
+        .find(|t| t["isResolved"] == false && !last_body(t).starts_with("[ACKNOWLEDGED:"))
+        .expect("a thread that needs work")
+        .clone();
+    let first_id = first["id"].as_str().expect("an id").to_string();
+    github.set_pr_head(PR, FIX_HEAD);
+    github.set_ci(FIX_HEAD, Ci::Success);
+    github.set_threads(PR, vec![first.clone()]);
+    let stderr = run_once();
+    assert_eq!(
+        seen(),
+        ["fix_ci-1.md", "fix_comments-1.md", "implement-1.md"],
+        "{stderr}"
+    );
+    let fix_comments = prompt("fix_comments-1.md");
+    let thread_in = |prompt: &str, thread: &serde_json::Value| {
+        let heading = format!(
+            "`{}`, line {}",
+            thread["path"].as_str().expect("a path"),
+            thread["line"].as_u64().expect("a line")
+        );
+        let id = format!("Thread `{}`", thread["id"].as_str().expect("an id"));
+        let body = thread["comments"]["nodes"][0]["body"]
+            .as_str()
+            .expect("a comment")
+            .to_string();
+        let author = format!(
+            "**{}** wrote:",
+            thread["comments"]["nodes"][0]["author"]["login"]
+                .as_str()
+                .expect("an author")
+        );
+        [heading, id, body, author]
+            .iter()
+            .all(|expected| prompt.contains(expected.as_str()))
+    };
+    assert!(thread_in(&fix_comments, &first), "{fix_comments}");
+    assert_eq!(
+        fix_comments.matches("Thread `PRRT_").count(),
+        1,
+        "{fix_comments}"
+    );
+    assert!(
+        fix_comments.contains("Reviewers left 1 unresolved thread(s)"),
+        "{fix_comments}"
+    );
+    git(
+        &remote,
+        &["cat-file", "-e", &format!("{branch}:comments.txt")],
+    );
+    // The push is the PR's new head, green; the fixed thread, still open, is not sent again.
+    let fixed_head = git(&remote, &["rev-parse", &branch]);
+    github.set_pr_head(PR, &fixed_head);
+    github.set_ci(&fixed_head, Ci::Success);
+    let stderr = run_once();
+    assert_eq!(
+        seen(),
+        ["fix_ci-1.md", "fix_comments-1.md", "implement-1.md"],
+        "the thread already sent starts nobody: {stderr}"
+    );
+
+    // 5. The owner resolves the fixed thread and opens a second one: a second fix_comments
+    // worker, given only the new thread, acknowledges it; executor answers the thread with
+    // `[ACKNOWLEDGED: …]` on GitHub for it.
+    let mut resolved = first.clone();
+    resolved["isResolved"] = serde_json::json!(true);
+    let mut second = nodes
+        .iter()
+        .find(|t| t["isResolved"] == false && t["id"] != first["id"])
+        .expect("a second open thread")
+        .clone();
+    // Only the owner's comment: the fixture's thread already holds an answer.
+    second["comments"]["nodes"]
+        .as_array_mut()
+        .expect("comments")
+        .truncate(1);
+    let second_id = second["id"].as_str().expect("an id").to_string();
+    let second_comment = second["comments"]["nodes"][0]["databaseId"]
+        .as_u64()
+        .expect("a comment id");
+    github.set_threads(PR, vec![resolved, second.clone()]);
+    let stderr = run_once();
+    assert_eq!(
+        seen(),
+        [
+            "fix_ci-1.md",
+            "fix_comments-1.md",
+            "fix_comments-2.md",
+            "implement-1.md"
+        ],
+        "{stderr}"
+    );
+    let fix_comments = prompt("fix_comments-2.md");
+    assert!(thread_in(&fix_comments, &second), "{fix_comments}");
+    assert!(
+        !fix_comments.contains(&format!("Thread `{first_id}`")),
+        "the resolved thread is not sent: {fix_comments}"
+    );
+    assert!(!fix_comments.contains(&last_body(&first)), "{fix_comments}");
+    assert_eq!(
+        fix_comments.matches("Thread `PRRT_").count(),
+        1,
+        "{fix_comments}"
+    );
+    let threads = github.threads(PR);
+    let answered = threads
+        .iter()
+        .find(|t| t["id"] == second_id.as_str())
+        .expect("the second thread");
+    let replies = answered["comments"]["nodes"].as_array().expect("comments");
+    assert_eq!(replies.len(), 2, "{answered}");
+    let reply = replies[1]["body"].as_str().unwrap_or("");
+    assert!(reply.starts_with("[ACKNOWLEDGED:"), "{reply}");
+    assert_eq!(
+        reply,
+        "[ACKNOWLEDGED: out of scope: the pinned-tab flicker is another bug]"
+    );
+    let untouched = threads
+        .iter()
+        .find(|t| t["id"] == first_id.as_str())
+        .expect("the first thread");
+    assert_eq!(
+        untouched["comments"]["nodes"].as_array().map(Vec::len),
+        Some(1),
+        "only the acknowledged thread is answered: {untouched}"
+    );
+    // The answer went to the REST replies endpoint of the thread's (owner's) comment.
+    let replies_path =
+        format!("/repos/{OWNER}/{REPO}/pulls/{PR}/comments/{second_comment}/replies");
+    let posted: Vec<_> = github
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path.contains("/replies"))
+        .collect();
+    assert_eq!(posted.len(), 1, "{posted:?}");
+    assert_eq!(posted[0].path, replies_path);
+    // Acknowledging changed nothing: no commit, the branch (and so the head) stays.
+    assert_eq!(git(&remote, &["rev-parse", &branch]), fixed_head);
+
+    // 6. Nothing left to fix: a pr_review worker, told the branch, the base and the required
+    // check's result; its verdict is posted as a comment review.
+    let stderr = run_once();
+    assert_eq!(
+        seen(),
+        [
+            "fix_ci-1.md",
+            "fix_comments-1.md",
+            "fix_comments-2.md",
+            "implement-1.md",
+            "review-1.md"
+        ],
+        "{stderr}"
+    );
+    let review = prompt("review-1.md");
+    for expected in [
+        format!("Review the change on `{branch}`"),
+        "against\n`main`".to_string(),
+        format!("https://github.com/{OWNER}/{REPO}/pull/{PR}"),
+        "- `ui-tests`: success".to_string(),
+    ] {
+        assert!(
+            review.contains(&expected),
+            "{expected:?} not in the review prompt:\n{review}"
+        );
+    }
+    let reviews = github.reviews();
+    assert_eq!(reviews.len(), 1, "{reviews:?}");
+    assert_eq!(reviews[0].number, PR);
+    assert_eq!(reviews[0].event, "COMMENT");
+    assert!(
+        reviews[0].body.contains("green") && reviews[0].body.contains("a clean change"),
+        "{reviews:?}"
+    );
+    assert_eq!(run()["state"], "pr");
+    assert_eq!(mentions(), 0);
+
+    // 7. Green, reviewed, nothing unresolved: complete, the task done, the owner @mentioned.
+    let stderr = run_once();
+    let after_review = seen();
+    assert_eq!(after_review.len(), 5, "no worker: {stderr}");
+    let now = shown();
+    assert_eq!(now["runs"][0]["state"], "complete", "{now}");
+    assert_eq!(now["task"]["status"], "done");
+    assert_eq!(mentions(), 1, "{:?}", github.issue_comments(PR));
+
+    // 8. The owner comments on the complete draft PR: back to `pr`; then, with nothing else
+    // changed, complete again and the owner told again. No worker runs for it.
+    github.add_owner_comment(PR, "One more look at the tab bar, please.");
+    let stderr = run_once();
+    assert_eq!(
+        run()["state"],
+        "pr",
+        "back to pr on the owner's comment: {stderr}"
+    );
+    assert_eq!(seen(), after_review);
+    let stderr = run_once();
+    let now = shown();
+    assert_eq!(now["runs"][0]["state"], "complete", "{stderr}");
+    assert_eq!(now["task"]["status"], "done");
+    assert_eq!(mentions(), 2, "{:?}", github.issue_comments(PR));
+    assert_eq!(seen(), after_review);
+    assert_eq!(github.reviews().len(), 1, "the head was reviewed once");
+
+    // The token is in no prompt any worker was given.
+    for name in seen() {
+        assert!(!prompt(&name).contains(TOKEN), "the token is in {name}");
+    }
 }
