@@ -212,12 +212,18 @@ pub struct ObservedComment {
 }
 
 /// A comment the owner wrote on the PR.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnerComment {
     /// The forge's numeric id (REST `id`; GraphQL `databaseId`).
     pub id: u64,
     #[serde(serialize_with = "crate::core::time::serde_utc::required")]
     pub created_at: DateTime<Utc>,
+    /// On the PR's conversation (an issue comment), not in a review thread: no thread
+    /// carries it to a worker, so the machine does (see [`PrMemory::owner_asks`]).
+    #[serde(default)]
+    pub on_conversation: bool,
+    #[serde(default)]
+    pub body: String,
 }
 
 /// Whether the PR can be merged, as far as the forge has worked it out.
@@ -264,6 +270,9 @@ pub struct PrMemory {
     pub ci_triggered: Option<CiTriggered>,
     /// The last escalation, so it is sent once per head and reason.
     pub escalated: Option<Escalated>,
+    /// The owner's conversation comments that sent the complete run back to `pr`, for the
+    /// next `fix_comments` worker; emptied when one is sent.
+    pub owner_asks: Vec<OwnerComment>,
 }
 
 /// The run state while this machine drives it: the two [`RunState`]s it moves between.
@@ -556,22 +565,32 @@ pub fn next_pr_step(obs: &PrObservation, memory: &PrMemory, config: &PrConfig) -
     }
 
     let threads = threads_needing_work(obs);
-    if !threads.is_empty() {
-        let fingerprint = fingerprint(&threads, config);
-        let already_sent = memory
+    let fingerprint = fingerprint(&threads, config);
+    let already_sent = !threads.is_empty()
+        && memory
             .sent_threads
             .as_ref()
             .is_some_and(|sent| fingerprint.already_in(sent));
-        if already_sent {
-            return PrStep::Wait {
-                reason: WaitReason::ThreadsAlreadySent {
-                    thread_ids: threads.iter().map(|t| t.id.clone()).collect(),
-                },
-            };
-        }
+    let mut to_send: Vec<ReviewThread> = Vec::new();
+    if !already_sent {
+        to_send.extend(threads.iter().map(|t| to_review_thread(t)));
+    }
+    to_send.extend(memory.owner_asks.iter().map(owner_ask_thread));
+    if !to_send.is_empty() {
         return PrStep::SpawnFixComments {
-            threads: threads.into_iter().map(to_review_thread).collect(),
-            fingerprint,
+            threads: to_send,
+            fingerprint: if already_sent || threads.is_empty() {
+                memory.sent_threads.clone().unwrap_or(fingerprint)
+            } else {
+                fingerprint
+            },
+        };
+    }
+    if already_sent {
+        return PrStep::Wait {
+            reason: WaitReason::ThreadsAlreadySent {
+                thread_ids: threads.iter().map(|t| t.id.clone()).collect(),
+            },
         };
     }
 
@@ -606,9 +625,15 @@ pub fn remember(memory: &PrMemory, step: &PrStep, obs: &PrObservation) -> PrMemo
             next.stage = Stage::Complete;
             next.last_owner_comment = newest_owner_comment(obs, memory);
         }
-        PrStep::BackToPr { .. } => {
+        PrStep::BackToPr { comment_ids } => {
             next.stage = Stage::Pr;
             next.last_owner_comment = newest_owner_comment(obs, memory);
+            next.owner_asks.extend(
+                obs.owner_comments
+                    .iter()
+                    .filter(|c| c.on_conversation && comment_ids.contains(&c.id))
+                    .cloned(),
+            );
         }
         PrStep::TriggerCi { head_sha, .. } => {
             next.ci_triggered = Some(CiTriggered {
@@ -619,6 +644,7 @@ pub fn remember(memory: &PrMemory, step: &PrStep, obs: &PrObservation) -> PrMemo
         PrStep::SpawnFixCi { .. } => next.ci_attempts += 1,
         PrStep::SpawnFixComments { fingerprint, .. } => {
             next.sent_threads = Some(fingerprint.clone());
+            next.owner_asks.clear();
         }
         PrStep::Escalate { kind, .. } => {
             next.escalated = Some(Escalated {
@@ -644,7 +670,7 @@ pub fn fingerprint(threads: &[&ObservedThread], config: &PrConfig) -> ThreadFing
                 .comments
                 .iter()
                 .rev()
-                .find(|c| !is_executor(&c.author, config))
+                .find(|c| !is_executor(&c.author, config) && !c.body.contains(EXECUTOR_MARK))
                 .map_or("", |c| c.id.as_str());
             format!("{}@{}", thread.id, last_foreign)
         })
@@ -951,7 +977,28 @@ fn newest_owner_comment(obs: &PrObservation, memory: &PrMemory) -> Option<OwnerC
         .iter()
         .chain(memory.last_owner_comment.as_ref())
         .max_by_key(|c| comment_key(c))
-        .copied()
+        .cloned()
+}
+
+/// The hidden mark executor puts in every comment it writes on a forge
+/// (`<!-- executor:kind -->`), so its own replies are known whatever login posted them.
+pub const EXECUTOR_MARK: &str = "<!-- executor:";
+
+/// The prefix of the id under which an owner's conversation comment is sent to a
+/// `fix_comments` worker as a thread of its own (`comment-<id>`).
+pub const OWNER_ASK_PREFIX: &str = "comment-";
+
+/// An owner's conversation comment as a `fix_comments` thread: no path, no line.
+fn owner_ask_thread(comment: &OwnerComment) -> ReviewThread {
+    ReviewThread {
+        id: format!("{OWNER_ASK_PREFIX}{}", comment.id),
+        path: String::new(),
+        line: None,
+        comments: vec![ReviewComment {
+            author: "the owner".into(),
+            body: comment.body.clone(),
+        }],
+    }
 }
 
 fn to_review_thread(thread: &ObservedThread) -> ReviewThread {
@@ -1175,6 +1222,8 @@ mod tests {
         OwnerComment {
             id,
             created_at: at(hour, minute),
+            on_conversation: true,
+            body: format!("Owner comment {id}: one more look, please."),
         }
     }
 
@@ -1754,6 +1803,44 @@ mod tests {
             memory.last_owner_comment,
             Some(owner_comment(4061400000, 11, 0))
         );
+
+        // Back in `pr`, the owner's comment goes to a fix_comments worker, once.
+        assert_eq!(memory.owner_asks, vec![owner_comment(4061400000, 11, 0)]);
+        let PrStep::SpawnFixComments { threads, .. } = step(&obs, &memory) else {
+            panic!("a fix_comments worker for the owner's comment");
+        };
+        assert_eq!(
+            threads,
+            vec![ReviewThread {
+                id: "comment-4061400000".into(),
+                path: String::new(),
+                line: None,
+                comments: vec![ReviewComment {
+                    author: "the owner".into(),
+                    body: "Owner comment 4061400000: one more look, please.".into(),
+                }],
+            }]
+        );
+        let sent = remember(&memory, &step(&obs, &memory), &obs);
+        assert!(sent.owner_asks.is_empty());
+        assert!(matches!(step(&obs, &sent), PrStep::Complete { .. }));
+    }
+
+    #[test]
+    fn an_owner_review_comment_is_left_to_its_thread() {
+        let mut comment = owner_comment(4061400000, 11, 0);
+        comment.on_conversation = false;
+        let obs = PrObservation {
+            owner_comments: vec![comment],
+            ..open_draft()
+        };
+        let memory = PrMemory {
+            stage: Stage::Complete,
+            ..reviewed(FIX_HEAD)
+        };
+        let back = step(&obs, &memory);
+        assert!(matches!(back, PrStep::BackToPr { .. }));
+        assert!(remember(&memory, &back, &obs).owner_asks.is_empty());
     }
 
     #[test]
@@ -1996,6 +2083,7 @@ mod tests {
                 head_sha: HEAD.into(),
                 kind: EscalationKind::CiAttemptsExhausted,
             }),
+            owner_asks: vec![owner_comment(4061400000, 11, 0)],
         };
         let json = serde_json::to_string(&memory).expect("serialises");
         assert!(json.contains("\"stage\":\"complete\""), "{json}");
@@ -2066,8 +2154,20 @@ mod tests {
         assert!(matches!(tick(&obs, &mut memory), PrStep::Complete { .. }));
         assert!(matches!(tick(&obs, &mut memory), PrStep::Wait { .. }));
 
+        // The owner's comment: back to `pr`, a fix_comments worker with it, a review of
+        // the new head, complete again.
         obs.owner_comments = vec![owner_comment(9, 11, 0)];
         assert!(matches!(tick(&obs, &mut memory), PrStep::BackToPr { .. }));
+        assert!(matches!(
+            tick(&obs, &mut memory),
+            PrStep::SpawnFixComments { .. }
+        ));
+        obs.head_sha = "after-the-owners-comment".into();
+        assert!(matches!(
+            tick(&obs, &mut memory),
+            PrStep::SpawnReview { .. }
+        ));
+        memory = memory.record_review("after-the-owners-comment", true);
         assert!(matches!(tick(&obs, &mut memory), PrStep::Complete { .. }));
         assert_eq!(memory.stage, Stage::Complete);
         assert_eq!(memory.ci_attempts, 1);

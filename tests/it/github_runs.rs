@@ -214,32 +214,6 @@ fn a_pr_goes_from_red_ci_through_fix_ci_and_review_to_complete_with_the_owner_to
     // A last look finds nothing new to do.
     run_once();
     assert_eq!(run()["state"], "complete");
-
-    // The owner comments on the complete draft PR: back to `pr`, then (nothing else
-    // changed: CI green, reviewed, nothing unresolved) complete again, the owner told again.
-    github.add_owner_comment(PR, "One more look at the tab bar, please.");
-    let mentions = |github: &FakeGithub| {
-        github
-            .issue_comments(PR)
-            .iter()
-            .filter(|c| {
-                c["body"]
-                    .as_str()
-                    .unwrap_or("")
-                    .contains(&format!("@{OWNER}"))
-            })
-            .count()
-    };
-    assert_eq!(mentions(&github), 1);
-    run_once();
-    assert_eq!(run()["state"], "pr", "back to pr on the owner's comment");
-    run_once();
-    assert_eq!(run()["state"], "complete");
-    assert_eq!(mentions(&github), 2);
-    assert_eq!(
-        ws.json(&["show", "G-2", "--json"])["task"]["status"],
-        "done"
-    );
 }
 
 /// A workspace whose one run `G-3` has just opened its draft PR, on a head whose CI is
@@ -424,7 +398,12 @@ fn unresolved_review_threads_get_a_fix_comments_worker_with_exactly_those_thread
         .and_then(|c| c["body"].as_str())
         .unwrap_or("")
         .to_string();
-    assert_eq!(last, "[ACKNOWLEDGED: out of scope: not for this task]");
+    assert_eq!(
+        last.lines().next(),
+        Some("[ACKNOWLEDGED: out of scope: not for this task]"),
+        "{last}"
+    );
+    assert!(last.contains("<!-- executor:acknowledged -->"), "{last}");
 
     // So the threads are not sent again: the next look starts the review instead.
     std::fs::remove_file(ws.path().join("prompts-seen/fix_comments.md")).expect("rm");
@@ -495,9 +474,14 @@ case "$prompt" in
       echo removed >> comments.txt
       echo "[STATUS:thread_fixed] thread=$t the old tracking area is removed first"
       echo '[DONE:comments_addressed] 1 fixed, 0 acknowledged'
-    else
+    elif [ "$n" = 2 ]; then
       echo "[STATUS:thread_acknowledged] thread=$t reason=\"out of scope\" the pinned-tab flicker is another bug"
       echo '[DONE:comments_addressed] 0 fixed, 1 acknowledged'
+    else
+      c=$(printf '%s' "$prompt" | grep -o 'Thread `comment-[0-9]*' | head -n 1 | cut -c9-)
+      echo "looked again" >> comments.txt
+      echo "[STATUS:thread_fixed] thread=$c the tab bar hover is checked again"
+      echo '[DONE:comments_addressed] 1 fixed, 0 acknowledged'
     fi;;
   *'# Review a pull request'*) keep review; echo '[DONE:review_green] a clean change';;
   *) keep implement; echo hello > greeting.txt; echo '[DONE:implemented] wrote the greeting';;
@@ -672,7 +656,25 @@ fn a_run_goes_from_push_to_complete_and_back_on_the_owners_comment() {
         &remote,
         &["cat-file", "-e", &format!("{branch}:comments.txt")],
     );
-    // The push is the PR's new head, green; the fixed thread, still open, is not sent again.
+    // executor told the thread's reviewer it was fixed, in the thread.
+    let fixed_reply = github
+        .threads(PR)
+        .into_iter()
+        .find(|t| t["id"] == first_id.as_str())
+        .map(|t| last_body(&t))
+        .unwrap_or_default();
+    assert!(
+        fixed_reply.starts_with(&format!(
+            "Fixed on `{branch}`: the old tracking area is removed first"
+        )),
+        "{fixed_reply}"
+    );
+    assert!(
+        fixed_reply.contains("<!-- executor:fixed -->"),
+        "{fixed_reply}"
+    );
+    // The push is the PR's new head, green; the fixed thread, still open, is not sent again
+    // (executor's own reply does not make it a new thread set).
     let fixed_head = git(&remote, &["rev-parse", &branch]);
     github.set_pr_head(PR, &fixed_head);
     github.set_ci(&fixed_head, Ci::Success);
@@ -734,10 +736,10 @@ fn a_run_goes_from_push_to_complete_and_back_on_the_owners_comment() {
     let replies = answered["comments"]["nodes"].as_array().expect("comments");
     assert_eq!(replies.len(), 2, "{answered}");
     let reply = replies[1]["body"].as_str().unwrap_or("");
-    assert!(reply.starts_with("[ACKNOWLEDGED:"), "{reply}");
     assert_eq!(
-        reply,
-        "[ACKNOWLEDGED: out of scope: the pinned-tab flicker is another bug]"
+        reply.lines().next(),
+        Some("[ACKNOWLEDGED: out of scope: the pinned-tab flicker is another bug]"),
+        "{reply}"
     );
     let untouched = threads
         .iter()
@@ -746,7 +748,7 @@ fn a_run_goes_from_push_to_complete_and_back_on_the_owners_comment() {
     assert_eq!(
         untouched["comments"]["nodes"].as_array().map(Vec::len),
         Some(1),
-        "only the acknowledged thread is answered: {untouched}"
+        "the resolved thread (as the test set it) gets no answer: {untouched}"
     );
     // The answer went to the REST replies endpoint of the thread's (owner's) comment.
     let replies_path =
@@ -756,8 +758,12 @@ fn a_run_goes_from_push_to_complete_and_back_on_the_owners_comment() {
         .into_iter()
         .filter(|r| r.method == "POST" && r.path.contains("/replies"))
         .collect();
-    assert_eq!(posted.len(), 1, "{posted:?}");
-    assert_eq!(posted[0].path, replies_path);
+    assert_eq!(
+        posted.len(),
+        2,
+        "the fixed reply, then this one: {posted:?}"
+    );
+    assert_eq!(posted[1].path, replies_path);
     // Acknowledging changed nothing: no commit, the branch (and so the head) stays.
     assert_eq!(git(&remote, &["rev-parse", &branch]), fixed_head);
 
@@ -807,23 +813,70 @@ fn a_run_goes_from_push_to_complete_and_back_on_the_owners_comment() {
     assert_eq!(now["task"]["status"], "done");
     assert_eq!(mentions(), 1, "{:?}", github.issue_comments(PR));
 
-    // 8. The owner comments on the complete draft PR: back to `pr`; then, with nothing else
-    // changed, complete again and the owner told again. No worker runs for it.
+    // 8. The owner comments on the complete draft PR: back to `pr`. The next look gives
+    // the comment to a fix_comments worker, whose change is pushed and answered on the PR;
+    // the new head is reviewed; complete again, and the owner told again.
     github.add_owner_comment(PR, "One more look at the tab bar, please.");
+    let owner_comment = github
+        .issue_comments(PR)
+        .last()
+        .and_then(|c| c["id"].as_u64())
+        .expect("the owner's comment");
     let stderr = run_once();
     assert_eq!(
         run()["state"],
         "pr",
         "back to pr on the owner's comment: {stderr}"
     );
-    assert_eq!(seen(), after_review);
+    assert_eq!(seen(), after_review, "{stderr}");
+    let stderr = run_once();
+    let fix_comments = prompt("fix_comments-3.md");
+    for expected in [
+        "The owner's comment on the pull request".to_string(),
+        format!("Thread `comment-{owner_comment}`"),
+        "One more look at the tab bar, please.".to_string(),
+        "Reviewers left 1 unresolved".to_string(),
+    ] {
+        assert!(
+            fix_comments.contains(&expected),
+            "{expected:?} not in the fix_comments prompt:\n{fix_comments}\n{stderr}"
+        );
+    }
+    assert_eq!(
+        fix_comments.matches("Thread `").count(),
+        1,
+        "{fix_comments}"
+    );
+    git(
+        &remote,
+        &["cat-file", "-e", &format!("{branch}:comments.txt")],
+    );
+    let answered = github
+        .issue_comments(PR)
+        .iter()
+        .filter_map(|c| c["body"].as_str().map(str::to_owned))
+        .find(|b| b.contains(&format!("#issuecomment-{owner_comment}")))
+        .expect("the owner's comment answered on the PR");
+    assert!(
+        answered.contains("the tab bar hover is checked again"),
+        "{answered}"
+    );
+    let head = git(&remote, &["rev-parse", &branch]);
+    assert_ne!(head, fixed_head, "the change is pushed");
+    github.set_pr_head(PR, &head);
+    github.set_ci(&head, Ci::Success);
+    let stderr = run_once();
+    assert!(
+        seen().contains(&"review-2.md".to_string()),
+        "the new head is reviewed: {stderr}"
+    );
+    assert_eq!(github.reviews().len(), 2);
     let stderr = run_once();
     let now = shown();
     assert_eq!(now["runs"][0]["state"], "complete", "{stderr}");
     assert_eq!(now["task"]["status"], "done");
     assert_eq!(mentions(), 2, "{:?}", github.issue_comments(PR));
-    assert_eq!(seen(), after_review);
-    assert_eq!(github.reviews().len(), 1, "the head was reviewed once");
+    assert_eq!(seen().len(), 7, "{:?}", seen());
 
     // The token is in no prompt any worker was given.
     for name in seen() {

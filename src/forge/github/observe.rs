@@ -64,7 +64,7 @@ use crate::core::pr::{
 };
 
 /// The marker the executor puts in the comments it posts (see [`super::steps`]).
-pub const EXECUTOR_MARKER: &str = "<!-- executor:";
+pub const EXECUTOR_MARKER: &str = crate::core::pr::EXECUTOR_MARK;
 
 /// The login GitHub shows for a deleted account.
 const GHOST: &str = "ghost";
@@ -150,6 +150,7 @@ async fn from_snapshot(
             association: &c.author_association,
             body: &c.body,
             created_at: c.created_at,
+            on_conversation: true,
         })
     });
     let review = pr.threads.iter().flat_map(|t| &t.comments).filter_map(|c| {
@@ -160,6 +161,7 @@ async fn from_snapshot(
             association: c.author_association.as_deref().unwrap_or(""),
             body: &c.body,
             created_at: c.created_at,
+            on_conversation: false,
         })
     });
     obs.owner_comments = owner_comments(conversation.chain(review), config);
@@ -214,6 +216,7 @@ pub async fn observe(
         association: &c.author_association,
         body: &c.body,
         created_at: c.created_at,
+        on_conversation: true,
     });
     let review = review_comments.iter().map(|c| Authored {
         id: c.id,
@@ -222,6 +225,7 @@ pub async fn observe(
         association: &c.author_association,
         body: &c.body,
         created_at: c.created_at,
+        on_conversation: false,
     });
     obs.owner_comments = owner_comments(conversation.chain(review), config);
     with_checks(client, obs, check_runs.runs, memory, config).await
@@ -447,6 +451,8 @@ struct Authored<'a> {
     association: &'a str,
     body: &'a str,
     created_at: DateTime<Utc>,
+    /// From the conversation, not a review thread.
+    on_conversation: bool,
 }
 
 fn owner_comments<'a>(
@@ -463,6 +469,8 @@ fn owner_comments<'a>(
         .map(|c| OwnerComment {
             id: c.id,
             created_at: c.created_at,
+            on_conversation: c.on_conversation,
+            body: c.body.to_owned(),
         })
         .collect()
 }

@@ -185,7 +185,7 @@ async fn tick_one(
                 ctx.review_threads = threads;
             })
             .await?;
-            acknowledge_threads(store, github, pr, run.id, before).await?;
+            answer_threads(store, github, &run, before).await?;
             moved = true;
         }
         PrStep::SpawnReview { inputs } => {
@@ -276,42 +276,64 @@ async fn tick_one(
     Ok(moved.then(|| result_of(&run, None)))
 }
 
-/// Answers, for the worker, each thread it acknowledged (`[STATUS:thread_acknowledged]
-/// thread=<id> reason=… why`, written after message `after`) with an `[ACKNOWLEDGED: …]`
-/// reply, so the thread no longer asks for work.
-async fn acknowledge_threads(
+/// Answers on the PR, for the worker, each thread it took up (its
+/// `[STATUS:thread_fixed|thread_acknowledged] thread=<id> …` lines written after message
+/// `after`): an acknowledged thread gets an `[ACKNOWLEDGED: …]` reply, so it no longer asks
+/// for work; a fixed one a reply saying so, so its reviewer can resolve it. The owner's
+/// conversation comment (`comment-<id>`) is answered with a PR comment that links it. Every
+/// answer carries executor's mark, so it is never read back as someone else's.
+async fn answer_threads(
     store: &dyn Store,
     github: &GithubForge,
-    pr: u64,
-    run_id: i64,
+    run: &Run,
     after: i64,
 ) -> Result<()> {
-    let acknowledged: Vec<(String, String)> = store
-        .messages(run_id, MESSAGE_WINDOW * 10)
+    use crate::core::pr::{EXECUTOR_MARK, OWNER_ASK_PREFIX};
+    let pr = pr_number(run);
+    let branch = run.branch_name.clone().unwrap_or_default();
+    let answers: Vec<(String, String)> = store
+        .messages(run.id, MESSAGE_WINDOW * 10)
         .await?
         .into_iter()
-        .filter(|m| {
-            m.id > after
-                && m.source == "worker"
-                && m.tag == "STATUS"
-                && m.kind == "thread_acknowledged"
-        })
+        .filter(|m| m.id > after && m.source == "worker" && m.tag == "STATUS")
         .filter_map(|m| {
             let args: serde_json::Value = serde_json::from_str(&m.args).ok()?;
             let thread = args["thread"].as_str()?.to_string();
-            let why = match (args["reason"].as_str(), m.text.trim()) {
-                (Some(reason), "") => reason.to_string(),
-                (Some(reason), text) => format!("{reason}: {text}"),
-                (None, text) => text.to_string(),
+            let text = m.text.trim();
+            let answer = match m.kind.as_str() {
+                "thread_acknowledged" => {
+                    let why = match (args["reason"].as_str(), text) {
+                        (Some(reason), "") => reason.to_string(),
+                        (Some(reason), text) => format!("{reason}: {text}"),
+                        (None, text) => text.to_string(),
+                    };
+                    format!("[ACKNOWLEDGED: {why}]\n\n{EXECUTOR_MARK}acknowledged -->")
+                }
+                "thread_fixed" => {
+                    format!("Fixed on `{branch}`: {text}\n\n{EXECUTOR_MARK}fixed -->")
+                }
+                _ => return None,
             };
-            Some((thread, why))
+            Some((thread, answer))
         })
         .collect();
-    if acknowledged.is_empty() {
+    if answers.is_empty() {
         return Ok(());
     }
     let threads = github.client.review_threads(pr).await?;
-    for (thread, why) in acknowledged {
+    for (thread, answer) in answers {
+        if let Some(comment) = thread.strip_prefix(OWNER_ASK_PREFIX) {
+            let link = run
+                .pr_url
+                .as_deref()
+                .map(|url| format!("{url}#issuecomment-{comment}"))
+                .unwrap_or_else(|| format!("comment {comment}"));
+            github
+                .client
+                .post_issue_comment(pr, &format!("On {link}:\n\n{answer}"))
+                .await?;
+            continue;
+        }
         let last = threads
             .iter()
             .find(|t| t.id == thread)
@@ -321,11 +343,11 @@ async fn acknowledge_threads(
             Some(comment) => {
                 github
                     .client
-                    .reply_to_review_comment(pr, comment, &format!("[ACKNOWLEDGED: {why}]"))
+                    .reply_to_review_comment(pr, comment, &answer)
                     .await?;
             }
             None => {
-                tracing::warn!(run = run_id, %thread, "the worker acknowledged a thread the PR does not have; nothing to answer")
+                tracing::warn!(run = run.id, %thread, "the worker answered a thread the PR does not have; nothing to reply to")
             }
         }
     }
@@ -375,6 +397,9 @@ async fn pr_worker(
         Phase::FixCi => u32::try_from(run.ci_attempts).unwrap_or(u32::MAX),
         _ => 1,
     };
+    if phase == Phase::FixCi {
+        ctx.max_attempts = Some(settings.max_ci_attempts);
+    }
     ctx.messages = store
         .messages(run.id, MESSAGE_WINDOW)
         .await?
