@@ -6,6 +6,7 @@
 //! processes, network or database. Modules at the edge (store, sources, cli) call into it.
 
 pub mod clock;
+pub mod facts;
 pub mod gid;
 pub mod lease;
 pub mod pr;
