@@ -202,7 +202,9 @@ fn a_claude_worker_stopped_by_the_watchdog_is_resumed_in_its_own_session() {
         &cli,
         &server,
         "hooks = false\nallowed_tools = [\"Bash\"]",
-        "no_output_timeout = \"2s\"\n",
+        // Long enough for Claude Code (a node program) to start and speak on a busy
+        // machine; the resumed worker's start is watched by the same limit.
+        "no_output_timeout = \"6s\"\n",
     );
     let stderr = run_once(&ws);
 
@@ -255,7 +257,7 @@ fn a_codex_worker_stopped_by_the_watchdog_is_resumed_in_its_own_thread() {
         Turn::bash("sleep 300"),
         Turn::text("[DONE:implemented] resumed where I was"),
     ]);
-    let ws = agent_workspace("codex", &cli, &server, "", "no_output_timeout = \"3s\"\n");
+    let ws = agent_workspace("codex", &cli, &server, "", "no_output_timeout = \"6s\"\n");
     let stderr = run_once(&ws);
 
     let run = only_run(&ws);
