@@ -7,6 +7,7 @@
 
 pub mod clock;
 pub mod facts;
+pub mod filter;
 pub mod gid;
 pub mod lease;
 pub mod pr;

@@ -49,6 +49,17 @@ pub struct NewTask {
     pub initial_status: QueueStatus,
 }
 
+/// What the analyzer found about a task, written beside its status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Analysis {
+    pub priority: Option<i64>,
+    pub complexity: Option<String>,
+    pub feasibility: Option<String>,
+    pub summary: Option<String>,
+    /// Replaces the task's notes when `Some`.
+    pub notes: Option<String>,
+}
+
 /// What an upsert did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

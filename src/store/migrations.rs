@@ -39,6 +39,11 @@ pub const SQLITE: &[Migration] = &[
         name: "pr_memory",
         sql: include_str!("sql/sqlite/0005_pr_memory.sql"),
     },
+    Migration {
+        version: 6,
+        name: "task_facts",
+        sql: include_str!("sql/sqlite/0006_task_facts.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -66,6 +71,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 5,
         name: "pr_memory",
         sql: include_str!("sql/postgres/0005_pr_memory.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "task_facts",
+        sql: include_str!("sql/postgres/0006_task_facts.sql"),
     },
 ];
 

@@ -27,7 +27,7 @@ use crate::core::record::{
     Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
     StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
-use crate::core::task::{NewTask, Task, UpsertOutcome};
+use crate::core::task::{Analysis, NewTask, Task, UpsertOutcome};
 
 /// Tasks per page when listing.
 pub const TASK_PAGE: u32 = 5_000;
@@ -346,6 +346,22 @@ pub trait Store: Send + Sync {
         -> StoreResult<()>;
 
     /// Everything `executor status` shows, in one read.
+    /// What a source knows of task `gid` beyond its text, as JSON
+    /// ([`crate::core::facts::TaskFacts`]).
+    async fn task_facts(&self, gid: &str) -> StoreResult<Option<String>>;
+
+    /// Replaces the facts of task `gid`.
+    async fn save_task_facts(&self, gid: &str, facts: &str, at: DateTime<Utc>) -> StoreResult<()>;
+
+    /// Writes the analyzer's findings on task `gid` (priority, complexity, feasibility,
+    /// summary, and the notes when given); its status moves through `change_status`.
+    async fn record_analysis(
+        &self,
+        gid: &str,
+        analysis: &Analysis,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
     async fn summary(&self) -> StoreResult<StoreSummary>;
 }
 

@@ -21,7 +21,7 @@ use crate::core::record::{
     StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
-use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
+use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
 
 const TASK_COLUMNS: &str = "id::bigint, COALESCE(task_gid::text, ''), \
      COALESCE(added_at::timestamptz, updated_at::timestamptz, 'epoch'::timestamptz), \
@@ -910,6 +910,54 @@ impl Store for PgStore {
         .bind(at)
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    async fn task_facts(&self, gid: &str) -> StoreResult<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT facts FROM executor_task_facts WHERE task_gid = $1")
+                .bind(gid)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn save_task_facts(&self, gid: &str, facts: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO executor_task_facts (task_gid, facts, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (task_gid) DO UPDATE SET facts = excluded.facts, updated_at = excluded.updated_at",
+        )
+        .bind(gid)
+        .bind(facts)
+        .bind(at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn record_analysis(
+        &self,
+        gid: &str,
+        analysis: &Analysis,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let done = sqlx::query(
+            "UPDATE executor_queue SET priority = $1, complexity = $2, feasibility = $3, \
+             analysis_summary = $4, notes = COALESCE($5, notes), updated_at = $6 \
+             WHERE task_gid = $7",
+        )
+        .bind(analysis.priority)
+        .bind(&analysis.complexity)
+        .bind(&analysis.feasibility)
+        .bind(&analysis.summary)
+        .bind(&analysis.notes)
+        .bind(at)
+        .bind(gid)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::TaskNotFound(gid.to_string()));
+        }
         Ok(())
     }
 

@@ -26,7 +26,7 @@ use crate::core::record::{
     StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
-use crate::core::task::{NewTask, Task, TaskChanges, UpsertOutcome};
+use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
 use crate::core::time;
 
 const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, description, notes, \
@@ -965,6 +965,61 @@ impl Store for SqliteStore {
                  ON CONFLICT (run_id) DO UPDATE SET memory = excluded.memory, updated_at = excluded.updated_at",
             )?
             .execute(params![run_id, memory, text(&at)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn task_facts(&self, gid: &str) -> StoreResult<Option<String>> {
+        let gid = gid.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached("SELECT facts FROM executor_task_facts WHERE task_gid = ?1")?
+                .query_row([gid], |row| row.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn save_task_facts(&self, gid: &str, facts: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        let (gid, facts) = (gid.to_string(), facts.to_string());
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_task_facts (task_gid, facts, updated_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (task_gid) DO UPDATE SET facts = excluded.facts, updated_at = excluded.updated_at",
+            )?
+            .execute(params![gid, facts, text(&at)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn record_analysis(
+        &self,
+        gid: &str,
+        analysis: &Analysis,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let gid = gid.to_string();
+        let analysis = analysis.clone();
+        self.call_store(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE executor_queue SET priority = ?1, complexity = ?2, feasibility = ?3, \
+                     analysis_summary = ?4, notes = COALESCE(?5, notes), updated_at = ?6 \
+                     WHERE task_gid = ?7",
+                )?
+                .execute(params![
+                    analysis.priority,
+                    analysis.complexity,
+                    analysis.feasibility,
+                    analysis.summary,
+                    analysis.notes,
+                    text(&at),
+                    gid
+                ])?;
+            if changed == 0 {
+                return Err(StoreError::TaskNotFound(gid).into());
+            }
             Ok(())
         })
         .await

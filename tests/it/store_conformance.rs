@@ -9,7 +9,7 @@ use executor::core::record::{
     Heartbeat, NewDecision, NewEvent, NewMessage, Resolved, StatusChange, WorkerRecord,
 };
 use executor::core::run::RunState;
-use executor::core::task::{NewTask, UpsertOutcome};
+use executor::core::task::{Analysis, NewTask, UpsertOutcome};
 use executor::store::postgres::PgStore;
 use executor::store::sqlite::SqliteStore;
 use executor::store::{Store, StoreError};
@@ -923,6 +923,71 @@ async fn a_runs_pr_memory_is_replaced_and_read_back(store: &dyn Store) {
     );
 }
 
+async fn task_facts_are_replaced_and_the_analysis_recorded(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    assert_eq!(store.task_facts("T-1").await.expect("read"), None);
+    store
+        .save_task_facts("T-1", r#"{"closed":false}"#, t0())
+        .await
+        .expect("save");
+    store
+        .save_task_facts("T-1", r#"{"closed":true}"#, t0())
+        .await
+        .expect("replace");
+    assert_eq!(
+        store.task_facts("T-1").await.expect("read").as_deref(),
+        Some(r#"{"closed":true}"#)
+    );
+
+    let later = t0() + Duration::minutes(5);
+    let analysis = Analysis {
+        priority: Some(2),
+        complexity: Some("small".into()),
+        feasibility: Some("high".into()),
+        summary: Some("A one-line fix in the tab strip.".into()),
+        notes: None,
+    };
+    store
+        .record_analysis("T-1", &analysis, later)
+        .await
+        .expect("record");
+    let task = store.task("T-1").await.expect("read").expect("present");
+    assert_eq!(task.priority, Some(2));
+    assert_eq!(task.complexity.as_deref(), Some("small"));
+    assert_eq!(task.feasibility.as_deref(), Some("high"));
+    assert_eq!(
+        task.analysis_summary.as_deref(),
+        Some("A one-line fix in the tab strip.")
+    );
+    assert_eq!(task.notes, None, "notes left as they were");
+    assert_eq!(task.updated_at, later);
+    store
+        .record_analysis(
+            "T-1",
+            &Analysis {
+                notes: Some("the analyzer's answer was not JSON".into()),
+                ..analysis
+            },
+            later,
+        )
+        .await
+        .expect("record");
+    let task = store.task("T-1").await.expect("read").expect("present");
+    assert_eq!(
+        task.notes.as_deref(),
+        Some("the analyzer's answer was not JSON")
+    );
+    assert!(matches!(
+        store
+            .record_analysis("T-404", &Analysis::default(), later)
+            .await,
+        Err(StoreError::TaskNotFound(gid)) if gid == "T-404"
+    ));
+}
+
 async fn competing_runners_take_a_run_lease_once(a: &dyn Store, b: &dyn Store) {
     for run in 1..=10 {
         let (x, y) = tokio::join!(
@@ -1036,6 +1101,7 @@ conformance!(
     messages_keep_a_window_of_the_runs_most_recent,
     a_run_lease_is_taken_once_renewed_expired_and_released,
     a_runs_pr_memory_is_replaced_and_read_back,
+    task_facts_are_replaced_and_the_analysis_recorded,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
     summary_counts_every_known_status,
