@@ -6,11 +6,13 @@
 
 mod daemon;
 mod hook;
+mod import;
 mod init;
 mod lock;
 mod output;
 mod policy;
 mod protocol;
+mod reanalyze;
 mod service;
 
 /// The runner's lock file, beside the config file.
@@ -104,6 +106,23 @@ enum Command {
     Service {
         #[command(subcommand)]
         action: ServiceAction,
+    },
+    /// Take in tasks from a JSON lines file, one task per line (README: "Importing")
+    Import {
+        /// The file: {"gid": …, "title": …, "body"?, "source"?, "priority"?, "notes"?, "facts"?} per line
+        file: PathBuf,
+    },
+    /// Put back to pending the skipped tasks the current rule filters let through
+    Reanalyze {
+        /// The tasks to look at: skip
+        #[arg(long, value_parser = parse_status)]
+        status: QueueStatus,
+        /// Only tasks from this source
+        #[arg(long)]
+        source: Option<String>,
+        /// Show what would happen; change nothing
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Questions waiting for the owner (escalations), with the command that answers each
     Escalations {
@@ -458,6 +477,15 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         Command::Go { gid } => owner_move(store, &clock, &gid, QueueEvent::Go, None).await,
         Command::Skip { gid, reason } => {
             owner_move(store, &clock, &gid, QueueEvent::Skip, reason).await
+        }
+        Command::Import { file } => import::run(store, &file).await,
+        Command::Reanalyze {
+            status,
+            source,
+            dry_run,
+        } => {
+            let filters = settings.raw.analyzer.filters()?;
+            reanalyze::run(store, &filters, status, source.as_deref(), dry_run).await
         }
         Command::Escalations { all, json } => {
             let escalations = store.escalations(!all).await?;

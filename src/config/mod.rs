@@ -236,6 +236,15 @@ pub struct AnalyzerSection {
     pub no_output_timeout: Duration,
     #[serde(default = "default_analyzer_hard", with = "humantime_serde")]
     pub hard_timeout: Duration,
+    /// The sources whose tasks are analyzed at all; left out, every source qualifies.
+    #[serde(default)]
+    pub qualifying_sources: Option<Vec<String>>,
+    /// The owner in the sources' assignee fields (ids or names), for `assigned_to_other`.
+    #[serde(default)]
+    pub owner: Vec<String>,
+    /// The rule filters, in order (`core::filter`).
+    #[serde(default)]
+    pub rules: Vec<crate::core::filter::RuleSpec>,
 }
 
 impl Default for AnalyzerSection {
@@ -243,7 +252,28 @@ impl Default for AnalyzerSection {
         Self {
             no_output_timeout: default_analyzer_no_output(),
             hard_timeout: default_analyzer_hard(),
+            qualifying_sources: None,
+            owner: Vec::new(),
+            rules: Vec::new(),
         }
+    }
+}
+
+impl AnalyzerSection {
+    /// The rule filters as written.
+    pub fn filter_spec(&self) -> crate::core::filter::FilterSpec {
+        crate::core::filter::FilterSpec {
+            qualifying_sources: self.qualifying_sources.clone(),
+            owner: self.owner.clone(),
+            rules: self.rules.clone(),
+        }
+    }
+
+    /// The rule filters, compiled (checked when the config loads).
+    pub fn filters(
+        &self,
+    ) -> Result<crate::core::filter::Filters, crate::core::filter::FilterError> {
+        crate::core::filter::Filters::compile(&self.filter_spec())
     }
 }
 
@@ -644,6 +674,22 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         });
     }
 
+    if let Err(error) = raw.analyzer.filters() {
+        use crate::core::filter::FilterError;
+        let line = match &error {
+            FilterError::BadRegex { rule, .. } | FilterError::DuplicateId { rule } => {
+                line_of_rule(text, rule)
+            }
+            FilterError::EmptyId => line_of_key(text, "rules"),
+        };
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line,
+            key: "analyzer.rules",
+            message: error.to_string(),
+        });
+    }
+
     if raw.agent.max_turns == Some(0) {
         return Err(ConfigError::Invalid {
             path: path.to_path_buf(),
@@ -820,6 +866,22 @@ fn line_of_key(text: &str, key: &str) -> usize {
                 .is_some_and(|rest| rest.trim_start().starts_with('='))
         })
         .map(|index| index + 1)
+        .unwrap_or(1)
+}
+
+/// The line of `id = "<rule>"` (the last one, for a rule id given twice).
+fn line_of_rule(text: &str, rule: &str) -> usize {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| {
+            let line = line.trim_start();
+            line.strip_prefix("id")
+                .map(str::trim_start)
+                .and_then(|rest| rest.strip_prefix('='))
+                .is_some_and(|value| value.trim().trim_matches(['"', '\'']) == rule)
+        })
+        .map(|(index, _)| index + 1)
+        .last()
         .unwrap_or(1)
 }
 

@@ -30,6 +30,10 @@ url = "sqlite://executor.db"
 [analyzer]
 # no_output_timeout = "5m"
 # hard_timeout = "15m"
+# qualifying_sources = ["plans", "cli", "import", "asana", "github"]  # others are skipped
+# owner = ["your Asana user gid", "Your Name"]  # who `assigned_to_other` means is not you
+# Rule filters skip tasks before any model is paid: [[analyzer.rules]] with id, reason and
+# when (README: "Analyzer").
 
 [agent]
 # kind = "auto"                 # auto | claude | codex | pi | command

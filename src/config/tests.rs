@@ -271,3 +271,26 @@ fn a_github_forge_names_its_repository_and_keeps_its_token_from_workers() {
         "{err}"
     );
 }
+
+#[test]
+fn the_owners_rule_filters_load_and_judge() {
+    let text = format!(
+        "[analyzer]\n{}",
+        crate::core::filter::OWNER_RULES_TOML.replace("[[rules]]", "[[analyzer.rules]]")
+    );
+    let settings = parse_ok(&text);
+    let filters = settings.raw.analyzer.filters().expect("compiled");
+    assert_eq!(filters.rule_count(), 5);
+}
+
+#[test]
+fn a_bad_rule_is_named_with_its_line() {
+    let err = parse_err(
+        "[analyzer]\n\n[[analyzer.rules]]\nid = \"ok\"\nwhen = { closed = true }\n\n[[analyzer.rules]]\nid = \"figma\"\nwhen = { text_matches = \"(figma\" }\n",
+    );
+    assert!(err.contains("line 8"), "{err}");
+    assert!(err.contains("analyzer.rules"), "{err}");
+    assert!(err.contains("`figma`"), "{err}");
+    let err = parse_err("[[analyzer.rules]]\nid = \"x\"\nwhen = { title_has = \"a\" }\n");
+    assert!(err.contains("title_has"), "{err}");
+}

@@ -15,6 +15,7 @@ mod pg_adoption;
 mod policy;
 mod real_agents;
 mod real_runs;
+mod reanalyze;
 mod runner;
 mod store_conformance;
 mod supervisor;

@@ -1,0 +1,179 @@
+//! `executor import FILE`: a bulk load of tasks from JSON lines, one task per line:
+//!
+//! ```json
+//! {"gid": "1209876543210987", "title": "Tab preview stuck", "body": "Steps: …", "source": "asana",
+//!  "priority": 2, "notes": "…", "facts": {"assignee_id": "1201987654320001", "labels": ["macOS"]}}
+//! ```
+//!
+//! `gid` and `title` are required; `source` defaults to `import`. A gid already queued is
+//! updated (its status never moves); a new task enters `pending`, for the analyzer. A line
+//! that cannot be read is named (file and line, and the field) and skipped; every other line
+//! is still taken in, and the command then fails with exit code 2.
+//!
+//! What it must never do: stop half-way on one bad line, or change a task's status.
+
+use std::io::BufRead;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use chrono::Utc;
+use serde::Deserialize;
+
+use super::BadInput;
+use crate::core::facts::TaskFacts;
+use crate::core::gid;
+use crate::core::queue::QueueStatus;
+use crate::core::task::{compose_description, NewTask, UpsertOutcome};
+use crate::store::Store;
+
+/// The source of an imported task that names none.
+pub const SOURCE: &str = "import";
+
+/// How often a long import says how far it got.
+const PROGRESS_EVERY: usize = 1000;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Line {
+    gid: String,
+    title: String,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    source: Option<String>,
+    #[serde(default)]
+    priority: Option<i64>,
+    #[serde(default)]
+    notes: Option<String>,
+    #[serde(default)]
+    facts: Option<TaskFacts>,
+}
+
+#[derive(Debug, Default)]
+struct Counts {
+    created: usize,
+    updated: usize,
+    unchanged: usize,
+    rejected: usize,
+}
+
+pub async fn run(store: &dyn Store, file: &Path) -> Result<()> {
+    let opened = std::fs::File::open(file)
+        .map_err(|e| BadInput(format!("cannot open {}: {e}", file.display())))?;
+    let reader = std::io::BufReader::new(opened);
+    let mut counts = Counts::default();
+    for (index, line) in reader.lines().enumerate() {
+        let number = index + 1;
+        let line = line.with_context(|| format!("cannot read {} line {number}", file.display()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match read_line(&line) {
+            Ok((new, facts)) => {
+                let at = Utc::now();
+                let (_, outcome) = store.upsert_task(&new, "import", at).await?;
+                if let Some(facts) = facts {
+                    store
+                        .save_task_facts(&new.task_gid, &serde_json::to_string(&facts)?, at)
+                        .await?;
+                }
+                match outcome {
+                    UpsertOutcome::Created => counts.created += 1,
+                    UpsertOutcome::Updated => counts.updated += 1,
+                    UpsertOutcome::Unchanged => counts.unchanged += 1,
+                }
+            }
+            Err(why) => {
+                counts.rejected += 1;
+                eprintln!("{} line {number}: {why}; skipped", file.display());
+            }
+        }
+        if number % PROGRESS_EVERY == 0 {
+            eprintln!("import: {number} lines read");
+        }
+    }
+    println!(
+        "imported {}: {} new, {} updated, {} unchanged, {} rejected",
+        file.display(),
+        counts.created,
+        counts.updated,
+        counts.unchanged,
+        counts.rejected
+    );
+    if counts.rejected > 0 {
+        return Err(BadInput(format!(
+            "{} line(s) of {} could not be imported (named above); the rest were",
+            counts.rejected,
+            file.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// One line as a task and its facts, or why not (naming the field).
+fn read_line(text: &str) -> Result<(NewTask, Option<TaskFacts>), String> {
+    let line: Line = serde_json::from_str(text).map_err(|e| format!("not a task: {e}"))?;
+    let gid = gid::validate(&line.gid).map_err(|e| format!("`gid`: {e}"))?;
+    let title = line.title.trim();
+    if title.is_empty() || title.contains('\n') {
+        return Err("`title` must be one non-empty line".into());
+    }
+    let source = line.source.as_deref().map(str::trim).unwrap_or(SOURCE);
+    if source.is_empty() {
+        return Err("`source` must not be empty".into());
+    }
+    Ok((
+        NewTask {
+            task_gid: gid.to_string(),
+            source: source.to_string(),
+            description: compose_description(title, line.body.as_deref().unwrap_or("")),
+            notes: line.notes,
+            priority: line.priority,
+            initial_status: QueueStatus::Pending,
+        },
+        line.facts,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_becomes_a_task_and_its_facts() {
+        let (task, facts) = read_line(
+            r#"{"gid":"1209876543210987","title":"Tab preview stuck","body":"Steps: hover.","source":"asana","priority":2,"facts":{"labels":["macOS"],"closed":false}}"#,
+        )
+        .expect("a task");
+        assert_eq!(task.task_gid, "1209876543210987");
+        assert_eq!(task.source, "asana");
+        assert_eq!(task.description, "# Tab preview stuck\n\nSteps: hover.");
+        assert_eq!(task.priority, Some(2));
+        assert_eq!(task.initial_status, QueueStatus::Pending);
+        assert_eq!(facts.expect("facts").labels, ["macOS"]);
+
+        let (task, facts) = read_line(r#"{"gid":"T-1","title":"A"}"#).expect("a task");
+        assert_eq!(task.source, SOURCE);
+        assert_eq!(facts, None);
+    }
+
+    #[test]
+    fn a_bad_line_names_what_is_wrong() {
+        let cases = [
+            (r#"{"title":"A"}"#, "gid"),
+            (r#"{"gid":"T-1","title":"A","colour":"red"}"#, "colour"),
+            (r#"{"gid":"T-1","title":" "}"#, "title"),
+            (r#"{"gid":"bad gid with spaces","title":"A"}"#, "gid"),
+            (
+                r#"{"gid":"T-1","title":"A","priority":"high"}"#,
+                "invalid type",
+            ),
+            ("not json", "not a task"),
+        ];
+        for (line, named) in cases {
+            let why = read_line(line).expect_err(line);
+            assert!(why.contains(named), "{line}: {why}");
+        }
+    }
+}
