@@ -4,9 +4,11 @@
 //! | source | module |
 //! |---|---|
 //! | a folder of markdown notes (an Obsidian vault subfolder, say) | [`plans`] |
+//! | Asana: projects, sections and the owner's My Tasks, polled | [`asana`] |
 //! | the command line (`executor add`) | `cli` |
 //!
 //! A source never modifies, moves or deletes what it reads: a note it cannot take in is
 //! reported and left exactly as it is.
 
+pub mod asana;
 pub mod plans;

@@ -1,9 +1,11 @@
 //! One integration-test binary (one link, one build): the real `executor` binary in temp
 //! workspaces, the real SQLite, and the real Postgres named by `EXECUTOR_TEST_PG`.
 
+mod asana;
 mod cli;
 mod daemon;
 mod escalations;
+mod fake_asana;
 mod fake_github;
 mod github_batch;
 mod github_client;
