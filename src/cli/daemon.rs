@@ -6,8 +6,10 @@
 //! `executor status` reads. It stops on SIGINT or SIGTERM; killed harder, it loses nothing
 //! that was committed, and the next start takes in whatever changed meanwhile.
 //!
-//! A failure inside one pass (a busy database, an unreadable folder) is logged and the
-//! daemon goes on; only a failure to start is fatal.
+//! Asana, when configured, is polled every `sources.asana.poll_interval` in the background.
+//!
+//! A failure inside one pass (a busy database, an unreadable folder, Asana down) is logged
+//! and the daemon goes on; only a failure to start is fatal.
 
 use std::time::Duration;
 
@@ -36,6 +38,8 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let _leases = super::LeaseKeeper::start(&runner);
     let mut passes: Vec<JoinHandle<()>> = Vec::new();
     let mut pr_tick: Option<JoinHandle<()>> = None;
+    let asana = super::asana_intake(settings)?.map(|i| Arc::new(tokio::sync::Mutex::new(i)));
+    let mut asana_poll: Option<JoinHandle<()>> = None;
     let started_at = clock.now();
     let mut heartbeat = Heartbeat {
         component: "daemon".to_string(),
@@ -82,6 +86,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     if let Some(intake) = intake.as_mut() {
         ingest(intake, store, clock).await;
     }
+    start_asana_poll(asana.as_ref(), &shared, &mut asana_poll);
     // The first pass reconciles what a previous runner left, then works approved tasks.
     start_pass(&runner, &mut passes, true);
 
@@ -115,6 +120,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
             }
             _ = beat_timer.tick() => {
                 reload_contract(&runner);
+                start_asana_poll(asana.as_ref(), &shared, &mut asana_poll);
                 heartbeat.beat_at = clock.now();
                 if let Err(error) = store.beat(&heartbeat).await {
                     tracing::warn!(%error, "cannot record the heartbeat");
@@ -201,6 +207,30 @@ fn start_pr_tick(runner: &Runner, tick: &mut Option<JoinHandle<()>>) {
                 }
             }
             Err(error) => tracing::error!(error = format!("{error:#}"), "the PR tick failed"),
+        }
+    }));
+}
+
+/// Polls Asana when its interval has passed, unless the last poll is still going. A failed
+/// poll is recorded by the intake (the log and `executor status`) and tried again at the
+/// next interval; nothing else waits on it.
+fn start_asana_poll(
+    intake: Option<&Arc<tokio::sync::Mutex<crate::ops::asana_intake::AsanaIntake>>>,
+    store: &Arc<dyn Store>,
+    poll: &mut Option<JoinHandle<()>>,
+) {
+    let Some(intake) = intake else {
+        return;
+    };
+    if poll.as_ref().is_some_and(|p| !p.is_finished()) {
+        return;
+    }
+    let (intake, store) = (Arc::clone(intake), Arc::clone(store));
+    *poll = Some(tokio::spawn(async move {
+        let mut intake = intake.lock().await;
+        if intake.due() {
+            // Failures are recorded and logged inside.
+            let _ = intake.poll(store.as_ref(), &SystemClock).await;
         }
     }));
 }

@@ -703,10 +703,26 @@ async fn owner_move(
 }
 
 async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
+    let asana = asana_intake(settings)?;
     if let Some(plans) = &settings.plans {
         let mut intake = PlansIntake::new(plans.clone());
         let report = intake.ingest(store.as_ref(), clock).await?;
         output::print_ingest(intake.dir(), &report);
+    }
+    // A source that cannot be read is reported (here, in the log and in `executor status`)
+    // and the pass goes on with the others.
+    let mut source_failures: Vec<String> = Vec::new();
+    if let Some(mut asana) = asana {
+        match asana.poll(store.as_ref(), clock).await {
+            Ok(report) => eprintln!(
+                "asana: {} new, {} updated, {} unchanged",
+                report.created, report.updated, report.unchanged
+            ),
+            Err(error) => {
+                eprintln!("asana: {error}; the other sources go on");
+                source_failures.push(format!("{error}"));
+            }
+        }
     }
     let runner = build_runner(settings, store)?;
     let _leases = LeaseKeeper::start(&runner);
@@ -716,6 +732,7 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         print_results(&recovered.results);
     }
     let mut failed = recovered.failed;
+    failed.extend(source_failures);
     let approved = runner.store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
         eprintln!("no approved task to work on");
@@ -841,6 +858,32 @@ fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
         &example,
         path.as_deref(),
     )?)
+}
+
+/// The Asana intake, when `[sources.asana]` is configured and enabled: the token from
+/// `token_file` or the variable `token_env`. A missing token is bad input (exit 2).
+pub(crate) fn asana_intake(
+    settings: &Settings,
+) -> Result<Option<crate::ops::asana_intake::AsanaIntake>> {
+    use crate::sources::asana::{AsanaClient, AsanaSettings, Secret};
+    let Some(asana) = settings.raw.sources.asana.as_ref().filter(|a| a.enabled) else {
+        return Ok(None);
+    };
+    let token = match &asana.token_file {
+        Some(file) => Secret::from_file(&settings.root.join(file)),
+        None => Secret::from_env(asana.token_env.get_ref()),
+    }
+    .map_err(|e| BadInput(format!("the Asana token: {e}")))?;
+    let api_base = url::Url::parse(asana.api_url.get_ref())
+        .map_err(|e| BadInput(format!("sources.asana.api_url: {e}")))?;
+    let client = AsanaClient::new(AsanaSettings { api_base, token })
+        .context("cannot set up the Asana client")?;
+    let scope = asana.scope().map_err(BadInput)?;
+    Ok(Some(crate::ops::asana_intake::AsanaIntake::new(
+        client,
+        scope,
+        asana.poll_interval,
+    )))
 }
 
 /// The GitHub client, when `[forge] kind = "github"`: the token from `forge.token_file`

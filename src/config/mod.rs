@@ -458,6 +458,74 @@ impl Default for ForgeSection {
 pub struct SourcesSection {
     #[serde(default)]
     pub plans: PlansSource,
+    /// Asana, polled; left out, Asana is not read.
+    #[serde(default)]
+    pub asana: Option<AsanaSource>,
+}
+
+/// `[sources.asana]`: the projects, sections and My Tasks to read, and how often.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AsanaSource {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The variable holding the personal access token.
+    #[serde(default = "default_asana_token_env")]
+    pub token_env: Spanned<String>,
+    /// Or a file holding it (relative to this file); wins over `token_env`.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    #[serde(default = "default_asana_api_url")]
+    pub api_url: Spanned<String>,
+    #[serde(default = "default_asana_poll", with = "humantime_serde")]
+    pub poll_interval: Duration,
+    /// Project gids: every task of each.
+    #[serde(default)]
+    pub projects: Option<toml::Value>,
+    /// Section gids: every task of each.
+    #[serde(default)]
+    pub sections: Option<toml::Value>,
+    /// The token owner's My Tasks in this workspace.
+    #[serde(default)]
+    pub my_tasks_workspace: Option<toml::Value>,
+    /// Whether the first read takes tasks completed already.
+    #[serde(default)]
+    pub include_completed: bool,
+}
+
+impl AsanaSource {
+    /// The scope, as the Asana source reads it.
+    pub fn scope(&self) -> Result<crate::sources::asana::AsanaScope, String> {
+        let mut table = toml::Table::new();
+        for (key, value) in [
+            ("projects", &self.projects),
+            ("sections", &self.sections),
+            ("my_tasks_workspace", &self.my_tasks_workspace),
+        ] {
+            if let Some(value) = value {
+                table.insert(key.to_string(), value.clone());
+            }
+        }
+        table.insert(
+            "include_completed".to_string(),
+            toml::Value::Boolean(self.include_completed),
+        );
+        let scope: crate::sources::asana::AsanaScope = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e: toml::de::Error| e.message().to_string())?;
+        scope.validate().map_err(|e| e.to_string())?;
+        Ok(scope)
+    }
+}
+
+fn default_asana_token_env() -> Spanned<String> {
+    Spanned::new(0..0, "ASANA_TOKEN".to_string())
+}
+fn default_asana_api_url() -> Spanned<String> {
+    Spanned::new(0..0, crate::sources::asana::DEFAULT_API_BASE.to_string())
+}
+fn default_asana_poll() -> Duration {
+    Duration::from_secs(5 * 60)
 }
 
 /// The folder of markdown notes, one task per note.
@@ -784,6 +852,47 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         ));
     }
 
+    if let Some(asana) = &raw.sources.asana {
+        if let Err(message) = asana.scope() {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line: line_of_section(text, "[sources.asana]"),
+                key: "sources.asana",
+                message,
+            });
+        }
+        if url::Url::parse(asana.api_url.get_ref()).is_err() {
+            return Err(invalid(
+                "sources.asana.api_url",
+                asana.api_url.span(),
+                format!("`{}` is not a URL", asana.api_url.get_ref()),
+            ));
+        }
+        if asana.poll_interval.is_zero() {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line: line_of_key(text, "poll_interval"),
+                key: "sources.asana.poll_interval",
+                message: "must be longer than zero".to_string(),
+            });
+        }
+        if let Some(name) = raw
+            .agent
+            .env
+            .iter()
+            .find(|name| name.get_ref() == asana.token_env.get_ref())
+        {
+            return Err(invalid(
+                "agent.env",
+                name.span(),
+                format!(
+                    "`{}` holds the Asana token (sources.asana.token_env), which never reaches a worker",
+                    asana.token_env.get_ref()
+                ),
+            ));
+        }
+    }
+
     let plans_cfg = &raw.sources.plans;
     let initial_status = match plans_cfg.initial_status.get_ref().as_str() {
         "approved" => QueueStatus::Approved,
@@ -865,6 +974,14 @@ fn line_of_key(text: &str, key: &str) -> usize {
             line.strip_prefix(key)
                 .is_some_and(|rest| rest.trim_start().starts_with('='))
         })
+        .map(|index| index + 1)
+        .unwrap_or(1)
+}
+
+/// The line of a `[section]` header (1 when it is not there).
+fn line_of_section(text: &str, header: &str) -> usize {
+    text.lines()
+        .position(|line| line.trim() == header)
         .map(|index| index + 1)
         .unwrap_or(1)
 }

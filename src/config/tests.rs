@@ -294,3 +294,25 @@ fn a_bad_rule_is_named_with_its_line() {
     let err = parse_err("[[analyzer.rules]]\nid = \"x\"\nwhen = { title_has = \"a\" }\n");
     assert!(err.contains("title_has"), "{err}");
 }
+
+#[test]
+fn an_asana_source_reads_its_scope_and_names_a_bad_one() {
+    let settings = parse_ok(
+        "[sources.asana]\nprojects = [\"1209512345678901\"]\nsections = [\"1209512345678905\"]\npoll_interval = \"2m\"\ntoken_env = \"MY_ASANA\"\n",
+    );
+    let asana = settings.raw.sources.asana.expect("configured");
+    assert_eq!(asana.poll_interval, Duration::from_secs(120));
+    assert_eq!(asana.token_env.get_ref(), "MY_ASANA");
+    let scope = asana.scope().expect("a scope");
+    assert_eq!(scope.projects, ["1209512345678901"]);
+    assert_eq!(scope.sections, ["1209512345678905"]);
+
+    let err = parse_err("[runner]\n\n[sources.asana]\nprojects = [\"not-a-gid\"]\n");
+    assert!(err.contains("line 3"), "{err}");
+    assert!(err.contains("sources.asana"), "{err}");
+    let err = parse_err("[sources.asana]\nprojects = [\"1\"]\nprojcts = [\"2\"]\n");
+    assert!(err.contains("projcts"), "{err}");
+    let err =
+        parse_err("[sources.asana]\nprojects = [\"1\"]\n\n[agent]\nenv = [\"ASANA_TOKEN\"]\n");
+    assert!(err.contains("never reaches a worker"), "{err}");
+}

@@ -44,6 +44,11 @@ pub const SQLITE: &[Migration] = &[
         name: "task_facts",
         sql: include_str!("sql/sqlite/0006_task_facts.sql"),
     },
+    Migration {
+        version: 7,
+        name: "source_cursors",
+        sql: include_str!("sql/sqlite/0007_source_cursors.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -76,6 +81,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 6,
         name: "task_facts",
         sql: include_str!("sql/postgres/0006_task_facts.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "source_cursors",
+        sql: include_str!("sql/postgres/0007_source_cursors.sql"),
     },
 ];
 

@@ -362,6 +362,16 @@ pub trait Store: Send + Sync {
         at: DateTime<Utc>,
     ) -> StoreResult<()>;
 
+    /// Where polled source `source` got to (its own format), if it ever did.
+    async fn source_cursor(&self, source: &str) -> StoreResult<Option<String>>;
+
+    async fn save_source_cursor(
+        &self,
+        source: &str,
+        cursor: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
     async fn summary(&self) -> StoreResult<StoreSummary>;
 }
 

@@ -961,6 +961,33 @@ impl Store for PgStore {
         Ok(())
     }
 
+    async fn source_cursor(&self, source: &str) -> StoreResult<Option<String>> {
+        Ok(
+            sqlx::query_scalar("SELECT cursor FROM executor_source_cursors WHERE source = $1")
+                .bind(source)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn save_source_cursor(
+        &self,
+        source: &str,
+        cursor: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO executor_source_cursors (source, cursor, updated_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (source) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at",
+        )
+        .bind(source)
+        .bind(cursor)
+        .bind(at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
     async fn summary(&self) -> StoreResult<StoreSummary> {
         let found: Vec<(QueueStatus, i64)> =
             sqlx::query("SELECT status::text, count(*) FROM executor_queue GROUP BY status")

@@ -1025,6 +1025,34 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn source_cursor(&self, source: &str) -> StoreResult<Option<String>> {
+        let source = source.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached("SELECT cursor FROM executor_source_cursors WHERE source = ?1")?
+                .query_row([source], |row| row.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn save_source_cursor(
+        &self,
+        source: &str,
+        cursor: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let (source, cursor) = (source.to_string(), cursor.to_string());
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_source_cursors (source, cursor, updated_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (source) DO UPDATE SET cursor = excluded.cursor, updated_at = excluded.updated_at",
+            )?
+            .execute(params![source, cursor, text(&at)])?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn summary(&self) -> StoreResult<StoreSummary> {
         let intake_errors = self.intake_errors().await?;
         let (found, live_workers, pending_escalations, heartbeats) = self

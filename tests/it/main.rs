@@ -2,6 +2,7 @@
 //! workspaces, the real SQLite, and the real Postgres named by `EXECUTOR_TEST_PG`.
 
 mod asana;
+mod asana_intake;
 mod cli;
 mod daemon;
 mod escalations;

@@ -988,6 +988,24 @@ async fn task_facts_are_replaced_and_the_analysis_recorded(store: &dyn Store) {
     ));
 }
 
+async fn a_sources_cursor_is_replaced_and_read_back(store: &dyn Store) {
+    assert_eq!(store.source_cursor("asana").await.expect("read"), None);
+    for cursor in ["2026-03-16T09:14:35.118Z", "2026-03-16T10:00:00.000Z"] {
+        store
+            .save_source_cursor("asana", cursor, t0())
+            .await
+            .expect("save");
+    }
+    store
+        .save_source_cursor("github", "etag-1", t0())
+        .await
+        .expect("another source");
+    assert_eq!(
+        store.source_cursor("asana").await.expect("read").as_deref(),
+        Some("2026-03-16T10:00:00.000Z")
+    );
+}
+
 async fn competing_runners_take_a_run_lease_once(a: &dyn Store, b: &dyn Store) {
     for run in 1..=10 {
         let (x, y) = tokio::join!(
@@ -1102,6 +1120,7 @@ conformance!(
     a_run_lease_is_taken_once_renewed_expired_and_released,
     a_runs_pr_memory_is_replaced_and_read_back,
     task_facts_are_replaced_and_the_analysis_recorded,
+    a_sources_cursor_is_replaced_and_read_back,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
     summary_counts_every_known_status,
