@@ -9,7 +9,8 @@
 //! | [`agents`] | one adapter per agent CLI: argv, output normalised into `AgentEvent`s | core |
 //! | [`runner`] | runs: git worktrees and branches (the run loop builds on it) | core |
 //! | [`supervisor`] | one worker process: its group, output lines, watchdog, stop | core |
-//! | [`sources`] | the plans folder (and, later, Asana and GitHub issues) | core |
+//! | [`sources`] | the plans folder and Asana (GitHub issues later) | core (Asana reuses the forge's `Secret`) |
+//! | [`analyzer`] | triage of pending tasks: rule filters, then an agent's structured answer | core, store, agents, supervisor |
 //! | [`protocol`] | worker messages (`[REQUEST:kind] key=value …`): the line parser, JSON form, requests as policy actions | policy (its `Action`) |
 //! | [`policy`] | role contracts; tool calls and requests classified into actions and decided | nothing (its only I/O: reading a contract, resolving symlinks) |
 //! | [`ops`] | operations that read, decide with the core, and write | core, store, sources |
@@ -18,6 +19,7 @@
 //! | [`cli`] | the `executor` command: arguments, output, the daemon's wiring | everything |
 
 pub mod agents;
+pub mod analyzer;
 pub mod cli;
 pub mod config;
 pub mod core;

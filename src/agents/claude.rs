@@ -77,6 +77,19 @@ pub fn argv(program: &Path, invocation: &Invocation) -> Vec<String> {
     argv
 }
 
+/// The arguments that make a call answer-only: no tools at all (`--tools ""`; Claude's own
+/// `StructuredOutput` tool stays), and with `schema`, a final answer matching that JSON Schema
+/// (`--json-schema`), which the `result` event carries as `structured_output`
+/// ([`Finished::structured_output`]). Claude Code asks the model once more when it answers
+/// without it, then ends without one: the caller still reads the text.
+pub fn answer_only_args(schema: Option<&Value>) -> Vec<String> {
+    let mut args = vec!["--tools".to_string(), String::new()];
+    if let Some(schema) = schema {
+        args.extend(["--json-schema".to_string(), schema.to_string()]);
+    }
+    args
+}
+
 /// The shell command Claude runs as its PreToolUse hook: `<executor> hook claude --config
 /// <file> --run <id>`, paths quoted for `sh`. The run and config are in the command, not in
 /// the worker's environment, so nothing the worker does can point the hook elsewhere.
@@ -321,6 +334,10 @@ fn result(value: &Value) -> Finished {
                     .collect()
             })
             .unwrap_or_default(),
+        structured_output: value
+            .get("structured_output")
+            .filter(|output| !output.is_null())
+            .cloned(),
     }
 }
 
@@ -718,6 +735,30 @@ mod tests {
                 "5f1c"
             ]
         );
+    }
+
+    #[test]
+    fn an_answer_only_call_has_no_tools_and_its_structured_output_is_read() {
+        let schema = json!({"type": "object", "required": ["status"]});
+        assert_eq!(
+            answer_only_args(Some(&schema)),
+            [
+                "--tools",
+                "",
+                "--json-schema",
+                r#"{"type":"object","required":["status"]}"#
+            ]
+        );
+        assert_eq!(answer_only_args(None), ["--tools", ""]);
+        // The `result` of Claude Code 2.1.332 run with `--json-schema` (trimmed).
+        let line = r#"{"type":"result","subtype":"success","is_error":false,"num_turns":2,"stop_reason":"tool_use","terminal_reason":"completed","session_id":"b6ab","result":"{\"status\":\"skip\"}","structured_output":{"status":"skip"}}"#;
+        let events = parse_line(line);
+        assert_eq!(
+            finished(&events).structured_output,
+            Some(json!({"status": "skip"}))
+        );
+        let plain = r#"{"type":"result","subtype":"success","is_error":false,"result":"hi","structured_output":null}"#;
+        assert_eq!(finished(&parse_line(plain)).structured_output, None);
     }
 
     #[test]

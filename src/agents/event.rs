@@ -91,6 +91,11 @@ pub struct Finished {
     pub api_error_status: Option<u16>,
     /// Error messages the agent listed (Claude's `errors` on `error_*` results).
     pub errors: Vec<String>,
+    /// The final answer as JSON, when the agent was asked for one matching a schema
+    /// (Claude's `structured_output`, with `--json-schema`; see
+    /// [`super::Adapter::answer_only_argv`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_output: Option<Value>,
 }
 
 impl Finished {

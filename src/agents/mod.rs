@@ -114,6 +114,19 @@ impl Adapter {
         }
     }
 
+    /// The command line of a call that only answers (the analyzer's): [`Adapter::argv`]
+    /// with no tools, and the final answer asked for in the shape of the JSON Schema
+    /// `schema` where the CLI can (Claude: see [`claude::answer_only_args`]; it arrives as
+    /// [`Finished::structured_output`]). Other agents get their usual argv: their prompt
+    /// must ask for the shape in words.
+    pub fn answer_only_argv(&self, invocation: &Invocation, schema: Option<&Value>) -> Vec<String> {
+        let mut argv = self.argv(invocation);
+        if let Adapter::Claude { .. } = self {
+            argv.extend(claude::answer_only_args(schema));
+        }
+        argv
+    }
+
     /// The events one stdout line means. Never fails; stderr is not parsed (it is kept in
     /// the transcript only).
     pub fn parse_line(&self, line: &str) -> Vec<AgentEvent> {
@@ -414,6 +427,32 @@ mod tests {
             ["/bin/claude", "-p"]
         );
         assert_eq!(codex.argv(&Invocation::default()).last().unwrap(), "-");
+    }
+
+    #[test]
+    fn only_claude_is_told_to_answer_without_tools_in_a_schema() {
+        let schema = serde_json::json!({"type": "object"});
+        let claude = Adapter::Claude {
+            program: "/bin/claude".into(),
+        };
+        let argv = claude.answer_only_argv(&Invocation::default(), Some(&schema));
+        assert_eq!(
+            argv[argv.len() - 4..],
+            ["--tools", "", "--json-schema", r#"{"type":"object"}"#]
+        );
+        for other in [
+            Adapter::Codex {
+                program: "/bin/codex".into(),
+            },
+            Adapter::Command {
+                argv: vec!["w".into()],
+            },
+        ] {
+            assert_eq!(
+                other.answer_only_argv(&Invocation::default(), Some(&schema)),
+                other.argv(&Invocation::default())
+            );
+        }
     }
 
     #[test]

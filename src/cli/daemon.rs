@@ -6,7 +6,9 @@
 //! `executor status` reads. It stops on SIGINT or SIGTERM; killed harder, it loses nothing
 //! that was committed, and the next start takes in whatever changed meanwhile.
 //!
-//! Asana, when configured, is polled every `sources.asana.poll_interval` in the background.
+//! Asana, when configured, is polled every `sources.asana.poll_interval` in the background,
+//! and pending tasks are analyzed (rule filters, then the agent) whenever there are some,
+//! under the analyzer's own lock.
 //!
 //! A failure inside one pass (a busy database, an unreadable folder, Asana down) is logged
 //! and the daemon goes on; only a failure to start is fatal.
@@ -40,6 +42,26 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let mut pr_tick: Option<JoinHandle<()>> = None;
     let asana = super::asana_intake(settings)?.map(|i| Arc::new(tokio::sync::Mutex::new(i)));
     let mut asana_poll: Option<JoinHandle<()>> = None;
+    // The analyzer runs here unless another process (`executor analyze --once`) holds its
+    // lock; then that one analyzes and this daemon leaves pending tasks to it.
+    let analyzer_lock = match super::lock::acquire_as(
+        &settings.root.join(super::analyze::ANALYZER_LOCK),
+        "analyzer",
+    ) {
+        Ok(lock) => Some(lock),
+        Err(error) => {
+            tracing::warn!(%error, "the analyzer is not run by this daemon");
+            None
+        }
+    };
+    let analyzer = match analyzer_lock {
+        Some(_) => Some(Arc::new(super::analyze::build(
+            settings,
+            Arc::clone(&shared),
+        )?)),
+        None => None,
+    };
+    let mut analysis: Option<JoinHandle<()>> = None;
     let started_at = clock.now();
     let mut heartbeat = Heartbeat {
         component: "daemon".to_string(),
@@ -87,6 +109,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         ingest(intake, store, clock).await;
     }
     start_asana_poll(asana.as_ref(), &shared, &mut asana_poll);
+    start_analysis(analyzer.as_ref(), &shared, &mut analysis);
     // The first pass reconciles what a previous runner left, then works approved tasks.
     start_pass(&runner, &mut passes, true);
 
@@ -121,6 +144,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
             _ = beat_timer.tick() => {
                 reload_contract(&runner);
                 start_asana_poll(asana.as_ref(), &shared, &mut asana_poll);
+                start_analysis(analyzer.as_ref(), &shared, &mut analysis);
                 heartbeat.beat_at = clock.now();
                 if let Err(error) = store.beat(&heartbeat).await {
                     tracing::warn!(%error, "cannot record the heartbeat");
@@ -231,6 +255,51 @@ fn start_asana_poll(
         if intake.due() {
             // Failures are recorded and logged inside.
             let _ = intake.poll(store.as_ref(), &SystemClock).await;
+        }
+    }));
+}
+
+/// Analyzes the pending tasks, one at a time until none is left, unless the last pass is
+/// still going.
+fn start_analysis(
+    analyzer: Option<&Arc<crate::analyzer::Analyzer>>,
+    store: &Arc<dyn Store>,
+    pass: &mut Option<JoinHandle<()>>,
+) {
+    let Some(analyzer) = analyzer else {
+        return;
+    };
+    if pass.as_ref().is_some_and(|p| !p.is_finished()) {
+        return;
+    }
+    let (analyzer, store) = (Arc::clone(analyzer), Arc::clone(store));
+    *pass = Some(tokio::spawn(async move {
+        match store
+            .tasks_page(Some(&QueueStatus::Pending), i64::MIN, 1)
+            .await
+        {
+            Ok(pending) if pending.is_empty() => return,
+            Ok(_) => {}
+            Err(error) => {
+                tracing::warn!(%error, "cannot look for pending tasks");
+                return;
+            }
+        }
+        let analyzed = analyzer
+            .analyze_pending(
+                |a| tracing::info!(gid = %a.gid, status = %a.status(), "{}", a.describe()),
+            )
+            .await;
+        match analyzed {
+            Ok(report) => tracing::info!(
+                analyzed = report.analyzed(),
+                failed = report.analysis_failed,
+                left_pending = report.errors.len(),
+                "analysis pass done"
+            ),
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "the analysis pass stopped")
+            }
         }
     }));
 }

@@ -66,9 +66,15 @@ pub async fn run(dir: &Path, example: bool) -> Result<()> {
         std::fs::write(&path, contents)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    let analyzer_prompt = prompts.join(crate::analyzer::PROMPT_FILE);
+    if !analyzer_prompt.exists() {
+        std::fs::write(&analyzer_prompt, crate::analyzer::BUILTIN_PROMPT)
+            .with_context(|| format!("cannot write {}", analyzer_prompt.display()))?;
+    }
     // What is there now must load: an owner's earlier edit that no longer does is named here.
     crate::prompts::PromptSet::load(&prompts)?;
-    println!("ready    prompts/ (one template per worker phase)");
+    crate::analyzer::PromptTemplate::load(Some(&analyzer_prompt))?;
+    println!("ready    prompts/ (one template per worker phase, and the analyzer's)");
 
     let settings = config::load(&dir.join(config::FILE_NAME), &Env::from_process())?;
     if let Some(plans) = &settings.plans {

@@ -12,8 +12,12 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum LockError {
-    #[error("another executor runner holds {path} (pid {holder}); this one exits")]
-    Held { path: PathBuf, holder: String },
+    #[error("another executor {role} holds {path} (pid {holder}); this one exits")]
+    Held {
+        role: &'static str,
+        path: PathBuf,
+        holder: String,
+    },
     #[error("cannot use the lock file {path}")]
     Io {
         path: PathBuf,
@@ -28,8 +32,13 @@ pub struct RunnerLock {
     _file: File,
 }
 
-/// Takes the lock at `path` without waiting.
+/// Takes the runner's lock at `path` without waiting.
 pub fn acquire(path: &Path) -> Result<RunnerLock, LockError> {
+    acquire_as(path, "runner")
+}
+
+/// Takes the lock at `path` for `role` (`runner`, `analyzer`) without waiting.
+pub fn acquire_as(path: &Path, role: &'static str) -> Result<RunnerLock, LockError> {
     let io = |source| LockError::Io {
         path: path.to_path_buf(),
         source,
@@ -48,6 +57,7 @@ pub fn acquire(path: &Path) -> Result<RunnerLock, LockError> {
             let _ = file.read_to_string(&mut holder);
             let holder = holder.trim();
             return Err(LockError::Held {
+                role,
                 path: path.to_path_buf(),
                 holder: if holder.is_empty() {
                     "unknown".to_string()

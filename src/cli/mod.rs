@@ -4,6 +4,7 @@
 //!
 //! Exit codes (DESIGN section 9): 0 done, 1 failure, 2 bad usage or bad input.
 
+mod analyze;
 mod daemon;
 mod hook;
 mod import;
@@ -111,6 +112,12 @@ enum Command {
     Import {
         /// The file: {"gid": …, "title": …, "body"?, "source"?, "priority"?, "notes"?, "facts"?} per line
         file: PathBuf,
+    },
+    /// Triage every pending task (rule filters, then the agent), then exit
+    Analyze {
+        /// Required: one pass until no pending task is left (the daemon analyzes on its own)
+        #[arg(long, required = true)]
+        once: bool,
     },
     /// Put back to pending the skipped tasks the current rule filters let through
     Reanalyze {
@@ -269,7 +276,10 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_tracing(matches!(cli.command, Command::Daemon | Command::Run { .. }));
+    init_tracing(matches!(
+        cli.command,
+        Command::Daemon | Command::Run { .. } | Command::Analyze { .. }
+    ));
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -516,6 +526,7 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
                 output::print_status(&report)
             }
         }
+        Command::Analyze { .. } => analyze::run_once(settings, Arc::clone(&shared)).await,
         Command::Run { .. } => {
             let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
             run_once(settings, Arc::clone(&shared), &clock).await
@@ -838,7 +849,7 @@ async fn clean_worktrees(store: &dyn Store, settings: &crate::runner::drive::Run
 
 /// The agent `[agent]` names; `auto` falls back to the bundled example worker installed
 /// beside this binary.
-fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
+pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
     let exe = std::env::current_exe().context("cannot tell where this executor binary is")?;
     let example = exe.with_file_name(if cfg!(windows) {
         "executor-example-worker.exe"

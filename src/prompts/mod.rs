@@ -33,7 +33,7 @@
 
 mod context;
 mod error;
-mod set;
+pub(crate) mod set;
 #[cfg(test)]
 mod tests;
 

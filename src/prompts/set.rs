@@ -299,7 +299,7 @@ fn extra_partials(dir: &Path) -> Result<Vec<(String, PathBuf)>, PromptError> {
 /// If `variable` (`task.title`, as minijinja reports a nested lookup) leaves the context's
 /// shape, the unknown part (`task.nmae`) and what is known at that point. Lookups on a
 /// string or a list (`task.title.upper`) are left to the render check.
-fn unknown_part(
+pub(crate) fn unknown_part(
     schema: &serde_json::Value,
     globals: &BTreeSet<String>,
     variable: &str,
@@ -343,7 +343,7 @@ fn keys(value: &serde_json::Value) -> String {
 }
 
 /// The line of the first use of `variable` inside a `{{ }}` or `{% %}` tag of `source`.
-pub(super) fn line_of(source: &str, variable: &str) -> Option<usize> {
+pub(crate) fn line_of(source: &str, variable: &str) -> Option<usize> {
     let is_name = |c: char| c.is_alphanumeric() || c == '_';
     let mut from = 0;
     while let Some(found) = source[from..].find(variable) {
@@ -371,7 +371,7 @@ pub(super) fn line_of(source: &str, variable: &str) -> Option<usize> {
 }
 
 /// `text` in a fenced code block whose fence is longer than any backtick run inside it.
-pub(super) fn fence(text: String, lang: Option<String>) -> String {
+pub(crate) fn fence(text: String, lang: Option<String>) -> String {
     let mut longest = 0;
     let mut run = 0;
     for c in text.chars() {

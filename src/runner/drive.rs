@@ -582,13 +582,20 @@ async fn judged_deny(
 /// The environment every agent process starts with: nothing inherited but `PATH`, `HOME`,
 /// `LANG`, `TERM`, `TMPDIR`, the variables `agent.env` names, and the adapter's fixed ones.
 fn worker_env(adapter: &Adapter, settings: &RunnerSettings) -> HashMap<String, String> {
+    agent_env(adapter, &settings.agent.env)
+}
+
+/// The environment an agent process gets: a few basics, the variables `[agent] env`
+/// names, and the adapter's own settings. Nothing else of this process's environment (its
+/// tokens above all) reaches it.
+pub fn agent_env(adapter: &Adapter, allowed: &[String]) -> HashMap<String, String> {
     let mut env: HashMap<String, String> = HashMap::new();
     for key in ["PATH", "HOME", "LANG", "TERM", "TMPDIR"] {
         if let Ok(value) = std::env::var(key) {
             env.insert(key.to_string(), value);
         }
     }
-    for key in &settings.agent.env {
+    for key in allowed {
         if let Ok(value) = std::env::var(key) {
             env.insert(key.clone(), value);
         }

@@ -1,6 +1,7 @@
 //! One integration-test binary (one link, one build): the real `executor` binary in temp
 //! workspaces, the real SQLite, and the real Postgres named by `EXECUTOR_TEST_PG`.
 
+mod analyzer;
 mod asana;
 mod asana_intake;
 mod cli;
@@ -23,4 +24,5 @@ mod runner;
 mod store_conformance;
 mod supervisor;
 mod support;
+mod triage;
 mod worktree;
