@@ -11,6 +11,14 @@ fn main() -> std::process::ExitCode {
         println!("[ESCALATE:blocked] cannot read the prompt: {error}");
         return std::process::ExitCode::from(1);
     }
+    // The analyzer's prompt: the example worker judges nothing, so every task goes to the
+    // owner for review, saying so.
+    if prompt.starts_with("# Triage one task") || prompt.contains("\n# Triage one task") {
+        println!(
+            "```json\n{{\"status\": \"for_review\", \"priority\": 3, \"analysis_summary\": \"Not analyzed: the bundled example worker judges no task; configure [agent] to have a model triage it.\"}}\n```"
+        );
+        return std::process::ExitCode::SUCCESS;
+    }
     println!(
         "[STATUS:investigation] reading the task ({} bytes of prompt)",
         prompt.len()

@@ -149,3 +149,38 @@ fn the_owners_rules_skip_exactly_their_tasks_and_the_model_triages_the_rest() {
     let again = ws.ok(&["analyze", "--once"]);
     assert!(again.contains("analyzed 0"), "{again}");
 }
+
+#[test]
+fn the_analyzer_runs_beside_a_runner_but_not_beside_another_analyzer() {
+    let ws = Workspace::init();
+    ws.ok(&["add", "--title", "Something", "--gid", "P-1"]);
+    let lock = |name: &str| {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(ws.path().join(name))
+            .expect("open the lock file");
+        file.try_lock().expect("take the lock");
+        file
+    };
+
+    let runner = lock("runner.lock");
+    let analyzer = lock("analyzer.lock");
+    let stderr = ws.fails_with(1, &["analyze", "--once"]);
+    assert!(
+        stderr.contains("another executor analyzer holds"),
+        "{stderr}"
+    );
+    assert_eq!(ws.queue()[0]["status"], "pending");
+    drop(analyzer);
+
+    // With only the runner's lock held, the analyzer works (the bundled example worker is
+    // no analyst: it sends the task to the owner, saying so).
+    ws.ok(&["analyze", "--once"]);
+    let task = &ws.queue()[0];
+    assert_eq!(task["status"], "for_review", "{task}");
+    let summary = task["analysis_summary"].as_str().unwrap_or("");
+    assert!(summary.contains("bundled example worker"), "{summary}");
+    drop(runner);
+}
