@@ -6,7 +6,8 @@
 //! `executor status` reads. It stops on SIGINT or SIGTERM; killed harder, it loses nothing
 //! that was committed, and the next start takes in whatever changed meanwhile.
 //!
-//! Asana, when configured, is polled every `sources.asana.poll_interval` in the background,
+//! Polled sources (Asana, GitHub issues), when configured, are read every `poll_interval` in
+//! the background,
 //! and pending tasks are analyzed (rule filters, then the agent) whenever there are some,
 //! under the analyzer's own lock.
 //!
@@ -24,6 +25,7 @@ use crate::core::clock::{Clock, SystemClock};
 use crate::core::queue::QueueStatus;
 use crate::core::record::Heartbeat;
 use crate::ops::intake::PlansIntake;
+use crate::ops::source_intake::SourceIntake;
 use crate::runner::drive::Runner;
 use crate::store::Store;
 use std::sync::Arc;
@@ -40,8 +42,11 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let _leases = super::LeaseKeeper::start(&runner);
     let mut passes: Vec<JoinHandle<()>> = Vec::new();
     let mut pr_tick: Option<JoinHandle<()>> = None;
-    let asana = super::asana_intake(settings)?.map(|i| Arc::new(tokio::sync::Mutex::new(i)));
-    let mut asana_poll: Option<JoinHandle<()>> = None;
+    let sources: Vec<Arc<tokio::sync::Mutex<SourceIntake>>> = super::source_intakes(settings)?
+        .into_iter()
+        .map(|s| Arc::new(tokio::sync::Mutex::new(s)))
+        .collect();
+    let mut source_polls: Vec<Option<JoinHandle<()>>> = sources.iter().map(|_| None).collect();
     // The analyzer runs here unless another process (`executor analyze --once`) holds its
     // lock; then that one analyzes and this daemon leaves pending tasks to it.
     let analyzer_lock = match super::lock::acquire_as(
@@ -108,7 +113,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     if let Some(intake) = intake.as_mut() {
         ingest(intake, store, clock).await;
     }
-    start_asana_poll(asana.as_ref(), &shared, &mut asana_poll);
+    start_source_polls(&sources, &shared, &mut source_polls);
     start_analysis(analyzer.as_ref(), &shared, &mut analysis);
     // The first pass reconciles what a previous runner left, then works approved tasks.
     start_pass(&runner, &mut passes, true);
@@ -143,7 +148,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
             }
             _ = beat_timer.tick() => {
                 reload_contract(&runner);
-                start_asana_poll(asana.as_ref(), &shared, &mut asana_poll);
+                start_source_polls(&sources, &shared, &mut source_polls);
                 start_analysis(analyzer.as_ref(), &shared, &mut analysis);
                 heartbeat.beat_at = clock.now();
                 if let Err(error) = store.beat(&heartbeat).await {
@@ -235,28 +240,27 @@ fn start_pr_tick(runner: &Runner, tick: &mut Option<JoinHandle<()>>) {
     }));
 }
 
-/// Polls Asana when its interval has passed, unless the last poll is still going. A failed
-/// poll is recorded by the intake (the log and `executor status`) and tried again at the
-/// next interval; nothing else waits on it.
-fn start_asana_poll(
-    intake: Option<&Arc<tokio::sync::Mutex<crate::ops::asana_intake::AsanaIntake>>>,
+/// Polls each source whose interval has passed, unless its last poll is still going. A
+/// failed poll is recorded by the intake (the log and `executor status`) and tried again at
+/// the next interval; nothing else waits on it.
+fn start_source_polls(
+    sources: &[Arc<tokio::sync::Mutex<SourceIntake>>],
     store: &Arc<dyn Store>,
-    poll: &mut Option<JoinHandle<()>>,
+    polls: &mut [Option<JoinHandle<()>>],
 ) {
-    let Some(intake) = intake else {
-        return;
-    };
-    if poll.as_ref().is_some_and(|p| !p.is_finished()) {
-        return;
-    }
-    let (intake, store) = (Arc::clone(intake), Arc::clone(store));
-    *poll = Some(tokio::spawn(async move {
-        let mut intake = intake.lock().await;
-        if intake.due() {
-            // Failures are recorded and logged inside.
-            let _ = intake.poll(store.as_ref(), &SystemClock).await;
+    for (source, poll) in sources.iter().zip(polls.iter_mut()) {
+        if poll.as_ref().is_some_and(|p| !p.is_finished()) {
+            continue;
         }
-    }));
+        let (source, store) = (Arc::clone(source), Arc::clone(store));
+        *poll = Some(tokio::spawn(async move {
+            let mut source = source.lock().await;
+            if source.due() {
+                // Failures are recorded and logged inside.
+                let _ = source.poll(store.as_ref(), &SystemClock).await;
+            }
+        }));
+    }
 }
 
 /// Analyzes the pending tasks, one at a time until none is left, unless the last pass is

@@ -714,7 +714,7 @@ async fn owner_move(
 }
 
 async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
-    let asana = asana_intake(settings)?;
+    let mut sources = source_intakes(settings)?;
     if let Some(plans) = &settings.plans {
         let mut intake = PlansIntake::new(plans.clone());
         let report = intake.ingest(store.as_ref(), clock).await?;
@@ -723,15 +723,18 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
     // A source that cannot be read is reported (here, in the log and in `executor status`)
     // and the pass goes on with the others.
     let mut source_failures: Vec<String> = Vec::new();
-    if let Some(mut asana) = asana {
-        match asana.poll(store.as_ref(), clock).await {
+    for source in &mut sources {
+        match source.poll(store.as_ref(), clock).await {
             Ok(report) => eprintln!(
-                "asana: {} new, {} updated, {} unchanged",
-                report.created, report.updated, report.unchanged
+                "{}: {} new, {} updated, {} unchanged",
+                source.name(),
+                report.created,
+                report.updated,
+                report.unchanged
             ),
             Err(error) => {
-                eprintln!("asana: {error}; the other sources go on");
-                source_failures.push(format!("{error}"));
+                eprintln!("{}: {error}; the other sources go on", source.name());
+                source_failures.push(format!("{}: {error}", source.name()));
             }
         }
     }
@@ -871,46 +874,77 @@ pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapte
     )?)
 }
 
-/// The Asana intake, when `[sources.asana]` is configured and enabled: the token from
-/// `token_file` or the variable `token_env`. A missing token is bad input (exit 2).
-pub(crate) fn asana_intake(
+/// The polled sources the config enables: Asana (`[sources.asana]`) and the labelled
+/// issues of each repository of `[sources.github_issues]`. A missing token is bad input
+/// (exit 2), named by its variable or file.
+pub(crate) fn source_intakes(
     settings: &Settings,
-) -> Result<Option<crate::ops::asana_intake::AsanaIntake>> {
-    use crate::sources::asana::{AsanaClient, AsanaSettings, Secret};
-    let Some(asana) = settings.raw.sources.asana.as_ref().filter(|a| a.enabled) else {
-        return Ok(None);
-    };
-    let token = match &asana.token_file {
-        Some(file) => Secret::from_file(&settings.root.join(file)),
-        None => Secret::from_env(asana.token_env.get_ref()),
+) -> Result<Vec<crate::ops::source_intake::SourceIntake>> {
+    use crate::ops::source_intake::{Polling, SourceIntake};
+    let mut intakes = Vec::new();
+    if let Some(asana) = settings.raw.sources.asana.as_ref().filter(|a| a.enabled) {
+        use crate::sources::asana::{AsanaClient, AsanaSettings, Secret};
+        let token = match &asana.token_file {
+            Some(file) => Secret::from_file(&settings.root.join(file)),
+            None => Secret::from_env(asana.token_env.get_ref()),
+        }
+        .map_err(|e| BadInput(format!("the Asana token: {e}")))?;
+        let api_base = url::Url::parse(asana.api_url.get_ref())
+            .map_err(|e| BadInput(format!("sources.asana.api_url: {e}")))?;
+        let client = AsanaClient::new(AsanaSettings { api_base, token })
+            .context("cannot set up the Asana client")?;
+        let scope = asana.scope().map_err(BadInput)?;
+        intakes.push(SourceIntake::new(
+            Polling::Asana { client, scope },
+            asana.poll_interval,
+        ));
     }
-    .map_err(|e| BadInput(format!("the Asana token: {e}")))?;
-    let api_base = url::Url::parse(asana.api_url.get_ref())
-        .map_err(|e| BadInput(format!("sources.asana.api_url: {e}")))?;
-    let client = AsanaClient::new(AsanaSettings { api_base, token })
-        .context("cannot set up the Asana client")?;
-    let scope = asana.scope().map_err(BadInput)?;
-    Ok(Some(crate::ops::asana_intake::AsanaIntake::new(
-        client,
-        scope,
-        asana.poll_interval,
-    )))
+    if let Some(issues) = settings
+        .raw
+        .sources
+        .github_issues
+        .as_ref()
+        .filter(|i| i.enabled)
+    {
+        let scope = issues.scope().map_err(BadInput)?;
+        let repositories: Vec<String> = if issues.repositories.is_empty() {
+            settings
+                .raw
+                .forge
+                .github_repository
+                .iter()
+                .map(|r| r.get_ref().clone())
+                .collect()
+        } else {
+            issues
+                .repositories
+                .iter()
+                .map(|r| r.get_ref().clone())
+                .collect()
+        };
+        for repository in repositories {
+            let client = github_client(settings, &repository)?;
+            intakes.push(SourceIntake::new(
+                Polling::GithubIssues {
+                    client,
+                    scope: scope.clone(),
+                },
+                issues.poll_interval,
+            ));
+        }
+    }
+    Ok(intakes)
 }
 
-/// The GitHub client, when `[forge] kind = "github"`: the token from `forge.token_file`
-/// or the variable `forge.token_env`. A missing token stops the runner before it starts.
-fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::GithubForge>> {
+/// A GitHub client for `owner/name`, with the forge's token and API URL.
+fn github_client(
+    settings: &Settings,
+    repository: &str,
+) -> Result<crate::forge::github::GithubClient> {
     use crate::forge::github::{GithubClient, GithubSettings, Secret};
     let forge = &settings.raw.forge;
-    if forge.kind != config::ForgeKind::Github {
-        return Ok(None);
-    }
-    let Some((owner, repo)) = forge
-        .github_repository
-        .as_ref()
-        .and_then(|r| r.get_ref().split_once('/'))
-    else {
-        return Err(BadInput("forge.github_repository must be owner/name".into()).into());
+    let Some((owner, repo)) = repository.split_once('/') else {
+        return Err(BadInput(format!("`{repository}` is not owner/name")).into());
     };
     let token = match &forge.token_file {
         Some(file) => Secret::from_file(&settings.root.join(file)),
@@ -923,13 +957,30 @@ fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::Gith
         let path = format!("{}/", api_base.path());
         api_base.set_path(&path);
     }
-    let client = GithubClient::new(GithubSettings {
+    GithubClient::new(GithubSettings {
         api_base,
         owner: owner.to_string(),
         repo: repo.to_string(),
         token,
     })
-    .context("cannot set up the GitHub client")?;
+    .context("cannot set up the GitHub client")
+}
+
+/// The GitHub client, when `[forge] kind = "github"`: the token from `forge.token_file`
+/// or the variable `forge.token_env`. A missing token stops the runner before it starts.
+fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::GithubForge>> {
+    let forge = &settings.raw.forge;
+    if forge.kind != config::ForgeKind::Github {
+        return Ok(None);
+    }
+    let Some((owner, repo)) = forge
+        .github_repository
+        .as_ref()
+        .and_then(|r| r.get_ref().split_once('/'))
+    else {
+        return Err(BadInput("forge.github_repository must be owner/name".into()).into());
+    };
+    let client = github_client(settings, &format!("{owner}/{repo}"))?;
     Ok(Some(crate::runner::drive::GithubForge {
         client,
         remote: forge.remote.clone(),

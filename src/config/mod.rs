@@ -461,6 +461,39 @@ pub struct SourcesSection {
     /// Asana, polled; left out, Asana is not read.
     #[serde(default)]
     pub asana: Option<AsanaSource>,
+    /// GitHub issues by label, polled; left out, no issues are read.
+    #[serde(default)]
+    pub github_issues: Option<GithubIssuesSource>,
+}
+
+/// `[sources.github_issues]`: the repositories whose labelled issues are work, read with
+/// the forge's token and API URL (`[forge]`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GithubIssuesSource {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// `owner/name` each; left out, `forge.github_repository`.
+    #[serde(default)]
+    pub repositories: Vec<Spanned<String>>,
+    /// An issue carrying any one of these labels is read.
+    pub labels: Vec<String>,
+    /// Whether the first read takes issues closed already.
+    #[serde(default)]
+    pub include_closed: bool,
+    #[serde(default = "default_asana_poll", with = "humantime_serde")]
+    pub poll_interval: Duration,
+}
+
+impl GithubIssuesSource {
+    pub fn scope(&self) -> Result<crate::sources::github_issues::GithubIssuesScope, String> {
+        let scope = crate::sources::github_issues::GithubIssuesScope {
+            labels: self.labels.clone(),
+            include_closed: self.include_closed,
+        };
+        scope.validate().map_err(|e| e.to_string())?;
+        Ok(scope)
+    }
 }
 
 /// `[sources.asana]`: the projects, sections and My Tasks to read, and how often.
@@ -889,6 +922,40 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
                     "`{}` holds the Asana token (sources.asana.token_env), which never reaches a worker",
                     asana.token_env.get_ref()
                 ),
+            ));
+        }
+    }
+
+    if let Some(issues) = &raw.sources.github_issues {
+        let section = line_of_section(text, "[sources.github_issues]");
+        let invalid_here = |message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: section,
+            key: "sources.github_issues",
+            message,
+        };
+        issues.scope().map_err(invalid_here)?;
+        if issues.poll_interval.is_zero() {
+            return Err(invalid_here(
+                "poll_interval must be longer than zero".into(),
+            ));
+        }
+        for repository in &issues.repositories {
+            let valid = repository
+                .get_ref()
+                .split_once('/')
+                .is_some_and(|(o, r)| !o.is_empty() && !r.is_empty() && !r.contains('/'));
+            if !valid {
+                return Err(invalid(
+                    "sources.github_issues.repositories",
+                    repository.span(),
+                    format!("`{}` is not owner/name", repository.get_ref()),
+                ));
+            }
+        }
+        if issues.repositories.is_empty() && raw.forge.github_repository.is_none() {
+            return Err(invalid_here(
+                "name the repositories, or set forge.github_repository".into(),
             ));
         }
     }

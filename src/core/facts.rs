@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 pub struct TaskFacts {
     /// The assignee's display name, as the source shows it.
     pub assignee: Option<String>,
-    /// The assignee's id in the source (an Asana user gid, a GitHub login).
+    /// The assignee's id in the source (an Asana user gid, a GitHub user id; the GitHub
+    /// login is in `assignee`).
     pub assignee_id: Option<String>,
     /// Completed (Asana) or closed (GitHub, Gitea) upstream.
     pub closed: bool,

@@ -2,6 +2,6 @@
 //! and applies the answer. This is where deciding meets doing; nothing here parses
 //! arguments or prints (that is the CLI's job).
 
-pub mod asana_intake;
 pub mod intake;
 pub mod queue;
+pub mod source_intake;

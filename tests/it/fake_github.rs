@@ -9,6 +9,13 @@
 //! limit), a job log behind a `302` to a URL that needs no token, and faults injected for the
 //! next N requests with GitHub's exact rate-limit headers and bodies.
 //!
+//! Issues a test adds ([`FakeGithub::add_issue`]) are listed by `GET /repos/{o}/{r}/issues`
+//! in GitHub's `issue` shape, filtered by `state`, `labels` (all of them) and `since`
+//! (updated at or after), sorted, paginated with `Link` headers; the PRs the fake holds
+//! appear in that list too, with a `pull_request` key, as on GitHub. Issue times come from
+//! the fake's own clock, [`ISSUES_EPOCH`] plus one second per change, so tests can reason
+//! about `since` exactly.
+//!
 //! It records every request (method, path, query, headers without `Authorization`, body,
 //! and the `Authorization` value apart) so a test can count calls and prove where the token
 //! went. It answers `401 Bad credentials` to an API request without the right token.
@@ -29,6 +36,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use axum::Router;
+use chrono::{DateTime, Utc};
 use executor::forge::github::{GithubSettings, Secret};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -48,6 +56,9 @@ pub const FAILED_JOB: u64 = 103651827391;
 pub const BOT_LOGIN: &str = "lumen-executor[bot]";
 /// `x-ratelimit-reset` of the primary-limit fixture: 2026-03-16T12:00:00Z.
 pub const FIXTURE_RESET: i64 = 1_773_662_400;
+/// The fake's issue clock before the first change: every added, edited or closed issue is
+/// stamped one second later than the change before it.
+pub const ISSUES_EPOCH: &str = "2026-03-16T08:00:00Z";
 
 /// A fixture file's text.
 pub fn fixture(name: &str) -> String {
@@ -175,6 +186,10 @@ struct StateData {
     max_per_page: usize,
     threads: BTreeMap<u64, Vec<Value>>,
     threads_page_size: usize,
+    /// Issues by number, in GitHub's `issue` shape.
+    issues: BTreeMap<u64, Value>,
+    /// The last time stamped on an issue.
+    issue_clock: DateTime<Utc>,
     issue_comments: BTreeMap<u64, Vec<Value>>,
     review_comments: BTreeMap<u64, Vec<Value>>,
     reviews: Vec<PostedReview>,
@@ -267,6 +282,10 @@ impl FakeGithub {
             max_per_page: 100,
             threads: BTreeMap::new(),
             threads_page_size: 50,
+            issues: BTreeMap::new(),
+            issue_clock: DateTime::parse_from_rfc3339(ISSUES_EPOCH)
+                .expect("the issues epoch")
+                .with_timezone(&Utc),
             issue_comments: BTreeMap::new(),
             review_comments: BTreeMap::new(),
             reviews: Vec::new(),
@@ -446,7 +465,102 @@ impl FakeGithub {
         );
     }
 
+    /// An issue opened by the repository's owner (an empty `body` is GitHub's `null`),
+    /// carrying `labels` (each created on first use, as GitHub does) and assigned to
+    /// `assignee`. Answers its number: the next after
+    /// the last issue, skipping numbers PRs hold.
+    pub fn add_issue(
+        &self,
+        title: &str,
+        body: &str,
+        labels: &[&str],
+        assignee: Option<&str>,
+    ) -> u64 {
+        let mut state = self.shared.state();
+        let mut number = state.issues.keys().next_back().map_or(1, |n| n + 1);
+        while state.prs.contains_key(&number) {
+            number += 1;
+        }
+        let at = issue_tick(&mut state);
+        let labels: Vec<Value> = labels
+            .iter()
+            .map(|name| catalog_label(&mut state, name))
+            .collect();
+        state.next_id += 1;
+        let id = state.next_id;
+        let assignee = assignee.map(user_json);
+        let assignees: Vec<Value> = assignee.iter().cloned().collect();
+        let api = format!("https://api.github.com/repos/{OWNER}/{REPO}/issues/{number}");
+        let issue = json!({
+            "url": api,
+            "repository_url": format!("https://api.github.com/repos/{OWNER}/{REPO}"),
+            "labels_url": format!("{api}/labels{{/name}}"),
+            "comments_url": format!("{api}/comments"),
+            "events_url": format!("{api}/events"),
+            "html_url": format!("https://github.com/{OWNER}/{REPO}/issues/{number}"),
+            "id": id,
+            "node_id": format!("I_fake{id}"),
+            "number": number,
+            "title": title,
+            "user": user_json(OWNER),
+            "labels": labels,
+            "state": "open",
+            "locked": false,
+            "assignee": assignee,
+            "assignees": assignees,
+            "milestone": null,
+            "comments": 0,
+            "created_at": at,
+            "updated_at": at,
+            "closed_at": null,
+            "author_association": "OWNER",
+            "type": null,
+            "active_lock_reason": null,
+            "sub_issues_summary": { "total": 0, "completed": 0, "percent_completed": 0 },
+            // GitHub sends `null` for an issue opened without text.
+            "body": if body.is_empty() { Value::Null } else { json!(body) },
+            "closed_by": null,
+            "reactions": {
+                "url": format!("{api}/reactions"), "total_count": 0, "+1": 0, "-1": 0,
+                "laugh": 0, "hooray": 0, "confused": 0, "heart": 0, "rocket": 0, "eyes": 0,
+            },
+            "timeline_url": format!("{api}/timeline"),
+            "performed_via_github_app": null,
+            "state_reason": null,
+        });
+        state.issues.insert(number, issue);
+        number
+    }
+
+    /// The issue's text edited on GitHub: `body` replaced, `updated_at` moved on.
+    pub fn edit_issue_body(&self, number: u64, body: &str) {
+        let mut state = self.shared.state();
+        let at = issue_tick(&mut state);
+        if let Some(issue) = state.issues.get_mut(&number) {
+            issue["body"] = json!(body);
+            issue["updated_at"] = json!(at);
+        }
+    }
+
+    /// Closed as completed by the owner: `state: closed`, `closed_at` and `updated_at` now.
+    pub fn close_issue(&self, number: u64) {
+        let mut state = self.shared.state();
+        let at = issue_tick(&mut state);
+        if let Some(issue) = state.issues.get_mut(&number) {
+            issue["state"] = json!("closed");
+            issue["state_reason"] = json!("completed");
+            issue["closed_at"] = json!(at);
+            issue["closed_by"] = user_json(OWNER);
+            issue["updated_at"] = json!(at);
+        }
+    }
+
     // ----- state a test reads -----
+
+    /// The issue as the fake holds it.
+    pub fn issue(&self, number: u64) -> Option<Value> {
+        self.shared.state().issues.get(&number).cloned()
+    }
 
     /// The PR as the fake holds it (labels and mergeability included).
     pub fn pr(&self, number: u64) -> Option<Value> {
@@ -839,6 +953,7 @@ fn route(
                 ["pulls", n] if get => {
                     number(n).map_or_else(Reply::not_found, |n| get_pr(state, n))
                 }
+                ["issues"] if get => list_issues(state, base, path, query),
                 ["issues", n, "labels"] if post => {
                     number(n).map_or_else(Reply::not_found, |n| add_labels(state, n, body))
                 }
@@ -948,8 +1063,22 @@ fn paginate(
         Some(key) => json!({ "total_count": total, key: slice }),
         None => Value::Array(slice),
     };
-    let link =
-        |p: usize, rel: &str| format!("<{base}{path}?per_page={per_page}&page={p}>; rel=\"{rel}\"");
+    // GitHub's links keep the request's other parameters (`state`, `labels`, `since`, …).
+    let mut kept: Vec<(&String, &String)> = query
+        .iter()
+        .filter(|(key, _)| !matches!(key.as_str(), "per_page" | "page"))
+        .collect();
+    kept.sort();
+    let link = |p: usize, rel: &str| {
+        let mut target = url::form_urlencoded::Serializer::new(String::new());
+        for (key, value) in &kept {
+            target.append_pair(key, value);
+        }
+        target
+            .append_pair("per_page", &per_page.to_string())
+            .append_pair("page", &p.to_string());
+        format!("<{base}{path}?{}>; rel=\"{rel}\"", target.finish())
+    };
     let mut links = Vec::new();
     if page > 1 {
         links.push(link(page - 1, "prev"));
@@ -1055,28 +1184,7 @@ fn add_labels(state: &mut StateData, number: u64, body: &Value) -> Reply {
         return Reply::not_found();
     }
     for name in names {
-        // GitHub creates a label on first use.
-        let label = match state
-            .label_catalog
-            .iter()
-            .find(|l| l["name"] == name.as_str())
-        {
-            Some(label) => label.clone(),
-            None => {
-                state.next_id += 1;
-                let label = json!({
-                    "id": state.next_id,
-                    "node_id": format!("LA_fake{}", state.next_id),
-                    "url": format!("https://api.github.com/repos/{OWNER}/{REPO}/labels/{name}"),
-                    "name": name,
-                    "color": "ededed",
-                    "default": false,
-                    "description": null,
-                });
-                state.label_catalog.push(label.clone());
-                label
-            }
-        };
+        let label = catalog_label(state, &name);
         let Some(pr) = state.prs.get_mut(&number) else {
             return Reply::not_found();
         };
@@ -1092,6 +1200,176 @@ fn add_labels(state: &mut StateData, number: u64, body: &Value) -> Reply {
         .map(|pr| pr.json["labels"].clone())
         .unwrap_or_else(|| json!([]));
     Reply::json(200, &labels)
+}
+
+/// The repository's label named `name`; GitHub creates a label on first use.
+fn catalog_label(state: &mut StateData, name: &str) -> Value {
+    if let Some(label) = state.label_catalog.iter().find(|l| l["name"] == name) {
+        return label.clone();
+    }
+    state.next_id += 1;
+    let label = json!({
+        "id": state.next_id,
+        "node_id": format!("LA_fake{}", state.next_id),
+        "url": format!("https://api.github.com/repos/{OWNER}/{REPO}/labels/{name}"),
+        "name": name,
+        "color": "ededed",
+        "default": false,
+        "description": null,
+    });
+    state.label_catalog.push(label.clone());
+    label
+}
+
+/// The next time on the fake's issue clock, as GitHub writes times.
+fn issue_tick(state: &mut StateData) -> String {
+    state.issue_clock += chrono::Duration::seconds(1);
+    state
+        .issue_clock
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A user as issues show one: the fixtures' owner, or a user of that shape named `login`
+/// (with an id derived from the name).
+fn user_json(login: &str) -> Value {
+    let owner = array(fixture_json("issue_comments.json"))
+        .into_iter()
+        .find(|c| c["user"]["login"] == OWNER)
+        .map(|mut c| c["user"].take())
+        .unwrap_or_else(|| json!({ "login": OWNER, "id": 5120387, "type": "User" }));
+    if login == OWNER {
+        return owner;
+    }
+    let digest = Sha256::digest(login.as_bytes());
+    let id = digest
+        .iter()
+        .take(3)
+        .fold(10_000_000u64, |id, byte| id * 256 + u64::from(*byte));
+    let text = owner.to_string().replace(OWNER, login);
+    let mut user: Value = serde_json::from_str(&text).unwrap_or(owner);
+    user["id"] = json!(id);
+    user["node_id"] = json!(format!("U_fake{id}"));
+    user["avatar_url"] = json!(format!("https://avatars.githubusercontent.com/u/{id}?v=4"));
+    user
+}
+
+fn time_of(value: &Value) -> Option<DateTime<Utc>> {
+    value
+        .as_str()
+        .and_then(|text| DateTime::parse_from_rfc3339(text).ok())
+        .map(|at| at.with_timezone(&Utc))
+}
+
+/// A PR as the issues list shows it: the issue fields, and a `pull_request` key.
+fn pr_as_issue(number: u64, pr: &Value) -> Value {
+    let api = format!("https://api.github.com/repos/{OWNER}/{REPO}/issues/{number}");
+    let assignees = if pr["assignees"].is_array() {
+        pr["assignees"].clone()
+    } else {
+        json!([])
+    };
+    json!({
+        "url": api,
+        "repository_url": format!("https://api.github.com/repos/{OWNER}/{REPO}"),
+        "labels_url": format!("{api}/labels{{/name}}"),
+        "comments_url": format!("{api}/comments"),
+        "events_url": format!("{api}/events"),
+        "html_url": pr["html_url"],
+        "id": pr["id"],
+        "node_id": pr["node_id"],
+        "number": number,
+        "title": pr["title"],
+        "user": pr["user"],
+        "labels": pr["labels"],
+        "state": pr["state"],
+        "locked": false,
+        "assignee": pr.get("assignee").cloned().unwrap_or(Value::Null),
+        "assignees": assignees,
+        "milestone": null,
+        "comments": 0,
+        "created_at": pr["created_at"],
+        "updated_at": pr["updated_at"],
+        "closed_at": pr["closed_at"],
+        "author_association": pr["author_association"],
+        "active_lock_reason": null,
+        "draft": pr["draft"],
+        "pull_request": {
+            "url": format!("https://api.github.com/repos/{OWNER}/{REPO}/pulls/{number}"),
+            "html_url": pr["html_url"],
+            "diff_url": format!("https://github.com/{OWNER}/{REPO}/pull/{number}.diff"),
+            "patch_url": format!("https://github.com/{OWNER}/{REPO}/pull/{number}.patch"),
+            "merged_at": pr["merged_at"],
+        },
+        "body": pr["body"],
+        "state_reason": null,
+    })
+}
+
+/// `GET /repos/{o}/{r}/issues`: issues and PRs by `state` (default `open`), `labels` (a comma
+/// list; an item must carry all of them, names compared ignoring case) and `since` (updated
+/// at or after), sorted by `sort` (`created`, `updated`; default `created`) in `direction`
+/// (default `desc`), one page of them.
+fn list_issues(
+    state: &StateData,
+    base: &str,
+    path: &str,
+    query: &HashMap<String, String>,
+) -> Reply {
+    let wanted_state = query.get("state").map_or("open", String::as_str);
+    if !matches!(wanted_state, "open" | "closed" | "all") {
+        return Reply::error(422, "Validation Failed");
+    }
+    let labels: Vec<String> = query
+        .get("labels")
+        .map(|list| {
+            list.split(',')
+                .map(|l| l.trim().to_lowercase())
+                .filter(|l| !l.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let since = match query.get("since") {
+        Some(text) => match time_of(&json!(text)) {
+            Some(at) => Some(at),
+            None => return Reply::error(422, "Validation Failed"),
+        },
+        None => None,
+    };
+    let by_updated = query.get("sort").map(String::as_str) == Some("updated");
+    let ascending = query.get("direction").map(String::as_str) == Some("asc");
+    let prs = state
+        .prs
+        .iter()
+        .filter(|(_, pr)| !pr.deleted)
+        .map(|(number, pr)| pr_as_issue(*number, &pr.json));
+    let mut items: Vec<Value> = state
+        .issues
+        .values()
+        .cloned()
+        .chain(prs)
+        .filter(|item| wanted_state == "all" || item["state"] == wanted_state)
+        .filter(|item| {
+            let names: Vec<String> = array(item["labels"].clone())
+                .iter()
+                .filter_map(|l| l["name"].as_str().map(str::to_lowercase))
+                .collect();
+            labels.iter().all(|wanted| names.contains(wanted))
+        })
+        .filter(|item| since.is_none_or(|since| time_of(&item["updated_at"]) >= Some(since)))
+        .collect();
+    let key = |item: &Value| {
+        let field = if by_updated {
+            "updated_at"
+        } else {
+            "created_at"
+        };
+        (time_of(&item[field]), item["number"].as_u64())
+    };
+    items.sort_by_key(key);
+    if !ascending {
+        items.reverse();
+    }
+    paginate(state, base, path, query, items, None)
 }
 
 fn combined_status(sha: &str) -> Reply {

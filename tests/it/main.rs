@@ -11,6 +11,8 @@ mod fake_asana;
 mod fake_github;
 mod github_batch;
 mod github_client;
+mod github_issues;
+mod github_issues_intake;
 mod github_observe;
 mod github_runs;
 mod hook;

@@ -327,12 +327,12 @@ impl GithubClient {
         })
     }
 
-    /// HTTP requests actually sent (cache hits not counted, 304s counted).
     /// The repository as `(owner, name)`.
     pub fn repository(&self) -> (&str, &str) {
         (&self.inner.owner, &self.inner.repo)
     }
 
+    /// HTTP requests actually sent (cache hits not counted, 304s counted).
     pub fn requests_sent(&self) -> u64 {
         self.inner.requests_sent.load(Ordering::Relaxed)
     }
@@ -408,6 +408,44 @@ impl GithubClient {
         let mut url = self.repo_url(&["issues", &number.to_string(), "comments"]);
         url.query_pairs_mut().append_pair("per_page", "100");
         self.list(url, "issue comments").await
+    }
+
+    /// `GET /repos/{o}/{r}/issues` with `query`, every page, oldest change first
+    /// (`sort=updated&direction=asc`, so an issue changed while the pages are read moves to a
+    /// later page rather than past one already read). GitHub lists pull requests here too;
+    /// they are left out. Each page goes through the caches like every GET: a repeat within
+    /// the TTL is not sent, and an unchanged page costs a `304` that GitHub does not count.
+    pub async fn list_issues(&self, query: &IssueQuery) -> Result<Vec<Issue>, GithubError> {
+        if let Some(bad) = query
+            .labels
+            .iter()
+            .find(|l| l.trim().is_empty() || l.contains(','))
+        {
+            return Err(GithubError::Settings(format!(
+                "the label `{bad}` cannot be asked for: GitHub's labels filter is a comma list"
+            )));
+        }
+        let mut url = self.repo_url(&["issues"]);
+        {
+            let mut pairs = url.query_pairs_mut();
+            pairs.append_pair("state", query.state.as_str());
+            if !query.labels.is_empty() {
+                pairs.append_pair("labels", &query.labels.join(","));
+            }
+            if let Some(since) = query.since {
+                pairs.append_pair(
+                    "since",
+                    &since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                );
+            }
+            pairs
+                .append_pair("per_page", "100")
+                .append_pair("sort", "updated")
+                .append_pair("direction", "asc");
+        }
+        let mut issues: Vec<Issue> = self.list(url, "issues").await?;
+        issues.retain(|issue| !issue.is_pull_request());
+        Ok(issues)
     }
 
     /// Every review comment on the PR (REST; threads and resolution come from GraphQL).
@@ -621,7 +659,6 @@ impl GithubClient {
         .await
     }
 
-    /// `POST /repos/{o}/{r}/issues/{n}/comments`.
     /// `POST /repos/{o}/{r}/pulls/{n}/comments/{comment_id}/replies`: a reply in the review
     /// thread that comment belongs to.
     pub async fn reply_to_review_comment(
@@ -641,6 +678,7 @@ impl GithubClient {
             .await
     }
 
+    /// `POST /repos/{o}/{r}/issues/{n}/comments`.
     pub async fn post_issue_comment(
         &self,
         number: u64,

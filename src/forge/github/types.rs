@@ -89,6 +89,169 @@ pub struct NewPullRequest {
     pub body: String,
 }
 
+/// An issue as `GET /repos/{o}/{r}/issues` lists it (GitHub's `issue` schema, the fields
+/// executor reads). That list holds pull requests too, marked by a `pull_request` key;
+/// [`super::GithubClient::list_issues`] leaves them out.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct Issue {
+    pub id: u64,
+    #[serde(default)]
+    pub node_id: String,
+    pub number: u64,
+    pub title: String,
+    /// `None` for an issue opened without text.
+    #[serde(default)]
+    pub body: Option<String>,
+    pub state: IssueState,
+    /// `completed`, `not_planned`, `duplicate` (closed), `reopened` (open again), or `None`.
+    #[serde(default)]
+    pub state_reason: Option<String>,
+    #[serde(default, deserialize_with = "nullable_vec")]
+    pub labels: Vec<IssueLabel>,
+    /// The first of `assignees`.
+    #[serde(default)]
+    pub assignee: Option<User>,
+    #[serde(default, deserialize_with = "nullable_vec")]
+    pub assignees: Vec<User>,
+    /// Who opened it; `None` when GitHub sends `null`.
+    #[serde(default)]
+    pub user: Option<User>,
+    pub html_url: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    #[serde(default)]
+    pub closed_at: Option<DateTime<Utc>>,
+    /// Present when the "issue" is a pull request.
+    #[serde(default)]
+    pub pull_request: Option<IssuePullRequest>,
+}
+
+impl Issue {
+    pub fn is_pull_request(&self) -> bool {
+        self.pull_request.is_some()
+    }
+
+    /// The label names, as named upstream, empty names left out.
+    pub fn label_names(&self) -> impl Iterator<Item = &str> {
+        self.labels
+            .iter()
+            .map(|l| l.name.as_str())
+            .filter(|n| !n.trim().is_empty())
+    }
+}
+
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum IssueState {
+    Open,
+    Closed,
+    #[serde(other)]
+    Other,
+}
+
+/// A label on an issue. GitHub's schema allows a label as an object or as its bare name;
+/// both read into this (a bare name has no id, colour or description).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(from = "IssueLabelShape")]
+pub struct IssueLabel {
+    /// Empty when GitHub sent an object without a name.
+    pub name: String,
+    pub id: Option<u64>,
+    pub color: Option<String>,
+    pub description: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum IssueLabelShape {
+    Name(String),
+    Object {
+        #[serde(default)]
+        id: Option<u64>,
+        #[serde(default)]
+        name: Option<String>,
+        #[serde(default)]
+        color: Option<String>,
+        #[serde(default)]
+        description: Option<String>,
+    },
+}
+
+impl From<IssueLabelShape> for IssueLabel {
+    fn from(shape: IssueLabelShape) -> Self {
+        match shape {
+            IssueLabelShape::Name(name) => Self {
+                name,
+                id: None,
+                color: None,
+                description: None,
+            },
+            IssueLabelShape::Object {
+                id,
+                name,
+                color,
+                description,
+            } => Self {
+                name: name.unwrap_or_default(),
+                id,
+                color,
+                description,
+            },
+        }
+    }
+}
+
+/// The `pull_request` key of an issue that is a pull request.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
+pub struct IssuePullRequest {
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub html_url: Option<String>,
+    #[serde(default)]
+    pub merged_at: Option<DateTime<Utc>>,
+}
+
+/// Which issues [`super::GithubClient::list_issues`] asks for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IssueQuery {
+    pub state: IssueStateFilter,
+    /// Issues carrying every one of these labels (GitHub's `labels=a,b` means all of them);
+    /// empty asks for any. A name holding a comma cannot be asked for and is refused.
+    pub labels: Vec<String>,
+    /// Only issues updated at or after this time (GitHub's `since`, whole seconds: a
+    /// fraction is dropped, which asks for a little more, never less).
+    pub since: Option<DateTime<Utc>>,
+}
+
+/// GitHub's `state` filter of the issue list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IssueStateFilter {
+    #[default]
+    Open,
+    Closed,
+    All,
+}
+
+impl IssueStateFilter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Open => "open",
+            Self::Closed => "closed",
+            Self::All => "all",
+        }
+    }
+}
+
+/// A list GitHub may send as `null`, read as empty.
+fn nullable_vec<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Ok(Option::<Vec<T>>::deserialize(deserializer)?.unwrap_or_default())
+}
+
 /// A check run's status; `conclusion` stays `None` until it is `Completed`.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case")]
@@ -500,5 +663,55 @@ mod tests {
         }))
         .expect("check run");
         assert_eq!(run.actions_job(), Some((34712098321, 103651827391)));
+    }
+
+    #[test]
+    fn an_issue_reads_with_labels_as_objects_or_names_and_nulls_where_github_allows() {
+        let issue: Issue = serde_json::from_value(serde_json::json!({
+            "id": 2901234567u64, "node_id": "I_kwDOMGtpR86s8x1H", "number": 812,
+            "title": "Reader mode drops srcset-only images", "body": null,
+            "state": "closed", "state_reason": "not_planned",
+            "labels": [
+                { "id": 7001, "node_id": "LA_1", "name": "executor", "color": "5319e7",
+                  "default": false, "description": null },
+                "macOS",
+                { "id": 7002 }
+            ],
+            "assignee": null, "assignees": null, "user": null,
+            "html_url": "https://github.com/mkowalski/lumen-browser/issues/812",
+            "created_at": "2026-03-16T08:00:00Z", "updated_at": "2026-03-16T09:00:00Z",
+            "closed_at": "2026-03-16T09:00:00Z", "locked": false, "comments": 0,
+            "author_association": "OWNER"
+        }))
+        .expect("issue");
+        assert_eq!(issue.state, IssueState::Closed);
+        assert_eq!(issue.state_reason.as_deref(), Some("not_planned"));
+        assert_eq!(issue.body, None);
+        assert!(issue.assignees.is_empty());
+        assert_eq!(issue.labels[0].id, Some(7001));
+        assert_eq!(issue.labels[1].name, "macOS");
+        assert_eq!(issue.labels[1].id, None);
+        assert_eq!(
+            issue.label_names().collect::<Vec<_>>(),
+            ["executor", "macOS"]
+        );
+        assert!(!issue.is_pull_request());
+
+        let pr: Issue = serde_json::from_value(serde_json::json!({
+            "id": 1, "number": 1234, "title": "t", "state": "open", "locked": false,
+            "html_url": "https://github.com/mkowalski/lumen-browser/pull/1234",
+            "created_at": "2026-03-16T09:14:27Z", "updated_at": "2026-03-16T09:14:31Z",
+            "pull_request": {
+                "url": "https://api.github.com/repos/mkowalski/lumen-browser/pulls/1234",
+                "html_url": "https://github.com/mkowalski/lumen-browser/pull/1234",
+                "diff_url": "https://github.com/mkowalski/lumen-browser/pull/1234.diff",
+                "patch_url": "https://github.com/mkowalski/lumen-browser/pull/1234.patch",
+                "merged_at": null
+            }
+        }))
+        .expect("pull request as an issue");
+        assert!(pr.is_pull_request());
+        assert!(pr.labels.is_empty());
+        assert_eq!(pr.state, IssueState::Open);
     }
 }

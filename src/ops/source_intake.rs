@@ -1,0 +1,174 @@
+//! Taking a polled source (Asana, the GitHub issues of one repository) into the queue: one
+//! poll of the configured scope (only what changed since the stored cursor), each task
+//! upserted with its facts, the cursor moved on.
+//!
+//! A failed poll (a 401, the service unreachable, a rate limit) is recorded as an intake
+//! error of that source (shown by `executor status`) and logged; it moves no cursor and
+//! touches no task, so the next poll reads the same changes again. The next successful poll
+//! clears the error. Other sources never wait on it.
+//!
+//! What it must never do: move the cursor past changes it did not take in, or delete a
+//! task because the source no longer lists it (closed upstream is a fact, not a deletion).
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::core::clock::Clock;
+use crate::core::facts::TaskFacts;
+use crate::core::task::{NewTask, UpsertOutcome};
+use crate::forge::github::{GithubClient, GithubError};
+use crate::sources::asana::{self, AsanaClient, AsanaError, AsanaScope};
+use crate::sources::github_issues::{self, GithubIssuesScope};
+use crate::store::{Store, StoreError};
+
+/// How far before its cursor a GitHub issues poll reads again.
+const GITHUB_OVERLAP_SECS: i64 = 2;
+
+/// What one poll did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SourceReport {
+    pub created: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceIntakeError {
+    #[error("Asana: {0}")]
+    Asana(#[from] AsanaError),
+    #[error("GitHub issues: {0}")]
+    Github(#[from] GithubError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("cannot write a task's facts: {0}")]
+    Facts(#[from] serde_json::Error),
+}
+
+/// What is read, and how.
+pub enum Polling {
+    Asana {
+        client: AsanaClient,
+        scope: AsanaScope,
+    },
+    /// The issues of the client's repository.
+    GithubIssues {
+        client: GithubClient,
+        scope: GithubIssuesScope,
+    },
+}
+
+/// One polled source's intake in this process: when it last polled, and what.
+pub struct SourceIntake {
+    polling: Polling,
+    /// The cursor's key and the intake errors' source: `asana`, `github:owner/name`.
+    key: String,
+    interval: Duration,
+    last_poll: Option<Instant>,
+}
+
+impl SourceIntake {
+    pub fn new(polling: Polling, interval: Duration) -> Self {
+        let key = match &polling {
+            Polling::Asana { .. } => asana::SOURCE.to_string(),
+            Polling::GithubIssues { client, .. } => {
+                let (owner, repo) = client.repository();
+                format!("{}:{owner}/{repo}", github_issues::SOURCE)
+            }
+        };
+        Self {
+            polling,
+            key,
+            interval,
+            last_poll: None,
+        }
+    }
+
+    /// `asana`, or `github:owner/name`.
+    pub fn name(&self) -> &str {
+        &self.key
+    }
+
+    /// Whether the poll interval has passed since the last poll (always, before the first).
+    pub fn due(&self) -> bool {
+        self.last_poll
+            .is_none_or(|last| last.elapsed() >= self.interval)
+    }
+
+    /// Polls once; see the module notes for what a failure does.
+    pub async fn poll(
+        &mut self,
+        store: &dyn Store,
+        clock: &dyn Clock,
+    ) -> Result<SourceReport, SourceIntakeError> {
+        self.last_poll = Some(Instant::now());
+        let since: Option<DateTime<Utc>> = store
+            .source_cursor(&self.key)
+            .await?
+            .and_then(|text| DateTime::parse_from_rfc3339(&text).ok())
+            .map(|at| at.with_timezone(&Utc));
+        let polled = match self.read(since).await {
+            Ok(polled) => polled,
+            Err(error) => {
+                tracing::warn!(source = %self.key, %error, "cannot read the source; its tasks wait for the next poll");
+                store
+                    .report_intake_error(&self.key, &self.key, &error.to_string(), clock.now())
+                    .await?;
+                return Err(error);
+            }
+        };
+        let (tasks, next) = polled;
+        let mut report = SourceReport::default();
+        for (task, facts) in &tasks {
+            let at = clock.now();
+            let (_, outcome) = store.upsert_task(task, &task.source, at).await?;
+            store
+                .save_task_facts(&task.task_gid, &serde_json::to_string(facts)?, at)
+                .await?;
+            match outcome {
+                UpsertOutcome::Created => report.created += 1,
+                UpsertOutcome::Updated => report.updated += 1,
+                UpsertOutcome::Unchanged => report.unchanged += 1,
+            }
+        }
+        if let Some(next) = next.max(since) {
+            store
+                .save_source_cursor(
+                    &self.key,
+                    &next.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                    clock.now(),
+                )
+                .await?;
+        }
+        store.retain_intake_errors(&self.key, &[]).await?;
+        tracing::info!(
+            source = %self.key,
+            new = report.created,
+            updated = report.updated,
+            unchanged = report.unchanged,
+            "source polled"
+        );
+        Ok(report)
+    }
+
+    /// The tasks changed since `since`, and the newest change among them.
+    async fn read(
+        &self,
+        since: Option<DateTime<Utc>>,
+    ) -> Result<(Vec<(NewTask, TaskFacts)>, Option<DateTime<Utc>>), SourceIntakeError> {
+        Ok(match &self.polling {
+            Polling::Asana { client, scope } => {
+                let polled = asana::poll(client, scope, since).await?;
+                (polled.tasks, polled.newest_modified_at)
+            }
+            Polling::GithubIssues { client, scope } => {
+                // GitHub's times are whole seconds: a change in the same second as the
+                // newest one seen, made after that poll read it, would be missed. Reading
+                // a little earlier brings such issues back; they upsert as unchanged.
+                let since = since.map(|at| at - chrono::Duration::seconds(GITHUB_OVERLAP_SECS));
+                let polled = github_issues::poll(client, scope, since).await?;
+                (polled.tasks, polled.newest_updated_at)
+            }
+        })
+    }
+}
