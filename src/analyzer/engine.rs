@@ -294,7 +294,7 @@ impl Analyzer {
                             complexity: triage.complexity.clone().or(kept.complexity),
                             feasibility: triage.feasibility.clone().or(kept.feasibility),
                             summary: Some(triage.summary.clone()),
-                            notes: None,
+                            append_notes: None,
                         }
                     })
                     .await?;
@@ -335,20 +335,14 @@ impl Analyzer {
             gid,
             Verdict::ForReview,
             Some(format!("analysis failed: {}", excerpt(&error))),
-            |task| {
-                let notes = match task.notes.as_deref().map(str::trim_end) {
-                    Some(notes) if !notes.is_empty() => format!("{notes}\n{line}"),
-                    _ => line.clone(),
-                };
-                Analysis {
-                    summary: Some(
-                        "The analysis failed: the agent gave no usable answer (the error is \
+            |task| Analysis {
+                summary: Some(
+                    "The analysis failed: the agent gave no usable answer (the error is \
                          in the notes). Please triage this task yourself."
-                            .to_string(),
-                    ),
-                    notes: Some(notes),
-                    ..kept(task)
-                }
+                        .to_string(),
+                ),
+                append_notes: Some(line.clone()),
+                ..kept(task)
             },
         )
         .await?;
@@ -466,10 +460,15 @@ impl Analyzer {
             );
         }
         let analysis = analysis(&now);
-        store
+        // Written only while the task is still pending, in one statement: an owner's `go`
+        // between the read above and here is never overwritten.
+        let written = store
             .record_analysis(gid, &analysis, self.clock.now())
             .await
             .with_context(|| format!("cannot record the analysis of task `{gid}`"))?;
+        if !written {
+            anyhow::bail!("task `{gid}` left pending during its analysis; left as it is");
+        }
         apply(
             store,
             self.clock.as_ref(),
@@ -630,7 +629,7 @@ fn kept(task: &Task) -> Analysis {
         complexity: task.complexity.clone(),
         feasibility: task.feasibility.clone(),
         summary: task.analysis_summary.clone(),
-        notes: None,
+        append_notes: None,
     }
 }
 

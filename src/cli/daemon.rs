@@ -48,24 +48,10 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         .collect();
     let mut source_polls: Vec<Option<JoinHandle<()>>> = sources.iter().map(|_| None).collect();
     // The analyzer runs here unless another process (`executor analyze --once`) holds its
-    // lock; then that one analyzes and this daemon leaves pending tasks to it.
-    let analyzer_lock = match super::lock::acquire_as(
-        &settings.root.join(super::analyze::ANALYZER_LOCK),
-        "analyzer",
-    ) {
-        Ok(lock) => Some(lock),
-        Err(error) => {
-            tracing::warn!(%error, "the analyzer is not run by this daemon");
-            None
-        }
-    };
-    let analyzer = match analyzer_lock {
-        Some(_) => Some(Arc::new(super::analyze::build(
-            settings,
-            Arc::clone(&shared),
-        )?)),
-        None => None,
-    };
+    // lock; then that one analyzes, and this daemon tries the lock again on each heartbeat.
+    let mut analyzer_lock = None;
+    let mut analyzer: Option<Arc<crate::analyzer::Analyzer>> = None;
+    take_analyzer(settings, &shared, &mut analyzer_lock, &mut analyzer, true)?;
     let mut analysis: Option<JoinHandle<()>> = None;
     let started_at = clock.now();
     let mut heartbeat = Heartbeat {
@@ -114,7 +100,12 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         ingest(intake, store, clock).await;
     }
     start_source_polls(&sources, &shared, &mut source_polls);
-    start_analysis(analyzer.as_ref(), &shared, &mut analysis);
+    start_analysis(
+        analyzer.as_ref(),
+        &shared,
+        &mut analysis,
+        settings.raw.runner.loop_sleep,
+    );
     // The first pass reconciles what a previous runner left, then works approved tasks.
     start_pass(&runner, &mut passes, true);
 
@@ -127,40 +118,52 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
 
     loop {
         tokio::select! {
-            signal = &mut shutdown => {
-                tracing::info!(%signal, "stopping");
-                break;
-            }
-            Some(()) = events_rx.recv() => {
-                tokio::time::sleep(SETTLE).await;
-                while events_rx.try_recv().is_ok() {}
-                if let Some(intake) = intake.as_mut() {
-                    ingest(intake, store, clock).await;
+                signal = &mut shutdown => {
+                    tracing::info!(%signal, "stopping");
+                    break;
                 }
-                wake(&runner, &mut passes).await;
-            }
-            _ = rescan_timer.tick() => {
-                if let Some(intake) = intake.as_mut() {
-                    ingest(intake, store, clock).await;
+                Some(()) = events_rx.recv() => {
+                    tokio::time::sleep(SETTLE).await;
+                    while events_rx.try_recv().is_ok() {}
+                    if let Some(intake) = intake.as_mut() {
+                        ingest(intake, store, clock).await;
+                    }
+                    wake(&runner, &mut passes).await;
                 }
-                wake(&runner, &mut passes).await;
-                start_pr_tick(&runner, &mut pr_tick);
-            }
-            _ = beat_timer.tick() => {
-                reload_contract(&runner);
-                start_source_polls(&sources, &shared, &mut source_polls);
-                start_analysis(analyzer.as_ref(), &shared, &mut analysis);
-                heartbeat.beat_at = clock.now();
-                if let Err(error) = store.beat(&heartbeat).await {
-                    tracing::warn!(%error, "cannot record the heartbeat");
+                _ = rescan_timer.tick() => {
+                    if let Some(intake) = intake.as_mut() {
+                        ingest(intake, store, clock).await;
+                    }
+                    wake(&runner, &mut passes).await;
+                    start_pr_tick(&runner, &mut pr_tick);
                 }
-                wake(&runner, &mut passes).await;
+                _ = beat_timer.tick() => {
+                    reload_contract(&runner);
+                    start_source_polls(&sources, &shared, &mut source_polls);
+                    take_analyzer(settings, &shared, &mut analyzer_lock, &mut analyzer, false)?;
+                    start_analysis(
+            analyzer.as_ref(),
+            &shared,
+            &mut analysis,
+            settings.raw.runner.loop_sleep,
+        );
+                    heartbeat.beat_at = clock.now();
+                    if let Err(error) = store.beat(&heartbeat).await {
+                        tracing::warn!(%error, "cannot record the heartbeat");
+                    }
+                    wake(&runner, &mut passes).await;
+                }
             }
-        }
     }
 
     if let Some(tick) = pr_tick.take() {
         tick.abort();
+    }
+    for poll in source_polls.iter_mut().filter_map(Option::take) {
+        poll.abort();
+    }
+    if let Some(pass) = analysis.take() {
+        pass.abort();
     }
     for pass in passes.drain(..) {
         // Dropping a pass stops its workers (each is killed with its process); their runs
@@ -263,12 +266,48 @@ fn start_source_polls(
     }
 }
 
+/// Takes the analyzer's lock and builds the analyzer, if this daemon has not yet; says so
+/// the first time the lock is held elsewhere. Only a config that cannot make an analyzer
+/// is an error.
+fn take_analyzer(
+    settings: &Settings,
+    store: &Arc<dyn Store>,
+    lock: &mut Option<super::lock::RunnerLock>,
+    analyzer: &mut Option<Arc<crate::analyzer::Analyzer>>,
+    first: bool,
+) -> Result<()> {
+    if analyzer.is_some() {
+        return Ok(());
+    }
+    match super::lock::acquire_as(
+        &settings.root.join(super::analyze::ANALYZER_LOCK),
+        "analyzer",
+    ) {
+        Ok(taken) => {
+            *analyzer = Some(Arc::new(super::analyze::build(
+                settings,
+                Arc::clone(store),
+            )?));
+            *lock = Some(taken);
+            if !first {
+                tracing::info!("the analyzer's lock is free again: this daemon analyzes now");
+            }
+        }
+        Err(error) if first => {
+            tracing::warn!(%error, "another analyzer runs; this daemon analyzes once it is done")
+        }
+        Err(_) => {}
+    }
+    Ok(())
+}
+
 /// Analyzes the pending tasks, one at a time until none is left, unless the last pass is
 /// still going.
 fn start_analysis(
     analyzer: Option<&Arc<crate::analyzer::Analyzer>>,
     store: &Arc<dyn Store>,
     pass: &mut Option<JoinHandle<()>>,
+    backoff: Duration,
 ) {
     let Some(analyzer) = analyzer else {
         return;
@@ -294,16 +333,25 @@ fn start_analysis(
                 |a| tracing::info!(gid = %a.gid, status = %a.status(), "{}", a.describe()),
             )
             .await;
-        match analyzed {
-            Ok(report) => tracing::info!(
-                analyzed = report.analyzed(),
-                failed = report.analysis_failed,
-                left_pending = report.errors.len(),
-                "analysis pass done"
-            ),
-            Err(error) => {
-                tracing::error!(error = format!("{error:#}"), "the analysis pass stopped")
+        let troubled = match analyzed {
+            Ok(report) => {
+                tracing::info!(
+                    analyzed = report.analyzed(),
+                    failed = report.analysis_failed,
+                    left_pending = report.errors.len(),
+                    "analysis pass done"
+                );
+                !report.errors.is_empty()
             }
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "the analysis pass stopped");
+                true
+            }
+        };
+        // Tasks left pending by a failure are not tried again at every heartbeat (and the
+        // agent paid each time): the next pass waits a loop's sleep.
+        if troubled {
+            tokio::time::sleep(backoff).await;
         }
     }));
 }

@@ -62,13 +62,20 @@ pub async fn run(store: &dyn Store, file: &Path) -> Result<()> {
         .map_err(|e| BadInput(format!("cannot open {}: {e}", file.display())))?;
     let reader = std::io::BufReader::new(opened);
     let mut counts = Counts::default();
-    for (index, line) in reader.lines().enumerate() {
+    for (index, bytes) in reader.split(b'\n').enumerate() {
         let number = index + 1;
-        let line = line.with_context(|| format!("cannot read {} line {number}", file.display()))?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match read_line(&line) {
+        let bytes =
+            bytes.with_context(|| format!("cannot read {} line {number}", file.display()))?;
+        // A line that is not UTF-8 is one bad line, not the end of the import.
+        let read = match std::str::from_utf8(&bytes) {
+            Ok(line) if line.trim().is_empty() => continue,
+            Ok(line) => read_line(line.trim_end_matches('\r')),
+            Err(e) => Err(format!(
+                "not UTF-8 text (invalid byte at offset {})",
+                e.valid_up_to()
+            )),
+        };
+        match read {
             Ok((new, facts)) => {
                 let at = Utc::now();
                 let (_, outcome) = store.upsert_task(&new, "import", at).await?;
@@ -114,6 +121,7 @@ pub async fn run(store: &dyn Store, file: &Path) -> Result<()> {
 /// One line as a task and its facts, or why not (naming the field).
 fn read_line(text: &str) -> Result<(NewTask, Option<TaskFacts>), String> {
     let line: Line = serde_json::from_str(text).map_err(|e| format!("not a task: {e}"))?;
+
     let gid = gid::validate(&line.gid).map_err(|e| format!("`gid`: {e}"))?;
     let title = line.title.trim();
     if title.is_empty() || title.contains('\n') {
@@ -170,6 +178,10 @@ mod tests {
                 "invalid type",
             ),
             ("not json", "not a task"),
+            (
+                r#"{"gid":"T-1","title":"A","facts":{"label":["macOS"]}}"#,
+                "label",
+            ),
         ];
         for (line, named) in cases {
             let why = read_line(line).expect_err(line);

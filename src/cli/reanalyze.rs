@@ -1,7 +1,8 @@
 //! `executor reanalyze --status skip [--source S] [--dry-run]`: after the rule filters
-//! changed, puts back to `pending` the tasks of that status (and source) that the current
-//! filters let through, so the analyzer looks at them again; the ones a rule still skips
-//! stay, and the rule is named. `--dry-run` shows the plan and changes nothing.
+//! changed, puts back to `pending` the tasks a rule skipped (of that source) that the
+//! current filters let through, so the analyzer looks at them again; the ones a rule still
+//! skips stay, and the rule is named. Tasks the owner or the model skipped are left as
+//! they are. `--dry-run` shows the plan and changes nothing.
 //!
 //! What it must never do: move a task the current rules still skip, or move anything on a
 //! dry run.
@@ -17,6 +18,9 @@ use crate::core::filter::{Candidate, Filters};
 use crate::core::queue::{QueueEvent, QueueStatus};
 use crate::ops::queue as queue_ops;
 use crate::store::Store;
+
+/// How the summary of a task a rule skipped starts ([`crate::core::filter::Skip::describe`]).
+const SKIPPED_BY_RULE: &str = "skipped by rule `";
 
 /// How often a long pass says how far it got.
 const PROGRESS_EVERY: usize = 100;
@@ -42,6 +46,13 @@ pub async fn run(
         .into_iter()
         .filter(|t| source.is_none_or(|s| t.source.as_deref() == Some(s)))
         .collect();
+    // Only tasks a rule skipped: the owner's own `executor skip` and the model's verdicts
+    // stand (moving them would undo a decision, or pay the model again).
+    let (tasks, decided): (Vec<_>, Vec<_>) = tasks.into_iter().partition(|t| {
+        t.analysis_summary
+            .as_deref()
+            .is_some_and(|s| s.starts_with(SKIPPED_BY_RULE))
+    });
     let total = tasks.len();
     let mut back: Vec<String> = Vec::new();
     let mut still: BTreeMap<String, usize> = BTreeMap::new();
@@ -112,6 +123,12 @@ pub async fn run(
     }
     for (rule, count) in &still {
         println!("  still skipped by `{rule}`: {count}");
+    }
+    if !decided.is_empty() {
+        println!(
+            "  left as they are: {} skipped by the owner or the model (not by a rule)",
+            decided.len()
+        );
     }
     if failed > 0 {
         anyhow::bail!("{failed} task(s) could not be moved (named above; they changed meanwhile)");

@@ -8,8 +8,10 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+/// Unknown fields are refused, so a misspelt fact in an import (`label` for `labels`) is
+/// an error naming it rather than a fact silently missing.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct TaskFacts {
     /// The assignee's display name, as the source shows it.
     pub assignee: Option<String>,

@@ -56,8 +56,9 @@ pub struct Analysis {
     pub complexity: Option<String>,
     pub feasibility: Option<String>,
     pub summary: Option<String>,
-    /// Replaces the task's notes when `Some`.
-    pub notes: Option<String>,
+    /// Added to the end of the task's notes, on a line of its own, when `Some` (the notes
+    /// as they are in the database at that moment: nothing the owner wrote is lost).
+    pub append_notes: Option<String>,
 }
 
 /// What an upsert did.

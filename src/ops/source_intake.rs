@@ -22,8 +22,9 @@ use crate::sources::asana::{self, AsanaClient, AsanaError, AsanaScope};
 use crate::sources::github_issues::{self, GithubIssuesScope};
 use crate::store::{Store, StoreError};
 
-/// How far before its cursor a GitHub issues poll reads again.
-const GITHUB_OVERLAP_SECS: i64 = 2;
+/// How far the cursor stays behind the start of the poll that set it: for the clocks of
+/// this host and the source's to differ, and for GitHub's whole seconds.
+const CURSOR_MARGIN_SECS: i64 = 60;
 
 /// What one poll did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -102,6 +103,7 @@ impl SourceIntake {
         clock: &dyn Clock,
     ) -> Result<SourceReport, SourceIntakeError> {
         self.last_poll = Some(Instant::now());
+        let started = clock.now();
         let since: Option<DateTime<Utc>> = store
             .source_cursor(&self.key)
             .await?
@@ -131,7 +133,13 @@ impl SourceIntake {
                 UpsertOutcome::Unchanged => report.unchanged += 1,
             }
         }
-        if let Some(next) = next.max(since) {
+        // A change made while this poll was reading (to a page or scope it had read
+        // already) is newer than the poll's start, but may be older than the newest change
+        // it saw: so the cursor never passes the poll's start (less a margin). What comes
+        // again next time upserts as unchanged.
+        let start_bound = started - chrono::Duration::seconds(CURSOR_MARGIN_SECS);
+        let next = next.map(|newest| newest.min(start_bound)).max(since);
+        if let Some(next) = next {
             store
                 .save_source_cursor(
                     &self.key,
@@ -162,10 +170,6 @@ impl SourceIntake {
                 (polled.tasks, polled.newest_modified_at)
             }
             Polling::GithubIssues { client, scope } => {
-                // GitHub's times are whole seconds: a change in the same second as the
-                // newest one seen, made after that poll read it, would be missed. Reading
-                // a little earlier brings such issues back; they upsert as unchanged.
-                let since = since.map(|at| at - chrono::Duration::seconds(GITHUB_OVERLAP_SECS));
                 let polled = github_issues::poll(client, scope, since).await?;
                 (polled.tasks, polled.newest_updated_at)
             }

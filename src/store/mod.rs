@@ -354,13 +354,15 @@ pub trait Store: Send + Sync {
     async fn save_task_facts(&self, gid: &str, facts: &str, at: DateTime<Utc>) -> StoreResult<()>;
 
     /// Writes the analyzer's findings on task `gid` (priority, complexity, feasibility,
-    /// summary, and the notes when given); its status moves through `change_status`.
+    /// summary, a line added to its notes) if it is still `pending`; `false` when it is not
+    /// (the owner moved it meanwhile: nothing is written). Its status moves through
+    /// `change_status`.
     async fn record_analysis(
         &self,
         gid: &str,
         analysis: &Analysis,
         at: DateTime<Utc>,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<bool>;
 
     /// Where polled source `source` got to (its own format), if it ever did.
     async fn source_cursor(&self, source: &str) -> StoreResult<Option<String>>;

@@ -940,25 +940,29 @@ impl Store for PgStore {
         gid: &str,
         analysis: &Analysis,
         at: DateTime<Utc>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE executor_queue SET priority = $1, complexity = $2, feasibility = $3, \
-             analysis_summary = $4, notes = COALESCE($5, notes), updated_at = $6 \
-             WHERE task_gid = $7",
+             analysis_summary = $4, \
+             notes = CASE WHEN $5::text IS NULL THEN notes \
+                          WHEN notes IS NULL OR notes = '' THEN $5::text \
+                          ELSE rtrim(notes, E'\\n') || E'\\n' || $5::text END, \
+             updated_at = $6 \
+             WHERE task_gid = $7 AND (status IS NULL OR status::text IN ('', 'pending'))",
         )
         .bind(analysis.priority)
         .bind(&analysis.complexity)
         .bind(&analysis.feasibility)
         .bind(&analysis.summary)
-        .bind(&analysis.notes)
+        .bind(&analysis.append_notes)
         .bind(at)
         .bind(gid)
         .execute(&self.pool)
         .await?;
-        if done.rows_affected() == 0 {
+        if done.rows_affected() == 0 && self.task(gid).await?.is_none() {
             return Err(StoreError::TaskNotFound(gid.to_string()));
         }
-        Ok(())
+        Ok(done.rows_affected() > 0)
     }
 
     async fn source_cursor(&self, source: &str) -> StoreResult<Option<String>> {

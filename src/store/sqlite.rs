@@ -998,29 +998,33 @@ impl Store for SqliteStore {
         gid: &str,
         analysis: &Analysis,
         at: DateTime<Utc>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         let gid = gid.to_string();
         let analysis = analysis.clone();
         self.call_store(move |conn| {
             let changed = conn
                 .prepare_cached(
                     "UPDATE executor_queue SET priority = ?1, complexity = ?2, feasibility = ?3, \
-                     analysis_summary = ?4, notes = COALESCE(?5, notes), updated_at = ?6 \
-                     WHERE task_gid = ?7",
+                     analysis_summary = ?4, \
+                     notes = CASE WHEN ?5 IS NULL THEN notes \
+                                  WHEN notes IS NULL OR notes = '' THEN ?5 \
+                                  ELSE rtrim(notes, char(10)) || char(10) || ?5 END, \
+                     updated_at = ?6 \
+                     WHERE task_gid = ?7 AND (status IS NULL OR status IN ('', 'pending'))",
                 )?
                 .execute(params![
                     analysis.priority,
                     analysis.complexity,
                     analysis.feasibility,
                     analysis.summary,
-                    analysis.notes,
+                    analysis.append_notes,
                     text(&at),
                     gid
                 ])?;
-            if changed == 0 {
+            if changed == 0 && select_task(conn, &gid)?.is_none() {
                 return Err(StoreError::TaskNotFound(gid).into());
             }
-            Ok(())
+            Ok(changed > 0)
         })
         .await
     }

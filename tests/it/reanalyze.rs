@@ -5,8 +5,10 @@
 use crate::support::Workspace;
 use executor::core::clock::SystemClock;
 use executor::core::queue::{QueueEvent, Verdict};
+use executor::core::task::Analysis;
 use executor::ops::queue as queue_ops;
 use executor::store::sqlite::SqliteStore;
+use executor::store::Store;
 
 /// 1,000 tasks: 600 with a Figma link, 324 Windows ones, 76 plain macOS ones.
 fn thousand_tasks() -> String {
@@ -44,17 +46,24 @@ fn an_import_takes_every_good_line_and_names_the_bad_ones() {
          {\"gid\":\"I-3\",\"title\":\"Three\",\"source\":\"asana\",\"facts\":{\"labels\":[\"macOS\"]}}\n",
     )
     .expect("write");
+    // Line 6 is not UTF-8; line 7 is a good task after it.
+    let mut bytes = std::fs::read(&file).expect("read");
+    bytes.extend_from_slice(
+        b"{\"gid\":\"I-4\",\"title\":\"\xff\"}\n{\"gid\":\"I-5\",\"title\":\"Five\"}\n",
+    );
+    std::fs::write(&file, bytes).expect("write");
     let stderr = ws.fails_with(2, &["import", "tasks.jsonl"]);
     assert!(stderr.contains("tasks.jsonl line 3: "), "{stderr}");
     assert!(stderr.contains("colour"), "{stderr}");
     assert!(stderr.contains("tasks.jsonl line 4: "), "{stderr}");
-    assert!(stderr.contains("2 line(s)"), "{stderr}");
+    assert!(stderr.contains("tasks.jsonl line 6: not UTF-8"), "{stderr}");
+    assert!(stderr.contains("3 line(s)"), "{stderr}");
     let queue = ws.queue();
     let gids: Vec<&str> = queue
         .iter()
         .filter_map(|t| t["task_gid"].as_str())
         .collect();
-    assert_eq!(gids, ["I-1", "I-3"]);
+    assert_eq!(gids, ["I-1", "I-3", "I-5"]);
     assert!(queue.iter().all(|t| t["status"] == "pending"));
     assert_eq!(queue[0]["source"], "import");
     assert_eq!(queue[0]["priority"], 2);
@@ -64,7 +73,7 @@ fn an_import_takes_every_good_line_and_names_the_bad_ones() {
     std::fs::write(&file, "{\"gid\":\"I-1\",\"title\":\"One, renamed\"}\n").expect("write");
     let out = ws.ok(&["import", "tasks.jsonl"]);
     assert!(out.contains("0 new, 1 updated"), "{out}");
-    assert_eq!(ws.queue().len(), 2);
+    assert_eq!(ws.queue().len(), 3);
 }
 
 #[test]
@@ -86,19 +95,42 @@ fn skipped_tasks_the_changed_rules_let_through_go_back_to_pending_after_a_dry_ru
             .await
             .expect("open the workspace's store");
         for i in 0..924 {
+            let gid = format!("A-{i}");
+            store
+                .record_analysis(
+                    &gid,
+                    &Analysis {
+                        summary: Some("skipped by rule `figma`: design work".into()),
+                        ..Analysis::default()
+                    },
+                    chrono::Utc::now(),
+                )
+                .await
+                .expect("summary");
             queue_ops::apply(
                 &store,
                 &SystemClock,
-                &format!("A-{i}"),
+                &gid,
                 QueueEvent::Analyzed(Verdict::Skip),
                 "analyzer",
-                Some("skipped by an older rule".into()),
+                Some("skipped by rule `figma`: design work".into()),
             )
             .await
             .expect("skip");
         }
+        // The owner skipped one more themselves: that decision stands.
+        queue_ops::apply(
+            &store,
+            &SystemClock,
+            "A-999",
+            QueueEvent::Skip,
+            "owner",
+            Some("not now".into()),
+        )
+        .await
+        .expect("the owner's skip");
     });
-    assert_eq!(count(&ws, "skip"), 924);
+    assert_eq!(count(&ws, "skip"), 925);
 
     // The Figma rule is dropped; only Windows tasks are still skipped.
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
@@ -118,7 +150,11 @@ fn skipped_tasks_the_changed_rules_let_through_go_back_to_pending_after_a_dry_ru
     assert!(dry.contains("still skipped by `not-macos`: 324"), "{dry}");
     assert!(dry.contains("back to pending: A-0"), "{dry}");
     assert!(dry.contains("… and 580 more"), "{dry}");
-    assert_eq!(count(&ws, "skip"), 924, "a dry run moves nothing");
+    assert!(
+        dry.contains("left as they are: 1 skipped by the owner or the model"),
+        "{dry}"
+    );
+    assert_eq!(count(&ws, "skip"), 925, "a dry run moves nothing");
 
     let out = ws.run(&["reanalyze", "--status", "skip"]);
     crate::support::assert_success(&out, "reanalyze");
@@ -132,8 +168,8 @@ fn skipped_tasks_the_changed_rules_let_through_go_back_to_pending_after_a_dry_ru
         stderr.contains("reanalyze: 900 of 924 looked at"),
         "{stderr}"
     );
-    assert_eq!(count(&ws, "skip"), 324);
-    assert_eq!(count(&ws, "pending"), 676);
+    assert_eq!(count(&ws, "skip"), 325, "the owner's skip stands");
+    assert_eq!(count(&ws, "pending"), 675);
     let history = ws.json(&["show", "A-0", "--json"]);
     assert!(
         history.to_string().contains("reanalyze"),

@@ -948,12 +948,12 @@ async fn task_facts_are_replaced_and_the_analysis_recorded(store: &dyn Store) {
         complexity: Some("small".into()),
         feasibility: Some("high".into()),
         summary: Some("A one-line fix in the tab strip.".into()),
-        notes: None,
+        append_notes: None,
     };
-    store
+    assert!(store
         .record_analysis("T-1", &analysis, later)
         .await
-        .expect("record");
+        .expect("record"));
     let task = store.task("T-1").await.expect("read").expect("present");
     assert_eq!(task.priority, Some(2));
     assert_eq!(task.complexity.as_deref(), Some("small"));
@@ -964,21 +964,56 @@ async fn task_facts_are_replaced_and_the_analysis_recorded(store: &dyn Store) {
     );
     assert_eq!(task.notes, None, "notes left as they were");
     assert_eq!(task.updated_at, later);
+
+    // A line is added to the notes as they are, never replacing them.
+    let mut noted = new_task("T-2", "# B");
+    noted.notes = Some("the owner's context\n".into());
+    store.upsert_task(&noted, "cli", t0()).await.expect("add");
+    for line in ["first failure", "second failure"] {
+        assert!(store
+            .record_analysis(
+                "T-2",
+                &Analysis {
+                    append_notes: Some(line.into()),
+                    ..analysis.clone()
+                },
+                later,
+            )
+            .await
+            .expect("record"));
+    }
+    let task = store.task("T-2").await.expect("read").expect("present");
+    assert_eq!(
+        task.notes.as_deref(),
+        Some("the owner's context\nfirst failure\nsecond failure")
+    );
+
+    // A task that left pending meanwhile is not written.
     store
+        .change_status(&change(
+            "T-1",
+            QueueStatus::Pending,
+            QueueStatus::Approved,
+            later,
+        ))
+        .await
+        .expect("the owner's go");
+    let overwritten = store
         .record_analysis(
             "T-1",
             &Analysis {
-                notes: Some("the analyzer's answer was not JSON".into()),
-                ..analysis
+                summary: Some("late".into()),
+                ..Analysis::default()
             },
             later,
         )
         .await
         .expect("record");
+    assert!(!overwritten);
     let task = store.task("T-1").await.expect("read").expect("present");
     assert_eq!(
-        task.notes.as_deref(),
-        Some("the analyzer's answer was not JSON")
+        task.analysis_summary.as_deref(),
+        Some("A one-line fix in the tab strip.")
     );
     assert!(matches!(
         store
