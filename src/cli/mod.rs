@@ -471,8 +471,13 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
                 }
                 None => Vec::new(),
             };
+            let facts = match store.task_facts(&gid).await? {
+                Some(json) => serde_json::from_str(&json).ok(),
+                None => None,
+            };
             let shown = output::ShownTask {
                 task,
+                facts,
                 runs,
                 events,
                 decisions,
@@ -726,11 +731,12 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
     for source in &mut sources {
         match source.poll(store.as_ref(), clock).await {
             Ok(report) => eprintln!(
-                "{}: {} new, {} updated, {} unchanged",
+                "{}: {} new, {} updated, {} unchanged, {} closed upstream (skipped)",
                 source.name(),
                 report.created,
                 report.updated,
-                report.unchanged
+                report.unchanged,
+                report.closed
             ),
             Err(error) => {
                 eprintln!("{}: {error}; the other sources go on", source.name());

@@ -24,6 +24,9 @@ const STALE_AFTER_SECS: i64 = 20;
 #[derive(Debug, Serialize)]
 pub struct ShownTask {
     pub task: Task,
+    /// What its source knows of it beyond its text (assignee, closed upstream, labels, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub facts: Option<crate::core::facts::TaskFacts>,
     pub runs: Vec<Run>,
     pub events: Vec<TaskEvent>,
     pub decisions: Vec<Decision>,
@@ -223,6 +226,24 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
             when(&task.added_at),
             when(&task.updated_at)
         )?;
+        if let Some(facts) = &shown.facts {
+            let mut known: Vec<String> = Vec::new();
+            if let Some(assignee) = facts.assignee.as_ref().or(facts.assignee_id.as_ref()) {
+                known.push(format!("assignee {assignee}"));
+            }
+            if facts.closed {
+                known.push("closed upstream".into());
+            }
+            if !facts.labels.is_empty() {
+                known.push(format!("labels {}", facts.labels.join(", ")));
+            }
+            if let Some(url) = &facts.url {
+                known.push(url.clone());
+            }
+            if !known.is_empty() {
+                writeln!(out, "upstream: {}", known.join("   "))?;
+            }
+        }
         for (label, value) in [
             ("complexity", &task.complexity),
             ("feasibility", &task.feasibility),

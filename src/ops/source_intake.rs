@@ -32,6 +32,8 @@ pub struct SourceReport {
     pub created: usize,
     pub updated: usize,
     pub unchanged: usize,
+    /// Tasks closed upstream before any run started, now skipped.
+    pub closed: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,52 @@ pub enum SourceIntakeError {
     Store(#[from] StoreError),
     #[error("cannot write a task's facts: {0}")]
     Facts(#[from] serde_json::Error),
+}
+
+/// A task closed or completed upstream (seen open before) that no run has started (pending, for review,
+/// awaiting a go, approved) is skipped, with the source named in its history, so nobody
+/// works on something already done. One with a run keeps it: the owner decides. Answers 1
+/// when it skipped the task.
+async fn close_if_not_started(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    gid: &str,
+    source: &str,
+) -> Result<usize, SourceIntakeError> {
+    use crate::core::queue::{QueueEvent, QueueStatus};
+    let Some(task) = store.task(gid).await? else {
+        return Ok(0);
+    };
+    let not_started = matches!(
+        task.status,
+        QueueStatus::Pending
+            | QueueStatus::ForReview
+            | QueueStatus::AwaitingGo
+            | QueueStatus::Approved
+    );
+    if !not_started {
+        return Ok(0);
+    }
+    match crate::ops::queue::apply(
+        store,
+        clock,
+        gid,
+        QueueEvent::Skip,
+        source,
+        Some("closed upstream".into()),
+    )
+    .await
+    {
+        Ok(_) => {
+            tracing::info!(%gid, %source, "closed upstream before any run: skipped");
+            Ok(1)
+        }
+        // It moved meanwhile (a runner took it): left to the owner.
+        Err(error) => {
+            tracing::info!(%gid, %error, "closed upstream, but it moved meanwhile; left as it is");
+            Ok(0)
+        }
+    }
 }
 
 /// What is read, and how.
@@ -123,6 +171,13 @@ impl SourceIntake {
         let mut report = SourceReport::default();
         for (task, facts) in &tasks {
             let at = clock.now();
+            // Whether it was known open before: a closing is a change seen, not a task
+            // that came in closed (those go through the analyzer's rules).
+            let was_open = store
+                .task_facts(&task.task_gid)
+                .await?
+                .and_then(|json| serde_json::from_str::<TaskFacts>(&json).ok())
+                .is_some_and(|before| !before.closed);
             let (_, outcome) = store.upsert_task(task, &task.source, at).await?;
             store
                 .save_task_facts(&task.task_gid, &serde_json::to_string(facts)?, at)
@@ -131,6 +186,10 @@ impl SourceIntake {
                 UpsertOutcome::Created => report.created += 1,
                 UpsertOutcome::Updated => report.updated += 1,
                 UpsertOutcome::Unchanged => report.unchanged += 1,
+            }
+            if facts.closed && was_open {
+                report.closed +=
+                    close_if_not_started(store, clock, &task.task_gid, &self.key).await?;
             }
         }
         // A change made while this poll was reading (to a page or scope it had read
