@@ -226,11 +226,11 @@ impl SourceIntake {
         Ok(match &self.polling {
             Polling::Asana { client, scope } => {
                 let polled = asana::poll(client, scope, since).await?;
-                (polled.tasks, polled.newest_modified_at)
+                (polled.tasks, polled.newest_change)
             }
             Polling::GithubIssues { client, scope } => {
                 let polled = github_issues::poll(client, scope, since).await?;
-                (polled.tasks, polled.newest_updated_at)
+                (polled.tasks, polled.newest_change)
             }
         })
     }

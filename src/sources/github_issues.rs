@@ -106,22 +106,7 @@ impl GithubIssuesScope {
     }
 }
 
-/// What one poll read.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Polled {
-    /// Each issue once (one carrying two of the labels comes once, as most recently
-    /// updated), in the order first read.
-    pub tasks: Vec<(NewTask, TaskFacts)>,
-    /// The newest `updated_at` among `tasks`; `None` when nothing came.
-    pub newest_updated_at: Option<DateTime<Utc>>,
-}
-
-impl Polled {
-    /// The next poll's `since`: the newest change seen, never earlier than `previous`.
-    pub fn next_since(&self, previous: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
-        self.newest_updated_at.max(previous)
-    }
-}
+pub use super::Polled;
 
 /// Reads every label once. With `since`, only issues updated after it come (closed ones
 /// included); without, every open issue (closed ones too with
@@ -272,7 +257,7 @@ impl<'a> Collector<'a> {
     fn finish(self) -> Polled {
         Polled {
             tasks: self.tasks,
-            newest_updated_at: self.newest,
+            newest_change: self.newest,
         }
     }
 }
@@ -417,7 +402,7 @@ mod tests {
                 ),
             ]
         );
-        assert_eq!(polled.newest_updated_at, Some(at("2026-03-16T09:05:00Z")));
+        assert_eq!(polled.newest_change, Some(at("2026-03-16T09:05:00Z")));
     }
 
     #[test]

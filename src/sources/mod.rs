@@ -14,3 +14,26 @@
 pub mod asana;
 pub mod github_issues;
 pub mod plans;
+
+use chrono::{DateTime, Utc};
+
+use crate::core::facts::TaskFacts;
+use crate::core::task::NewTask;
+
+/// What one poll of a polled source (Asana, GitHub issues) read.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Polled {
+    /// Each task once (one read twice, through two scopes or labels, comes once, as most
+    /// recently changed), in the order first read.
+    pub tasks: Vec<(NewTask, TaskFacts)>,
+    /// The newest change upstream (`modified_at`, `updated_at`) among `tasks`; `None`
+    /// when nothing came.
+    pub newest_change: Option<DateTime<Utc>>,
+}
+
+impl Polled {
+    /// The next poll's `since`: the newest change seen, never earlier than `previous`.
+    pub fn next_since(&self, previous: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
+        self.newest_change.max(previous)
+    }
+}

@@ -78,7 +78,7 @@ fn a_thousand_tasks_across_three_sections_are_read_in_full_ten_requests_per_thou
         .poll(&sections(&backlog.sections), None)
         .expect("full read");
     assert_eq!(gids(&polled), backlog.tasks, "every task once, in order");
-    assert_eq!(polled.newest_modified_at, Some(fake.now()));
+    assert_eq!(polled.newest_change, Some(fake.now()));
     let (last, _) = &polled.tasks[999];
     assert_eq!(
         last.description,
@@ -154,7 +154,7 @@ fn the_fixture_task_becomes_a_pending_task_with_its_facts() {
         expected["modified_at"].as_str().map(str::to_owned)
     );
     assert_eq!(
-        polled.newest_modified_at,
+        polled.newest_change,
         polled.tasks.iter().filter_map(|(_, f)| f.modified_at).max()
     );
 }
@@ -179,7 +179,7 @@ fn an_incremental_poll_returns_only_the_edited_task() {
         .0
         .description
         .starts_with("# Generated task 150, clarified\n\n"));
-    assert_eq!(second.newest_modified_at, Some(fake.now()));
+    assert_eq!(second.newest_change, Some(fake.now()));
 
     // Asana filters by modified_since on GET /tasks only: one call per section, there.
     let requests = &fake.requests()[before..];

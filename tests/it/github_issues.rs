@@ -114,7 +114,7 @@ fn a_labelled_set_is_read_over_every_page_and_unlabelled_issues_stay_out() {
     let polled = h.poll(&labels(&["executor"]), None).expect("poll");
     let expected: Vec<String> = labelled.iter().map(|n| gid(*n)).collect();
     assert_eq!(numbers(&polled), expected, "oldest change first, each once");
-    assert_eq!(polled.newest_updated_at, Some(issue_time(7)));
+    assert_eq!(polled.newest_change, Some(issue_time(7)));
 
     let queries = issue_queries(&fake);
     assert_eq!(

@@ -100,22 +100,7 @@ impl AsanaScope {
     }
 }
 
-/// What one poll read.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Polled {
-    /// Each task once (a task in two scopes comes once, as most recently modified), in the
-    /// order first read.
-    pub tasks: Vec<(NewTask, TaskFacts)>,
-    /// The newest `modified_at` among `tasks`; `None` when nothing came.
-    pub newest_modified_at: Option<DateTime<Utc>>,
-}
-
-impl Polled {
-    /// The next poll's `since`: the newest change seen, never earlier than `previous`.
-    pub fn next_since(&self, previous: Option<DateTime<Utc>>) -> Option<DateTime<Utc>> {
-        self.newest_modified_at.max(previous)
-    }
-}
+pub use super::Polled;
 
 /// Reads every scope once. With `since`, only tasks modified after it come (completed ones
 /// included); without, every task (completed ones only with
@@ -247,7 +232,7 @@ impl Collector {
     fn finish(self) -> Polled {
         Polled {
             tasks: self.tasks,
-            newest_modified_at: self.newest,
+            newest_change: self.newest,
         }
     }
 }
@@ -430,7 +415,7 @@ mod tests {
                 ("3", "# three")
             ]
         );
-        assert_eq!(polled.newest_modified_at, Some(at("2026-03-16T09:05:00Z")));
+        assert_eq!(polled.newest_change, Some(at("2026-03-16T09:05:00Z")));
     }
 
     #[test]
