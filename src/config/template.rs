@@ -67,6 +67,8 @@ url = "sqlite://executor.db"
 # enabled = true
 path = "plans"
 # initial_status = "approved"   # approved (the owner wrote these) | pending (analyze first)
+# Asana and GitHub issues are read when you add [sources.asana] or [sources.github_issues]
+# (README: "Asana", "GitHub issues").
 
 [chat]
 # kind = "log"                  # log | zulip | webhook | slack
