@@ -15,11 +15,13 @@
 //! | [`policy`] | role contracts; tool calls and requests classified into actions and decided | nothing (its only I/O: reading a contract, resolving symlinks) |
 //! | [`ops`] | operations that read, decide with the core, and write | core, store, sources |
 //! | [`forge`] | the GitHub client: REST and GraphQL, ETag and TTL caches, rate limits, the orchestrator's PR operations | core |
+//! | [`chat`] | the Zulip client: post to a topic, read its recent window, the event queue | core (the forge's `Secret`) |
 //! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
 //! | [`cli`] | the `executor` command: arguments, output, the daemon's wiring | everything |
 
 pub mod agents;
 pub mod analyzer;
+pub mod chat;
 pub mod cli;
 pub mod config;
 pub mod core;
