@@ -49,6 +49,11 @@ pub const SQLITE: &[Migration] = &[
         name: "source_cursors",
         sql: include_str!("sql/sqlite/0007_source_cursors.sql"),
     },
+    Migration {
+        version: 8,
+        name: "outbox",
+        sql: include_str!("sql/sqlite/0008_outbox.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -86,6 +91,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 7,
         name: "source_cursors",
         sql: include_str!("sql/postgres/0007_source_cursors.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "outbox",
+        sql: include_str!("sql/postgres/0008_outbox.sql"),
     },
 ];
 

@@ -22,6 +22,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use thiserror::Error;
 
+use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
     Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
@@ -345,7 +346,6 @@ pub trait Store: Send + Sync {
     async fn save_pr_memory(&self, run_id: i64, memory: &str, at: DateTime<Utc>)
         -> StoreResult<()>;
 
-    /// Everything `executor status` shows, in one read.
     /// What a source knows of task `gid` beyond its text, as JSON
     /// ([`crate::core::facts::TaskFacts`]).
     async fn task_facts(&self, gid: &str) -> StoreResult<Option<String>>;
@@ -374,6 +374,63 @@ pub trait Store: Send + Sync {
         at: DateTime<Utc>,
     ) -> StoreResult<()>;
 
+    /// Writes messages to the outbox, all in one transaction (all or none), and returns
+    /// their ids in the order given. Each is first due at its `created_at`.
+    async fn enqueue_outgoing(&self, items: &[NewOutgoing]) -> StoreResult<Vec<i64>>;
+
+    /// Takes the next message `notifier` should deliver, for `holder` until `until`.
+    ///
+    /// Only the head of the notifier's line is considered: its oldest undelivered message
+    /// (lowest id). `None` when there is none, when it is not due yet (`next_attempt_at`
+    /// after `now`), or when another holder's claim on it is still live (`claimed_until`
+    /// after `now`); a later message is never handed out past it, so a notifier delivers in
+    /// the order messages were written. Otherwise the head is claimed (or the claim
+    /// `holder` already has renewed) and returned. Atomic: of two callers racing for one
+    /// head, at most one gets it while the claim is live.
+    async fn claim_outgoing(
+        &self,
+        notifier: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Outgoing>>;
+
+    /// Records that message `id` was delivered at `at`, and lets go of its claim.
+    async fn outgoing_delivered(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()>;
+
+    /// Records a failed attempt at message `id`: one more attempt, `error` (redacted by the
+    /// caller: never a secret) as its last error, not due again before `next_attempt_at`,
+    /// and its claim let go.
+    async fn outgoing_failed(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
+    /// Up to `limit` outbox messages in id order: all notifiers' or `notifier`'s, every one
+    /// or only those not yet delivered (for inspection and tests).
+    async fn outbox(
+        &self,
+        notifier: Option<&str>,
+        undelivered_only: bool,
+        limit: u32,
+    ) -> StoreResult<Vec<Outgoing>>;
+
+    /// What each notifier with undelivered messages still has to deliver, by notifier.
+    async fn outbox_backlog(&self) -> StoreResult<Vec<OutboxBacklog>>;
+
+    /// Records that chat message `message_id` of `chat` was received at `at`, if it was
+    /// not yet. True only for the first caller, however many race: that caller handles the
+    /// message, everyone else leaves it alone.
+    async fn claim_chat_message(
+        &self,
+        chat: &str,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// Everything `executor status` shows, in one read.
     async fn summary(&self) -> StoreResult<StoreSummary>;
 }
 

@@ -15,6 +15,7 @@ use sqlx::{Postgres, Row, Transaction};
 
 use super::migrations::{self, Migration};
 use super::{complete_counts, Store, StoreError, StoreResult};
+use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
     Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
@@ -40,6 +41,8 @@ const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision
      detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
      message_window";
 const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
+const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
+     created_at, attempts::bigint, next_attempt_at, delivered_at, last_error";
 
 /// Arbitrary, fixed: the advisory lock key under which migrations run ("executor" in ASCII).
 const MIGRATION_LOCK_KEY: i64 = 0x6578_6563_7574_6f72;
@@ -217,6 +220,29 @@ fn message_from_row(row: &PgRow) -> Result<StoredMessage, sqlx::Error> {
         args: row.try_get(7)?,
         text: row.try_get(8)?,
         line: row.try_get(9)?,
+    })
+}
+
+fn outgoing_from_row(row: &PgRow) -> Result<Outgoing, sqlx::Error> {
+    let priority: String = row.try_get(3)?;
+    Ok(Outgoing {
+        id: row.try_get(0)?,
+        notifier: row.try_get(1)?,
+        persona: row.try_get(2)?,
+        priority: priority
+            .parse::<Priority>()
+            .map_err(|e| sqlx::Error::ColumnDecode {
+                index: "priority".to_string(),
+                source: Box::new(e),
+            })?,
+        task_gid: row.try_get(4)?,
+        run_id: row.try_get(5)?,
+        body: row.try_get(6)?,
+        created_at: row.try_get(7)?,
+        attempts: row.try_get(8)?,
+        next_attempt_at: row.try_get(9)?,
+        delivered_at: row.try_get(10)?,
+        last_error: row.try_get(11)?,
     })
 }
 
@@ -990,6 +1016,165 @@ impl Store for PgStore {
         .execute(&self.pool)
         .await?;
         Ok(())
+    }
+
+    async fn enqueue_outgoing(&self, items: &[NewOutgoing]) -> StoreResult<Vec<i64>> {
+        let mut tx = self.pool.begin().await?;
+        let mut ids = Vec::with_capacity(items.len());
+        for item in items {
+            let id: i64 = sqlx::query_scalar(
+                "INSERT INTO executor_outbox (notifier, persona, priority, task_gid, run_id, body, \
+                 created_at, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id",
+            )
+            .bind(&item.notifier)
+            .bind(&item.persona)
+            .bind(item.priority.as_str())
+            .bind(&item.task_gid)
+            .bind(item.run_id)
+            .bind(&item.body)
+            .bind(item.created_at)
+            .fetch_one(&mut *tx)
+            .await?;
+            ids.push(id);
+        }
+        tx.commit().await?;
+        Ok(ids)
+    }
+
+    async fn claim_outgoing(
+        &self,
+        notifier: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Outgoing>> {
+        let mut tx = self.pool.begin().await?;
+        // The head row stays locked until the claim commits: a concurrent caller waits,
+        // then reads the claim (or, once delivered, the next head).
+        let row = sqlx::query(&format!(
+            "SELECT {OUTBOX_COLUMNS}, claimed_by, claimed_until FROM executor_outbox \
+             WHERE notifier = $1 AND delivered_at IS NULL ORDER BY id LIMIT 1 FOR UPDATE"
+        ))
+        .bind(notifier)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else {
+            tx.rollback().await?;
+            return Ok(None);
+        };
+        let head = outgoing_from_row(&row)?;
+        let claimed_by: Option<String> = row.try_get(12)?;
+        let claimed_until: Option<DateTime<Utc>> = row.try_get(13)?;
+        let held_by_another =
+            claimed_until.is_some_and(|until| until > now) && claimed_by.as_deref() != Some(holder);
+        if head.next_attempt_at > now || held_by_another {
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        sqlx::query("UPDATE executor_outbox SET claimed_by = $2, claimed_until = $3 WHERE id = $1")
+            .bind(head.id)
+            .bind(holder)
+            .bind(until)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(head))
+    }
+
+    async fn outgoing_delivered(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE executor_outbox SET delivered_at = $2, claimed_by = NULL, \
+             claimed_until = NULL WHERE id = $1",
+        )
+        .bind(id)
+        .bind(at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn outgoing_failed(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE executor_outbox SET attempts = attempts + 1, last_error = $2, \
+             next_attempt_at = $3, claimed_by = NULL, claimed_until = NULL WHERE id = $1",
+        )
+        .bind(id)
+        .bind(error)
+        .bind(next_attempt_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn outbox(
+        &self,
+        notifier: Option<&str>,
+        undelivered_only: bool,
+        limit: u32,
+    ) -> StoreResult<Vec<Outgoing>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {OUTBOX_COLUMNS} FROM executor_outbox \
+             WHERE ($1::text IS NULL OR notifier = $1) AND (NOT $2 OR delivered_at IS NULL) \
+             ORDER BY id LIMIT $3"
+        ))
+        .bind(notifier)
+        .bind(undelivered_only)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(outgoing_from_row)
+            .collect::<Result<_, _>>()?)
+    }
+
+    async fn outbox_backlog(&self) -> StoreResult<Vec<OutboxBacklog>> {
+        let rows = sqlx::query(
+            "SELECT head.notifier, line.undelivered, head.created_at, head.attempts::bigint, \
+             head.last_error \
+             FROM (SELECT notifier, count(*) AS undelivered, min(id) AS head_id \
+                   FROM executor_outbox WHERE delivered_at IS NULL GROUP BY notifier) AS line \
+             JOIN executor_outbox AS head ON head.id = line.head_id \
+             ORDER BY head.notifier",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                Ok(OutboxBacklog {
+                    notifier: row.try_get(0)?,
+                    undelivered: row.try_get(1)?,
+                    oldest: row.try_get(2)?,
+                    attempts: row.try_get(3)?,
+                    last_error: row.try_get(4)?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    async fn claim_chat_message(
+        &self,
+        chat: &str,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let inserted = sqlx::query(
+            "INSERT INTO executor_chat_inbox (chat, message_id, received_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (chat, message_id) DO NOTHING",
+        )
+        .bind(chat)
+        .bind(message_id)
+        .bind(at)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(inserted == 1)
     }
 
     async fn summary(&self) -> StoreResult<StoreSummary> {

@@ -20,6 +20,7 @@ use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::migrations::{self, Migration};
 use super::{complete_counts, Store, StoreError, StoreResult};
+use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
     Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
@@ -39,6 +40,8 @@ const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision
      detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
      message_window";
 const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
+const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
+     created_at, attempts, next_attempt_at, delivered_at, last_error";
 
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {
@@ -330,6 +333,26 @@ fn message_from_row(row: &Row<'_>) -> rusqlite::Result<StoredMessage> {
         args: row.get(7)?,
         text: row.get(8)?,
         line: row.get(9)?,
+    })
+}
+
+fn outgoing_from_row(row: &Row<'_>) -> rusqlite::Result<Outgoing> {
+    let priority = row.get_ref(3)?.as_str()?;
+    Ok(Outgoing {
+        id: row.get(0)?,
+        notifier: row.get(1)?,
+        persona: row.get(2)?,
+        priority: priority
+            .parse::<Priority>()
+            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(3, Type::Text, Box::new(e)))?,
+        task_gid: row.get(4)?,
+        run_id: row.get(5)?,
+        body: row.get(6)?,
+        created_at: ts(row, 7)?,
+        attempts: row.get(8)?,
+        next_attempt_at: ts(row, 9)?,
+        delivered_at: ts_opt(row, 10)?,
+        last_error: row.get(11)?,
     })
 }
 
@@ -1053,6 +1076,167 @@ impl Store for SqliteStore {
             )?
             .execute(params![source, cursor, text(&at)])?;
             Ok(())
+        })
+        .await
+    }
+
+    async fn enqueue_outgoing(&self, items: &[NewOutgoing]) -> StoreResult<Vec<i64>> {
+        let items = items.to_vec();
+        self.call(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut ids = Vec::with_capacity(items.len());
+            for item in &items {
+                tx.prepare_cached(
+                    "INSERT INTO executor_outbox (notifier, persona, priority, task_gid, run_id, body, \
+                     created_at, next_attempt_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+                )?
+                .execute(params![
+                    item.notifier,
+                    item.persona,
+                    item.priority.as_str(),
+                    item.task_gid,
+                    item.run_id,
+                    item.body,
+                    text(&item.created_at)
+                ])?;
+                ids.push(tx.last_insert_rowid());
+            }
+            tx.commit()?;
+            Ok(ids)
+        })
+        .await
+    }
+
+    async fn claim_outgoing(
+        &self,
+        notifier: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<Outgoing>> {
+        let (notifier, holder) = (notifier.to_string(), holder.to_string());
+        self.call(move |conn| {
+            // The write lock up front: no other process reads the head between this read
+            // and the claim.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let head = tx
+                .prepare_cached(&format!(
+                    "SELECT {OUTBOX_COLUMNS}, claimed_by, claimed_until FROM executor_outbox \
+                     WHERE notifier = ?1 AND delivered_at IS NULL ORDER BY id LIMIT 1"
+                ))?
+                .query_row([&notifier], |row| {
+                    let claimed_by: Option<String> = row.get(12)?;
+                    Ok((outgoing_from_row(row)?, claimed_by, ts_opt(row, 13)?))
+                })
+                .optional()?;
+            let Some((head, claimed_by, claimed_until)) = head else {
+                return Ok(None);
+            };
+            let held_by_another = claimed_until.is_some_and(|until| until > now)
+                && claimed_by.as_deref() != Some(holder.as_str());
+            if head.next_attempt_at > now || held_by_another {
+                return Ok(None);
+            }
+            tx.prepare_cached(
+                "UPDATE executor_outbox SET claimed_by = ?2, claimed_until = ?3 WHERE id = ?1",
+            )?
+            .execute(params![head.id, holder, text(&until)])?;
+            tx.commit()?;
+            Ok(Some(head))
+        })
+        .await
+    }
+
+    async fn outgoing_delivered(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()> {
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "UPDATE executor_outbox SET delivered_at = ?2, claimed_by = NULL, \
+                 claimed_until = NULL WHERE id = ?1",
+            )?
+            .execute(params![id, text(&at)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn outgoing_failed(
+        &self,
+        id: i64,
+        error: &str,
+        next_attempt_at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let error = error.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "UPDATE executor_outbox SET attempts = attempts + 1, last_error = ?2, \
+                 next_attempt_at = ?3, claimed_by = NULL, claimed_until = NULL WHERE id = ?1",
+            )?
+            .execute(params![id, error, text(&next_attempt_at)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn outbox(
+        &self,
+        notifier: Option<&str>,
+        undelivered_only: bool,
+        limit: u32,
+    ) -> StoreResult<Vec<Outgoing>> {
+        let notifier = notifier.map(str::to_string);
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {OUTBOX_COLUMNS} FROM executor_outbox \
+                 WHERE (?1 IS NULL OR notifier = ?1) AND (NOT ?2 OR delivered_at IS NULL) \
+                 ORDER BY id LIMIT ?3"
+            ))?
+            .query_map(
+                params![notifier, undelivered_only, limit],
+                outgoing_from_row,
+            )?
+            .collect()
+        })
+        .await
+    }
+
+    async fn outbox_backlog(&self) -> StoreResult<Vec<OutboxBacklog>> {
+        self.call(|conn| {
+            conn.prepare_cached(
+                "SELECT head.notifier, line.undelivered, head.created_at, head.attempts, head.last_error \
+                 FROM (SELECT notifier, count(*) AS undelivered, min(id) AS head_id \
+                       FROM executor_outbox WHERE delivered_at IS NULL GROUP BY notifier) AS line \
+                 JOIN executor_outbox AS head ON head.id = line.head_id \
+                 ORDER BY head.notifier",
+            )?
+            .query_map([], |row| {
+                Ok(OutboxBacklog {
+                    notifier: row.get(0)?,
+                    undelivered: row.get(1)?,
+                    oldest: ts_opt(row, 2)?,
+                    attempts: row.get(3)?,
+                    last_error: row.get(4)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn claim_chat_message(
+        &self,
+        chat: &str,
+        message_id: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let (chat, message_id) = (chat.to_string(), message_id.to_string());
+        self.call(move |conn| {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO executor_chat_inbox (chat, message_id, received_at) \
+                     VALUES (?1, ?2, ?3) ON CONFLICT (chat, message_id) DO NOTHING",
+                )?
+                .execute(params![chat, message_id, text(&at)])?;
+            Ok(inserted == 1)
         })
         .await
     }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use executor::core::outbox::{NewOutgoing, OutboxBacklog, Priority};
 use executor::core::queue::QueueStatus;
 use executor::core::record::{
     Heartbeat, NewDecision, NewEvent, NewMessage, Resolved, StatusChange, WorkerRecord,
@@ -1064,6 +1065,411 @@ async fn competing_runners_take_a_run_lease_once(a: &dyn Store, b: &dyn Store) {
     }
 }
 
+fn outgoing(notifier: &str, body: &str, at: DateTime<Utc>) -> NewOutgoing {
+    NewOutgoing {
+        notifier: notifier.to_string(),
+        persona: None,
+        priority: Priority::Info,
+        task_gid: None,
+        run_id: None,
+        body: body.to_string(),
+        created_at: at,
+    }
+}
+
+/// The bodies of the outbox, in id order.
+async fn outbox_bodies(
+    store: &dyn Store,
+    notifier: Option<&str>,
+    undelivered: bool,
+) -> Vec<String> {
+    store
+        .outbox(notifier, undelivered, 1_000)
+        .await
+        .expect("outbox")
+        .into_iter()
+        .map(|o| o.body)
+        .collect()
+}
+
+async fn the_outbox_keeps_every_column_in_enqueue_order(store: &dyn Store) {
+    assert_eq!(
+        store.enqueue_outgoing(&[]).await.expect("nothing"),
+        Vec::<i64>::new()
+    );
+    let first = NewOutgoing {
+        notifier: "zulip".into(),
+        persona: Some("orchestrator".into()),
+        priority: Priority::Urgent,
+        task_gid: Some("T-1".into()),
+        run_id: Some(7),
+        body: "**CI failed** on #12 — ünïcode kept\n\n```\nlog\n```".into(),
+        created_at: t0(),
+    };
+    let mut second = outgoing("webhook:ops", "two", t0() - Duration::seconds(5));
+    second.priority = Priority::Action;
+    let third = outgoing("zulip", "three", t0() + Duration::seconds(1));
+    let ids = store
+        .enqueue_outgoing(&[first.clone(), second, third])
+        .await
+        .expect("enqueue");
+    assert_eq!(ids.len(), 3);
+    assert!(ids[0] < ids[1] && ids[1] < ids[2], "{ids:?}");
+    let more = store
+        .enqueue_outgoing(&[outgoing("zulip", "four", t0())])
+        .await
+        .expect("enqueue more");
+    assert!(more[0] > ids[2]);
+
+    let all = store.outbox(None, false, 100).await.expect("outbox");
+    assert_eq!(
+        all.iter().map(|o| o.id).collect::<Vec<_>>(),
+        [ids[0], ids[1], ids[2], more[0]]
+    );
+    let read = &all[0];
+    assert_eq!(read.notifier, first.notifier);
+    assert_eq!(read.persona, first.persona);
+    assert_eq!(read.priority, Priority::Urgent);
+    assert_eq!(read.task_gid.as_deref(), Some("T-1"));
+    assert_eq!(read.run_id, Some(7));
+    assert_eq!(read.body, first.body);
+    assert_eq!(read.created_at, t0());
+    assert_eq!(read.next_attempt_at, t0(), "first due when written");
+    assert_eq!(read.attempts, 0);
+    assert_eq!(read.delivered_at, None);
+    assert_eq!(read.last_error, None);
+    assert_eq!(all[1].priority, Priority::Action);
+    assert_eq!(all[1].next_attempt_at, t0() - Duration::seconds(5));
+    assert_eq!(all[1].persona, None);
+
+    assert_eq!(
+        outbox_bodies(store, Some("zulip"), false).await,
+        [first.body.as_str(), "three", "four"]
+    );
+    assert_eq!(store.outbox(None, false, 2).await.expect("limit").len(), 2);
+}
+
+async fn claiming_takes_only_the_head_of_a_notifiers_line(store: &dyn Store) {
+    let (holder, later) = ("host-a:1:1", t0() + Duration::minutes(1));
+    assert!(store
+        .claim_outgoing("zulip", holder, later, t0())
+        .await
+        .expect("empty")
+        .is_none());
+    store
+        .enqueue_outgoing(&[
+            outgoing("zulip", "one", t0()),
+            outgoing("zulip", "two", t0()),
+            outgoing("zulip", "three", t0()),
+        ])
+        .await
+        .expect("enqueue");
+
+    // The head, not yet due: nothing, although nothing else blocks it.
+    assert!(store
+        .claim_outgoing("zulip", holder, later, t0() - Duration::seconds(1))
+        .await
+        .expect("early")
+        .is_none());
+    let head = store
+        .claim_outgoing("zulip", holder, later, t0())
+        .await
+        .expect("claim")
+        .expect("the head");
+    assert_eq!(head.body, "one");
+
+    // It fails and waits a minute: the line waits with it, "two" is not handed out.
+    let retry_at = t0() + Duration::minutes(1);
+    store
+        .outgoing_failed(head.id, "Zulip answered 502", retry_at)
+        .await
+        .expect("failed");
+    for now in [t0(), t0() + Duration::seconds(59)] {
+        assert!(
+            store
+                .claim_outgoing("zulip", holder, later, now)
+                .await
+                .expect("blocked")
+                .is_none(),
+            "at {now} the failed head blocks its line"
+        );
+    }
+    let again = store
+        .claim_outgoing("zulip", holder, retry_at + Duration::minutes(1), retry_at)
+        .await
+        .expect("claim again")
+        .expect("due again");
+    assert_eq!(again.id, head.id);
+    assert_eq!(again.attempts, 1);
+    assert_eq!(again.last_error.as_deref(), Some("Zulip answered 502"));
+    assert_eq!(again.next_attempt_at, retry_at);
+
+    // Delivered: skipped from now on; the next in line comes up.
+    store
+        .outgoing_delivered(head.id, retry_at)
+        .await
+        .expect("delivered");
+    let next = store
+        .claim_outgoing("zulip", holder, retry_at + Duration::minutes(1), retry_at)
+        .await
+        .expect("claim")
+        .expect("the next");
+    assert_eq!(next.body, "two");
+    let delivered = store.outbox(Some("zulip"), false, 10).await.expect("all");
+    assert_eq!(delivered[0].delivered_at, Some(retry_at));
+    assert_eq!(delivered[0].attempts, 1, "the failure stays on record");
+    assert_eq!(
+        outbox_bodies(store, Some("zulip"), true).await,
+        ["two", "three"]
+    );
+}
+
+async fn a_live_claim_of_another_holder_blocks_an_expired_one_does_not(store: &dyn Store) {
+    store
+        .enqueue_outgoing(&[
+            outgoing("zulip", "one", t0()),
+            outgoing("zulip", "two", t0()),
+        ])
+        .await
+        .expect("enqueue");
+    let until = t0() + Duration::minutes(1);
+    let a = store
+        .claim_outgoing("zulip", "host-a:1:1", until, t0())
+        .await
+        .expect("claim")
+        .expect("a takes the head");
+    assert_eq!(a.body, "one");
+    for now in [t0(), until - Duration::seconds(1)] {
+        assert!(
+            store
+                .claim_outgoing("zulip", "host-b:2:2", now + Duration::minutes(1), now)
+                .await
+                .expect("claim")
+                .is_none(),
+            "a's claim is live at {now}; b gets neither the head nor the next"
+        );
+    }
+    let renewed = store
+        .claim_outgoing("zulip", "host-a:1:1", until + Duration::minutes(1), t0())
+        .await
+        .expect("renew")
+        .expect("a may claim its own again");
+    assert_eq!(renewed.id, a.id);
+    // a died: once its claim runs out, b takes the same head over.
+    let expired_at = until + Duration::minutes(1);
+    let b = store
+        .claim_outgoing(
+            "zulip",
+            "host-b:2:2",
+            expired_at + Duration::minutes(1),
+            expired_at,
+        )
+        .await
+        .expect("claim")
+        .expect("the claim expired");
+    assert_eq!(b.id, a.id);
+    assert!(
+        store
+            .claim_outgoing(
+                "zulip",
+                "host-a:1:1",
+                expired_at + Duration::minutes(1),
+                expired_at
+            )
+            .await
+            .expect("claim")
+            .is_none(),
+        "now b holds it"
+    );
+    // A failure lets go of the claim: anyone may try once it is due.
+    store
+        .outgoing_failed(b.id, "timeout", expired_at)
+        .await
+        .expect("failed");
+    let c = store
+        .claim_outgoing(
+            "zulip",
+            "host-c:3:3",
+            expired_at + Duration::minutes(1),
+            expired_at,
+        )
+        .await
+        .expect("claim")
+        .expect("no claim left");
+    assert_eq!((c.id, c.attempts), (a.id, 1));
+}
+
+async fn notifiers_have_lines_of_their_own_and_a_backlog(store: &dyn Store) {
+    assert_eq!(store.outbox_backlog().await.expect("backlog"), Vec::new());
+    let ids = store
+        .enqueue_outgoing(&[
+            outgoing("zulip", "z1", t0()),
+            outgoing("webhook:ops", "w1", t0() + Duration::seconds(1)),
+            outgoing("zulip", "z2", t0() + Duration::seconds(2)),
+            outgoing("webhook:ops", "w2", t0() + Duration::seconds(3)),
+            outgoing("slack:team", "s1", t0() + Duration::seconds(4)),
+        ])
+        .await
+        .expect("enqueue");
+    let until = t0() + Duration::hours(1);
+    let now = t0() + Duration::seconds(10);
+    // Zulip's head fails and waits; the webhook's line goes on regardless.
+    store
+        .outgoing_failed(ids[0], "Zulip is down", t0() + Duration::hours(1))
+        .await
+        .expect("failed");
+    assert!(store
+        .claim_outgoing("zulip", "h", until, now)
+        .await
+        .expect("claim")
+        .is_none());
+    let w1 = store
+        .claim_outgoing("webhook:ops", "h", until, now)
+        .await
+        .expect("claim")
+        .expect("webhook head");
+    assert_eq!(w1.body, "w1");
+    store
+        .outgoing_delivered(w1.id, now)
+        .await
+        .expect("delivered");
+    let s1 = store
+        .claim_outgoing("slack:team", "h", until, now)
+        .await
+        .expect("claim")
+        .expect("slack head");
+    store
+        .outgoing_delivered(s1.id, now)
+        .await
+        .expect("delivered");
+
+    assert_eq!(
+        store.outbox_backlog().await.expect("backlog"),
+        [
+            OutboxBacklog {
+                notifier: "webhook:ops".into(),
+                undelivered: 1,
+                oldest: Some(t0() + Duration::seconds(3)),
+                attempts: 0,
+                last_error: None,
+            },
+            OutboxBacklog {
+                notifier: "zulip".into(),
+                undelivered: 2,
+                oldest: Some(t0()),
+                attempts: 1,
+                last_error: Some("Zulip is down".into()),
+            },
+        ]
+    );
+    assert_eq!(outbox_bodies(store, None, true).await, ["z1", "z2", "w2"]);
+    assert_eq!(
+        outbox_bodies(store, None, false).await,
+        ["z1", "w1", "z2", "w2", "s1"]
+    );
+    assert_eq!(
+        outbox_bodies(store, Some("slack:team"), true).await,
+        Vec::<String>::new()
+    );
+}
+
+async fn a_chat_message_is_claimed_once(store: &dyn Store) {
+    assert!(store
+        .claim_chat_message("zulip", "4711", t0())
+        .await
+        .expect("first"));
+    assert!(!store
+        .claim_chat_message("zulip", "4711", t0() + Duration::seconds(1))
+        .await
+        .expect("again"));
+    assert!(store
+        .claim_chat_message("slack", "4711", t0())
+        .await
+        .expect("another chat, same id"));
+    assert!(store
+        .claim_chat_message("zulip", "4712", t0())
+        .await
+        .expect("another id"));
+    assert!(!store
+        .claim_chat_message("slack", "4711", t0())
+        .await
+        .expect("slack again"));
+}
+
+/// Claims and delivers `notifier`'s messages as `holder` until none is left; the ids it
+/// delivered, in the order it delivered them.
+async fn deliver_all(store: &dyn Store, notifier: &str, holder: &str) -> Vec<i64> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut delivered = Vec::new();
+    loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{holder} never finished"
+        );
+        let until = t0() + Duration::minutes(5);
+        match store
+            .claim_outgoing(notifier, holder, until, t0())
+            .await
+            .expect("claim")
+        {
+            Some(head) => {
+                store
+                    .outgoing_delivered(head.id, t0())
+                    .await
+                    .expect("delivered");
+                delivered.push(head.id);
+            }
+            None => {
+                if store
+                    .outbox(Some(notifier), true, 1)
+                    .await
+                    .expect("outbox")
+                    .is_empty()
+                {
+                    return delivered;
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+}
+
+async fn competing_deliverers_send_each_message_once_in_order(a: &dyn Store, b: &dyn Store) {
+    let items: Vec<NewOutgoing> = (0..20)
+        .map(|n| outgoing("zulip", &format!("m{n}"), t0()))
+        .collect();
+    let ids = a.enqueue_outgoing(&items).await.expect("enqueue");
+    let (by_a, by_b) = tokio::join!(
+        deliver_all(a, "zulip", "host-a:1:1"),
+        deliver_all(b, "zulip", "host-b:2:2"),
+    );
+    for (who, delivered) in [("a", &by_a), ("b", &by_b)] {
+        assert!(
+            delivered.windows(2).all(|w| w[0] < w[1]),
+            "{who} delivered out of order: {delivered:?}"
+        );
+    }
+    let mut all: Vec<i64> = by_a.iter().chain(&by_b).copied().collect();
+    all.sort_unstable();
+    assert_eq!(
+        all, ids,
+        "each message exactly once (a: {by_a:?}, b: {by_b:?})"
+    );
+    assert!(a.outbox_backlog().await.expect("backlog").is_empty());
+}
+
+async fn competing_handlers_claim_a_chat_message_once(a: &dyn Store, b: &dyn Store) {
+    for n in 0..20 {
+        let id = n.to_string();
+        let (x, y) = tokio::join!(
+            a.claim_chat_message("zulip", &id, t0()),
+            b.claim_chat_message("zulip", &id, t0()),
+        );
+        let (x, y) = (x.expect("a claims"), y.expect("b claims"));
+        assert!(x ^ y, "message {n}: exactly one handler ({x}, {y})");
+    }
+}
+
 macro_rules! concurrent {
     ($($case:ident),* $(,)?) => {
         mod sqlite_two_connections {
@@ -1102,6 +1508,8 @@ concurrent!(
     competing_status_changes_apply_exactly_once,
     competing_answers_to_an_escalation_record_exactly_one,
     competing_runners_take_a_run_lease_once,
+    competing_deliverers_send_each_message_once_in_order,
+    competing_handlers_claim_a_chat_message_once,
 );
 
 macro_rules! conformance {
@@ -1156,6 +1564,11 @@ conformance!(
     a_runs_pr_memory_is_replaced_and_read_back,
     task_facts_are_replaced_and_the_analysis_recorded,
     a_sources_cursor_is_replaced_and_read_back,
+    the_outbox_keeps_every_column_in_enqueue_order,
+    claiming_takes_only_the_head_of_a_notifiers_line,
+    a_live_claim_of_another_holder_blocks_an_expired_one_does_not,
+    notifiers_have_lines_of_their_own_and_a_backlog,
+    a_chat_message_is_claimed_once,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
     summary_counts_every_known_status,
