@@ -4,9 +4,11 @@
 //!
 //! What it must never do: print, log or put in a URL or an error a bot's API key.
 
+pub mod webhook;
 pub mod zulip;
 
 pub use zulip::{
     mention, EventQueue, ZulipClient, ZulipError, ZulipEvent, ZulipMessage, ZulipOptions,
     ZulipSettings,
 };
+pub use webhook::{WebhookError, WebhookKind, WebhookNotice, WebhookNotifier};

@@ -2,23 +2,31 @@
 //! bodies shaped like `../shared/fixtures/http/zulip/` and changed as its state changes.
 //!
 //! [`FakeZulip::start`] is seeded with the fixtures' story: realm `lumen`, channel
-//! `executor`, and the four messages of `get_messages_topic.json` in topic
-//! [`TOPIC`]. It reproduces what the fixtures README lists: HTTP basic auth with a bot's
-//! email and API key; form-encoded parameters with `narrow` and `event_types` as JSON text;
+//! `executor`, the four messages of `get_messages_topic.json` in topic [`TOPIC`], and one
+//! bot ([`BOT_EMAIL`], [`API_KEY`]); more bots can be added ([`FakeZulip::add_bot`]). It
+//! reproduces what the fixtures README lists: HTTP basic auth with a bot's email and API key
+//! (checked against the bot table; a post is stored as from the bot that made it);
+//! form-encoded parameters with `narrow` and `event_types` as JSON text;
 //! the topic sent as `topic` and answered as `subject`; `narrow` operators `channel` (or
 //! `stream`) and `topic`; `{result:"error", msg, code, …extra}` on a 4xx
 //! (`STREAM_DOES_NOT_EXIST` with `stream`, `BAD_EVENT_QUEUE_ID` with `queue_id`); the
 //! `X-RateLimit-*` headers on every answer, and 429 `RATE_LIMIT_HIT` with `Retry-After` and
 //! the `retry-after` body key. A post is stored (ids go on from the fixtures', 48217 first)
 //! and read back through `GET /messages` and through every event queue whose narrow it
-//! matches.
+//! matches. `GET /events` long-polls like Zulip's: with nothing queued it waits up to
+//! [`FakeZulip::set_events_wait`] (1 s by default, where Zulip waits about a minute) for a
+//! message, which that poll then gets, and otherwise answers a `heartbeat`; `dont_block=true`
+//! answers at once (with no events if there are none). [`FakeZulip::outgoing_webhook_payload`]
+//! builds what Zulip's outgoing webhook would POST for a stored message.
 //!
-//! Simpler than Zulip in two ways: `GET /messages` knows only `anchor=newest`, and
-//! `GET /events` does not block: with nothing new it answers at once with a `heartbeat`.
+//! Simpler than Zulip: `GET /messages` knows only `anchor=newest`, there is one realm with
+//! public streams only (every bot sees every queue), and `rendered_content` renders only
+//! mentions, escaping and paragraphs.
 //!
 //! It records every request (method, path, query, body, and the `Authorization` value apart)
-//! so a test can prove where the API key went. Faults (500, 429) are served for the next N
-//! requests; queues can be expired.
+//! so a test can prove where the API key went, and [`FakeZulip::messages`] gives what a topic
+//! holds without a request. Faults (500, 429) are served for the next N requests; the whole
+//! server can be switched down ([`FakeZulip::set_down`]); queues can be expired.
 //!
 //! What it must never do: reach the network (it listens on 127.0.0.1 and opens nothing), or
 //! panic on what a client sends: an unreadable request gets a 400.
@@ -29,6 +37,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::State;
@@ -38,7 +47,7 @@ use axum::Router;
 use executor::chat::zulip::ZulipSettings;
 use executor::forge::github::Secret;
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 
 /// The bot the fake accepts: the orchestrator's persona in the fixtures.
 pub const BOT_EMAIL: &str = "executor-bot@lumen.zulipchat.com";
@@ -52,6 +61,10 @@ pub const TOPIC: &str = "run 42 · fix/tab-preview-stuck";
 pub const OWNER_NAME: &str = "Marek Kowalski";
 pub const OWNER_ID: u64 = 8;
 pub const OWNER_EMAIL: &str = "user8@lumen.zulipchat.com";
+/// The first id [`FakeZulip::add_bot`] gives (the fixtures' users are below it).
+pub const FIRST_ADDED_BOT_ID: u64 = 101;
+/// How long `GET /events` waits for a message by default.
+pub const DEFAULT_EVENTS_WAIT: Duration = Duration::from_secs(1);
 
 /// A fixture file's text.
 pub fn fixture(name: &str) -> String {
@@ -100,6 +113,39 @@ fn form_param(text: &str, name: &str) -> Option<String> {
         .map(|(_, v)| v.into_owned())
 }
 
+/// A bot the fake accepts.
+#[derive(Clone)]
+struct Bot {
+    id: u64,
+    email: String,
+    full_name: String,
+    /// `Basic base64(email:key)`, what its requests carry.
+    authorization: String,
+}
+
+impl Bot {
+    fn new(id: u64, email: &str, api_key: &str, full_name: &str) -> Self {
+        Self {
+            id,
+            email: email.to_owned(),
+            full_name: full_name.to_owned(),
+            authorization: format!("Basic {}", base64(format!("{email}:{api_key}").as_bytes())),
+        }
+    }
+}
+
+/// Someone who can post: the fixtures' people, the bots, and whoever [`FakeZulip::post_as`]
+/// made speak. Mentions of them are rendered.
+#[derive(Clone)]
+struct User {
+    id: u64,
+    full_name: String,
+    avatar_url: Value,
+    /// The `client` their messages show: a bot posts through the API as `executor`, a human
+    /// from the app.
+    client: String,
+}
+
 struct Queue {
     stream: Option<String>,
     events: Vec<Value>,
@@ -107,6 +153,11 @@ struct Queue {
 }
 
 struct StateData {
+    bots: Vec<Bot>,
+    users: Vec<User>,
+    next_user_id: u64,
+    down: Option<u16>,
+    events_wait: Duration,
     streams: Vec<String>,
     messages: Vec<Value>,
     next_message_id: u64,
@@ -120,6 +171,9 @@ struct StateData {
 
 struct Shared {
     state: Mutex<StateData>,
+    /// Woken whenever something a waiting `GET /events` cares about changed: a message
+    /// stored, queues expired, the server switched down.
+    changed: Notify,
 }
 
 impl Shared {
@@ -143,7 +197,30 @@ impl FakeZulip {
             Value::Array(items) => items,
             _ => Vec::new(),
         };
+        let mut users: Vec<User> = Vec::new();
+        for message in &messages {
+            let Some(id) = message["sender_id"].as_u64() else {
+                continue;
+            };
+            if users.iter().any(|u| u.id == id) {
+                continue;
+            }
+            users.push(User {
+                id,
+                full_name: message["sender_full_name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+                avatar_url: message["avatar_url"].clone(),
+                client: message["client"].as_str().unwrap_or("executor").to_owned(),
+            });
+        }
         let state = StateData {
+            bots: vec![Bot::new(BOT_ID, BOT_EMAIL, API_KEY, BOT_NAME)],
+            users,
+            next_user_id: FIRST_ADDED_BOT_ID,
+            down: None,
+            events_wait: DEFAULT_EVENTS_WAIT,
             streams: vec![STREAM.to_owned()],
             next_message_id: 48217,
             messages,
@@ -156,6 +233,7 @@ impl FakeZulip {
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
+            changed: Notify::new(),
         });
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .expect("bind the fake Zulip on loopback");
@@ -204,6 +282,54 @@ impl FakeZulip {
         }
     }
 
+    /// Settings for any bot, such as one from [`FakeZulip::add_bot`].
+    pub fn bot_settings(&self, email: &str, api_key: &str) -> ZulipSettings {
+        ZulipSettings {
+            site: self.site(),
+            bot_email: email.to_owned(),
+            api_key: Secret::new(api_key),
+        }
+    }
+
+    /// Registers another bot the fake accepts; its user id. Adding an email again replaces
+    /// that bot's key and name and keeps its id.
+    pub fn add_bot(&self, email: &str, api_key: &str, full_name: &str) -> u64 {
+        let mut state = self.shared.state();
+        let id = match state.bots.iter().find(|b| b.email == email) {
+            Some(bot) => bot.id,
+            None => {
+                let id = state.next_user_id;
+                state.next_user_id += 1;
+                id
+            }
+        };
+        let bot = Bot::new(id, email, api_key, full_name);
+        state.bots.retain(|b| b.id != id);
+        state.bots.push(bot);
+        let user = User {
+            id,
+            full_name: full_name.to_owned(),
+            avatar_url: Value::Null,
+            client: "executor".to_owned(),
+        };
+        state.users.retain(|u| u.id != id);
+        state.users.push(user);
+        id
+    }
+
+    /// `Some(status)`: every request (even one with bad credentials) is answered `status`
+    /// with a Zulip-shaped error body, and recorded; a waiting `GET /events` gets it too.
+    /// `None`: normal again.
+    pub fn set_down(&self, status: Option<u16>) {
+        self.shared.state().down = status;
+        self.shared.changed.notify_waiters();
+    }
+
+    /// How long `GET /events` waits for a message before it answers a heartbeat.
+    pub fn set_events_wait(&self, wait: Duration) {
+        self.shared.state().events_wait = wait;
+    }
+
     /// Serve `fault` instead of the next `n` answers.
     pub fn fail_next(&self, fault: Fault, n: usize) {
         let mut state = self.shared.state();
@@ -215,18 +341,114 @@ impl FakeZulip {
         for queue in self.shared.state().queues.values_mut() {
             queue.expired = true;
         }
+        self.shared.changed.notify_waiters();
     }
 
     /// A message from the owner (a human) in `topic` of `stream`; its id.
     pub fn post_as_owner(&self, stream: &str, topic: &str, content: &str) -> u64 {
-        let mut state = self.shared.state();
-        store_message(
-            &mut state,
-            stream,
-            topic,
-            content,
-            (OWNER_ID, OWNER_EMAIL, OWNER_NAME),
-        )
+        self.post_as((OWNER_ID, OWNER_EMAIL, OWNER_NAME), stream, topic, content)
+    }
+
+    /// A message from someone other than the owner, `(user id, email, full name)`, posted
+    /// from the app (not through the API); its id. Stored without checks, like
+    /// [`FakeZulip::post_as_owner`].
+    pub fn post_as(
+        &self,
+        sender: (u64, &str, &str),
+        stream: &str,
+        topic: &str,
+        content: &str,
+    ) -> u64 {
+        let (id, _, full_name) = sender;
+        let id = {
+            let mut state = self.shared.state();
+            if !state.users.iter().any(|u| u.id == id) {
+                state.users.push(User {
+                    id,
+                    full_name: full_name.to_owned(),
+                    avatar_url: Value::Null,
+                    client: "ZulipFlutter".to_owned(),
+                });
+            }
+            store_message(&mut state, stream, topic, content, sender)
+        };
+        self.shared.changed.notify_waiters();
+        id
+    }
+
+    /// The stored messages of `topic` in `stream`, in id order, read from the state (no
+    /// request is made or recorded).
+    pub fn messages(&self, stream: &str, topic: &str) -> Vec<Value> {
+        let state = self.shared.state();
+        let mut found: Vec<Value> = state
+            .messages
+            .iter()
+            .filter(|m| {
+                m["display_recipient"].as_str() == Some(stream)
+                    && m["subject"].as_str() == Some(topic)
+            })
+            .cloned()
+            .collect();
+        found.sort_by_key(|m| m["id"].as_u64());
+        found
+    }
+
+    /// What Zulip's outgoing webhook would POST for the stored message `message_id`, in the
+    /// shape of `outgoing_webhook_payload.json`: trigger `mention`, addressed to the first bot
+    /// the message mentions (the default bot if it mentions none). Panics if there is no such
+    /// message: that is a mistake in the test.
+    pub fn outgoing_webhook_payload(&self, message_id: u64, token: &str) -> Value {
+        let state = self.shared.state();
+        let Some(stored) = state
+            .messages
+            .iter()
+            .find(|m| m["id"].as_u64() == Some(message_id))
+        else {
+            panic!("the fake Zulip holds no message {message_id}");
+        };
+        let content = stored["content"].as_str().unwrap_or_default();
+        let bot = state
+            .bots
+            .iter()
+            .find(|b| content.contains(&format!("@**{}**", b.full_name)))
+            .or_else(|| state.bots.iter().find(|b| b.id == BOT_ID))
+            .or_else(|| state.bots.first());
+        let (bot_email, bot_full_name) = bot
+            .map(|b| (b.email.clone(), b.full_name.clone()))
+            .unwrap_or_default();
+        let trigger = if stored["type"] == "private" {
+            "direct_message"
+        } else {
+            "mention"
+        };
+        json!({
+            "data": content,
+            "trigger": trigger,
+            "token": token,
+            "message": {
+                "subject": stored["subject"],
+                "sender_email": stored["sender_email"],
+                "timestamp": stored["timestamp"],
+                "client": stored["client"],
+                "submessages": stored["submessages"],
+                "recipient_id": stored["recipient_id"],
+                "topic_links": stored["topic_links"],
+                "sender_full_name": stored["sender_full_name"],
+                "avatar_url": stored["avatar_url"],
+                "rendered_content": render(content, &state.users),
+                "sender_id": stored["sender_id"],
+                "stream_id": stored["stream_id"],
+                "content": content,
+                "display_recipient": stored["display_recipient"],
+                "type": stored["type"],
+                "id": stored["id"],
+                "is_me_message": stored["is_me_message"],
+                "reactions": stored["reactions"],
+                "sender_realm_str": stored["sender_realm_str"],
+            },
+            "bot_email": bot_email,
+            "bot_full_name": bot_full_name,
+        })
     }
 
     /// Every request so far.
@@ -257,9 +479,15 @@ fn store_message(
     let id = state.next_message_id;
     state.next_message_id += 1;
     state.now += 1;
+    let (avatar_url, client) = state
+        .users
+        .iter()
+        .find(|u| u.id == sender_id)
+        .map(|u| (u.avatar_url.clone(), u.client.clone()))
+        .unwrap_or((Value::Null, "executor".to_owned()));
     let message = json!({
-        "avatar_url": null,
-        "client": "executor",
+        "avatar_url": avatar_url,
+        "client": client,
         "content": content,
         "content_type": "text/x-markdown",
         "display_recipient": stream,
@@ -345,6 +573,29 @@ fn respond(status: u16, body: &Value, retry_after: Option<f64>) -> Response {
         .unwrap_or_else(|_| Response::new(Body::empty()))
 }
 
+/// What the fake answers: a status, a body, and a `Retry-After` if any.
+type Answer = (u16, Value, Option<f64>);
+
+/// The answer of a server that is down with `status`.
+fn down_answer(status: u16) -> Answer {
+    match status {
+        429 => (
+            429,
+            json!({"result": "error", "msg": "API usage exceeded rate limit",
+                   "code": "RATE_LIMIT_HIT", "retry-after": 1.0}),
+            Some(1.0),
+        ),
+        401 => (401, error_body("Invalid API key", "INVALID_API_KEY"), None),
+        _ => {
+            let reason = StatusCode::from_u16(status)
+                .ok()
+                .and_then(|s| s.canonical_reason())
+                .unwrap_or("Unavailable");
+            (status, error_body(reason, "BAD_REQUEST"), None)
+        }
+    }
+}
+
 async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, 1 << 20)
@@ -357,33 +608,60 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         .headers
         .get(header::AUTHORIZATION)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
-    let expected = format!(
-        "Basic {}",
-        base64(format!("{BOT_EMAIL}:{API_KEY}").as_bytes())
-    );
+    let param = |name: &str| form_param(&query, name).or_else(|| form_param(&body, name));
+    let long_poll = parts.method == Method::GET
+        && path == "/api/v1/events"
+        && param("dont_block").as_deref() != Some("true");
 
-    let mut state = shared.state();
-    let (status, value, retry_after) = if authorization.as_deref() != Some(expected.as_str()) {
-        (401, error_body("Invalid API key", "INVALID_API_KEY"), None)
-    } else if let Some(fault) = state.faults.pop_front() {
-        match fault {
-            Fault::RateLimited { retry_after } => (
-                429,
-                json!({"result": "error", "msg": "API usage exceeded rate limit",
-                       "code": "RATE_LIMIT_HIT", "retry-after": retry_after}),
-                Some(retry_after),
-            ),
-            Fault::Status(status) => (
-                status,
-                error_body("Internal server error", "BAD_REQUEST"),
-                None,
-            ),
+    let immediate: Option<Answer> = {
+        let mut state = shared.state();
+        let bot = state
+            .bots
+            .iter()
+            .find(|b| authorization.as_deref() == Some(b.authorization.as_str()))
+            .cloned();
+        if let Some(status) = state.down {
+            Some(down_answer(status))
+        } else if let Some(bot) = bot {
+            if let Some(fault) = state.faults.pop_front() {
+                Some(match fault {
+                    Fault::RateLimited { retry_after } => (
+                        429,
+                        json!({"result": "error", "msg": "API usage exceeded rate limit",
+                               "code": "RATE_LIMIT_HIT", "retry-after": retry_after}),
+                        Some(retry_after),
+                    ),
+                    Fault::Status(status) => (
+                        status,
+                        error_body("Internal server error", "BAD_REQUEST"),
+                        None,
+                    ),
+                })
+            } else if long_poll {
+                None
+            } else {
+                let (status, value) = route(&mut state, &parts.method, &path, &query, &body, &bot);
+                Some((status, value, None))
+            }
+        } else {
+            Some((401, error_body("Invalid API key", "INVALID_API_KEY"), None))
         }
-    } else {
-        let (status, value) = route(&mut state, &parts.method, &path, &query, &body);
-        (status, value, None)
     };
-    state.requests.push(Recorded {
+    let (status, value, retry_after) = match immediate {
+        Some(answer) => answer,
+        None => {
+            let queue_id = param("queue_id").unwrap_or_default();
+            let last = param("last_event_id")
+                .and_then(|n| n.parse::<i64>().ok())
+                .unwrap_or(-1);
+            wait_for_events(&shared, &queue_id, last).await
+        }
+    };
+    if parts.method == Method::POST && status == 200 {
+        // A stored message may be what a waiting poll waits for.
+        shared.changed.notify_waiters();
+    }
+    shared.state().requests.push(Recorded {
         method: parts.method.to_string(),
         path,
         query,
@@ -394,12 +672,82 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
     respond(status, &value, retry_after)
 }
 
+/// A long poll of `GET /events`: the queue's events as soon as there are any, or a heartbeat
+/// once the wait is over; the down status if the server goes down meanwhile.
+async fn wait_for_events(shared: &Shared, queue_id: &str, last: i64) -> Answer {
+    let wait = shared.state().events_wait;
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        // Armed before the state is read, so a change between the read and the wait wakes it.
+        let changed = shared.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        {
+            let mut state = shared.state();
+            if let Some(status) = state.down {
+                return down_answer(status);
+            }
+            if let Some((status, value)) = poll_events(&mut state, queue_id, last, false) {
+                return (status, value, None);
+            }
+        }
+        if tokio::time::timeout_at(deadline, changed).await.is_err() {
+            let mut state = shared.state();
+            if let Some(status) = state.down {
+                return down_answer(status);
+            }
+            let (status, value) = poll_events(&mut state, queue_id, last, false)
+                .unwrap_or_else(|| heartbeat(&mut state, queue_id));
+            return (status, value, None);
+        }
+    }
+}
+
+/// The answer to `GET /events` if there is one now: a bad queue, queued events, or (with
+/// `at_once`) an empty list. `None`: nothing yet, wait.
+fn poll_events(
+    state: &mut StateData,
+    queue_id: &str,
+    last: i64,
+    at_once: bool,
+) -> Option<(u16, Value)> {
+    let Some(queue) = state.queues.get_mut(queue_id).filter(|q| !q.expired) else {
+        return Some((
+            400,
+            json!({"result": "error", "msg": format!("Bad event queue ID: {queue_id}"),
+                   "queue_id": queue_id, "code": "BAD_EVENT_QUEUE_ID"}),
+        ));
+    };
+    queue
+        .events
+        .retain(|e| e["id"].as_i64().is_some_and(|id| id > last));
+    if queue.events.is_empty() && !at_once {
+        return None;
+    }
+    Some((
+        200,
+        json!({"result": "success", "msg": "", "events": queue.events.clone(), "queue_id": queue_id}),
+    ))
+}
+
+/// A heartbeat for `queue_id`, with a new event id.
+fn heartbeat(state: &mut StateData, queue_id: &str) -> (u16, Value) {
+    state.next_event_id += 1;
+    let id = state.next_event_id;
+    (
+        200,
+        json!({"result": "success", "msg": "", "events": [{"type": "heartbeat", "id": id}],
+               "queue_id": queue_id}),
+    )
+}
+
 fn route(
     state: &mut StateData,
     method: &Method,
     path: &str,
     query: &str,
     body: &str,
+    bot: &Bot,
 ) -> (u16, Value) {
     let param = |name: &str| form_param(query, name).or_else(|| form_param(body, name));
     match (method.as_str(), path) {
@@ -422,7 +770,13 @@ fn route(
                            "stream": to, "code": "STREAM_DOES_NOT_EXIST"}),
                 );
             }
-            let id = store_message(state, &to, &topic, &content, (BOT_ID, BOT_EMAIL, BOT_NAME));
+            let id = store_message(
+                state,
+                &to,
+                &topic,
+                &content,
+                (bot.id, &bot.email, &bot.full_name),
+            );
             (200, json!({"result": "success", "msg": "", "id": id}))
         }
         ("GET", "/api/v1/messages") => {
@@ -498,32 +852,42 @@ fn route(
             )
         }
         ("GET", "/api/v1/events") => {
+            // Only `dont_block=true` comes here; a long poll is answered by `wait_for_events`.
             let queue_id = param("queue_id").unwrap_or_default();
             let last = param("last_event_id")
                 .and_then(|n| n.parse::<i64>().ok())
                 .unwrap_or(-1);
-            let next_id = state.next_event_id + 1;
-            let Some(queue) = state.queues.get_mut(&queue_id).filter(|q| !q.expired) else {
-                return (
-                    400,
-                    json!({"result": "error", "msg": format!("Bad event queue ID: {queue_id}"),
-                           "queue_id": queue_id, "code": "BAD_EVENT_QUEUE_ID"}),
-                );
-            };
-            queue
-                .events
-                .retain(|e| e["id"].as_i64().is_some_and(|id| id > last));
-            let events = if queue.events.is_empty() {
-                state.next_event_id = next_id;
-                vec![json!({"type": "heartbeat", "id": next_id})]
-            } else {
-                queue.events.clone()
-            };
-            (
-                200,
-                json!({"result": "success", "msg": "", "events": events, "queue_id": queue_id}),
-            )
+            poll_events(state, &queue_id, last, true).unwrap_or_else(|| heartbeat(state, &queue_id))
         }
         _ => (404, error_body("Endpoint does not exist", "BAD_REQUEST")),
     }
+}
+
+/// `rendered_content` for raw Markdown `content`, as far as the fake goes: HTML escaped,
+/// `@**Full Name**` of a known user as Zulip's user-mention span, one `<p>` per block
+/// separated by a blank line, line breaks inside a block as `<br>`.
+fn render(content: &str, users: &[User]) -> String {
+    let escape = |text: &str| {
+        text.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+            .replace('"', "&quot;")
+    };
+    let mut out = String::new();
+    for block in content.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut html = escape(block.trim()).replace('\n', "<br>\n");
+        for user in users {
+            let mention = escape(&format!("@**{}**", user.full_name));
+            if html.contains(&mention) {
+                let span = format!(
+                    "<span class=\"user-mention\" data-user-id=\"{}\">@{}</span>",
+                    user.id,
+                    escape(&user.full_name)
+                );
+                html = html.replace(&mention, &span);
+            }
+        }
+        out.push_str(&format!("<p>{html}</p>"));
+    }
+    out
 }

@@ -1,10 +1,14 @@
 //! The Zulip client against the fake Zulip: a post read back in the topic window (as
 //! `subject`), the window's size, the mention format, each failure as its typed error
 //! (a named 4xx, 429 with its wait, 5xx, unreachable, an expired event queue), messages
-//! received through an event queue, and the API key in no error, `Debug` or URL.
+//! received through an event queue, and the API key in no error, `Debug` or URL. Then the
+//! fake's own behaviours the chat tests lean on: several bots, each post stored as from its
+//! bot; a Zulip that is down; someone else posting; a topic's messages read directly; the
+//! events long poll (a message that arrives while it waits, a heartbeat after the wait,
+//! `dont_block`); and the outgoing-webhook payload in the fixture's shape.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use executor::chat::zulip::{
     mention, EventQueue, ZulipClient, ZulipError, ZulipEvent, ZulipOptions, ZulipSettings,
@@ -12,7 +16,8 @@ use executor::chat::zulip::{
 use executor::forge::github::Secret;
 
 use crate::fake_zulip::{
-    FakeZulip, Fault, API_KEY, BOT_EMAIL, BOT_ID, OWNER_ID, OWNER_NAME, STREAM, TOPIC,
+    fixture_json, FakeZulip, Fault, API_KEY, BOT_EMAIL, BOT_ID, BOT_NAME, FIRST_ADDED_BOT_ID,
+    OWNER_EMAIL, OWNER_ID, OWNER_NAME, STREAM, TOPIC,
 };
 
 struct Harness {
@@ -341,4 +346,370 @@ fn the_key_is_in_no_debug_output() {
     let shown = format!("{settings:?} {:?}", h.client);
     assert!(!shown.contains(API_KEY), "{shown}");
     assert!(shown.contains(BOT_EMAIL), "{shown}");
+}
+
+const WORKER_EMAIL: &str = "worker-7-bot@lumen.zulipchat.com";
+const WORKER_KEY: &str = "FAKEworkerKEY7e3a90c1d2";
+const WORKER_NAME: &str = "Worker 7";
+
+#[test]
+fn a_second_bot_posts_under_its_own_name() {
+    let fake = FakeZulip::start();
+    let worker_id = fake.add_bot(WORKER_EMAIL, WORKER_KEY, WORKER_NAME);
+    assert_eq!(worker_id, FIRST_ADDED_BOT_ID);
+    assert_eq!(
+        fake.add_bot(
+            "worker-8-bot@lumen.zulipchat.com",
+            "FAKEworkerKEY8",
+            "Worker 8"
+        ),
+        FIRST_ADDED_BOT_ID + 1
+    );
+    let worker = Harness::new(fake.bot_settings(WORKER_EMAIL, WORKER_KEY));
+    let orchestrator = Harness::new(fake.settings());
+    let from_worker = worker
+        .run(
+            worker
+                .client
+                .post_to_topic(STREAM, TOPIC, "[STATUS:build] green"),
+        )
+        .expect("the worker posts");
+    let from_orchestrator = orchestrator
+        .run(orchestrator.client.post_to_topic(STREAM, TOPIC, "noted"))
+        .expect("the default bot still posts");
+
+    let window = worker
+        .run(worker.client.topic_window(STREAM, TOPIC, 2))
+        .expect("window");
+    let senders: Vec<(u64, u64, &str, &str)> = window
+        .iter()
+        .map(|m| {
+            (
+                m.id,
+                m.sender_id,
+                m.sender_email.as_str(),
+                m.sender_full_name.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        senders,
+        [
+            (from_worker, worker_id, WORKER_EMAIL, WORKER_NAME),
+            (from_orchestrator, BOT_ID, BOT_EMAIL, BOT_NAME),
+        ]
+    );
+
+    // One bot's key does not open another's account, and an unknown key opens none.
+    for (email, key) in [
+        (BOT_EMAIL, WORKER_KEY),
+        (WORKER_EMAIL, API_KEY),
+        (WORKER_EMAIL, "wrongWorkerKey"),
+    ] {
+        let h = Harness::new(fake.bot_settings(email, key));
+        let error = h
+            .run(h.client.post_to_topic(STREAM, TOPIC, "hello"))
+            .expect_err("refused");
+        assert!(
+            matches!(&error, ZulipError::Api { status: 401, .. }),
+            "{email}: {error:?}"
+        );
+    }
+    assert_eq!(
+        fake.messages(STREAM, TOPIC).len(),
+        6,
+        "nothing stored on a 401"
+    );
+}
+
+#[test]
+fn a_zulip_that_is_down_answers_every_request_with_its_status() {
+    let fake = FakeZulip::start();
+    let h = Harness::new(fake.settings());
+    fake.set_down(Some(503));
+    for _ in 0..2 {
+        let error = h
+            .run(h.client.post_to_topic(STREAM, TOPIC, "lost?"))
+            .expect_err("down");
+        assert!(
+            matches!(error, ZulipError::Server { status: 503, .. }),
+            "{error:?}"
+        );
+        assert!(error.is_transient());
+    }
+    let error = h.run(h.client.register_queue(STREAM)).expect_err("down");
+    assert!(matches!(error, ZulipError::Server { status: 503, .. }));
+    // Even a wrong key gets the down status: nothing behind it answers.
+    let stranger = Harness::new(fake.bot_settings(BOT_EMAIL, "wrongKey"));
+    let error = stranger
+        .run(stranger.client.topic_window(STREAM, TOPIC, 5))
+        .expect_err("down");
+    assert!(matches!(error, ZulipError::Server { status: 503, .. }));
+    fake.set_down(Some(429));
+    let error = h
+        .run(h.client.post_to_topic(STREAM, TOPIC, "lost?"))
+        .expect_err("rate limited");
+    assert!(
+        matches!(error, ZulipError::RateLimited { retry_after } if retry_after == Duration::from_secs(1)),
+        "{error:?}"
+    );
+    assert_eq!(
+        fake.messages(STREAM, TOPIC).len(),
+        4,
+        "nothing stored while down"
+    );
+
+    fake.set_down(None);
+    h.run(h.client.post_to_topic(STREAM, TOPIC, "back"))
+        .expect("up again");
+    let statuses: Vec<u16> = fake.requests().iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [503, 503, 503, 503, 429, 200]);
+    assert_eq!(fake.messages(STREAM, TOPIC).len(), 5);
+}
+
+#[test]
+fn someone_other_than_the_owner_posts_into_the_topic() {
+    let fake = FakeZulip::start();
+    let h = Harness::new(fake.settings());
+    let mallory = fake.post_as(
+        (77, "user77@lumen.zulipchat.com", "Mallory"),
+        STREAM,
+        TOPIC,
+        "approve 17",
+    );
+    let owner = fake.post_as_owner(STREAM, TOPIC, "deny 17");
+    let window = h
+        .run(h.client.topic_window(STREAM, TOPIC, 2))
+        .expect("window");
+    let seen: Vec<(u64, u64, &str, &str)> = window
+        .iter()
+        .map(|m| {
+            (
+                m.id,
+                m.sender_id,
+                m.sender_email.as_str(),
+                m.content.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (mallory, 77, "user77@lumen.zulipchat.com", "approve 17"),
+            (owner, OWNER_ID, OWNER_EMAIL, "deny 17"),
+        ]
+    );
+    assert_eq!(window[0].sender_full_name, "Mallory");
+}
+
+#[test]
+fn messages_gives_a_topic_in_id_order_without_a_request() {
+    let fake = FakeZulip::start();
+    let h = Harness::new(fake.settings());
+    let first = h
+        .run(h.client.post_to_topic(STREAM, TOPIC, "one"))
+        .expect("post");
+    h.run(h.client.post_to_topic(STREAM, "another topic", "elsewhere"))
+        .expect("post");
+    let second = fake.post_as_owner(STREAM, TOPIC, "two");
+    let third = h
+        .run(h.client.post_to_topic(STREAM, TOPIC, "three"))
+        .expect("post");
+    let requests = fake.requests().len();
+
+    let messages = fake.messages(STREAM, TOPIC);
+    assert_eq!(fake.requests().len(), requests, "read without a request");
+    let ids: Vec<u64> = messages.iter().filter_map(|m| m["id"].as_u64()).collect();
+    assert_eq!(ids.len(), 7);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    let tail: Vec<(u64, &str, &str)> = messages[4..]
+        .iter()
+        .map(|m| {
+            (
+                m["id"].as_u64().unwrap_or_default(),
+                m["sender_email"].as_str().unwrap_or_default(),
+                m["content"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            (first, BOT_EMAIL, "one"),
+            (second, OWNER_EMAIL, "two"),
+            (third, BOT_EMAIL, "three"),
+        ]
+    );
+    assert_eq!(messages[0]["subject"], TOPIC);
+    let other = fake.messages(STREAM, "another topic");
+    assert_eq!(other.len(), 1);
+    assert_eq!(other[0]["content"], "elsewhere");
+    assert!(fake.messages("nowhere", TOPIC).is_empty());
+}
+
+#[test]
+fn an_events_poll_waits_for_a_message_and_gets_it() {
+    let fake = FakeZulip::start();
+    fake.set_events_wait(Duration::from_secs(4));
+    let h = Harness::new(fake.settings());
+    let queue = h.run(h.client.register_queue(STREAM)).expect("register");
+    let started = Instant::now();
+    let (events, posted) = h.run(async {
+        tokio::join!(h.client.events(&queue, queue.last_event_id), async {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            fake.post_as_owner(STREAM, TOPIC, "approve 18")
+        })
+    });
+    let elapsed = started.elapsed();
+    let events = events.expect("events");
+    assert!(
+        elapsed >= Duration::from_millis(250) && elapsed < Duration::from_secs(3),
+        "answered when the message came: {elapsed:?}"
+    );
+    match events.as_slice() {
+        [ZulipEvent::Message { message, .. }] => {
+            assert_eq!(message.id, posted);
+            assert_eq!(message.sender_id, OWNER_ID);
+            assert_eq!(message.content, "approve 18");
+        }
+        other => panic!("{other:?}"),
+    }
+    // A post through the API wakes a waiting poll too.
+    let last = events[0].id();
+    let (events, posted) = h.run(async {
+        tokio::join!(h.client.events(&queue, last), async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            h.client.post_to_topic(STREAM, TOPIC, "noted").await
+        })
+    });
+    let posted = posted.expect("post");
+    assert!(
+        matches!(events.expect("events").as_slice(), [ZulipEvent::Message { message, .. }] if message.id == posted)
+    );
+}
+
+#[test]
+fn an_events_poll_with_nothing_new_answers_a_heartbeat_after_the_wait() {
+    let fake = FakeZulip::start();
+    fake.set_events_wait(Duration::from_millis(400));
+    let h = Harness::new(fake.settings());
+    let queue = h.run(h.client.register_queue(STREAM)).expect("register");
+    let started = Instant::now();
+    let events = h
+        .run(h.client.events(&queue, queue.last_event_id))
+        .expect("events");
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(events.as_slice(), [ZulipEvent::Heartbeat { .. }]),
+        "{events:?}"
+    );
+    assert!(
+        elapsed >= Duration::from_millis(350) && elapsed < Duration::from_secs(3),
+        "{elapsed:?}"
+    );
+    // Expiring the queue ends a waiting poll with BAD_EVENT_QUEUE_ID at once.
+    fake.set_events_wait(Duration::from_secs(4));
+    let started = Instant::now();
+    let (result, ()) = h.run(async {
+        tokio::join!(h.client.events(&queue, events[0].id()), async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            fake.expire_queues();
+        })
+    });
+    assert!(
+        matches!(result, Err(ZulipError::QueueExpired { .. })),
+        "{result:?}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(3));
+    // So does a Zulip going down.
+    let fresh = h.run(h.client.register_queue(STREAM)).expect("register");
+    let (result, ()) = h.run(async {
+        tokio::join!(h.client.events(&fresh, -1), async {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            fake.set_down(Some(502));
+        })
+    });
+    assert!(
+        matches!(result, Err(ZulipError::Server { status: 502, .. })),
+        "{result:?}"
+    );
+}
+
+#[test]
+fn dont_block_answers_at_once() {
+    let fake = FakeZulip::start();
+    fake.set_events_wait(Duration::from_secs(5));
+    let h = Harness::new(fake.settings());
+    let queue = h.run(h.client.register_queue(STREAM)).expect("register");
+    let poll = |last: i64| {
+        let url = format!(
+            "{}api/v1/events?queue_id={}&last_event_id={last}&dont_block=true",
+            fake.site(),
+            queue.queue_id
+        );
+        h.run(async {
+            let response = reqwest::Client::new()
+                .get(url)
+                .basic_auth(BOT_EMAIL, Some(API_KEY))
+                .send()
+                .await
+                .expect("answer");
+            assert_eq!(response.status().as_u16(), 200);
+            response.json::<serde_json::Value>().await.expect("JSON")
+        })
+    };
+    let started = Instant::now();
+    let empty = poll(-1);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert_eq!(empty["events"], serde_json::json!([]));
+    let posted = fake.post_as_owner(STREAM, TOPIC, "approve 19");
+    let full = poll(-1);
+    assert_eq!(full["events"][0]["type"], "message");
+    assert_eq!(full["events"][0]["message"]["id"], posted);
+}
+
+#[test]
+fn the_outgoing_webhook_payload_has_the_fixture_shape() {
+    let fake = FakeZulip::start();
+    let h = Harness::new(fake.settings());
+    // Two posts first, so the owner's mention gets the fixture's id, 48219.
+    for text in ["[STATUS:build] green", "[STATUS:tests] running"] {
+        h.run(h.client.post_to_topic(STREAM, TOPIC, text))
+            .expect("post");
+    }
+    let id = fake.post_as_owner(STREAM, TOPIC, "@**Executor** status");
+    assert_eq!(id, 48219);
+    let token = "kq8Zy3xW0vR7pN2mL5tH9jB4cD6fG1sA";
+    let payload = fake.outgoing_webhook_payload(id, token);
+
+    let mut expected = fixture_json("outgoing_webhook_payload.json");
+    // Only the clock differs from the fixture's story.
+    let timestamp = payload["message"]["timestamp"].clone();
+    assert!(
+        timestamp.as_i64().is_some_and(|t| t > 1_773_654_500),
+        "{timestamp}"
+    );
+    expected["message"]["timestamp"] = timestamp;
+    assert_eq!(payload, expected);
+    // Same keys in the same order, at both levels.
+    assert_eq!(
+        serde_json::to_string(&payload).expect("JSON"),
+        serde_json::to_string(&expected).expect("JSON")
+    );
+
+    // Addressed to the bot it mentions.
+    let worker_id = fake.add_bot(WORKER_EMAIL, WORKER_KEY, WORKER_NAME);
+    let id = fake.post_as_owner(STREAM, TOPIC, "@**Worker 7** what now? <b>&</b>");
+    let payload = fake.outgoing_webhook_payload(id, token);
+    assert_eq!(payload["bot_email"], WORKER_EMAIL);
+    assert_eq!(payload["bot_full_name"], WORKER_NAME);
+    assert_eq!(payload["trigger"], "mention");
+    assert_eq!(payload["token"], token);
+    assert_eq!(payload["data"], "@**Worker 7** what now? <b>&</b>");
+    assert_eq!(
+        payload["message"]["rendered_content"],
+        format!(
+            "<p><span class=\"user-mention\" data-user-id=\"{worker_id}\">@Worker 7</span> what now? &lt;b&gt;&amp;&lt;/b&gt;</p>"
+        )
+    );
 }
