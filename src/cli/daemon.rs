@@ -40,6 +40,8 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let store = shared.as_ref();
     let runner = super::build_runner(settings, Arc::clone(&shared))?;
     let _leases = super::LeaseKeeper::start(&runner);
+    let chat = super::chat::build(settings, runner.settings.notices.clone())?;
+    let chat_tasks = start_chat(chat, &shared).await?;
     let mut passes: Vec<JoinHandle<()>> = Vec::new();
     let mut pr_tick: Option<JoinHandle<()>> = None;
     let sources: Vec<Arc<tokio::sync::Mutex<SourceIntake>>> = super::source_intakes(settings)?
@@ -159,6 +161,9 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     if let Some(tick) = pr_tick.take() {
         tick.abort();
     }
+    for task in chat_tasks {
+        task.abort();
+    }
     for poll in source_polls.iter_mut().filter_map(Option::take) {
         poll.abort();
     }
@@ -177,6 +182,68 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         .await
         .context("cannot record the daemon's stop")?;
     Ok(())
+}
+
+/// How often the outbox is looked at when nothing new was told (rows waiting for their
+/// retry become due this way).
+const OUTBOX_EVERY: Duration = Duration::from_secs(1);
+
+/// Starts chat: the outbox's delivery, and the owner's replies by the event queue or the
+/// outgoing webhook. The tasks run until aborted; a chat server that is down is retried
+/// inside them and never stops the daemon.
+async fn start_chat(
+    chat: super::chat::ChatParts,
+    store: &Arc<dyn Store>,
+) -> Result<Vec<JoinHandle<()>>> {
+    use crate::config::chat::Receive;
+    let mut tasks = Vec::new();
+    if let Some(deliverer) = chat.deliverer {
+        let store = Arc::clone(store);
+        let wake = chat.notices.wake();
+        tracing::info!(notifiers = ?deliverer.notifiers(), "delivering chat messages");
+        tasks.push(tokio::spawn(async move {
+            loop {
+                match deliverer.deliver_due(store.as_ref()).await {
+                    Ok(report) if report.sent > 0 => {
+                        tracing::debug!(sent = report.sent, failing = ?report.failing, "chat messages delivered")
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(%error, "cannot read the outbox"),
+                }
+                tokio::select! {
+                    _ = wake.notified() => {}
+                    _ = tokio::time::sleep(OUTBOX_EVERY) => {}
+                }
+            }
+        }));
+    }
+    if let Some(receiver) = chat.receiver {
+        match (chat.receive, chat.webhook) {
+            (Receive::Events, _) => {
+                let store = Arc::clone(store);
+                tasks.push(tokio::spawn(async move { receiver.listen(store).await }));
+            }
+            (Receive::Webhook, Some((listen, token))) => {
+                if let Err(error) = receiver.catch_up(store.as_ref()).await {
+                    tracing::warn!(%error, "cannot read the topic's recent messages");
+                }
+                let (bound, task) = crate::chat::receive::serve_outgoing_webhook(
+                    listen,
+                    token,
+                    receiver,
+                    Arc::clone(store),
+                )
+                .await
+                .with_context(|| {
+                    format!("cannot listen for Zulip's outgoing webhook on {listen}")
+                })?;
+                tracing::info!(address = %bound, "listening for Zulip's outgoing webhook at /zulip");
+                tasks.push(task);
+            }
+            (Receive::Webhook, None) | (Receive::None, _) => {}
+        }
+    }
+    Ok(tasks)
 }
 
 /// Starts a pass when approved work is waiting and no pass is taking tasks: a pass that is

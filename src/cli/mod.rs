@@ -5,6 +5,7 @@
 //! Exit codes (DESIGN section 9): 0 done, 1 failure, 2 bad usage or bad input.
 
 mod analyze;
+mod chat;
 mod daemon;
 mod hook;
 mod import;
@@ -521,10 +522,13 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
                 output::print_escalations(&escalations, &windows)
             }
         }
-        Command::Decide { id, answer, note } => decide(store, id, answer, note.as_deref()).await,
+        Command::Decide { id, answer, note } => {
+            decide(settings, store, id, answer, note.as_deref()).await
+        }
         Command::Status { json } => {
             let summary = store.summary().await?;
-            let report = output::StatusReport::new(settings, summary, chrono::Utc::now());
+            let outbox = store.outbox_backlog().await?;
+            let report = output::StatusReport::new(settings, summary, outbox, chrono::Utc::now());
             if json {
                 output::print_json(&report)
             } else {
@@ -654,7 +658,13 @@ fn generated_gid(title: &str, clock: &SystemClock) -> String {
 
 /// Records the owner's answer to escalation `id`, exactly once: a second answer changes
 /// nothing and says so.
-async fn decide(store: &dyn Store, id: i64, answer: Answer, note: Option<&str>) -> Result<()> {
+async fn decide(
+    settings: &Settings,
+    store: &dyn Store,
+    id: i64,
+    answer: Answer,
+    note: Option<&str>,
+) -> Result<()> {
     use crate::core::record::Resolved;
     let resolution = match answer {
         Answer::Approve => "approve",
@@ -694,6 +704,23 @@ async fn decide(store: &dyn Store, id: i64, answer: Answer, note: Option<&str>) 
                 "escalation {id}: {resolution} recorded;{run} of {} resumes with it on the runner's next pass",
                 d.task_gid.as_deref().unwrap_or("?")
             );
+            // The topic hears the owner's answer too, under the orchestrator's persona; the
+            // runner delivers it.
+            crate::chat::Notices::new(chat::routing(settings))
+                .tell(
+                    store,
+                    crate::chat::Notice {
+                        priority: crate::core::outbox::Priority::Info,
+                        persona: crate::chat::Persona::Orchestrator,
+                        task_gid: d.task_gid.clone(),
+                        run_id: d.run_id,
+                        body: format!(
+                            "Escalation {id}: {resolution} recorded by {by}{}.",
+                            note.map(|n| format!(" ({n})")).unwrap_or_default()
+                        ),
+                    },
+                )
+                .await;
             Ok(())
         }
     }
@@ -719,6 +746,21 @@ async fn owner_move(
 }
 
 async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
+    let runner = build_runner(settings, Arc::clone(&store))?;
+    let chat = chat::build(settings, runner.settings.notices.clone())?;
+    // The owner's replies since the last run, first, so an answer resumes its run now.
+    if let (Some(receiver), false) = (
+        &chat.receiver,
+        chat.receive == crate::config::chat::Receive::None,
+    ) {
+        match receiver.catch_up(store.as_ref()).await {
+            Ok(0) => {}
+            Ok(n) => eprintln!("chat: took {n} new message(s) from the topic"),
+            Err(error) => {
+                eprintln!("warning: cannot read the chat topic ({error}); the owner's replies wait for the next run")
+            }
+        }
+    }
     let mut sources = source_intakes(settings)?;
     if let Some(plans) = &settings.plans {
         let mut intake = PlansIntake::new(plans.clone());
@@ -744,7 +786,6 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
             }
         }
     }
-    let runner = build_runner(settings, store)?;
     let _leases = LeaseKeeper::start(&runner);
     let recovered = crate::runner::drive::recover(&runner).await?;
     if !recovered.results.is_empty() {
@@ -783,7 +824,34 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
     failed.extend(ticked.failed);
     print_results(&ticked.results);
     clean_worktrees(runner.store.as_ref(), &runner.settings).await;
+    if let Some(deliverer) = &chat.deliverer {
+        deliver_chat(deliverer, runner.store.as_ref()).await;
+    }
     fail_if_any(failed)
+}
+
+/// Sends what this run told the owner (and whatever earlier runs could not). A notifier
+/// that is down keeps its messages for the next run; that is no failure of this one.
+async fn deliver_chat(deliverer: &crate::chat::deliver::Deliverer, store: &dyn Store) {
+    match deliverer.deliver_due(store).await {
+        Ok(report) => {
+            if report.sent > 0 {
+                eprintln!("chat: delivered {} message(s)", report.sent);
+            }
+            if !report.failing.is_empty() {
+                let waiting = store
+                    .outbox_backlog()
+                    .await
+                    .map(|b| b.iter().map(|n| n.undelivered).sum::<i64>())
+                    .unwrap_or_default();
+                eprintln!(
+                    "warning: chat: {} cannot be reached; {waiting} message(s) are kept and sent in order later (`executor status` shows them)",
+                    report.failing.join(", ")
+                );
+            }
+        }
+        Err(error) => eprintln!("warning: cannot read the outbox: {error}"),
+    }
 }
 
 fn print_results(results: &[crate::runner::drive::RunResult]) {
@@ -1042,6 +1110,8 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         keep_worktrees: runner.keep_worktrees,
         worktrees: runner.worktrees,
         worker_contract: Some(load_worker_contract(settings)?),
+        notices: crate::chat::Notices::new(chat::routing(settings)),
+        window: settings.raw.chat.window,
         github: github_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {

@@ -44,6 +44,8 @@ pub struct StatusReport {
     pub live_workers: i64,
     pub pending_escalations: i64,
     pub intake_errors: Vec<IntakeError>,
+    /// Chat messages not delivered yet, per notifier.
+    pub outbox: Vec<crate::core::outbox::OutboxBacklog>,
 }
 
 #[derive(Debug, Serialize)]
@@ -55,7 +57,12 @@ pub struct ComponentState {
 }
 
 impl StatusReport {
-    pub fn new(settings: &Settings, summary: StoreSummary, now: DateTime<Utc>) -> Self {
+    pub fn new(
+        settings: &Settings,
+        summary: StoreSummary,
+        outbox: Vec<crate::core::outbox::OutboxBacklog>,
+        now: DateTime<Utc>,
+    ) -> Self {
         let components = summary
             .heartbeats
             .into_iter()
@@ -83,6 +90,7 @@ impl StatusReport {
             live_workers: summary.live_workers,
             pending_escalations: summary.pending_escalations,
             intake_errors: summary.intake_errors,
+            outbox,
         }
     }
 }
@@ -385,6 +393,23 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
                     e.path,
                     e.reason,
                     when(&e.first_seen)
+                )?;
+            }
+        }
+        if report.outbox.is_empty() {
+            writeln!(out, "chat outbox: nothing waiting")?;
+        } else {
+            for b in &report.outbox {
+                writeln!(
+                    out,
+                    "chat outbox: {} message(s) waiting for {} since {}{}",
+                    b.undelivered,
+                    b.notifier,
+                    b.oldest.as_ref().map(when).unwrap_or_default(),
+                    b.last_error
+                        .as_deref()
+                        .map(|e| format!(" (tried {} time(s): {e})", b.attempts))
+                        .unwrap_or_default()
                 )?;
             }
         }

@@ -6,6 +6,7 @@
 //! workspace behaves the same from any working directory. Secrets are never read from here:
 //! they come from the environment or from files this config names.
 
+pub mod chat;
 mod template;
 
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use toml::Spanned;
 use crate::core::queue::QueueStatus;
 use crate::store::StorageTarget;
 
+pub use chat::ChatSection;
 pub use template::TEMPLATE;
 
 /// The default config file name, looked up in the current folder.
@@ -595,24 +597,6 @@ fn default_plans_status() -> Spanned<String> {
     Spanned::new(0..0, "approved".to_string())
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChatKind {
-    /// Notifications go to the log only.
-    #[default]
-    Log,
-    Zulip,
-    Webhook,
-    Slack,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ChatSection {
-    #[serde(default)]
-    pub kind: ChatKind,
-}
-
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebSection {
@@ -956,6 +940,30 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         if issues.repositories.is_empty() && raw.forge.github_repository.is_none() {
             return Err(invalid_here(
                 "name the repositories, or set forge.github_repository".into(),
+            ));
+        }
+    }
+
+    if let Err((key, message, anchor)) = chat::validate(&raw.chat) {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_section(text, &anchor).max(line_of_key(text, &anchor)),
+            key,
+            message,
+        });
+    }
+    for persona in raw.chat.personas.values() {
+        if let Some(name) = raw.agent.env.iter().find(|name| {
+            Some(name.get_ref()) == persona.key_env.as_ref()
+                || Some(name.get_ref()) == persona.email_env.as_ref()
+        }) {
+            return Err(invalid(
+                "agent.env",
+                name.span(),
+                format!(
+                    "`{}` holds a chat bot's credential, which never reaches a worker",
+                    name.get_ref()
+                ),
             ));
         }
     }

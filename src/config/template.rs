@@ -71,7 +71,43 @@ path = "plans"
 # (README: "Asana", "GitHub issues").
 
 [chat]
-# kind = "log"                  # log | zulip | webhook | slack
+# The log always hears what needs you; Zulip and webhooks are added below (README: "Chat").
+# window = 20                   # a run's latest messages an escalation shows
+# retry_base = "5s"             # a notifier that is down is retried, doubling up to
+# retry_max = "5m"              # retry_max; nothing is lost, order is kept
+
+# [chat.log]
+# priorities = ["urgent", "action"]   # urgent: escalations; action: runs done or abandoned;
+#                                     # info: every worker line and decision
+
+# [chat.owner]                  # only the owner's answers count in chat
+# name = "Your Full Name"       # for @**mentions**
+# email = "you@example.zulipchat.com"   # and/or user_id = 8
+
+# [chat.zulip]
+# site = "https://example.zulipchat.com"
+# stream = "executor"
+# topic = "executor"
+# priorities = ["urgent", "action", "info"]
+# receive = "events"            # events (long poll) | webhook (outgoing webhook) | none
+# webhook_listen = "127.0.0.1:8451"     # receive = "webhook": POST /zulip
+# webhook_token_env = "ZULIP_WEBHOOK_TOKEN"
+
+# [chat.personas.orchestrator]  # each persona is its own Zulip bot
+# name = "Executor"
+# email = "executor-bot@example.zulipchat.com"
+# key_env = "ZULIP_ORCHESTRATOR_KEY"    # or key_file = "secrets/orchestrator.key"
+
+# [chat.personas.worker]
+# name = "Executor worker"
+# email = "executor-worker-bot@example.zulipchat.com"
+# key_env = "ZULIP_WORKER_KEY"
+
+# [[chat.webhooks]]
+# name = "ops"
+# kind = "json"                 # json | slack (an incoming-webhook URL)
+# url_env = "EXECUTOR_OPS_WEBHOOK_URL"  # the URL is a secret; or url_file
+# priorities = ["urgent", "action"]
 
 [policy]
 # ask_model_first = []          # escalations a model looks at before you: action kinds

@@ -38,14 +38,18 @@ fn every_commented_key_in_the_template_is_a_real_key() {
     let uncommented: String = TEMPLATE
         .lines()
         .map(|line| match line.strip_prefix("# ") {
-            Some(rest) if rest.contains(" = ") => rest,
+            Some(rest) if rest.contains(" = ") || rest.starts_with('[') => rest,
             _ => line,
         })
         .collect::<Vec<_>>()
         .join("\n");
     assert!(uncommented.contains("\nmax_workers = 2"), "{uncommented}");
     assert!(uncommented.contains("\npassword_file = "), "{uncommented}");
-    parse_ok(&uncommented);
+    let settings = parse_ok(&uncommented);
+    let chat = &settings.raw.chat;
+    assert!(chat.zulip.is_some());
+    assert_eq!(chat.personas.len(), 2);
+    assert_eq!(chat.webhooks.len(), 1);
 }
 
 #[test]
@@ -315,4 +319,69 @@ fn an_asana_source_reads_its_scope_and_names_a_bad_one() {
     let err =
         parse_err("[sources.asana]\nprojects = [\"1\"]\n\n[agent]\nenv = [\"ASANA_TOKEN\"]\n");
     assert!(err.contains("never reaches a worker"), "{err}");
+}
+
+const CHAT: &str = r#"
+[chat.owner]
+name = "Marek Kowalski"
+email = "user8@lumen.zulipchat.com"
+
+[chat.zulip]
+site = "https://lumen.zulipchat.com"
+stream = "executor"
+
+[chat.personas.orchestrator]
+name = "Executor"
+email = "executor-bot@lumen.zulipchat.com"
+key_env = "ZULIP_ORCHESTRATOR_KEY"
+"#;
+
+#[test]
+fn chat_defaults_and_a_minimal_zulip() {
+    let settings = parse_ok(CHAT);
+    let chat = &settings.raw.chat;
+    assert_eq!(chat.window, 20);
+    let zulip = chat.zulip.as_ref().expect("zulip");
+    assert_eq!(zulip.topic, "executor");
+    assert_eq!(zulip.receive, chat::Receive::Events);
+    assert_eq!(zulip.priorities.len(), 3);
+    assert_eq!(
+        chat.log.priorities,
+        [
+            crate::core::outbox::Priority::Urgent,
+            crate::core::outbox::Priority::Action
+        ]
+    );
+}
+
+#[test]
+fn zulip_needs_an_owner_and_an_orchestrator_persona() {
+    let no_owner = CHAT.replace(
+        "[chat.owner]\nname = \"Marek Kowalski\"\nemail = \"user8@lumen.zulipchat.com\"\n",
+        "",
+    );
+    let err = parse_err(&no_owner);
+    assert!(err.contains("chat.owner"), "{err}");
+    let no_persona = CHAT.replace("[chat.personas.orchestrator]", "[chat.personas.worker]");
+    let err = parse_err(&no_persona);
+    assert!(err.contains("orchestrator"), "{err}");
+}
+
+#[test]
+fn chat_mistakes_are_named() {
+    let err = parse_err(&CHAT.replace("[chat.personas.orchestrator]", "[chat.personas.boss]"));
+    assert!(err.contains("`boss` is not a persona"), "{err}");
+    assert!(err.contains("line 10"), "{err}");
+    let err = parse_err(&format!("{CHAT}\n[chat.log]\npriorities = [\"loud\"]\n"));
+    assert!(err.contains("loud"), "{err}");
+    let err = parse_err(&CHAT.replace("https://lumen.zulipchat.com", "lumen"));
+    assert!(err.contains("chat.zulip.site"), "{err}");
+    let err = parse_err(&CHAT.replace("key_env = \"ZULIP_ORCHESTRATOR_KEY\"", ""));
+    assert!(err.contains("key_env or key_file"), "{err}");
+    let err = parse_err(&format!(
+        "{CHAT}\n[agent]\nenv = [\"ZULIP_ORCHESTRATOR_KEY\"]\n"
+    ));
+    assert!(err.contains("never reaches a worker"), "{err}");
+    let err = parse_err("[[chat.webhooks]]\nname = \"ops\"\nkind = \"json\"\n");
+    assert!(err.contains("url_env or url_file"), "{err}");
 }

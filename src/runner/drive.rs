@@ -71,6 +71,10 @@ pub struct RunnerSettings {
     /// in the repository folder itself and nothing is committed: for work that changes no
     /// files, or agents that manage their own checkouts.
     pub worktrees: bool,
+    /// Where the owner is told what happens (the log, the chat topic, webhooks).
+    pub notices: crate::chat::Notices,
+    /// How many of a run's latest messages an escalation and the model judge see.
+    pub window: u32,
 }
 
 /// The `[agent]` settings a worker is started with.
@@ -375,7 +379,14 @@ async fn drive(runner: &Runner, task: Task) -> Result<RunResult> {
     match started {
         Ok(result) => Ok(result),
         Err(error) => {
-            give_up(store, run_id, &gid, &format!("{error:#}")).await;
+            give_up(
+                store,
+                &runner.settings.notices,
+                run_id,
+                &gid,
+                &format!("{error:#}"),
+            )
+            .await;
             Err(error)
         }
     }
@@ -384,7 +395,13 @@ async fn drive(runner: &Runner, task: Task) -> Result<RunResult> {
 /// A run that failed for a reason no worker can fix (its worktree cannot be made, its
 /// verification cannot start, the store failed) is abandoned rather than left looking
 /// alive; best effort, since the store itself may be what failed.
-async fn give_up(store: &dyn Store, run_id: i64, gid: &str, why: &str) {
+async fn give_up(
+    store: &dyn Store,
+    notices: &crate::chat::Notices,
+    run_id: i64,
+    gid: &str,
+    why: &str,
+) {
     let Ok(runs) = store.runs(Some(gid)).await else {
         return;
     };
@@ -392,7 +409,7 @@ async fn give_up(store: &dyn Store, run_id: i64, gid: &str, why: &str) {
         return;
     };
     if run.state.is_active() {
-        if let Err(error) = abandon(store, &mut run, gid, why).await {
+        if let Err(error) = abandon(store, notices, &mut run, gid, why).await {
             tracing::error!(gid = %gid, run = run_id, error = format!("{error:#}"), "cannot abandon a failed run");
         }
     }
@@ -451,7 +468,7 @@ async fn open_escalation(
     gid: &str,
     asked: &Asked,
 ) -> Result<i64> {
-    let window = store.messages(run.id, MESSAGE_WINDOW).await?;
+    let window = store.messages(run.id, settings.window).await?;
     let window_json = serde_json::to_string(&window)?;
     let existing = match asked {
         Asked::DeferredTool(tool) => store
@@ -494,17 +511,13 @@ async fn open_escalation(
             return Ok(escalation.id);
         }
     }
-    let shown: Vec<String> = window.iter().map(|m| format!("  {}", m.line)).collect();
-    tracing::warn!(
-        gid = %gid,
-        run = run.id,
-        escalation = escalation.id,
-        "the owner's decision is needed: {} ({}). Recent messages:\n{}\nAnswer with: executor decide {} approve|deny [--note \"...\"]",
-        escalation.action,
-        escalation.detail.as_deref().unwrap_or(""),
-        if shown.is_empty() { "  (none)".to_string() } else { shown.join("\n") },
-        escalation.id
-    );
+    settings
+        .notices
+        .tell(
+            store,
+            crate::chat::text::escalation(settings.notices.routing(), &escalation, &window),
+        )
+        .await;
     Ok(escalation.id)
 }
 
@@ -560,6 +573,22 @@ async fn judged_deny(
             {
                 Ok(_) => {
                     tracing::info!(gid = %gid, escalation = escalation.id, %reason, "the model judge denied the escalation; the run resumes with the denial");
+                    settings
+                        .notices
+                        .tell(
+                            store,
+                            crate::chat::Notice {
+                                priority: crate::core::outbox::Priority::Info,
+                                persona: crate::chat::Persona::Orchestrator,
+                                task_gid: Some(gid.to_string()),
+                                run_id: escalation.run_id,
+                                body: format!(
+                                    "The model judge denied escalation {} (`{}`): {reason}",
+                                    escalation.id, escalation.action
+                                ),
+                            },
+                        )
+                        .await;
                     true
                 }
                 Err(error) => {
@@ -709,7 +738,14 @@ async fn continue_run(
     }
     .await;
     if let Err(error) = &carried {
-        give_up(r.store.as_ref(), run_id, &gid, &format!("{error:#}")).await;
+        give_up(
+            r.store.as_ref(),
+            &r.settings.notices,
+            run_id,
+            &gid,
+            &format!("{error:#}"),
+        )
+        .await;
     }
     release_run(r.store.as_ref(), &r.holder, run_id).await;
     carried
@@ -846,7 +882,7 @@ async fn carry(
         ctx.ci = ci.clone();
         ctx.resume_reason = resume_reason.clone();
         ctx.messages = store
-            .messages(run.id, MESSAGE_WINDOW)
+            .messages(run.id, settings.window)
             .await?
             .into_iter()
             .map(|m| crate::prompts::PromptMessage {
@@ -905,13 +941,33 @@ async fn carry(
                 )
                 .await?;
                 tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
+                settings
+                    .notices
+                    .tell(
+                        store,
+                        crate::chat::Notice {
+                            priority: crate::core::outbox::Priority::Action,
+                            persona: crate::chat::Persona::Orchestrator,
+                            task_gid: Some(gid.clone()),
+                            run_id: Some(run.id),
+                            body: crate::chat::text::completed(run.id, &gid, None),
+                        },
+                    )
+                    .await;
                 break;
             }
             run.ci_attempts += 1;
             run.updated_at = Utc::now();
             store.save_run(&run).await?;
             if run.ci_attempts > i64::from(settings.max_ci_attempts) {
-                abandon(store, &mut run, &gid, "verification kept failing").await?;
+                abandon(
+                    store,
+                    &settings.notices,
+                    &mut run,
+                    &gid,
+                    "verification kept failing",
+                )
+                .await?;
                 break;
             }
             tracing::warn!(gid = %gid, run = run.id, attempt = run.ci_attempts, "verification failed; starting a fix_ci worker");
@@ -935,7 +991,7 @@ async fn carry(
         run.updated_at = Utc::now();
         store.save_run(&run).await?;
         if failed_workers >= settings.max_worker_attempts {
-            abandon(store, &mut run, &gid, &worked.why).await?;
+            abandon(store, &settings.notices, &mut run, &gid, &worked.why).await?;
             break;
         }
         let wait = backoff(
@@ -1124,7 +1180,13 @@ async fn move_run(store: &dyn Store, run: &mut Run, event: RunEvent) -> Result<(
     Ok(())
 }
 
-async fn abandon(store: &dyn Store, run: &mut Run, gid: &str, why: &str) -> Result<()> {
+async fn abandon(
+    store: &dyn Store,
+    notices: &crate::chat::Notices,
+    run: &mut Run,
+    gid: &str,
+    why: &str,
+) -> Result<()> {
     move_run(store, run, RunEvent::Abandoned).await?;
     queue_ops::apply(
         store,
@@ -1135,9 +1197,19 @@ async fn abandon(store: &dyn Store, run: &mut Run, gid: &str, why: &str) -> Resu
         Some(why.to_string()),
     )
     .await?;
-    // The chat notifier is not wired in yet: the owner hears of it in the log and in
-    // `executor show`.
     tracing::error!(gid = %gid, run = run.id, %why, "run abandoned; the task is back for the owner's review");
+    notices
+        .tell(
+            store,
+            crate::chat::Notice {
+                priority: crate::core::outbox::Priority::Action,
+                persona: crate::chat::Persona::Orchestrator,
+                task_gid: Some(gid.to_string()),
+                run_id: Some(run.id),
+                body: crate::chat::text::abandoned(notices.routing(), run.id, gid, why),
+            },
+        )
+        .await;
     Ok(())
 }
 
@@ -1328,7 +1400,7 @@ async fn work(
             tokio::select! {
                 outcome = &mut supervised => break outcome?,
                 Some((line, message)) = message_rx.recv() => {
-                    take_message(store, contract.as_deref(), run, gid, &scope, &line, &message).await?;
+                    take_message(store, settings, contract.as_deref(), run, gid, &scope, (&line, &message)).await?;
                     // A milestone is a sign of life the owner can see in `show`.
                     if message.tag == Tag::Status {
                         run.worker_last_update = Some(Utc::now());
@@ -1366,12 +1438,12 @@ async fn work(
     while let Ok((line, message)) = message_rx.try_recv() {
         take_message(
             store,
+            settings,
             contract.as_deref(),
             run,
             gid,
             &scope,
-            &line,
-            &message,
+            (&line, &message),
         )
         .await?;
     }
@@ -1443,12 +1515,12 @@ async fn work(
 /// so) and written back into the run's messages, where the worker's next prompt shows it.
 async fn take_message(
     store: &dyn Store,
+    settings: &RunnerSettings,
     contract: Option<&crate::runner::contract::LoadedContract>,
     run: &Run,
     gid: &str,
     scope: &crate::policy::Scope,
-    line: &str,
-    message: &crate::protocol::Message,
+    (line, message): (&str, &crate::protocol::Message),
 ) -> Result<()> {
     let args: serde_json::Map<String, serde_json::Value> = message
         .args
@@ -1468,6 +1540,19 @@ async fn take_message(
             line: line.to_string(),
         })
         .await?;
+    settings
+        .notices
+        .tell(
+            store,
+            crate::chat::Notice {
+                priority: crate::core::outbox::Priority::Info,
+                persona: crate::chat::Persona::Worker,
+                task_gid: Some(gid.to_string()),
+                run_id: Some(run.id),
+                body: crate::chat::text::mirrored(run.id, gid, line),
+            },
+        )
+        .await;
     let (Some(action), Some(contract)) = (message.to_action(), contract) else {
         return Ok(());
     };
@@ -1485,10 +1570,13 @@ async fn take_message(
         .rule_id
         .clone()
         .unwrap_or_else(|| "(default)".to_string());
+    let shown = if decision == "escalate" {
+        store.messages(run.id, settings.window).await?
+    } else {
+        Vec::new()
+    };
     let window = if decision == "escalate" {
-        Some(serde_json::to_string(
-            &store.messages(run.id, MESSAGE_WINDOW).await?,
-        )?)
+        Some(serde_json::to_string(&shown)?)
     } else {
         None
     };
@@ -1522,6 +1610,19 @@ async fn take_message(
         ),
     };
     tracing::info!(gid = %gid, run = run.id, request = %action, %decision, %rule, "decided a worker request");
+    let notice = match verdict.decision {
+        crate::policy::Decision::Escalate => {
+            crate::chat::text::escalation(settings.notices.routing(), &recorded, &shown)
+        }
+        _ => crate::chat::Notice {
+            priority: crate::core::outbox::Priority::Info,
+            persona: crate::chat::Persona::Orchestrator,
+            task_gid: Some(gid.to_string()),
+            run_id: Some(run.id),
+            body: crate::chat::text::decided(run.id, &action.kind, decision, &rule, &verdict.why),
+        },
+    };
+    settings.notices.tell(store, notice).await;
     store
         .record_message(&crate::core::record::NewMessage {
             run_id: run.id,

@@ -4,12 +4,13 @@
 mod analyzer;
 mod asana;
 mod asana_intake;
+mod chat_runs;
 mod cli;
 mod daemon;
 mod escalations;
 mod fake_asana;
-mod fake_webhook;
 mod fake_github;
+mod fake_webhook;
 mod fake_zulip;
 mod github_batch;
 mod github_client;

@@ -133,7 +133,14 @@ async fn tick_one(
     let obs = match observed {
         Ok(obs) => obs,
         Err(error) if error.is_not_found() => {
-            abandon(store, &mut run, &gid, "its PR is gone from GitHub").await?;
+            abandon(
+                store,
+                &settings.notices,
+                &mut run,
+                &gid,
+                "its PR is gone from GitHub",
+            )
+            .await?;
             return Ok(Some(result_of(&run, None)));
         }
         Err(error) if error.is_transient() => {
@@ -227,6 +234,19 @@ async fn tick_one(
             }
             steps::notify_complete_comment(&github.client, pr, &github.owner_login).await?;
             tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "run complete: CI green, reviewed, nothing unresolved; the owner was told on the PR");
+            settings
+                .notices
+                .tell(
+                    store,
+                    crate::chat::Notice {
+                        priority: crate::core::outbox::Priority::Action,
+                        persona: crate::chat::Persona::Orchestrator,
+                        task_gid: Some(gid.clone()),
+                        run_id: Some(run.id),
+                        body: crate::chat::text::completed(run.id, &gid, run.pr_url.as_deref()),
+                    },
+                )
+                .await;
             moved = true;
         }
         PrStep::Merged => {
@@ -246,7 +266,14 @@ async fn tick_one(
             moved = true;
         }
         PrStep::Closed => {
-            abandon(store, &mut run, &gid, "its PR was closed without a merge").await?;
+            abandon(
+                store,
+                &settings.notices,
+                &mut run,
+                &gid,
+                "its PR was closed without a merge",
+            )
+            .await?;
             moved = true;
         }
         PrStep::BackToPr { .. } => {

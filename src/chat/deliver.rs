@@ -1,0 +1,187 @@
+//! Delivers the outbox: each notifier's rows strictly in the order they were stored, one at
+//! a time. A row that fails stays at the head of its notifier with a later
+//! `next_attempt_at` (doubling from `retry_base` up to `retry_max`, or the server's
+//! `Retry-After` when longer), so nothing behind it overtakes it and nothing is lost, across
+//! restarts too. Rows are claimed with a lease, so two processes sharing a Postgres outbox
+//! never post the same row at once.
+//!
+//! What it must never do: drop a row because its notifier failed, or put a credential in
+//! the store or the log (errors come from the clients, which leave keys and URLs out).
+
+use std::time::Duration;
+
+use chrono::Utc;
+
+use crate::chat::notices::{Persona, ZULIP};
+use crate::chat::webhook::{WebhookNotice, WebhookNotifier};
+use crate::chat::zulip::ZulipClient;
+use crate::core::outbox::{retry_delay, Outgoing};
+use crate::store::{Store, StoreResult};
+
+/// How long a claimed row is held before another process may take it (a post that hangs
+/// longer than this is cut off by the client's own timeout first).
+const CLAIM: Duration = Duration::from_secs(120);
+
+/// The Zulip topic and the bots that post into it.
+#[derive(Clone, Debug)]
+pub struct ZulipTopic {
+    pub stream: String,
+    pub topic: String,
+    pub orchestrator: ZulipClient,
+    /// The worker persona's own bot; without one, worker lines go out under the
+    /// orchestrator's bot with `worker_name` in front.
+    pub worker: Option<ZulipClient>,
+    pub worker_name: String,
+}
+
+/// Everything that delivers outbox rows.
+#[derive(Clone, Debug)]
+pub struct Deliverer {
+    pub zulip: Option<ZulipTopic>,
+    pub webhooks: Vec<WebhookNotifier>,
+    pub retry_base: Duration,
+    pub retry_max: Duration,
+    /// Who claims rows (host and pid).
+    pub holder: String,
+}
+
+/// What one delivery pass did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Delivered {
+    pub sent: usize,
+    /// Notifiers whose head row failed this pass (they wait for its next attempt).
+    pub failing: Vec<String>,
+}
+
+/// Why one row was not delivered: the message to keep, and the wait the server asked for.
+struct Failure {
+    message: String,
+    transient: bool,
+    retry_after: Option<Duration>,
+}
+
+/// The outbox name of webhook `name`.
+pub fn webhook_notifier(name: &str) -> String {
+    format!("webhook:{name}")
+}
+
+impl Deliverer {
+    /// Every notifier this process delivers.
+    pub fn notifiers(&self) -> Vec<String> {
+        let mut names: Vec<String> = Vec::new();
+        if self.zulip.is_some() {
+            names.push(ZULIP.to_string());
+        }
+        names.extend(self.webhooks.iter().map(|w| webhook_notifier(w.name())));
+        names
+    }
+
+    /// Sends every row that is due, notifier by notifier, in order; stops a notifier at its
+    /// first failure. Errors are the store's only.
+    pub async fn deliver_due(&self, store: &dyn Store) -> StoreResult<Delivered> {
+        let mut report = Delivered::default();
+        for notifier in self.notifiers() {
+            loop {
+                let now = Utc::now();
+                let until = now + chrono::Duration::from_std(CLAIM).unwrap_or_default();
+                let Some(row) = store
+                    .claim_outgoing(&notifier, &self.holder, until, now)
+                    .await?
+                else {
+                    break;
+                };
+                match self.send(&notifier, &row).await {
+                    Ok(()) => {
+                        store.outgoing_delivered(row.id, Utc::now()).await?;
+                        report.sent += 1;
+                    }
+                    Err(failure) => {
+                        let failures = u32::try_from(row.attempts + 1).unwrap_or(u32::MAX);
+                        let mut wait = retry_delay(failures, self.retry_base, self.retry_max);
+                        if let Some(asked) = failure.retry_after {
+                            wait = wait.max(asked);
+                        }
+                        let next =
+                            Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+                        if failure.transient {
+                            tracing::warn!(notifier = %notifier, outbox = row.id, attempts = failures, retry_in = ?wait, error = %failure.message, "a message could not be delivered; it is kept and tried again, and the ones after it wait");
+                        } else {
+                            tracing::error!(notifier = %notifier, outbox = row.id, attempts = failures, retry_in = ?wait, error = %failure.message, "a message was refused; it is kept and tried again until the notifier's settings are fixed");
+                        }
+                        store
+                            .outgoing_failed(row.id, &failure.message, next)
+                            .await?;
+                        report.failing.push(notifier.clone());
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn send(&self, notifier: &str, row: &Outgoing) -> Result<(), Failure> {
+        if notifier == ZULIP {
+            let Some(zulip) = &self.zulip else {
+                return Err(Failure {
+                    message: "Zulip is not configured".into(),
+                    transient: false,
+                    retry_after: None,
+                });
+            };
+            let worker = row.persona.as_deref() == Some(Persona::Worker.as_str());
+            let (client, body) = match (&zulip.worker, worker) {
+                (Some(bot), true) => (bot, row.body.clone()),
+                (None, true) => (
+                    &zulip.orchestrator,
+                    format!("**{}** · {}", zulip.worker_name, row.body),
+                ),
+                _ => (&zulip.orchestrator, row.body.clone()),
+            };
+            return client
+                .post_to_topic(&zulip.stream, &zulip.topic, &body)
+                .await
+                .map(|_| ())
+                .map_err(|error| Failure {
+                    transient: error.is_transient(),
+                    retry_after: match &error {
+                        crate::chat::zulip::ZulipError::RateLimited { retry_after } => {
+                            Some(*retry_after)
+                        }
+                        _ => None,
+                    },
+                    message: error.to_string(),
+                });
+        }
+        let Some(hook) = self
+            .webhooks
+            .iter()
+            .find(|w| webhook_notifier(w.name()) == notifier)
+        else {
+            return Err(Failure {
+                message: format!("no notifier named {notifier} is configured"),
+                transient: false,
+                retry_after: None,
+            });
+        };
+        let notice = WebhookNotice {
+            id: row.id,
+            priority: row.priority.as_str(),
+            text: &row.body,
+            task_gid: row.task_gid.as_deref(),
+            run_id: row.run_id,
+            persona: row.persona.as_deref(),
+            created_at: row.created_at,
+        };
+        hook.deliver(&notice).await.map_err(|error| Failure {
+            transient: error.is_transient(),
+            retry_after: match &error {
+                crate::chat::webhook::WebhookError::RateLimited { retry_after, .. } => {
+                    Some(*retry_after)
+                }
+                _ => None,
+            },
+            message: error.to_string(),
+        })
+    }
+}

@@ -1,0 +1,227 @@
+//! What the runner tells the owner, and where each notice goes. A notice has a priority
+//! (urgent: an escalation; action: the owner has something to do; info: progress) and a
+//! persona (the orchestrator, or the worker whose lines are mirrored). [`Routing`] turns it
+//! into one outbox row per notifier whose priorities include it; the log notifier writes at
+//! once. Delivery happens elsewhere ([`super::deliver`]), so telling never waits on a chat
+//! server, and a server that is down loses nothing.
+//!
+//! What it must never do: fail the runner. A notice that cannot be stored is logged.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+
+use crate::core::outbox::{NewOutgoing, Priority};
+use crate::store::Store;
+
+/// Who a message is posted as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Persona {
+    Orchestrator,
+    Worker,
+}
+
+impl Persona {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Orchestrator => "orchestrator",
+            Self::Worker => "worker",
+        }
+    }
+}
+
+/// One thing to tell the owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub priority: Priority,
+    pub persona: Persona,
+    pub task_gid: Option<String>,
+    pub run_id: Option<i64>,
+    /// Markdown.
+    pub body: String,
+}
+
+/// The notifier that posts to the Zulip topic.
+pub const ZULIP: &str = "zulip";
+
+/// Which notifiers get which priorities. Pure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Routing {
+    /// Priorities the log writes.
+    pub log: Vec<Priority>,
+    /// Outbox notifiers (`zulip`, `webhook:NAME`) and the priorities each is sent.
+    pub targets: Vec<(String, Vec<Priority>)>,
+    /// The owner's full name, for `@**mentions**` in what needs them.
+    pub owner: Option<String>,
+}
+
+impl Default for Routing {
+    /// The log only, for what needs the owner.
+    fn default() -> Self {
+        Self {
+            log: vec![Priority::Urgent, Priority::Action],
+            targets: Vec::new(),
+            owner: None,
+        }
+    }
+}
+
+impl Routing {
+    /// The outbox rows for `notice`, one per notifier it is routed to.
+    pub fn route(&self, notice: &Notice, at: chrono::DateTime<Utc>) -> Vec<NewOutgoing> {
+        self.targets
+            .iter()
+            .filter(|(_, priorities)| priorities.contains(&notice.priority))
+            .map(|(notifier, _)| NewOutgoing {
+                notifier: notifier.clone(),
+                persona: Some(notice.persona.as_str().to_string()),
+                priority: notice.priority,
+                task_gid: notice.task_gid.clone(),
+                run_id: notice.run_id,
+                body: notice.body.clone(),
+                created_at: at,
+            })
+            .collect()
+    }
+
+    /// Whether the log writes `notice`.
+    pub fn logs(&self, notice: &Notice) -> bool {
+        self.log.contains(&notice.priority)
+    }
+
+    /// Whether any notifier but the log is configured.
+    pub fn has_targets(&self) -> bool {
+        !self.targets.is_empty()
+    }
+}
+
+/// The runner's handle for telling the owner: cheap to clone.
+#[derive(Clone, Default)]
+pub struct Notices {
+    routing: Arc<Routing>,
+    /// Woken when rows were added, so a waiting deliverer starts at once.
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl std::fmt::Debug for Notices {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notices")
+            .field("routing", &self.routing)
+            .finish()
+    }
+}
+
+impl Notices {
+    pub fn new(routing: Routing) -> Self {
+        Self {
+            routing: Arc::new(routing),
+            wake: Arc::default(),
+        }
+    }
+
+    pub fn routing(&self) -> &Routing {
+        &self.routing
+    }
+
+    /// Notified whenever [`Notices::tell`] stored rows.
+    pub fn wake(&self) -> Arc<tokio::sync::Notify> {
+        Arc::clone(&self.wake)
+    }
+
+    /// Logs `notice` when the log takes its priority, and stores it for every other
+    /// notifier that does. Never fails: a store error is logged.
+    pub async fn tell(&self, store: &dyn Store, notice: Notice) {
+        if self.routing.logs(&notice) {
+            let gid = notice.task_gid.as_deref().unwrap_or("-");
+            let run = notice.run_id.unwrap_or_default();
+            match notice.priority {
+                Priority::Urgent => {
+                    tracing::warn!(gid = %gid, run, priority = "urgent", "{}", notice.body)
+                }
+                Priority::Action | Priority::Info => {
+                    tracing::info!(gid = %gid, run, priority = %notice.priority, "{}", notice.body)
+                }
+            }
+        }
+        self.send(store, &self.routing.route(&notice, Utc::now()))
+            .await;
+    }
+
+    /// Stores rows meant for one notifier only (an answer in the topic, say).
+    pub async fn send(&self, store: &dyn Store, rows: &[NewOutgoing]) {
+        if rows.is_empty() {
+            return;
+        }
+        match store.enqueue_outgoing(rows).await {
+            Ok(_) => self.wake.notify_one(),
+            Err(error) => {
+                tracing::error!(%error, notifiers = ?rows.iter().map(|r| r.notifier.as_str()).collect::<Vec<_>>(), "cannot store an outgoing message; it is lost: {}", rows[0].body)
+            }
+        }
+    }
+
+    /// Whether Zulip is one of the notifiers.
+    pub fn has_zulip(&self) -> bool {
+        self.routing.targets.iter().any(|(n, _)| n == ZULIP)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn notice(priority: Priority) -> Notice {
+        Notice {
+            priority,
+            persona: Persona::Worker,
+            task_gid: Some("T-1".into()),
+            run_id: Some(4),
+            body: "[STATUS:x] y".into(),
+        }
+    }
+
+    #[test]
+    fn a_notice_goes_to_every_notifier_that_takes_its_priority() {
+        let routing = Routing {
+            log: vec![Priority::Urgent],
+            targets: vec![
+                (
+                    ZULIP.into(),
+                    vec![Priority::Urgent, Priority::Action, Priority::Info],
+                ),
+                ("webhook:ops".into(), vec![Priority::Urgent]),
+            ],
+            owner: None,
+        };
+        let at = Utc::now();
+        let info = routing.route(&notice(Priority::Info), at);
+        assert_eq!(
+            info.iter().map(|r| r.notifier.as_str()).collect::<Vec<_>>(),
+            ["zulip"]
+        );
+        assert_eq!(info[0].persona.as_deref(), Some("worker"));
+        assert_eq!(info[0].run_id, Some(4));
+        assert_eq!(info[0].created_at, at);
+        let urgent = routing.route(&notice(Priority::Urgent), at);
+        assert_eq!(
+            urgent
+                .iter()
+                .map(|r| r.notifier.as_str())
+                .collect::<Vec<_>>(),
+            ["zulip", "webhook:ops"]
+        );
+        assert!(routing.logs(&notice(Priority::Urgent)));
+        assert!(!routing.logs(&notice(Priority::Info)));
+    }
+
+    #[test]
+    fn by_default_only_the_log_hears_what_needs_the_owner() {
+        let routing = Routing::default();
+        assert!(routing
+            .route(&notice(Priority::Urgent), Utc::now())
+            .is_empty());
+        assert!(routing.logs(&notice(Priority::Action)));
+        assert!(!routing.logs(&notice(Priority::Info)));
+        assert!(!routing.has_targets());
+    }
+}
