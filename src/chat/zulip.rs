@@ -11,7 +11,7 @@
 //! field), or follow a redirect (which could carry the header to another host).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use reqwest::header::{self, HeaderMap, HeaderValue};
 use reqwest::Method;
@@ -210,6 +210,9 @@ struct Inner {
     /// `Basic base64(email:key)`, marked sensitive so no `Debug` of a request prints it.
     auth: HeaderValue,
     options: ZulipOptions,
+    /// Until when Zulip said this bot's request budget is spent (`X-RateLimit-Remaining: 0`
+    /// until `X-RateLimit-Reset`, or a 429's `Retry-After`): calls before then are not sent.
+    spent_until: std::sync::Mutex<Option<SystemTime>>,
 }
 
 #[derive(Deserialize)]
@@ -303,6 +306,7 @@ impl ZulipClient {
                 bot_email: email,
                 auth,
                 options,
+                spent_until: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -430,6 +434,9 @@ impl ZulipClient {
         timeout: Option<Duration>,
     ) -> Result<Vec<u8>, ZulipError> {
         let path = url.path().to_owned();
+        if let Some(retry_after) = self.budget_wait(SystemTime::now()) {
+            return Err(ZulipError::RateLimited { retry_after });
+        }
         let timeout = timeout.unwrap_or(self.inner.options.timeout);
         let mut request = self
             .inner
@@ -445,11 +452,49 @@ impl ZulipClient {
         let headers = response.headers().clone();
         let bytes = response.bytes().await.map_err(|e| transport(e, timeout))?;
         tracing::debug!(method = %method, path, status = status.as_u16(), "Zulip call");
-        if !status.is_success() {
-            return Err(classify(status.as_u16(), &headers, &bytes, &path));
+        let now = SystemTime::now();
+        let mut spent = budget_spent_until(&headers, now);
+        let result = if status.is_success() {
+            Ok(bytes.to_vec())
+        } else {
+            Err(classify(status.as_u16(), &headers, &bytes, &path))
+        };
+        if let Err(ZulipError::RateLimited { retry_after }) = &result {
+            spent = spent.max(now.checked_add(*retry_after));
         }
-        Ok(bytes.to_vec())
+        if let Ok(mut until) = self.inner.spent_until.lock() {
+            *until = spent;
+        }
+        result
     }
+
+    /// How long to wait before calling, when the budget is known to be spent.
+    fn budget_wait(&self, now: SystemTime) -> Option<Duration> {
+        let until = (*self.inner.spent_until.lock().ok()?)?;
+        until.duration_since(now).ok().filter(|d| !d.is_zero())
+    }
+}
+
+/// The longest a reset time is believed: a clock far off must not silence chat for days.
+const MAX_BUDGET_WAIT: Duration = Duration::from_secs(15 * 60);
+
+/// When the headers say the request budget is spent (`X-RateLimit-Remaining: 0`), the time
+/// it comes back (`X-RateLimit-Reset`, UNIX seconds), at most [`MAX_BUDGET_WAIT`] away.
+fn budget_spent_until(headers: &HeaderMap, now: SystemTime) -> Option<SystemTime> {
+    let number = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|n| n.is_finite() && *n >= 0.0)
+    };
+    if number("x-ratelimit-remaining")? > 0.0 {
+        return None;
+    }
+    let reset =
+        SystemTime::UNIX_EPOCH + Duration::try_from_secs_f64(number("x-ratelimit-reset")?).ok()?;
+    let latest = now.checked_add(MAX_BUDGET_WAIT)?;
+    (reset > now).then_some(reset.min(latest))
 }
 
 /// The error for a response with a non-success status. `path` names what was asked.
@@ -659,5 +704,38 @@ mod tests {
         let error = ZulipClient::new(settings("https://bot:key@lumen.zulipchat.com"))
             .expect_err("credentials in the URL");
         assert!(matches!(error, ZulipError::Settings(_)));
+    }
+
+    #[test]
+    fn a_spent_budget_is_known_until_its_reset_and_no_longer_than_the_cap() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_773_654_480);
+        let headers = |remaining: &str, reset: &str| {
+            let mut map = HeaderMap::new();
+            map.insert(
+                "x-ratelimit-remaining",
+                HeaderValue::from_str(remaining).expect("h"),
+            );
+            map.insert(
+                "x-ratelimit-reset",
+                HeaderValue::from_str(reset).expect("h"),
+            );
+            map
+        };
+        assert_eq!(
+            budget_spent_until(&headers("0", "1773654508"), now),
+            Some(now + Duration::from_secs(28))
+        );
+        assert_eq!(budget_spent_until(&headers("3", "1773654508"), now), None);
+        assert_eq!(
+            budget_spent_until(&headers("0", "1773654400"), now),
+            None,
+            "past"
+        );
+        assert_eq!(
+            budget_spent_until(&headers("0", "1999999999"), now),
+            Some(now + MAX_BUDGET_WAIT)
+        );
+        assert_eq!(budget_spent_until(&headers("0", "soon"), now), None);
+        assert_eq!(budget_spent_until(&HeaderMap::new(), now), None);
     }
 }

@@ -242,7 +242,17 @@ fn the_owners_other_words_are_a_note_on_the_run_and_go_starts_a_task() {
     ws.ok(&["skip", "T-2"]);
     ws.ok(&["go", "T-1"]);
     ws.ok(&["run", "--once"]);
+    let run_id = ws.json(&["show", "T-1", "--json"])["runs"][0]["id"]
+        .as_i64()
+        .expect("a run");
     fake.post_as_owner(STREAM, TOPIC, "use a squash merge, please");
+    // Another bot's line in the worker format, naming the run, is read back into it.
+    fake.post_as(
+        (55, "ci-bot@lumen.zulipchat.com", "CI bot"),
+        STREAM,
+        TOPIC,
+        &format!("[STATUS:ci_green] run={run_id} all checks passed"),
+    );
     fake.post_as_owner(STREAM, TOPIC, "@**Executor** go T-2");
     let out = ws.run(&["run", "--once"]);
     assert!(out.status.success(), "{}", stderr_of(&out));
@@ -252,6 +262,12 @@ fn the_owners_other_words_are_a_note_on_the_run_and_go_starts_a_task() {
         messages
             .iter()
             .any(|m| m["source"] == "owner" && m["text"] == "use a squash merge, please"),
+        "{shown}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["source"] == "chat:CI bot" && m["kind"] == "ci_green"),
         "{shown}"
     );
     let t2 = ws.json(&["show", "T-2", "--json"]);

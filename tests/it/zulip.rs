@@ -188,11 +188,16 @@ fn a_429_is_rate_limited_with_the_wait() {
     }
     assert!(error.is_transient());
     assert_no_key(&error);
-    // The fault was for one request only.
-    h.run(h.client.post_to_topic(STREAM, TOPIC, "hello"))
-        .expect("post after the wait");
+    // Until the wait is over the client does not call again: it answers for Zulip.
+    let again = h
+        .run(h.client.post_to_topic(STREAM, TOPIC, "hello"))
+        .expect_err("still waiting");
+    assert!(
+        matches!(again, ZulipError::RateLimited { retry_after } if retry_after.as_secs_f64() <= 28.71 && retry_after.as_secs() >= 20),
+        "{again:?}"
+    );
     let statuses: Vec<u16> = fake.requests().iter().map(|r| r.status).collect();
-    assert_eq!(statuses, [429, 200]);
+    assert_eq!(statuses, [429], "no request while the budget is spent");
 }
 
 #[test]
@@ -460,6 +465,8 @@ fn a_zulip_that_is_down_answers_every_request_with_its_status() {
     );
 
     fake.set_down(None);
+    // The client waits out the second Zulip asked for before it calls again.
+    std::thread::sleep(Duration::from_millis(1100));
     h.run(h.client.post_to_topic(STREAM, TOPIC, "back"))
         .expect("up again");
     let statuses: Vec<u16> = fake.requests().iter().map(|r| r.status).collect();
