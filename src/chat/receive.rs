@@ -2,7 +2,8 @@
 //! window (at start, after every new event queue, and once per `run --once`), the event
 //! queue's long poll, and Zulip's outgoing webhook. The read cursor (the highest message id
 //! seen) lives in the store, so a restart neither misses a reply nor reads old history as
-//! new: the very first read only sets the cursor.
+//! new: the very first read takes only what was said since executor first posted in the
+//! topic (nothing, when it never has).
 //!
 //! When the queue expires (`BAD_EVENT_QUEUE_ID`) a new one is registered and the window is
 //! read again, so a reply sent while no queue was listening is still taken. Every message is
@@ -16,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::chat::inbox::{Inbox, Taken};
+use crate::chat::notices::ZULIP;
 use crate::chat::zulip::{ZulipClient, ZulipError, ZulipEvent, ZulipMessage};
 use crate::core::outbox::retry_delay;
 use crate::forge::github::Secret;
@@ -68,12 +70,20 @@ impl Receiver {
             .topic_window(&self.inbox.stream, &self.inbox.topic, CATCH_UP)
             .await?;
         let newest = window.iter().map(|m| m.id).max().unwrap_or(0);
-        let Some(cursor) = self.cursor(store).await? else {
-            self.advance(store, newest).await?;
-            return Ok(0);
+        // Never read before: only what was said since executor first posted here can be an
+        // answer (a first read that failed must not turn the answers after it into history).
+        let since = match self.cursor(store).await? {
+            Some(cursor) => Since::Id(cursor),
+            None => match store.outbox(Some(ZULIP), false, 1).await?.first() {
+                Some(first) => Since::Time(first.created_at.timestamp()),
+                None => {
+                    self.advance(store, newest).await?;
+                    return Ok(0);
+                }
+            },
         };
         let mut taken = 0;
-        for message in window.iter().filter(|m| m.id > cursor) {
+        for message in window.iter().filter(|m| since.includes(m)) {
             if self.take(store, message).await? {
                 taken += 1;
             }
@@ -139,6 +149,23 @@ impl Receiver {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Where new messages begin.
+enum Since {
+    /// After this message id (the cursor).
+    Id(u64),
+    /// At or after this time (UNIX seconds).
+    Time(i64),
+}
+
+impl Since {
+    fn includes(&self, message: &ZulipMessage) -> bool {
+        match self {
+            Self::Id(id) => message.id > *id,
+            Self::Time(at) => message.timestamp >= *at,
         }
     }
 }

@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::daemon::Daemon;
 use crate::fake_webhook::FakeWebhook;
-use crate::fake_zulip::{FakeZulip, API_KEY, BOT_EMAIL, OWNER_EMAIL, OWNER_NAME, STREAM};
+use crate::fake_zulip::{FakeZulip, Fault, API_KEY, BOT_EMAIL, OWNER_EMAIL, OWNER_NAME, STREAM};
 use crate::runner::workspace;
 use crate::support::{eventually, Workspace};
 
@@ -571,4 +571,30 @@ fn post_json(url: &str, payload: &Value) -> Option<(u16, String)> {
         let status = answer.status().as_u16();
         Some((status, answer.text().await.ok()?))
     })
+}
+
+#[test]
+fn an_answer_is_taken_even_when_the_very_first_read_of_the_topic_failed() {
+    let fake = FakeZulip::start();
+    let ws = chat_workspace(&fake, MERGING_WORKER, "", "");
+    ws.ok(&["add", "--title", "Merge when allowed", "--gid", "F-1"]);
+    ws.ok(&["go", "F-1"]);
+    // The first request of the first run (its read of the topic) fails; the posts work.
+    fake.fail_next(Fault::Status(500), 1);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("cannot read the chat topic"), "{stderr}");
+    let id = escalation_id(&ws);
+    assert!(topic(&fake)
+        .iter()
+        .any(|(_, t)| t.contains("escalation **")));
+    fake.post_as_owner(STREAM, TOPIC, &format!("approve {id}"));
+    let out = ws.run(&["run", "--once"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(
+        ws.json(&["show", "F-1", "--json"])["task"]["status"],
+        "done",
+        "the approval after the failed first read was taken"
+    );
 }

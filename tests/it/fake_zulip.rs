@@ -478,7 +478,13 @@ fn store_message(
 ) -> u64 {
     let id = state.next_message_id;
     state.next_message_id += 1;
-    state.now += 1;
+    // New messages are stamped with the real time, as Zulip does (the fixtures' own
+    // messages keep theirs), and never go back in time.
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or_default();
+    state.now = (state.now + 1).max(wall);
     let (avatar_url, client) = state
         .users
         .iter()
