@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 
+use crate::chat::inbox::topic_key;
 use crate::chat::notices::{Persona, ZULIP};
 use crate::chat::webhook::{WebhookNotice, WebhookNotifier};
 use crate::chat::zulip::ZulipClient;
@@ -21,6 +22,9 @@ use crate::store::{Store, StoreResult};
 /// How long a claimed row is held before another process may take it (a post that hangs
 /// longer than this is cut off by the client's own timeout first).
 const CLAIM: Duration = Duration::from_secs(120);
+
+/// Refusals (4xx) after which a message is dropped rather than block its notifier.
+pub const MAX_REFUSALS: i64 = 10;
 
 /// The Zulip topic and the bots that post into it.
 #[derive(Clone, Debug)]
@@ -91,9 +95,28 @@ impl Deliverer {
                     break;
                 };
                 match self.send(&notifier, &row).await {
-                    Ok(()) => {
+                    Ok(posted) => {
                         store.outgoing_delivered(row.id, Utc::now()).await?;
                         report.sent += 1;
+                        if let (Some(id), Some(zulip)) = (posted, &self.zulip) {
+                            self.note_first_post(store, zulip, id).await?;
+                        }
+                    }
+                    Err(failure) if !failure.transient && row.attempts + 1 >= MAX_REFUSALS => {
+                        // Refused again and again (a 4xx): retrying cannot help, and every
+                        // message behind it would wait forever.
+                        tracing::error!(notifier = %notifier, outbox = row.id, error = %failure.message, body = %row.body, "a message was refused {MAX_REFUSALS} times and is dropped; the ones after it go on");
+                        store
+                            .outgoing_failed(
+                                row.id,
+                                &format!(
+                                    "dropped after {MAX_REFUSALS} refusals: {}",
+                                    failure.message
+                                ),
+                                Utc::now(),
+                            )
+                            .await?;
+                        store.outgoing_delivered(row.id, Utc::now()).await?;
                     }
                     Err(failure) => {
                         let failures = u32::try_from(row.attempts + 1).unwrap_or(u32::MAX);
@@ -120,7 +143,25 @@ impl Deliverer {
         Ok(report)
     }
 
-    async fn send(&self, notifier: &str, row: &Outgoing) -> Result<(), Failure> {
+    /// Before executor's first post in a topic it never read, the topic's read cursor is
+    /// set just below that post: every answer to it is taken, nothing said before is.
+    async fn note_first_post(
+        &self,
+        store: &dyn Store,
+        zulip: &ZulipTopic,
+        posted: u64,
+    ) -> StoreResult<()> {
+        let key = topic_key(&zulip.stream, &zulip.topic);
+        if store.source_cursor(&key).await?.is_none() {
+            store
+                .save_source_cursor(&key, &posted.saturating_sub(1).to_string(), Utc::now())
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Sends one row; for a Zulip post, the new message's id.
+    async fn send(&self, notifier: &str, row: &Outgoing) -> Result<Option<u64>, Failure> {
         if notifier == ZULIP {
             let Some(zulip) = &self.zulip else {
                 return Err(Failure {
@@ -138,11 +179,18 @@ impl Deliverer {
                 ),
                 _ => (&zulip.orchestrator, row.body.clone()),
             };
-            return client
+            return match client
                 .post_to_topic(&zulip.stream, &zulip.topic, &body)
                 .await
-                .map(|_| ())
-                .map_err(|error| Failure {
+            {
+                Ok(id) => Ok(Some(id)),
+                // Zulip said yes but its answer could not be read: the post was made, and
+                // sending it again would post it twice.
+                Err(crate::chat::zulip::ZulipError::Decode { what, .. }) => {
+                    tracing::warn!(outbox = row.id, %what, "Zulip took a post but its answer was unreadable; counted as delivered");
+                    Ok(None)
+                }
+                Err(error) => Err(Failure {
                     transient: error.is_transient(),
                     retry_after: match &error {
                         crate::chat::zulip::ZulipError::RateLimited { retry_after } => {
@@ -151,7 +199,8 @@ impl Deliverer {
                         _ => None,
                     },
                     message: error.to_string(),
-                });
+                }),
+            };
         }
         let Some(hook) = self
             .webhooks
@@ -173,15 +222,18 @@ impl Deliverer {
             persona: row.persona.as_deref(),
             created_at: row.created_at,
         };
-        hook.deliver(&notice).await.map_err(|error| Failure {
-            transient: error.is_transient(),
-            retry_after: match &error {
-                crate::chat::webhook::WebhookError::RateLimited { retry_after, .. } => {
-                    Some(*retry_after)
-                }
-                _ => None,
-            },
-            message: error.to_string(),
-        })
+        hook.deliver(&notice)
+            .await
+            .map(|()| None)
+            .map_err(|error| Failure {
+                transient: error.is_transient(),
+                retry_after: match &error {
+                    crate::chat::webhook::WebhookError::RateLimited { retry_after, .. } => {
+                        Some(*retry_after)
+                    }
+                    _ => None,
+                },
+                message: error.to_string(),
+            })
     }
 }

@@ -46,6 +46,12 @@ impl ChatOwner {
     }
 }
 
+/// The key of a topic for claims and for its read cursor (Zulip's topics are the same
+/// whatever their case).
+pub fn topic_key(stream: &str, topic: &str) -> String {
+    format!("zulip:{}/{}", stream, topic.to_lowercase())
+}
+
 /// What [`Inbox::take`] made of one message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Taken {
@@ -77,13 +83,13 @@ pub struct Inbox {
 impl Inbox {
     /// The key of this topic for claims and for the read cursor.
     pub fn key(&self) -> String {
-        format!("zulip:{}/{}", self.stream, self.topic)
+        topic_key(&self.stream, &self.topic)
     }
 
     /// Whether `message` belongs to the topic and is not executor's own.
     fn for_us(&self, message: &ZulipMessage) -> bool {
         message.stream() == Some(self.stream.as_str())
-            && message.subject == self.topic
+            && message.subject.to_lowercase() == self.topic.to_lowercase()
             && !self
                 .own_emails
                 .iter()

@@ -2,8 +2,8 @@
 //! window (at start, after every new event queue, and once per `run --once`), the event
 //! queue's long poll, and Zulip's outgoing webhook. The read cursor (the highest message id
 //! seen) lives in the store, so a restart neither misses a reply nor reads old history as
-//! new: the very first read takes only what was said since executor first posted in the
-//! topic (nothing, when it never has).
+//! new: the very first read takes nothing and only notes where the topic stands (the
+//! deliverer notes it too, just before executor's first post there).
 //!
 //! When the queue expires (`BAD_EVENT_QUEUE_ID`) a new one is registered and the window is
 //! read again, so a reply sent while no queue was listening is still taken. Every message is
@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::chat::inbox::{Inbox, Taken};
-use crate::chat::notices::ZULIP;
 use crate::chat::zulip::{ZulipClient, ZulipError, ZulipEvent, ZulipMessage};
 use crate::core::outbox::retry_delay;
 use crate::forge::github::Secret;
@@ -62,34 +61,43 @@ impl Receiver {
         Ok(())
     }
 
-    /// Takes every message of the topic's window newer than the cursor; the number taken.
-    /// The first read ever only sets the cursor.
+    /// Takes every message of the topic after the cursor, reading forward page by page, so
+    /// a reply is found however much was said after it. Without a cursor (executor never
+    /// read the topic, and never posted there: the deliverer sets the cursor at its first
+    /// post), the cursor is set to the newest message and nothing is taken: what was said
+    /// before executor came is nobody's answer. The number of messages taken.
     pub async fn catch_up(&self, store: &dyn Store) -> Result<usize, ReceiveError> {
-        let window = self
-            .client
-            .topic_window(&self.inbox.stream, &self.inbox.topic, CATCH_UP)
-            .await?;
-        let newest = window.iter().map(|m| m.id).max().unwrap_or(0);
-        // Never read before: only what was said since executor first posted here can be an
-        // answer (a first read that failed must not turn the answers after it into history).
-        let since = match self.cursor(store).await? {
-            Some(cursor) => Since::Id(cursor),
-            None => match store.outbox(Some(ZULIP), false, 1).await?.first() {
-                Some(first) => Since::Time(first.created_at.timestamp()),
-                None => {
-                    self.advance(store, newest).await?;
-                    return Ok(0);
-                }
-            },
+        let (stream, topic) = (&self.inbox.stream, &self.inbox.topic);
+        let Some(mut after) = self.cursor(store).await? else {
+            let newest = self
+                .client
+                .topic_window(stream, topic, 1)
+                .await?
+                .iter()
+                .map(|m| m.id)
+                .max()
+                .unwrap_or(0);
+            self.advance(store, newest).await?;
+            return Ok(0);
         };
         let mut taken = 0;
-        for message in window.iter().filter(|m| since.includes(m)) {
-            if self.take(store, message).await? {
-                taken += 1;
+        loop {
+            let (page, newest) = self
+                .client
+                .topic_after(stream, topic, after, CATCH_UP)
+                .await?;
+            for message in &page {
+                // A message that cannot be taken stops the catch-up below it: the cursor
+                // stays there and the next catch-up tries it again.
+                if self.take(store, message).await? {
+                    taken += 1;
+                }
+                after = after.max(message.id);
+            }
+            if newest || page.is_empty() {
+                return Ok(taken);
             }
         }
-        self.advance(store, newest).await?;
-        Ok(taken)
     }
 
     /// Takes one message and moves the cursor past it; whether it was new.
@@ -125,13 +133,22 @@ impl Receiver {
                 match self.client.events(&queue, last).await {
                     Ok(events) => {
                         failures = 0;
+                        let mut failed = false;
                         for event in events {
                             last = last.max(event.id());
                             if let ZulipEvent::Message { message, .. } = event {
                                 if let Err(error) = self.take(store.as_ref(), &message).await {
-                                    tracing::error!(%error, message = message.id, "cannot take a message from the topic; the next catch-up reads it again");
+                                    // The cursor stays below it; a new queue's catch-up
+                                    // reads it again.
+                                    tracing::error!(%error, message = message.id, "cannot take a message from the topic; reading the topic again");
+                                    failed = true;
+                                    break;
                                 }
                             }
+                        }
+                        if failed {
+                            tokio::time::sleep(self.retry_base).await;
+                            break;
                         }
                     }
                     Err(ZulipError::QueueExpired { .. }) => {
@@ -149,23 +166,6 @@ impl Receiver {
                     }
                 }
             }
-        }
-    }
-}
-
-/// Where new messages begin.
-enum Since {
-    /// After this message id (the cursor).
-    Id(u64),
-    /// At or after this time (UNIX seconds).
-    Time(i64),
-}
-
-impl Since {
-    fn includes(&self, message: &ZulipMessage) -> bool {
-        match self {
-            Self::Id(id) => message.id > *id,
-            Self::Time(at) => message.timestamp >= *at,
         }
     }
 }
@@ -226,8 +226,11 @@ pub async fn serve_outgoing_webhook(
             );
             return (StatusCode::UNAUTHORIZED, "bad token".to_string());
         }
+        // The cursor is left to the catch-up, which reads every message of the topic in
+        // order: a webhook only brings the ones that mention the bot.
         match endpoint
             .receiver
+            .inbox
             .take(endpoint.store.as_ref(), &payload.message)
             .await
         {

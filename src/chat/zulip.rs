@@ -223,6 +223,8 @@ struct Posted {
 #[derive(Deserialize)]
 struct Messages {
     messages: Vec<ZulipMessage>,
+    #[serde(default)]
+    found_newest: bool,
 }
 
 #[derive(Deserialize)]
@@ -365,6 +367,33 @@ impl ZulipClient {
         let bytes = self.send(Method::GET, url, None, None).await?;
         let page: Messages = decode(&bytes, "the messages of the topic")?;
         Ok(page.messages)
+    }
+
+    /// Up to `n` messages of `topic` in `stream` after message `after`, oldest first, and
+    /// whether they reach the newest message (`found_newest`).
+    pub async fn topic_after(
+        &self,
+        stream: &str,
+        topic: &str,
+        after: u64,
+        n: u32,
+    ) -> Result<(Vec<ZulipMessage>, bool), ZulipError> {
+        let narrow = json!([
+            {"operator": "channel", "operand": stream},
+            {"operator": "topic", "operand": topic},
+        ])
+        .to_string();
+        let mut url = self.url("messages");
+        url.query_pairs_mut()
+            .append_pair("anchor", &after.to_string())
+            .append_pair("include_anchor", "false")
+            .append_pair("num_before", "0")
+            .append_pair("num_after", &n.to_string())
+            .append_pair("apply_markdown", "false")
+            .append_pair("narrow", &narrow);
+        let bytes = self.send(Method::GET, url, None, None).await?;
+        let page: Messages = decode(&bytes, "the messages of the topic")?;
+        Ok((page.messages, page.found_newest))
     }
 
     /// A new event queue for the messages of `stream`.
@@ -515,7 +544,8 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> ZulipE
         return ZulipError::RateLimited {
             retry_after: seconds
                 .and_then(|s| Duration::try_from_secs_f64(s).ok())
-                .unwrap_or(DEFAULT_RETRY_AFTER),
+                .unwrap_or(DEFAULT_RETRY_AFTER)
+                .min(MAX_BUDGET_WAIT),
         };
     }
     if parsed.code.as_deref() == Some("BAD_EVENT_QUEUE_ID") {

@@ -188,6 +188,9 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
 /// retry become due this way).
 const OUTBOX_EVERY: Duration = Duration::from_secs(1);
 
+/// How often the topic is read when replies come by the outgoing webhook.
+const WEBHOOK_CATCH_UP_EVERY: Duration = Duration::from_secs(60);
+
 /// Starts chat: the outbox's delivery, and the owner's replies by the event queue or the
 /// outgoing webhook. The tasks run until aborted; a chat server that is down is retried
 /// inside them and never stops the daemon.
@@ -224,9 +227,18 @@ async fn start_chat(
                 tasks.push(tokio::spawn(async move { receiver.listen(store).await }));
             }
             (Receive::Webhook, Some((listen, token))) => {
-                if let Err(error) = receiver.catch_up(store.as_ref()).await {
-                    tracing::warn!(%error, "cannot read the topic's recent messages");
-                }
+                // The webhook brings only what mentions the bot, at once; a regular read of
+                // the topic brings the rest, and anything the endpoint could not take.
+                let reader = receiver.clone();
+                let reading = Arc::clone(store);
+                tasks.push(tokio::spawn(async move {
+                    loop {
+                        if let Err(error) = reader.catch_up(reading.as_ref()).await {
+                            tracing::warn!(%error, "cannot read the chat topic; trying again later");
+                        }
+                        tokio::time::sleep(WEBHOOK_CATCH_UP_EVERY).await;
+                    }
+                }));
                 let (bound, task) = crate::chat::receive::serve_outgoing_webhook(
                     listen,
                     token,

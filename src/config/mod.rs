@@ -952,16 +952,29 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
             message,
         });
     }
-    for persona in raw.chat.personas.values() {
-        if let Some(name) = raw.agent.env.iter().find(|name| {
-            Some(name.get_ref()) == persona.key_env.as_ref()
-                || Some(name.get_ref()) == persona.email_env.as_ref()
-        }) {
+    // Every variable holding a chat credential: bot keys and emails, webhook URLs (Slack's
+    // carry a token), the outgoing webhook's token.
+    let chat_secrets: Vec<&String> = raw
+        .chat
+        .personas
+        .values()
+        .flat_map(|p| [p.key_env.as_ref(), p.email_env.as_ref()])
+        .chain(raw.chat.webhooks.iter().map(|w| w.url_env.as_ref()))
+        .chain(raw.chat.zulip.iter().map(|z| Some(&z.webhook_token_env)))
+        .flatten()
+        .collect();
+    {
+        if let Some(name) = raw
+            .agent
+            .env
+            .iter()
+            .find(|name| chat_secrets.contains(&name.get_ref()))
+        {
             return Err(invalid(
                 "agent.env",
                 name.span(),
                 format!(
-                    "`{}` holds a chat bot's credential, which never reaches a worker",
+                    "`{}` holds a chat credential (a bot key, a webhook URL or token), which never reaches a worker",
                     name.get_ref()
                 ),
             ));

@@ -382,6 +382,19 @@ fn chat_mistakes_are_named() {
         "{CHAT}\n[agent]\nenv = [\"ZULIP_ORCHESTRATOR_KEY\"]\n"
     ));
     assert!(err.contains("never reaches a worker"), "{err}");
+    for (extra, var) in [
+        (
+            "[[chat.webhooks]]\nname = \"ops\"\nkind = \"json\"\nurl_env = \"PAGER_URL\"\n",
+            "PAGER_URL",
+        ),
+        ("", "ZULIP_WEBHOOK_TOKEN"),
+    ] {
+        let err = parse_err(&format!("{CHAT}\n{extra}\n[agent]\nenv = [\"{var}\"]\n"));
+        assert!(
+            err.contains(var) && err.contains("never reaches a worker"),
+            "{err}"
+        );
+    }
     let err = parse_err("[[chat.webhooks]]\nname = \"ops\"\nkind = \"json\"\n");
     assert!(err.contains("url_env or url_file"), "{err}");
 }

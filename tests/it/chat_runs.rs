@@ -318,11 +318,17 @@ const STEPPING_WORKER: &str =
 #[test]
 fn a_zulip_that_is_down_loses_nothing_and_the_messages_arrive_in_order_after_a_restart() {
     let fake = FakeZulip::start();
-    let ws = chat_workspace(&fake, STEPPING_WORKER, "receive = \"none\"", "");
+    let ws = chat_workspace(&fake, STEPPING_WORKER, "", "");
+    // A first task while Zulip is up: executor has spoken in the topic before the outage.
+    ws.ok(&["add", "--title", "Warm up", "--gid", "S-0"]);
+    ws.ok(&["go", "S-0"]);
+    ws.ok(&["run", "--once"]);
+    assert!(!topic(&fake).is_empty());
+    let before = topic(&fake).len();
+
+    fake.set_down(Some(500));
     ws.ok(&["add", "--title", "Five steps", "--gid", "S-1"]);
     ws.ok(&["go", "S-1"]);
-    fake.set_down(Some(500));
-
     // The runner works on while Zulip is down; what it said waits in the outbox.
     let out = ws.run(&["run", "--once"]);
     let stderr = stderr_of(&out);
@@ -334,7 +340,7 @@ fn a_zulip_that_is_down_loses_nothing_and_the_messages_arrive_in_order_after_a_r
     );
     let waiting = outbox_waiting(&ws);
     assert!(waiting >= 7, "5 steps, DONE, complete: {waiting}");
-    assert!(topic(&fake).is_empty());
+    assert_eq!(topic(&fake).len(), before);
 
     // A daemon that starts while Zulip is still down keeps them through its restart.
     let daemon = Daemon::start(&ws);
@@ -349,16 +355,19 @@ fn a_zulip_that_is_down_loses_nothing_and_the_messages_arrive_in_order_after_a_r
         .requests()
         .iter()
         .filter(|r| r.method == "POST" && r.path.ends_with("/messages"))
+        .filter(|r| r.status == 500)
         .count();
     assert!(failed_posts >= 2, "the daemon kept trying: {failed_posts}");
+    // The owner writes while Zulip cannot be read by executor.
+    fake.post_as_owner(STREAM, TOPIC, "written during the outage");
 
     fake.set_down(None);
     let _daemon = Daemon::start(&ws);
     let said = eventually(WAIT, "the outbox to drain into the topic", || {
         let said = topic(&fake);
-        (said.len() as i64 >= waiting && outbox_waiting(&ws) == 0).then_some(said)
+        (outbox_waiting(&ws) == 0 && said.iter().any(|(_, t)| t.contains("Noted"))).then_some(said)
     });
-    let steps: Vec<String> = said
+    let steps: Vec<String> = said[before..]
         .iter()
         .filter_map(|(_, t)| t.lines().find(|l| l.starts_with("[STATUS:step]")))
         .map(str::to_string)
@@ -370,15 +379,19 @@ fn a_zulip_that_is_down_loses_nothing_and_the_messages_arrive_in_order_after_a_r
             .collect::<Vec<_>>(),
         "in order, once each: {said:#?}"
     );
-    let done = said
-        .iter()
-        .position(|(_, t)| t.contains("[DONE:implemented] all five"))
-        .expect("DONE");
-    let complete = said
-        .iter()
-        .position(|(_, t)| t.contains("**complete**"))
-        .expect("complete");
-    assert!(done < complete, "{said:#?}");
+    let position = |needle: &str| {
+        said[before..]
+            .iter()
+            .position(|(_, t)| t.contains(needle))
+            .unwrap_or_else(|| panic!("{needle} in {said:#?}"))
+    };
+    assert!(position("[DONE:implemented] all five") < position("`S-1` is **complete**"));
+    // The owner's words from the outage were read once Zulip was back, and answered.
+    assert_eq!(
+        said.iter().filter(|(_, t)| t.starts_with("Noted")).count(),
+        1,
+        "{said:#?}"
+    );
 }
 
 fn outbox_waiting(ws: &Workspace) -> i64 {
@@ -408,9 +421,21 @@ fn an_expired_event_queue_is_registered_again_and_no_reply_is_missed() {
             .count()
     };
     assert!(registered() >= 1);
-    // The queue dies; the owner answers while no queue hears it.
+    // The queue dies, and no new one can be made until the owner has answered: the answer
+    // reaches no queue, only the read of the topic after the next registration.
+    fake.set_register_down(Some(500));
     fake.expire_queues();
     fake.post_as_owner(STREAM, TOPIC, &format!("approve {id}"));
+    let failed_registers = || {
+        fake.requests()
+            .iter()
+            .filter(|r| r.path.ends_with("/register") && r.status == 500)
+            .count()
+    };
+    eventually(WAIT, "a registration to fail", || {
+        (failed_registers() >= 1).then_some(())
+    });
+    fake.set_register_down(None);
     eventually(WAIT, "the run to complete on the approval", || {
         (ws.json(&["show", "Q-1", "--json"])["task"]["status"] == "done").then_some(())
     });

@@ -19,7 +19,8 @@
 //! answers at once (with no events if there are none). [`FakeZulip::outgoing_webhook_payload`]
 //! builds what Zulip's outgoing webhook would POST for a stored message.
 //!
-//! Simpler than Zulip: `GET /messages` knows only `anchor=newest`, there is one realm with
+//! Simpler than Zulip: `GET /messages` knows only `anchor=newest` (with `num_before`) and
+//! a message id (with `num_after`), there is one realm with
 //! public streams only (every bot sees every queue), and `rendered_content` renders only
 //! mentions, escaping and paragraphs.
 //!
@@ -157,6 +158,8 @@ struct StateData {
     users: Vec<User>,
     next_user_id: u64,
     down: Option<u16>,
+    /// `POST /register` answers this status while set.
+    register_down: Option<u16>,
     events_wait: Duration,
     streams: Vec<String>,
     messages: Vec<Value>,
@@ -220,6 +223,7 @@ impl FakeZulip {
             users,
             next_user_id: FIRST_ADDED_BOT_ID,
             down: None,
+            register_down: None,
             events_wait: DEFAULT_EVENTS_WAIT,
             streams: vec![STREAM.to_owned()],
             next_message_id: 48217,
@@ -323,6 +327,12 @@ impl FakeZulip {
     pub fn set_down(&self, status: Option<u16>) {
         self.shared.state().down = status;
         self.shared.changed.notify_waiters();
+    }
+
+    /// While `Some(status)`, only `POST /register` answers `status` (no new event queue can
+    /// be made); `None`: normal again.
+    pub fn set_register_down(&self, status: Option<u16>) {
+        self.shared.state().register_down = status;
     }
 
     /// How long `GET /events` waits for a message before it answers a heartbeat.
@@ -626,7 +636,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
             .iter()
             .find(|b| authorization.as_deref() == Some(b.authorization.as_str()))
             .cloned();
-        if let Some(status) = state.down {
+        let register_down = state
+            .register_down
+            .filter(|_| parts.method == Method::POST && path == "/api/v1/register");
+        if let Some(status) = state.down.or(register_down) {
             Some(down_answer(status))
         } else if let Some(bot) = bot {
             if let Some(fault) = state.faults.pop_front() {
@@ -786,12 +799,19 @@ fn route(
             (200, json!({"result": "success", "msg": "", "id": id}))
         }
         ("GET", "/api/v1/messages") => {
-            if param("anchor").as_deref() != Some("newest") {
-                return (
-                    400,
-                    error_body("The fake knows only anchor=newest", "BAD_REQUEST"),
-                );
-            }
+            // `newest`, or a message id to read forward from (`num_after`).
+            let after: Option<u64> = match param("anchor").as_deref() {
+                Some("newest") => None,
+                Some(id) => match id.parse::<u64>() {
+                    Ok(id) => Some(id),
+                    Err(_) => return (400, error_body("Invalid anchor", "BAD_REQUEST")),
+                },
+                None => return (400, error_body("Missing 'anchor' argument", "BAD_REQUEST")),
+            };
+            let num_after = param("num_after")
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            let include_anchor = param("include_anchor").as_deref() != Some("false");
             let num_before = param("num_before")
                 .and_then(|n| n.parse::<usize>().ok())
                 .unwrap_or(0);
@@ -807,7 +827,11 @@ fn route(
                         Some("channel" | "stream") => {
                             message["display_recipient"].as_str() == operand
                         }
-                        Some("topic") => message["subject"].as_str() == operand,
+                        // Zulip matches topics without regard to case.
+                        Some("topic") => message["subject"]
+                            .as_str()
+                            .zip(operand)
+                            .is_some_and(|(a, b)| a.to_lowercase() == b.to_lowercase()),
                         _ => false,
                     }
                 })
@@ -818,6 +842,24 @@ fn route(
                 .filter(|m| matches(m))
                 .cloned()
                 .collect();
+            if let Some(anchor) = after {
+                let later: Vec<Value> = found
+                    .into_iter()
+                    .filter(|m| {
+                        let id = m["id"].as_u64().unwrap_or(0);
+                        id > anchor || (include_anchor && id == anchor)
+                    })
+                    .collect();
+                let found_newest = later.len() <= num_after;
+                let page: Vec<Value> = later.into_iter().take(num_after).collect();
+                return (
+                    200,
+                    json!({"result": "success", "msg": "", "messages": page,
+                           "found_anchor": false, "found_oldest": false,
+                           "found_newest": found_newest, "history_limited": false,
+                           "anchor": anchor}),
+                );
+            }
             let skip = found.len().saturating_sub(num_before);
             let window: Vec<Value> = found.into_iter().skip(skip).collect();
             (
