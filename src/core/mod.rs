@@ -17,4 +17,5 @@ pub mod record;
 pub mod run;
 pub mod task;
 pub mod time;
+pub mod tree;
 pub mod watchdog;

@@ -54,6 +54,11 @@ pub const SQLITE: &[Migration] = &[
         name: "outbox",
         sql: include_str!("sql/sqlite/0008_outbox.sql"),
     },
+    Migration {
+        version: 9,
+        name: "conductor",
+        sql: include_str!("sql/sqlite/0009_conductor.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -96,6 +101,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 8,
         name: "outbox",
         sql: include_str!("sql/postgres/0008_outbox.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "conductor",
+        sql: include_str!("sql/postgres/0009_conductor.sql"),
     },
 ];
 

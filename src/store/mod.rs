@@ -29,6 +29,7 @@ use crate::core::record::{
     StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::task::{Analysis, NewTask, Task, UpsertOutcome};
+use crate::core::tree::{AgentSession, TaskDependency, TaskLink};
 
 /// Tasks per page when listing.
 pub const TASK_PAGE: u32 = 5_000;
@@ -64,6 +65,10 @@ pub enum StoreError {
     SchemaTooNew { found: i64, known: i64 },
     #[error("store worker stopped unexpectedly: {0}")]
     Worker(String),
+    #[error("task `{0}` already has a parent: a task is linked into one decomposition only")]
+    AlreadyLinked(String),
+    #[error("decomposition of `{parent}` refused: {reason}")]
+    InvalidDecomposition { parent: String, reason: String },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -430,6 +435,45 @@ pub trait Store: Send + Sync {
         at: DateTime<Utc>,
     ) -> StoreResult<bool>;
 
+    /// Stores the decomposition of `parent_gid`: its `children` and the `dependencies` among
+    /// them, all in one transaction (a decomposition is stored whole or not at all). Every
+    /// child must name `parent_gid` as its parent and every edge must start at one of the
+    /// children (its `depends_on` may be any task but itself), else
+    /// [`StoreError::InvalidDecomposition`] and nothing is written. A child that is already
+    /// linked (here or under another parent) fails the call with
+    /// [`StoreError::AlreadyLinked`]; a key used twice among siblings fails it too. Either
+    /// way nothing of the call is kept.
+    async fn link_children(
+        &self,
+        parent_gid: &str,
+        children: &[TaskLink],
+        dependencies: &[TaskDependency],
+    ) -> StoreResult<()>;
+
+    /// Task `task_gid`'s own link to its parent, if it was linked as a child.
+    async fn task_link(&self, task_gid: &str) -> StoreResult<Option<TaskLink>>;
+
+    /// The children of `parent_gid` (one level down), in the order the planner listed them
+    /// (by position).
+    async fn children(&self, parent_gid: &str) -> StoreResult<Vec<TaskLink>>;
+
+    /// The gids task `task_gid` depends on, sorted.
+    async fn dependencies(&self, task_gid: &str) -> StoreResult<Vec<String>>;
+
+    /// Every dependency edge that starts at one of `parent_gid`'s children, in one read,
+    /// sorted by (task_gid, depends_on).
+    async fn dependencies_of_children(&self, parent_gid: &str) -> StoreResult<Vec<TaskDependency>>;
+
+    /// The gids task `task_gid` depends on whose queue status is not `done` (a task missing
+    /// from the queue counts as not done), sorted: empty when it may start. One read.
+    async fn unmet_dependencies(&self, task_gid: &str) -> StoreResult<Vec<String>>;
+
+    /// Records agent session `session.name` (insert, or replace by name).
+    async fn save_agent_session(&self, session: &AgentSession) -> StoreResult<()>;
+
+    /// The agent session named `name`, if any.
+    async fn agent_session(&self, name: &str) -> StoreResult<Option<AgentSession>>;
+
     /// Everything `executor status` shows, in one read.
     async fn summary(&self) -> StoreResult<StoreSummary>;
 }
@@ -456,6 +500,39 @@ pub(crate) fn complete_counts(found: Vec<(QueueStatus, i64)>) -> Vec<(QueueStatu
         }
     }
     counts
+}
+
+/// Refuses a decomposition the schema cannot catch: a child that names another parent, or an
+/// edge that starts at a task that is not one of the children, or a task that depends on
+/// itself.
+pub(crate) fn check_decomposition(
+    parent_gid: &str,
+    children: &[TaskLink],
+    dependencies: &[TaskDependency],
+) -> StoreResult<()> {
+    let refuse = |reason: String| StoreError::InvalidDecomposition {
+        parent: parent_gid.to_string(),
+        reason,
+    };
+    if let Some(child) = children.iter().find(|c| c.parent_gid != parent_gid) {
+        return Err(refuse(format!(
+            "child `{}` names `{}` as its parent",
+            child.task_gid, child.parent_gid
+        )));
+    }
+    if let Some(edge) = dependencies
+        .iter()
+        .find(|d| !children.iter().any(|c| c.task_gid == d.task_gid))
+    {
+        return Err(refuse(format!(
+            "dependency `{}` -> `{}` starts at a task that is not one of its children",
+            edge.task_gid, edge.depends_on
+        )));
+    }
+    if let Some(edge) = dependencies.iter().find(|d| d.task_gid == d.depends_on) {
+        return Err(refuse(format!("`{}` depends on itself", edge.task_gid)));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

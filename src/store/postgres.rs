@@ -14,7 +14,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::migrations::{self, Migration};
-use super::{complete_counts, Store, StoreError, StoreResult};
+use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult};
 use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
@@ -23,6 +23,7 @@ use crate::core::record::{
 };
 use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
+use crate::core::tree::{AgentSession, TaskDependency, TaskLink};
 
 const TASK_COLUMNS: &str = "id::bigint, COALESCE(task_gid::text, ''), \
      COALESCE(added_at::timestamptz, updated_at::timestamptz, 'epoch'::timestamptz), \
@@ -43,6 +44,7 @@ const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision
 const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
      created_at, attempts::bigint, next_attempt_at, delivered_at, last_error";
+const LINK_COLUMNS: &str = "task_gid, parent_gid, depth::bigint, key, position::bigint, created_at";
 
 /// Arbitrary, fixed: the advisory lock key under which migrations run ("executor" in ASCII).
 const MIGRATION_LOCK_KEY: i64 = 0x6578_6563_7574_6f72;
@@ -243,6 +245,35 @@ fn outgoing_from_row(row: &PgRow) -> Result<Outgoing, sqlx::Error> {
         next_attempt_at: row.try_get(9)?,
         delivered_at: row.try_get(10)?,
         last_error: row.try_get(11)?,
+    })
+}
+
+/// A stored count or place that must fit a `u32`.
+fn column_u32(row: &PgRow, index: usize, name: &str) -> Result<u32, sqlx::Error> {
+    let value: i64 = row.try_get(index)?;
+    u32::try_from(value).map_err(|e| sqlx::Error::ColumnDecode {
+        index: name.to_string(),
+        source: Box::new(e),
+    })
+}
+
+fn link_from_row(row: &PgRow) -> Result<TaskLink, sqlx::Error> {
+    Ok(TaskLink {
+        task_gid: row.try_get(0)?,
+        parent_gid: row.try_get(1)?,
+        depth: column_u32(row, 2, "depth")?,
+        key: row.try_get(3)?,
+        position: column_u32(row, 4, "position")?,
+        created_at: row.try_get(5)?,
+    })
+}
+
+fn session_from_row(row: &PgRow) -> Result<AgentSession, sqlx::Error> {
+    Ok(AgentSession {
+        name: row.try_get(0)?,
+        agent: row.try_get(1)?,
+        session_id: row.try_get(2)?,
+        updated_at: row.try_get(3)?,
     })
 }
 
@@ -1175,6 +1206,137 @@ impl Store for PgStore {
         .await?
         .rows_affected();
         Ok(inserted == 1)
+    }
+
+    async fn link_children(
+        &self,
+        parent_gid: &str,
+        children: &[TaskLink],
+        dependencies: &[TaskDependency],
+    ) -> StoreResult<()> {
+        check_decomposition(parent_gid, children, dependencies)?;
+        // Leaving early drops the transaction, which rolls back everything this call wrote.
+        let mut tx = self.pool.begin().await?;
+        for child in children {
+            let inserted = sqlx::query(
+                "INSERT INTO executor_task_links (task_gid, parent_gid, depth, key, position, \
+                 created_at) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (task_gid) DO NOTHING",
+            )
+            .bind(&child.task_gid)
+            .bind(&child.parent_gid)
+            .bind(i64::from(child.depth))
+            .bind(&child.key)
+            .bind(i64::from(child.position))
+            .bind(child.created_at)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            if inserted == 0 {
+                return Err(StoreError::AlreadyLinked(child.task_gid.clone()));
+            }
+        }
+        for edge in dependencies {
+            sqlx::query(
+                "INSERT INTO executor_task_dependencies (task_gid, depends_on) VALUES ($1, $2) \
+                 ON CONFLICT (task_gid, depends_on) DO NOTHING",
+            )
+            .bind(&edge.task_gid)
+            .bind(&edge.depends_on)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn task_link(&self, task_gid: &str) -> StoreResult<Option<TaskLink>> {
+        let row = sqlx::query(&format!(
+            "SELECT {LINK_COLUMNS} FROM executor_task_links WHERE task_gid = $1"
+        ))
+        .bind(task_gid)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(link_from_row).transpose()?)
+    }
+
+    async fn children(&self, parent_gid: &str) -> StoreResult<Vec<TaskLink>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {LINK_COLUMNS} FROM executor_task_links WHERE parent_gid = $1 \
+             ORDER BY position, task_gid COLLATE \"C\""
+        ))
+        .bind(parent_gid)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(link_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn dependencies(&self, task_gid: &str) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT depends_on FROM executor_task_dependencies WHERE task_gid = $1 \
+             ORDER BY depends_on COLLATE \"C\"",
+        )
+        .bind(task_gid)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn dependencies_of_children(&self, parent_gid: &str) -> StoreResult<Vec<TaskDependency>> {
+        let rows = sqlx::query(
+            "SELECT d.task_gid, d.depends_on FROM executor_task_dependencies AS d \
+             JOIN executor_task_links AS l ON l.task_gid = d.task_gid \
+             WHERE l.parent_gid = $1 \
+             ORDER BY d.task_gid COLLATE \"C\", d.depends_on COLLATE \"C\"",
+        )
+        .bind(parent_gid)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                Ok(TaskDependency {
+                    task_gid: row.try_get(0)?,
+                    depends_on: row.try_get(1)?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    async fn unmet_dependencies(&self, task_gid: &str) -> StoreResult<Vec<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT d.depends_on FROM executor_task_dependencies AS d \
+             LEFT JOIN executor_queue AS q ON q.task_gid = d.depends_on \
+             WHERE d.task_gid = $1 AND q.status::text IS DISTINCT FROM 'done' \
+             ORDER BY d.depends_on COLLATE \"C\"",
+        )
+        .bind(task_gid)
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn save_agent_session(&self, session: &AgentSession) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO executor_agent_sessions (name, agent, session_id, updated_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO UPDATE SET agent = excluded.agent, \
+             session_id = excluded.session_id, updated_at = excluded.updated_at",
+        )
+        .bind(&session.name)
+        .bind(&session.agent)
+        .bind(&session.session_id)
+        .bind(session.updated_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn agent_session(&self, name: &str) -> StoreResult<Option<AgentSession>> {
+        let row = sqlx::query(
+            "SELECT name, agent, session_id, updated_at FROM executor_agent_sessions \
+             WHERE name = $1",
+        )
+        .bind(name)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(session_from_row).transpose()?)
     }
 
     async fn summary(&self) -> StoreResult<StoreSummary> {

@@ -19,7 +19,7 @@ use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::migrations::{self, Migration};
-use super::{complete_counts, Store, StoreError, StoreResult};
+use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult};
 use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
@@ -29,6 +29,7 @@ use crate::core::record::{
 use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
 use crate::core::time;
+use crate::core::tree::{AgentSession, TaskDependency, TaskLink};
 
 const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, description, notes, \
      status, priority, complexity, feasibility, analysis_summary, executor_run_id";
@@ -42,6 +43,7 @@ const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision
 const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
      created_at, attempts, next_attempt_at, delivered_at, last_error";
+const LINK_COLUMNS: &str = "task_gid, parent_gid, depth, key, position, created_at";
 
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {
@@ -353,6 +355,17 @@ fn outgoing_from_row(row: &Row<'_>) -> rusqlite::Result<Outgoing> {
         next_attempt_at: ts(row, 9)?,
         delivered_at: ts_opt(row, 10)?,
         last_error: row.get(11)?,
+    })
+}
+
+fn link_from_row(row: &Row<'_>) -> rusqlite::Result<TaskLink> {
+    Ok(TaskLink {
+        task_gid: row.get(0)?,
+        parent_gid: row.get(1)?,
+        depth: row.get(2)?,
+        key: row.get(3)?,
+        position: row.get(4)?,
+        created_at: ts(row, 5)?,
     })
 }
 
@@ -1237,6 +1250,159 @@ impl Store for SqliteStore {
                 )?
                 .execute(params![chat, message_id, text(&at)])?;
             Ok(inserted == 1)
+        })
+        .await
+    }
+
+    async fn link_children(
+        &self,
+        parent_gid: &str,
+        children: &[TaskLink],
+        dependencies: &[TaskDependency],
+    ) -> StoreResult<()> {
+        check_decomposition(parent_gid, children, dependencies)?;
+        let (children, dependencies) = (children.to_vec(), dependencies.to_vec());
+        self.call_store(move |conn| {
+            // Leaving early drops the transaction, which rolls back everything this call wrote.
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for child in &children {
+                let inserted = tx
+                    .prepare_cached(&format!(
+                        "INSERT INTO executor_task_links ({LINK_COLUMNS}) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (task_gid) DO NOTHING"
+                    ))?
+                    .execute(params![
+                        child.task_gid,
+                        child.parent_gid,
+                        child.depth,
+                        child.key,
+                        child.position,
+                        text(&child.created_at)
+                    ])?;
+                if inserted == 0 {
+                    return Err(StoreError::AlreadyLinked(child.task_gid.clone()).into());
+                }
+            }
+            for edge in &dependencies {
+                tx.prepare_cached(
+                    "INSERT INTO executor_task_dependencies (task_gid, depends_on) VALUES (?1, ?2) \
+                     ON CONFLICT (task_gid, depends_on) DO NOTHING",
+                )?
+                .execute(params![edge.task_gid, edge.depends_on])?;
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn task_link(&self, task_gid: &str) -> StoreResult<Option<TaskLink>> {
+        let task_gid = task_gid.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {LINK_COLUMNS} FROM executor_task_links WHERE task_gid = ?1"
+            ))?
+            .query_row([task_gid], link_from_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn children(&self, parent_gid: &str) -> StoreResult<Vec<TaskLink>> {
+        let parent_gid = parent_gid.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {LINK_COLUMNS} FROM executor_task_links WHERE parent_gid = ?1 \
+                 ORDER BY position, task_gid"
+            ))?
+            .query_map([parent_gid], link_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn dependencies(&self, task_gid: &str) -> StoreResult<Vec<String>> {
+        let task_gid = task_gid.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT depends_on FROM executor_task_dependencies WHERE task_gid = ?1 \
+                 ORDER BY depends_on",
+            )?
+            .query_map([task_gid], |row| row.get(0))?
+            .collect()
+        })
+        .await
+    }
+
+    async fn dependencies_of_children(&self, parent_gid: &str) -> StoreResult<Vec<TaskDependency>> {
+        let parent_gid = parent_gid.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT d.task_gid, d.depends_on FROM executor_task_dependencies AS d \
+                 JOIN executor_task_links AS l ON l.task_gid = d.task_gid \
+                 WHERE l.parent_gid = ?1 ORDER BY d.task_gid, d.depends_on",
+            )?
+            .query_map([parent_gid], |row| {
+                Ok(TaskDependency {
+                    task_gid: row.get(0)?,
+                    depends_on: row.get(1)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
+    async fn unmet_dependencies(&self, task_gid: &str) -> StoreResult<Vec<String>> {
+        let task_gid = task_gid.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT d.depends_on FROM executor_task_dependencies AS d \
+                 LEFT JOIN executor_queue AS q ON q.task_gid = d.depends_on \
+                 WHERE d.task_gid = ?1 AND (q.status IS NULL OR q.status <> 'done') \
+                 ORDER BY d.depends_on",
+            )?
+            .query_map([task_gid], |row| row.get(0))?
+            .collect()
+        })
+        .await
+    }
+
+    async fn save_agent_session(&self, session: &AgentSession) -> StoreResult<()> {
+        let session = session.clone();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_agent_sessions (name, agent, session_id, updated_at) \
+                 VALUES (?1, ?2, ?3, ?4) ON CONFLICT (name) DO UPDATE SET agent = excluded.agent, \
+                 session_id = excluded.session_id, updated_at = excluded.updated_at",
+            )?
+            .execute(params![
+                session.name,
+                session.agent,
+                session.session_id,
+                text(&session.updated_at)
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn agent_session(&self, name: &str) -> StoreResult<Option<AgentSession>> {
+        let name = name.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT name, agent, session_id, updated_at FROM executor_agent_sessions \
+                 WHERE name = ?1",
+            )?
+            .query_row([name], |row| {
+                Ok(AgentSession {
+                    name: row.get(0)?,
+                    agent: row.get(1)?,
+                    session_id: row.get(2)?,
+                    updated_at: ts(row, 3)?,
+                })
+            })
+            .optional()
         })
         .await
     }

@@ -11,6 +11,7 @@ use executor::core::record::{
 };
 use executor::core::run::RunState;
 use executor::core::task::{Analysis, NewTask, UpsertOutcome};
+use executor::core::tree::{AgentSession, TaskDependency, TaskLink};
 use executor::store::postgres::PgStore;
 use executor::store::sqlite::SqliteStore;
 use executor::store::{Store, StoreError};
@@ -1396,6 +1397,431 @@ async fn a_chat_message_is_claimed_once(store: &dyn Store) {
         .expect("slack again"));
 }
 
+fn link(parent: &str, gid: &str, depth: u32, key: &str, position: u32) -> TaskLink {
+    TaskLink {
+        task_gid: gid.to_string(),
+        parent_gid: parent.to_string(),
+        depth,
+        key: key.to_string(),
+        position,
+        created_at: t0() + Duration::seconds(i64::from(position)),
+    }
+}
+
+fn edge(task_gid: &str, depends_on: &str) -> TaskDependency {
+    TaskDependency {
+        task_gid: task_gid.to_string(),
+        depends_on: depends_on.to_string(),
+    }
+}
+
+/// The gids of `parent_gid`'s children, in the store's order.
+async fn child_gids(store: &dyn Store, parent_gid: &str) -> Vec<String> {
+    store
+        .children(parent_gid)
+        .await
+        .expect("children")
+        .into_iter()
+        .map(|l| l.task_gid)
+        .collect()
+}
+
+async fn a_decomposition_reads_back_in_the_planners_order(store: &dyn Store) {
+    let (a, b, c) = (
+        link("G-1", "G-1.A", 1, "A", 0),
+        link("G-1", "G-1.B", 1, "B", 1),
+        link("G-1", "G-1.C", 1, "C", 2),
+    );
+    // Given out of order: the planner's position decides, not the order of the slice.
+    store
+        .link_children(
+            "G-1",
+            &[c.clone(), a.clone(), b.clone()],
+            &[edge("G-1.B", "G-1.A")],
+        )
+        .await
+        .expect("link");
+    assert_eq!(
+        store.children("G-1").await.expect("children"),
+        [a.clone(), b.clone(), c.clone()]
+    );
+    assert_eq!(
+        store.task_link("G-1.B").await.expect("link of B"),
+        Some(b.clone())
+    );
+    assert_eq!(store.task_link("G-1").await.expect("the goal's link"), None);
+    assert_eq!(store.dependencies("G-1.B").await.expect("B"), ["G-1.A"]);
+    assert!(store.dependencies("G-1.A").await.expect("A").is_empty());
+    assert!(store.dependencies("G-404").await.expect("none").is_empty());
+    assert!(store.children("G-404").await.expect("none").is_empty());
+    assert!(store.children("G-1.A").await.expect("a leaf").is_empty());
+    assert!(
+        store.link_children("G-2", &[], &[]).await.is_ok(),
+        "an empty decomposition stores nothing"
+    );
+    assert!(store.children("G-2").await.expect("none").is_empty());
+}
+
+async fn a_decomposition_is_stored_whole_or_not_at_all(store: &dyn Store) {
+    store
+        .link_children(
+            "G-1",
+            &[
+                link("G-1", "G-1.A", 1, "A", 0),
+                link("G-1", "G-1.B", 1, "B", 1),
+            ],
+            &[edge("G-1.B", "G-1.A")],
+        )
+        .await
+        .expect("first decomposition");
+
+    // A second goal that reuses G-1.B: refused, and its new child and edges are not kept.
+    let err = store
+        .link_children(
+            "G-2",
+            &[
+                link("G-2", "G-2.X", 1, "X", 0),
+                link("G-2", "G-1.B", 1, "Y", 1),
+            ],
+            &[edge("G-2.X", "G-1.A"), edge("G-1.B", "G-2.X")],
+        )
+        .await
+        .expect_err("G-1.B already has a parent");
+    assert!(
+        matches!(err, StoreError::AlreadyLinked(ref gid) if gid == "G-1.B"),
+        "{err}"
+    );
+    assert!(store.children("G-2").await.expect("children").is_empty());
+    assert_eq!(store.task_link("G-2.X").await.expect("link of X"), None);
+    assert!(store.dependencies("G-2.X").await.expect("X").is_empty());
+    assert_eq!(store.dependencies("G-1.B").await.expect("B"), ["G-1.A"]);
+    assert_eq!(
+        store
+            .task_link("G-1.B")
+            .await
+            .expect("link of B")
+            .map(|l| l.parent_gid),
+        Some("G-1".to_string())
+    );
+
+    // Linking the same child twice in one call is refused the same way.
+    let err = store
+        .link_children(
+            "G-3",
+            &[
+                link("G-3", "G-3.A", 1, "A", 0),
+                link("G-3", "G-3.A", 1, "B", 1),
+            ],
+            &[],
+        )
+        .await
+        .expect_err("one child twice");
+    assert!(matches!(err, StoreError::AlreadyLinked(_)), "{err}");
+    assert!(store.children("G-3").await.expect("children").is_empty());
+
+    // A key used twice among siblings is refused by the schema: nothing kept either.
+    store
+        .link_children(
+            "G-4",
+            &[
+                link("G-4", "G-4.A", 1, "A", 0),
+                link("G-4", "G-4.B", 1, "A", 1),
+            ],
+            &[edge("G-4.B", "G-4.A")],
+        )
+        .await
+        .expect_err("a key twice among siblings");
+    assert!(store.children("G-4").await.expect("children").is_empty());
+    assert!(store.dependencies("G-4.B").await.expect("B").is_empty());
+
+    // What the schema cannot tell is checked before anything is written.
+    for (children, edges) in [
+        (vec![link("G-9", "G-5.A", 1, "A", 0)], vec![]),
+        (
+            vec![link("G-5", "G-5.A", 1, "A", 0)],
+            vec![edge("G-1.A", "G-5.A")],
+        ),
+        (
+            vec![link("G-5", "G-5.A", 1, "A", 0)],
+            vec![edge("G-5.A", "G-5.A")],
+        ),
+    ] {
+        let err = store
+            .link_children("G-5", &children, &edges)
+            .await
+            .expect_err("malformed");
+        assert!(
+            matches!(err, StoreError::InvalidDecomposition { ref parent, .. } if parent == "G-5"),
+            "{err}"
+        );
+    }
+    assert!(store.children("G-5").await.expect("children").is_empty());
+    assert!(store.children("G-9").await.expect("children").is_empty());
+    assert_eq!(
+        store.dependencies("G-1.A").await.expect("A"),
+        Vec::<String>::new()
+    );
+}
+
+async fn a_childs_children_sit_one_level_further_down(store: &dyn Store) {
+    store
+        .link_children(
+            "G-1",
+            &[
+                link("G-1", "G-1.A", 1, "A", 0),
+                link("G-1", "G-1.B", 1, "B", 1),
+            ],
+            &[],
+        )
+        .await
+        .expect("goal");
+    let (a1, a2) = (
+        link("G-1.A", "G-1.A.1", 2, "A", 0),
+        link("G-1.A", "G-1.A.2", 2, "B", 1),
+    );
+    store
+        .link_children(
+            "G-1.A",
+            &[a2.clone(), a1.clone()],
+            &[edge("G-1.A.2", "G-1.A.1")],
+        )
+        .await
+        .expect("child");
+    assert_eq!(
+        store.children("G-1.A").await.expect("children"),
+        [a1, a2.clone()]
+    );
+    assert_eq!(child_gids(store, "G-1").await, ["G-1.A", "G-1.B"]);
+    let link = store
+        .task_link("G-1.A.2")
+        .await
+        .expect("link")
+        .expect("linked");
+    assert_eq!((link.parent_gid.as_str(), link.depth), ("G-1.A", 2));
+    assert_eq!(link, a2);
+    // Keys are unique among siblings only: "A" again one level down is fine.
+    assert_eq!(
+        store
+            .task_link("G-1.A")
+            .await
+            .expect("link")
+            .map(|l| l.depth),
+        Some(1)
+    );
+}
+
+async fn unmet_dependencies_follow_the_queue_status(store: &dyn Store) {
+    for gid in ["G-1.A", "G-1.B", "G-1.C"] {
+        store
+            .upsert_task(&new_task(gid, "# child"), "conductor", t0())
+            .await
+            .expect("add");
+    }
+    store
+        .link_children(
+            "G-1",
+            &[
+                link("G-1", "G-1.A", 1, "A", 0),
+                link("G-1", "G-1.B", 1, "B", 1),
+                link("G-1", "G-1.C", 1, "C", 2),
+            ],
+            &[
+                edge("G-1.C", "G-1.Z-missing"),
+                edge("G-1.C", "G-1.B"),
+                edge("G-1.C", "G-1.A"),
+                edge("G-1.B", "G-1.A"),
+            ],
+        )
+        .await
+        .expect("link");
+    assert!(store
+        .unmet_dependencies("G-1.A")
+        .await
+        .expect("A")
+        .is_empty());
+    assert_eq!(
+        store.unmet_dependencies("G-1.B").await.expect("B"),
+        ["G-1.A"]
+    );
+    assert_eq!(
+        store.unmet_dependencies("G-1.C").await.expect("C"),
+        ["G-1.A", "G-1.B", "G-1.Z-missing"]
+    );
+
+    let at = t0() + Duration::minutes(1);
+    store
+        .change_status(&change(
+            "G-1.A",
+            QueueStatus::Pending,
+            QueueStatus::InProgress,
+            at,
+        ))
+        .await
+        .expect("start A");
+    assert_eq!(
+        store.unmet_dependencies("G-1.B").await.expect("B"),
+        ["G-1.A"],
+        "in progress is not done"
+    );
+    store
+        .change_status(&change(
+            "G-1.A",
+            QueueStatus::InProgress,
+            QueueStatus::Done,
+            at,
+        ))
+        .await
+        .expect("finish A");
+    assert!(store
+        .unmet_dependencies("G-1.B")
+        .await
+        .expect("B")
+        .is_empty());
+    assert_eq!(
+        store.unmet_dependencies("G-1.C").await.expect("C"),
+        ["G-1.B", "G-1.Z-missing"]
+    );
+    store
+        .change_status(&change(
+            "G-1.B",
+            QueueStatus::Pending,
+            QueueStatus::Skip,
+            at,
+        ))
+        .await
+        .expect("skip B");
+    assert_eq!(
+        store.unmet_dependencies("G-1.C").await.expect("C"),
+        ["G-1.B", "G-1.Z-missing"],
+        "skipped is not done"
+    );
+    store
+        .change_status(&change("G-1.B", QueueStatus::Skip, QueueStatus::Done, at))
+        .await
+        .expect("finish B");
+    assert_eq!(
+        store.unmet_dependencies("G-1.C").await.expect("C"),
+        ["G-1.Z-missing"],
+        "a task missing from the queue is never done"
+    );
+    assert!(store
+        .unmet_dependencies("G-404")
+        .await
+        .expect("none")
+        .is_empty());
+}
+
+async fn dependencies_of_children_are_the_edges_of_one_decomposition(store: &dyn Store) {
+    store
+        .link_children(
+            "G-1",
+            &[
+                link("G-1", "G-1.c", 1, "c", 0),
+                link("G-1", "G-1.B", 1, "B", 1),
+                link("G-1", "G-1.a", 1, "a", 2),
+            ],
+            &[
+                edge("G-1.c", "G-1.a"),
+                edge("G-1.c", "G-1.B"),
+                edge("G-1.a", "G-1.B"),
+                edge("G-1.c", "G-0"),
+            ],
+        )
+        .await
+        .expect("goal");
+    // Edges of other decompositions (a grandchild's, another goal's) are not among them.
+    store
+        .link_children(
+            "G-1.a",
+            &[
+                link("G-1.a", "G-1.a.1", 2, "A", 0),
+                link("G-1.a", "G-1.a.2", 2, "B", 1),
+            ],
+            &[edge("G-1.a.2", "G-1.a.1")],
+        )
+        .await
+        .expect("child");
+    store
+        .link_children(
+            "G-2",
+            &[
+                link("G-2", "G-2.A", 1, "A", 0),
+                link("G-2", "G-2.B", 1, "B", 1),
+            ],
+            &[edge("G-2.B", "G-2.A")],
+        )
+        .await
+        .expect("another goal");
+    // Sorted byte-wise, as Rust sorts strings: upper case before lower case.
+    assert_eq!(
+        store.dependencies_of_children("G-1").await.expect("edges"),
+        [
+            edge("G-1.a", "G-1.B"),
+            edge("G-1.c", "G-0"),
+            edge("G-1.c", "G-1.B"),
+            edge("G-1.c", "G-1.a"),
+        ]
+    );
+    assert_eq!(
+        store.dependencies("G-1.c").await.expect("c"),
+        ["G-0", "G-1.B", "G-1.a"]
+    );
+    assert_eq!(
+        store
+            .dependencies_of_children("G-1.a")
+            .await
+            .expect("edges"),
+        [edge("G-1.a.2", "G-1.a.1")]
+    );
+    assert_eq!(
+        store.dependencies_of_children("G-2").await.expect("edges"),
+        [edge("G-2.B", "G-2.A")]
+    );
+    assert!(store
+        .dependencies_of_children("G-404")
+        .await
+        .expect("none")
+        .is_empty());
+}
+
+async fn agent_sessions_are_replaced_by_name_and_read_back(store: &dyn Store) {
+    assert_eq!(store.agent_session("reviewer").await.expect("none"), None);
+    let first = AgentSession {
+        name: "reviewer".to_string(),
+        agent: "claude".to_string(),
+        session_id: "0f6c1e2a-ünï".to_string(),
+        updated_at: t0(),
+    };
+    store.save_agent_session(&first).await.expect("save");
+    assert_eq!(
+        store.agent_session("reviewer").await.expect("read"),
+        Some(first.clone())
+    );
+    let other = AgentSession {
+        name: "implementer".to_string(),
+        agent: "codex".to_string(),
+        session_id: "thread-1".to_string(),
+        updated_at: t0(),
+    };
+    store.save_agent_session(&other).await.expect("save other");
+    let replaced = AgentSession {
+        agent: "pi".to_string(),
+        session_id: "s-2".to_string(),
+        updated_at: t0() + Duration::minutes(3),
+        ..first
+    };
+    store.save_agent_session(&replaced).await.expect("replace");
+    assert_eq!(
+        store.agent_session("reviewer").await.expect("read"),
+        Some(replaced)
+    );
+    assert_eq!(
+        store.agent_session("implementer").await.expect("read"),
+        Some(other)
+    );
+    assert_eq!(store.agent_session("Reviewer").await.expect("none"), None);
+}
+
 /// Claims and delivers `notifier`'s messages as `holder` until none is left; the ids it
 /// delivered, in the order it delivered them.
 async fn deliver_all(store: &dyn Store, notifier: &str, holder: &str) -> Vec<i64> {
@@ -1569,6 +1995,12 @@ conformance!(
     a_live_claim_of_another_holder_blocks_an_expired_one_does_not,
     notifiers_have_lines_of_their_own_and_a_backlog,
     a_chat_message_is_claimed_once,
+    a_decomposition_reads_back_in_the_planners_order,
+    a_decomposition_is_stored_whole_or_not_at_all,
+    a_childs_children_sit_one_level_further_down,
+    unmet_dependencies_follow_the_queue_status,
+    dependencies_of_children_are_the_edges_of_one_decomposition,
+    agent_sessions_are_replaced_by_name_and_read_back,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
     summary_counts_every_known_status,
