@@ -1,5 +1,5 @@
-//! Agent adapters: one per agent CLI a worker can run (Claude Code, Codex, any command),
-//! behind one interface, chosen per config (`[agent] kind`).
+//! Agent adapters: one per agent CLI a worker can run (Claude Code, Codex, pi, any
+//! command), behind one interface, chosen per config (`[agent] kind`).
 //!
 //! An adapter knows three things about its CLI: the command line that starts or resumes a
 //! worker ([`Adapter::argv`]; the prompt always goes on stdin), the non-secret settings it
@@ -17,13 +17,15 @@
 //!   transcript), never a panic or an error;
 //! - spawn anything: it builds argv and reads lines; the supervisor runs the process.
 //!
-//! Facts about the CLIs' output are in `shared/fixtures/agents/README.md`, and the tests of
-//! each adapter read those captured transcripts.
+//! Facts about the CLIs' output are in `shared/fixtures/agents/README.md` (pi's in
+//! `tests/fixtures/pi/README.md`), and the tests of each adapter read those captured
+//! transcripts.
 
 pub mod claude;
 pub mod codex;
 pub mod command;
 pub mod event;
+pub mod pi;
 
 use std::ffi::OsStr;
 use std::os::unix::fs::PermissionsExt;
@@ -74,11 +76,12 @@ pub struct Invocation {
     pub session: Session,
     /// Claude: the settings file installing the hook (see [`claude::hook_settings`]).
     pub settings: Option<PathBuf>,
-    /// Claude: tools allowed without asking (`--allowedTools`).
+    /// Claude: tools allowed without asking (`--allowedTools`). pi: the only tools it has
+    /// (`--tools`, see [`pi::tool_list`]).
     pub allowed_tools: Vec<String>,
-    /// Claude: appended to the system prompt (the worker message format).
+    /// Claude and pi: appended to the system prompt (the worker message format).
     pub append_system_prompt: Option<String>,
-    /// Claude, and Codex on a new session.
+    /// Claude, pi, and Codex on a new session.
     pub model: Option<String>,
     /// Claude: `--max-turns`.
     pub max_turns: Option<u32>,
@@ -91,16 +94,19 @@ pub enum Adapter {
     Claude { program: PathBuf },
     /// Codex at `program`.
     Codex { program: PathBuf },
+    /// pi at `program`.
+    Pi { program: PathBuf },
     /// Any program; `argv` is its whole command line.
     Command { argv: Vec<String> },
 }
 
 impl Adapter {
-    /// `claude`, `codex` or `command`, for logs and the run record.
+    /// `claude`, `codex`, `pi` or `command`, for logs and the run record.
     pub fn name(&self) -> &'static str {
         match self {
             Adapter::Claude { .. } => "claude",
             Adapter::Codex { .. } => "codex",
+            Adapter::Pi { .. } => "pi",
             Adapter::Command { .. } => "command",
         }
     }
@@ -110,6 +116,7 @@ impl Adapter {
         match self {
             Adapter::Claude { program } => claude::argv(program, invocation),
             Adapter::Codex { program } => codex::argv(program, invocation),
+            Adapter::Pi { program } => pi::argv(program, invocation),
             Adapter::Command { argv } => command::argv(argv),
         }
     }
@@ -117,14 +124,18 @@ impl Adapter {
     /// The command line of a call that only answers (the analyzer's): [`Adapter::argv`]
     /// with no tools, and the final answer asked for in the shape of the JSON Schema
     /// `schema` where the CLI can (Claude: see [`claude::answer_only_args`]; it arrives as
-    /// [`Finished::structured_output`]). Other agents get their usual argv: their prompt
-    /// must ask for the shape in words.
+    /// [`Finished::structured_output`]; pi: see [`pi::answer_only_argv`], no tools). Other
+    /// agents get their usual argv; all but Claude's prompt must ask for the shape in words.
     pub fn answer_only_argv(&self, invocation: &Invocation, schema: Option<&Value>) -> Vec<String> {
-        let mut argv = self.argv(invocation);
-        if let Adapter::Claude { .. } = self {
-            argv.extend(claude::answer_only_args(schema));
+        match self {
+            Adapter::Claude { .. } => {
+                let mut argv = self.argv(invocation);
+                argv.extend(claude::answer_only_args(schema));
+                argv
+            }
+            Adapter::Pi { program } => pi::answer_only_argv(program, invocation),
+            Adapter::Codex { .. } | Adapter::Command { .. } => self.argv(invocation),
         }
-        argv
     }
 
     /// The events one stdout line means. Never fails; stderr is not parsed (it is kept in
@@ -133,13 +144,17 @@ impl Adapter {
         match self {
             Adapter::Claude { .. } => claude::parse_line(line),
             Adapter::Codex { .. } => codex::parse_line(line),
+            Adapter::Pi { .. } => pi::parse_line(line),
             Adapter::Command { .. } => command::parse_line(line),
         }
     }
 
     /// Whether a later worker can continue this one's session ([`Session::Resume`]).
     pub fn supports_resume(&self) -> bool {
-        matches!(self, Adapter::Claude { .. } | Adapter::Codex { .. })
+        matches!(
+            self,
+            Adapter::Claude { .. } | Adapter::Codex { .. } | Adapter::Pi { .. }
+        )
     }
 
     /// Whether executor can choose a new session's id ([`Session::New`] with an id), so it
@@ -153,13 +168,15 @@ impl Adapter {
     pub fn fixed_env(&self) -> &'static [(&'static str, &'static str)] {
         match self {
             Adapter::Claude { .. } => &claude::FIXED_ENV,
+            Adapter::Pi { .. } => &pi::FIXED_ENV,
             Adapter::Codex { .. } | Adapter::Command { .. } => &[],
         }
     }
 }
 
 /// The adapter `[agent]` asks for. `auto` takes Claude Code if `claude` is on `path`, else
-/// Codex if `codex` is, else the bundled example worker at `example_worker`. `path` is the
+/// Codex if `codex` is, else pi if `pi` is, else the bundled example worker at
+/// `example_worker`. `path` is the
 /// `PATH` to search (the orchestrator's, passed in so this stays testable); programs are
 /// resolved to absolute paths, since a worker's environment is built from scratch.
 pub fn for_config(
@@ -194,6 +211,8 @@ pub fn for_config(
             Adapter::Claude { program }
         } else if let Some(program) = find_program(codex::PROGRAM, path) {
             Adapter::Codex { program }
+        } else if let Some(program) = find_program(pi::PROGRAM, path) {
+            Adapter::Pi { program }
         } else {
             Adapter::Command {
                 argv: vec![example_worker.to_string_lossy().into_owned()],
@@ -205,7 +224,9 @@ pub fn for_config(
         AgentKind::Codex => Ok(Adapter::Codex {
             program: configured("codex", codex::PROGRAM)?,
         }),
-        AgentKind::Pi => Err(AgentError::Unsupported { kind: "pi" }),
+        AgentKind::Pi => Ok(Adapter::Pi {
+            program: configured("pi", pi::PROGRAM)?,
+        }),
         AgentKind::Command => {
             let (program, args) = section
                 .command
@@ -296,7 +317,7 @@ mod tests {
     const EXAMPLE: &str = "/opt/executor/example-worker.sh";
 
     #[test]
-    fn auto_prefers_claude_then_codex_then_the_example_worker() {
+    fn auto_prefers_claude_then_codex_then_pi_then_the_example_worker() {
         let one = tempfile::tempdir().unwrap();
         let two = tempfile::tempdir().unwrap();
         let empty = tempfile::tempdir().unwrap();
@@ -377,10 +398,56 @@ mod tests {
             for_config(&section(AgentKind::Command, &[]), example, Some(&path)),
             Err(AgentError::EmptyCommand)
         );
+    }
+
+    #[test]
+    fn pi_is_found_on_path_or_at_agent_program() {
+        let folder = tempfile::tempdir().unwrap();
+        let empty = tempfile::tempdir().unwrap();
+        let pi = install(folder.path(), "pi", 0o755);
+        let example = Path::new(EXAMPLE);
+        let kind = section(AgentKind::Pi, &[]);
         assert_eq!(
-            for_config(&section(AgentKind::Pi, &[]), example, Some(&path)),
-            Err(AgentError::Unsupported { kind: "pi" })
+            for_config(&kind, example, Some(&path_of(&[folder.path()]))),
+            Ok(Adapter::Pi {
+                program: pi.clone()
+            })
         );
+        assert_eq!(
+            for_config(&kind, example, Some(&path_of(&[empty.path()]))),
+            Err(AgentError::NotFound {
+                kind: "pi",
+                program: "pi".into()
+            })
+        );
+        let at_program = AgentSection {
+            program: Some(pi.clone()),
+            ..kind
+        };
+        assert_eq!(
+            for_config(&at_program, example, None),
+            Ok(Adapter::Pi { program: pi })
+        );
+        // auto takes pi after Claude Code and Codex, before the example worker.
+        assert_eq!(
+            for_config(
+                &section(AgentKind::Auto, &[]),
+                example,
+                Some(&path_of(&[folder.path()]))
+            ),
+            Ok(Adapter::Pi {
+                program: folder.path().join("pi")
+            })
+        );
+        install(folder.path(), "codex", 0o755);
+        assert!(matches!(
+            for_config(
+                &section(AgentKind::Auto, &[]),
+                example,
+                Some(&path_of(&[folder.path()]))
+            ),
+            Ok(Adapter::Codex { .. })
+        ));
     }
 
     #[test]
@@ -394,6 +461,9 @@ mod tests {
         let command = Adapter::Command {
             argv: vec!["w".into()],
         };
+        let pi = Adapter::Pi {
+            program: "/bin/pi".into(),
+        };
         let init = r#"{"type":"system","subtype":"init","session_id":"s1"}"#;
         assert!(matches!(
             &claude.parse_line(init)[0],
@@ -404,6 +474,15 @@ mod tests {
             &codex.parse_line(thread)[0],
             AgentEvent::SessionStarted { session_id, .. } if session_id == "t1"
         ));
+        let header = r#"{"type":"session","version":3,"id":"p1","timestamp":"t","cwd":"/w"}"#;
+        assert!(matches!(
+            &pi.parse_line(header)[0],
+            AgentEvent::SessionStarted { session_id, .. } if session_id == "p1"
+        ));
+        assert_eq!(
+            claude.parse_line(header),
+            vec![AgentEvent::other("session")]
+        );
         assert_eq!(
             claude.parse_line("[DONE:pr_ready]"),
             vec![AgentEvent::other(NOT_JSON)]
@@ -413,11 +492,13 @@ mod tests {
             vec!["[DONE:pr_ready]"]
         );
         assert_eq!(
-            (claude.name(), codex.name(), command.name()),
-            ("claude", "codex", "command")
+            (claude.name(), codex.name(), pi.name(), command.name()),
+            ("claude", "codex", "pi", "command")
         );
-        assert!(claude.supports_resume() && codex.supports_resume());
+        assert!(claude.supports_resume() && codex.supports_resume() && pi.supports_resume());
         assert!(claude.chooses_session_id() && !codex.chooses_session_id());
+        assert!(!pi.chooses_session_id());
+        assert!(pi.fixed_env().contains(&("PI_OFFLINE", "1")));
         assert!(claude
             .fixed_env()
             .contains(&("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")));
@@ -427,10 +508,14 @@ mod tests {
             ["/bin/claude", "-p"]
         );
         assert_eq!(codex.argv(&Invocation::default()).last().unwrap(), "-");
+        assert_eq!(
+            pi.argv(&Invocation::default()),
+            ["/bin/pi", "--print", "--mode", "json"]
+        );
     }
 
     #[test]
-    fn only_claude_is_told_to_answer_without_tools_in_a_schema() {
+    fn claude_answers_without_tools_in_a_schema_pi_without_tools() {
         let schema = serde_json::json!({"type": "object"});
         let claude = Adapter::Claude {
             program: "/bin/claude".into(),
@@ -453,6 +538,17 @@ mod tests {
                 other.argv(&Invocation::default())
             );
         }
+        let pi = Adapter::Pi {
+            program: "/bin/pi".into(),
+        };
+        let with_tools = Invocation {
+            allowed_tools: vec!["read".into()],
+            ..Invocation::default()
+        };
+        assert_eq!(
+            pi.answer_only_argv(&with_tools, Some(&schema)),
+            ["/bin/pi", "--print", "--mode", "json", "--no-tools"]
+        );
     }
 
     #[test]
@@ -462,6 +558,9 @@ mod tests {
                 program: "c".into(),
             },
             Adapter::Codex {
+                program: "c".into(),
+            },
+            Adapter::Pi {
                 program: "c".into(),
             },
             Adapter::Command {

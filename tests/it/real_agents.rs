@@ -1,6 +1,8 @@
-//! The real Claude Code and Codex CLIs, run directly (not through executor) against the
-//! scripted model server: proof that the server speaks what these versions expect, and a
-//! record of the exact environment and arguments each needs to run offline.
+//! The real Claude Code, Codex and pi CLIs, run against the scripted model server: proof
+//! that the server speaks what these versions expect, and a record of the exact environment
+//! and arguments each needs to run offline. Claude Code and Codex run directly (not through
+//! executor); pi runs with its adapter's command line and its output goes through the
+//! adapter, since nothing else here runs the real pi.
 //!
 //! The CLIs come from `.ci/install-agent-clis`. Without them these tests say they skipped,
 //! except in CI, where they must be there.
@@ -12,19 +14,28 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use executor::agents::{Adapter, AgentEvent, Invocation, Session, Summary};
+
 use crate::model_server::{ModelServer, Served, Turn};
 
 /// The variable naming a folder that holds the agent CLIs, instead of the installed ones.
 pub const AGENT_CLIS_ENV: &str = "EXECUTOR_TEST_AGENT_CLIS";
 
-/// The agent CLI `name` (`claude`, `codex`), or `None` after saying the calling test
+/// The agent CLI `name` (`claude`, `codex`, `pi`), or `None` after saying the calling test
 /// skipped; in CI (`CI` set) a missing CLI fails the test instead.
 pub fn agent_cli(name: &str) -> Option<PathBuf> {
     let path = match std::env::var_os(AGENT_CLIS_ENV) {
         Some(dir) => PathBuf::from(dir).join(name),
-        None => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("target/agent-clis/node_modules/.bin")
-            .join(name),
+        None => {
+            let installed = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/agent-clis");
+            // pi has an npm prefix of its own there (see .ci/install-agent-clis).
+            let prefix = if name == "pi" {
+                installed.join("pi")
+            } else {
+                installed
+            };
+            prefix.join("node_modules/.bin").join(name)
+        }
     };
     if path.is_file() {
         return Some(path);
@@ -53,7 +64,8 @@ const RUN_LIMIT: Duration = Duration::from_secs(60);
 struct AgentDirs {
     _root: tempfile::TempDir,
     home: PathBuf,
-    /// `CLAUDE_CONFIG_DIR` or `CODEX_HOME`; outside `tmp`, as Codex needs.
+    /// `CLAUDE_CONFIG_DIR`, `CODEX_HOME` or `PI_CODING_AGENT_DIR`; outside `tmp`, as Codex
+    /// needs.
     config: PathBuf,
     tmp: PathBuf,
     /// The working directory: empty, and in no git repository.
@@ -97,7 +109,7 @@ struct Run {
 }
 
 impl Run {
-    /// The JSON lines of stdout (both CLIs print nothing else there).
+    /// The JSON lines of stdout (the CLIs print nothing else there).
     fn events(&self) -> Vec<Value> {
         self.stdout
             .lines()
@@ -494,6 +506,221 @@ fn codex_reports_a_scripted_api_error() {
         let last = events.last().unwrap_or_else(|| panic!("no events\n{run}"));
         assert_eq!(last["type"], "turn.failed", "{run}");
         // With the config's retry limits of 0, a 5xx is not retried either.
+        assert_eq!(served(&server), [Served::Turn(0)], "{run}");
+    }
+}
+
+// ---- pi ----
+
+/// The key pi sends; the server accepts any. Shaped like an Anthropic OAuth token on
+/// purpose: with one, pi 0.73.1's Anthropic provider names its tools as Claude Code does (its
+/// `bash` goes out as `Bash`, and a `Bash` call comes back to `bash`), so the script's `Bash`
+/// turns run pi's own shell tool.
+const PI_KEY: &str = "sk-ant-oat-scripted-test-key";
+
+/// The variable the provider in [`pi_config`] reads its key from.
+const PI_KEY_ENV: &str = "SCRIPTED_MODEL_KEY";
+
+/// The model of [`pi_config`], as `--model` names it.
+const PI_MODEL: &str = "scripted/scripted-model";
+
+/// Writes pi's configuration into `dir`, its `PI_CODING_AGENT_DIR`: `models.json` adds a
+/// provider `scripted` on the server's Anthropic Messages API; `settings.json` turns off pi's
+/// retries and its SDK's (a retry would get the same scripted turn; pi's own are 2 s, 4 s,
+/// 8 s apart, and its SDK tries each three times).
+fn pi_config(server: &ModelServer, dir: &Path) {
+    let models = serde_json::json!({
+        "providers": {
+            "scripted": {
+                "baseUrl": server.url(),
+                "api": "anthropic-messages",
+                "apiKey": PI_KEY_ENV,
+                "models": [{"id": "scripted-model"}],
+            }
+        }
+    });
+    std::fs::write(dir.join("models.json"), models.to_string()).expect("write models.json");
+    let settings = r#"{"retry": {"enabled": false, "provider": {"maxRetries": 0}}}"#;
+    std::fs::write(dir.join("settings.json"), settings).expect("write settings.json");
+}
+
+/// pi as executor runs it: the adapter's command line and fixed environment, the prompt on
+/// stdin, and its stdout read by the adapter into a [`Summary`].
+fn pi(
+    cli: &Path,
+    server: &ModelServer,
+    dirs: &AgentDirs,
+    session: Session,
+    prompt: &str,
+) -> (Run, Summary) {
+    pi_config(server, &dirs.config);
+    let adapter = Adapter::Pi {
+        program: cli.to_path_buf(),
+    };
+    let argv = adapter.argv(&Invocation {
+        session,
+        model: Some(PI_MODEL.to_owned()),
+        ..Invocation::default()
+    });
+    let mut cmd = dirs.command(cli);
+    cmd.args(&argv[1..])
+        .envs(adapter.fixed_env().iter().copied())
+        .env("PI_CODING_AGENT_DIR", &dirs.config)
+        .env(PI_KEY_ENV, PI_KEY);
+    let run = run(cmd, Some(prompt));
+    let mut summary = Summary::default();
+    for line in run.stdout.lines() {
+        for event in adapter.parse_line(line) {
+            assert_ne!(
+                event,
+                AgentEvent::Other {
+                    kind: "not_json".into()
+                },
+                "{run}"
+            );
+            summary.observe(&event);
+        }
+    }
+    (run, summary)
+}
+
+/// The `type` of each event pi printed, in order.
+fn pi_event_types(run: &Run) -> Vec<String> {
+    run.events()
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn pi_runs_a_bash_command_and_finishes_against_the_model_server() {
+    let Some(cli) = agent_cli("pi") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::Bash {
+            command: "echo hello > out.txt".into(),
+            text_before: Some("Writing the file.".into()),
+        },
+        Turn::text("Wrote it.\n[STATUS:wrote] out.txt\n[DONE:implemented] wrote out.txt"),
+    ]);
+    let dirs = AgentDirs::new();
+
+    let (run, summary) = pi(
+        &cli,
+        &server,
+        &dirs,
+        Session::default(),
+        "Write hello to out.txt.",
+    );
+
+    run.assert_exit(0);
+    assert_eq!(file(&dirs.work, "out.txt"), "hello\n");
+    let types = pi_event_types(&run);
+    assert_eq!(types.first().map(String::as_str), Some("session"), "{run}");
+    assert_eq!(types.last().map(String::as_str), Some("agent_end"), "{run}");
+    assert!(summary.succeeded(), "{run}");
+    assert!(summary.session_id.is_some(), "{run}");
+    assert_eq!((summary.tool_calls, summary.failed_tool_results), (1, 0));
+    let done = summary.finished.as_ref().expect("a finished event");
+    assert_eq!(done.num_turns, Some(2));
+    assert_eq!(done.stop_reason.as_deref(), Some("stop"));
+    assert!(
+        summary
+            .final_text()
+            .is_some_and(|t| t.ends_with("[DONE:implemented] wrote out.txt")),
+        "{run}"
+    );
+    assert_eq!(served(&server), [Served::Turn(0), Served::Turn(1)]);
+    let requests = server.model_requests();
+    assert!(requests[0].tool_results().is_empty());
+    assert_eq!(
+        requests[1].tool_results(),
+        ["(no output)"],
+        "the bash result went back"
+    );
+    assert!(requests[0]
+        .user_texts()
+        .iter()
+        .any(|t| t.contains("Write hello to out.txt.")));
+}
+
+#[test]
+fn pi_resume_sends_the_earlier_session_and_gets_the_next_turn() {
+    let Some(cli) = agent_cli("pi") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::Bash {
+            command: "echo hello > out.txt".into(),
+            text_before: Some("Writing the file.".into()),
+        },
+        Turn::text("[DONE:implemented] wrote out.txt"),
+        Turn::text("[DONE:implemented] resumed"),
+    ]);
+    let dirs = AgentDirs::new();
+
+    let (first, summary) = pi(
+        &cli,
+        &server,
+        &dirs,
+        Session::default(),
+        "Write hello to out.txt.",
+    );
+    first.assert_exit(0);
+    let session = summary.session_id.clone().expect("pi names its session");
+
+    let (second, resumed) = pi(
+        &cli,
+        &server,
+        &dirs,
+        Session::Resume {
+            id: session.clone(),
+        },
+        "Say so again.",
+    );
+    second.assert_exit(0);
+    assert_eq!(
+        resumed.session_id.as_deref(),
+        Some(session.as_str()),
+        "{second}"
+    );
+    assert!(resumed.succeeded(), "{second}");
+    assert_eq!(resumed.final_text(), Some("[DONE:implemented] resumed"));
+
+    assert_eq!(
+        served(&server),
+        [Served::Turn(0), Served::Turn(1), Served::Turn(2)]
+    );
+    let again = &server.model_requests()[2];
+    let prompts = again.user_texts();
+    assert!(prompts
+        .iter()
+        .any(|t| t.contains("Write hello to out.txt.")));
+    assert!(prompts.iter().any(|t| t.contains("Say so again.")));
+    assert_eq!(again.tool_results().len(), 1, "the first run's bash result");
+}
+
+#[test]
+fn pi_reports_a_scripted_api_error_but_exits_0() {
+    let Some(cli) = agent_cli("pi") else {
+        return;
+    };
+    for status in [400, 500] {
+        let server = ModelServer::start(vec![Turn::ApiError(status)]);
+        let dirs = AgentDirs::new();
+
+        let (run, summary) = pi(&cli, &server, &dirs, Session::default(), "Anything.");
+
+        // pi 0.73.1 exits 0 in JSON mode whatever the model said: the verdict is the stream's.
+        run.assert_exit(0);
+        assert!(!summary.succeeded(), "{run}");
+        let done = summary.finished.as_ref().expect("a finished event");
+        assert!(done.is_error);
+        assert_eq!(done.stop_reason.as_deref(), Some("error"));
+        assert_eq!(done.api_error_status, Some(status), "{run}");
+        assert_eq!(summary.failures.len(), 1, "{run}");
+        assert!(summary.failures[0].contains("scripted error"), "{run}");
         assert_eq!(served(&server), [Served::Turn(0)], "{run}");
     }
 }
