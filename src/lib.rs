@@ -23,6 +23,7 @@ pub mod agents;
 pub mod analyzer;
 pub mod chat;
 pub mod cli;
+pub mod conductor;
 pub mod config;
 pub mod core;
 pub mod forge;

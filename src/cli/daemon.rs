@@ -263,6 +263,14 @@ async fn start_chat(
 /// worker cap is shared, so it never exceeds the cap).
 async fn wake(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
     passes.retain(|p| !p.is_finished());
+    // Parents waiting for their subtasks: merge what completed, split what failed,
+    // complete what is whole. A subtask made ready is claimed below.
+    if let Err(error) = crate::runner::drive::tick_parents(runner).await {
+        tracing::warn!(
+            error = format!("{error:#}"),
+            "cannot look at the parents of subtasks"
+        );
+    }
     // An owner's answer resumes its run whatever else is going on (each answer is taken
     // exactly once, so a second pass looking at it does no harm).
     match crate::runner::drive::has_decided(runner.store.as_ref()).await {

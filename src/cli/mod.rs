@@ -16,6 +16,7 @@ mod policy;
 mod protocol;
 mod reanalyze;
 mod service;
+mod tree;
 
 /// The runner's lock file, beside the config file.
 const RUNNER_LOCK: &str = "runner.lock";
@@ -78,6 +79,12 @@ enum Command {
     },
     /// One task with its runs, history and decisions
     Show {
+        gid: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// A task and its subtasks, as a tree with their states
+    Tree {
         gid: String,
         #[arg(long)]
         json: bool,
@@ -256,6 +263,10 @@ struct AddArgs {
     /// Priority, a whole number (kept as given; sources and the analyzer set it too)
     #[arg(long, allow_negative_numbers = true)]
     priority: Option<i64>,
+    /// A goal: a planner splits it into subtasks first (it gets the first of
+    /// `conductor.goal_labels`)
+    #[arg(long)]
+    goal: bool,
 }
 
 fn parse_status(text: &str) -> Result<QueueStatus, UnknownStatus> {
@@ -448,7 +459,10 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         | Command::Hook { .. }
         | Command::Policy { .. }
         | Command::Protocol { .. } => unreachable_init(),
-        Command::Add(args) => add(store, &clock, args).await,
+        Command::Add(args) => {
+            let goal_label = settings.raw.conductor.goal_labels.first().cloned();
+            add(store, &clock, args, goal_label).await
+        }
         Command::Queue { status, json: true } => {
             output::print_queue_json(Arc::clone(&shared), status).await
         }
@@ -456,6 +470,7 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
             status,
             json: false,
         } => output::print_queue(&store.tasks(status.as_ref()).await?),
+        Command::Tree { gid, json } => tree::print(store, &gid, json).await,
         Command::Show { gid, json } => {
             let task = store
                 .task(&gid)
@@ -591,7 +606,12 @@ fn unreachable_init() -> Result<()> {
     ))
 }
 
-async fn add(store: &dyn Store, clock: &SystemClock, args: AddArgs) -> Result<()> {
+async fn add(
+    store: &dyn Store,
+    clock: &SystemClock,
+    args: AddArgs,
+    goal_label: Option<String>,
+) -> Result<()> {
     let title = args.title.trim();
     if title.is_empty() {
         return Err(BadInput("--title must not be empty".into()).into());
@@ -630,6 +650,24 @@ async fn add(store: &dyn Store, clock: &SystemClock, args: AddArgs) -> Result<()
         initial_status: QueueStatus::Pending,
     };
     let (task, outcome) = queue_ops::add(store, clock, &new, "cli").await?;
+    if args.goal {
+        let mut facts: crate::core::facts::TaskFacts =
+            match store.task_facts(&task.task_gid).await? {
+                Some(text) => serde_json::from_str(&text).unwrap_or_default(),
+                None => Default::default(),
+            };
+        let label = goal_label.unwrap_or_else(|| "goal".to_string());
+        if !facts.labels.iter().any(|l| l.eq_ignore_ascii_case(&label)) {
+            facts.labels.push(label);
+        }
+        store
+            .save_task_facts(
+                &task.task_gid,
+                &serde_json::to_string(&facts)?,
+                chrono::Utc::now(),
+            )
+            .await?;
+    }
     match outcome {
         UpsertOutcome::Created => {}
         UpsertOutcome::Updated => eprintln!("updated the existing task {}", task.task_gid),
@@ -804,9 +842,18 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
             runner.adapter.argv(&Default::default()).join(" "),
             settings.raw.runner.max_workers
         );
+    }
+    // Subtasks become ready as the ones they depend on complete, and a parent moves when
+    // its subtasks have: round again until a pass changes nothing.
+    loop {
         let passed = crate::runner::drive::run_approved(&runner).await?;
+        let worked = !passed.results.is_empty() || !passed.failed.is_empty();
         failed.extend(passed.failed);
         print_results(&passed.results);
+        let parents = crate::runner::drive::tick_parents(&runner).await?;
+        if !worked && !parents {
+            break;
+        }
     }
     // Runs whose escalation the owner answered, until none is left (an answer given while
     // this runs is taken too; a run that escalates again waits for the next answer).
@@ -1007,6 +1054,35 @@ pub(crate) fn source_intakes(
             ));
         }
     }
+    if let Some(gitea) = settings
+        .raw
+        .sources
+        .gitea_issues
+        .as_ref()
+        .filter(|g| g.enabled)
+    {
+        use crate::forge::gitea::{GiteaClient, GiteaOptions};
+        let token = gitea
+            .token(&settings.root)
+            .map_err(|e| BadInput(format!("the Gitea token: {e}")))?;
+        let api_url = gitea
+            .api_url()
+            .map_err(|e| BadInput(format!("sources.gitea_issues.api_url: {e}")))?;
+        let client = GiteaClient::new(api_url, token, GiteaOptions::default())
+            .context("cannot set up the Gitea client")?;
+        let scope = gitea.scope().map_err(BadInput)?;
+        for (owner, repo) in gitea.repositories() {
+            intakes.push(SourceIntake::new(
+                Polling::GiteaIssues {
+                    client: client.clone(),
+                    owner,
+                    repo,
+                    scope: scope.clone(),
+                },
+                gitea.poll_interval,
+            ));
+        }
+    }
     Ok(intakes)
 }
 
@@ -1112,6 +1188,15 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         worker_contract: Some(load_worker_contract(settings)?),
         notices: crate::chat::Notices::new(chat::routing(settings)),
         window: settings.raw.chat.window,
+        conductor: crate::config::conductor::ConductorSection {
+            build_log: settings
+                .raw
+                .conductor
+                .build_log
+                .as_ref()
+                .map(|p| settings.root.join(p)),
+            ..settings.raw.conductor.clone()
+        },
         github: github_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {

@@ -7,6 +7,8 @@
 //! they come from the environment or from files this config names.
 
 pub mod chat;
+pub mod conductor;
+pub mod gitea;
 mod template;
 
 use std::path::{Path, PathBuf};
@@ -74,6 +76,8 @@ pub struct Config {
     pub web: WebSection,
     #[serde(default)]
     pub policy: PolicySection,
+    #[serde(default)]
+    pub conductor: conductor::ConductorSection,
 }
 
 /// `[policy]`: how escalations are handled before the owner sees them.
@@ -307,13 +311,14 @@ pub struct AgentSection {
     /// argv of the worker when `kind = "command"`.
     #[serde(default)]
     pub command: Vec<String>,
-    /// The agent CLI (`claude` or `codex`) when it is not on `PATH` under its own name.
+    /// The agent CLI (`claude`, `codex` or `pi`) when it is not on `PATH` under its own name.
     #[serde(default)]
     pub program: Option<PathBuf>,
     /// The model the agent is asked to use (its own default when unset).
     #[serde(default)]
     pub model: Option<String>,
-    /// Claude: tools allowed without asking the hook (`--allowedTools`).
+    /// Claude: tools allowed without asking the hook (`--allowedTools`). pi: the only tools
+    /// the worker has (`--tools`).
     #[serde(default)]
     pub allowed_tools: Vec<String>,
     /// Claude: `--max-turns`.
@@ -466,6 +471,9 @@ pub struct SourcesSection {
     /// GitHub issues by label, polled; left out, no issues are read.
     #[serde(default)]
     pub github_issues: Option<GithubIssuesSource>,
+    /// Gitea issues by label, polled; left out, no Gitea issues are read.
+    #[serde(default)]
+    pub gitea_issues: Option<gitea::GiteaIssuesSource>,
 }
 
 /// `[sources.github_issues]`: the repositories whose labelled issues are work, read with
@@ -944,6 +952,18 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         }
     }
 
+    if let Some(section) = &raw.sources.gitea_issues {
+        gitea::validate(section, &raw.agent.env, path, text)?;
+    }
+
+    if let Err((key, message)) = conductor::validate(&raw.conductor) {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_section(text, "[conductor]"),
+            key,
+            message,
+        });
+    }
     if let Err((key, message, anchor)) = chat::validate(&raw.chat) {
         return Err(ConfigError::Invalid {
             path: path.to_path_buf(),

@@ -70,6 +70,14 @@ path = "plans"
 # Asana and GitHub issues are read when you add [sources.asana] or [sources.github_issues]
 # (README: "Asana", "GitHub issues").
 
+# [sources.gitea_issues]        # Gitea issues by label (README: "Gitea issues")
+# api_url = "https://gitea.example.com/api/v1"
+# repositories = ["owner/name"]
+# labels = ["executor"]         # an issue with any one of these is work
+# token_env = "GITEA_TOKEN"     # the variable holding the token; or token_file
+# include_closed = false        # the first read leaves out closed issues
+# poll_interval = "5m"
+
 [chat]
 # The log always hears what needs you; Zulip and webhooks are added below (README: "Chat").
 # window = 20                   # a run's latest messages an escalation shows
@@ -108,6 +116,13 @@ path = "plans"
 # kind = "json"                 # json | slack (an incoming-webhook URL)
 # url_env = "EXECUTOR_OPS_WEBHOOK_URL"  # the URL is a secret; or url_file
 # priorities = ["urgent", "action"]
+
+[conductor]
+# goal_labels = ["goal"]        # a task with one of these labels is split into subtasks
+#                               # first (README: "Goals and subtasks")
+# max_depth = 2                 # a failing subtask is split again, this deep at most
+# review_rounds = 0             # review rounds before integration (0: none)
+# build_log = "BUILD_LOG.md"    # the record step appends each completed run here
 
 [policy]
 # ask_model_first = []          # escalations a model looks at before you: action kinds

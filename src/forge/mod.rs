@@ -1,8 +1,9 @@
 //! The forge: the code host where the owner's work lives and where every run ends as a pull
-//! request. Only GitHub so far ([`github`]).
+//! request: GitHub ([`github`]); and Gitea, so far for its issues ([`gitea`]).
 //!
 //! Everything here runs in the orchestrator, on requests the policy approved. What it must
 //! never do: hand its token to a worker, write it to a log line, an error, a prompt or the
 //! store, or send it anywhere but the configured API host.
 
+pub mod gitea;
 pub mod github;

@@ -1,6 +1,6 @@
-//! Taking a polled source (Asana, the GitHub issues of one repository) into the queue: one
-//! poll of the configured scope (only what changed since the stored cursor), each task
-//! upserted with its facts, the cursor moved on.
+//! Taking a polled source (Asana, the GitHub or Gitea issues of one repository) into the
+//! queue: one poll of the configured scope (only what changed since the stored cursor), each
+//! task upserted with its facts, the cursor moved on.
 //!
 //! A failed poll (a 401, the service unreachable, a rate limit) is recorded as an intake
 //! error of that source (shown by `executor status`) and logged; it moves no cursor and
@@ -17,13 +17,15 @@ use chrono::{DateTime, Utc};
 use crate::core::clock::Clock;
 use crate::core::facts::TaskFacts;
 use crate::core::task::{NewTask, UpsertOutcome};
+use crate::forge::gitea::{GiteaClient, GiteaError};
 use crate::forge::github::{GithubClient, GithubError};
 use crate::sources::asana::{self, AsanaClient, AsanaError, AsanaScope};
+use crate::sources::gitea_issues::{self, GiteaIssuesScope};
 use crate::sources::github_issues::{self, GithubIssuesScope};
 use crate::store::{Store, StoreError};
 
 /// How far the cursor stays behind the start of the poll that set it: for the clocks of
-/// this host and the source's to differ, and for GitHub's whole seconds.
+/// this host and the source's to differ, and for GitHub's and Gitea's whole seconds.
 const CURSOR_MARGIN_SECS: i64 = 60;
 
 /// What one poll did.
@@ -42,6 +44,8 @@ pub enum SourceIntakeError {
     Asana(#[from] AsanaError),
     #[error("GitHub issues: {0}")]
     Github(#[from] GithubError),
+    #[error("Gitea issues: {0}")]
+    Gitea(#[from] GiteaError),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("cannot write a task's facts: {0}")]
@@ -105,12 +109,20 @@ pub enum Polling {
         client: GithubClient,
         scope: GithubIssuesScope,
     },
+    /// The issues of `owner/repo` on the client's Gitea.
+    GiteaIssues {
+        client: GiteaClient,
+        owner: String,
+        repo: String,
+        scope: GiteaIssuesScope,
+    },
 }
 
 /// One polled source's intake in this process: when it last polled, and what.
 pub struct SourceIntake {
     polling: Polling,
-    /// The cursor's key and the intake errors' source: `asana`, `github:owner/name`.
+    /// The cursor's key and the intake errors' source: `asana`, `github:owner/name`,
+    /// `gitea:owner/name`.
     key: String,
     interval: Duration,
     last_poll: Option<Instant>,
@@ -124,6 +136,9 @@ impl SourceIntake {
                 let (owner, repo) = client.repository();
                 format!("{}:{owner}/{repo}", github_issues::SOURCE)
             }
+            Polling::GiteaIssues { owner, repo, .. } => {
+                format!("{}:{owner}/{repo}", gitea_issues::SOURCE)
+            }
         };
         Self {
             polling,
@@ -133,7 +148,7 @@ impl SourceIntake {
         }
     }
 
-    /// `asana`, or `github:owner/name`.
+    /// `asana`, `github:owner/name` or `gitea:owner/name`.
     pub fn name(&self) -> &str {
         &self.key
     }
@@ -230,6 +245,15 @@ impl SourceIntake {
             }
             Polling::GithubIssues { client, scope } => {
                 let polled = github_issues::poll(client, scope, since).await?;
+                (polled.tasks, polled.newest_change)
+            }
+            Polling::GiteaIssues {
+                client,
+                owner,
+                repo,
+                scope,
+            } => {
+                let polled = gitea_issues::poll(client, owner, repo, scope, since).await?;
                 (polled.tasks, polled.newest_change)
             }
         })

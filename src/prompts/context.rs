@@ -29,6 +29,21 @@ pub struct PromptContext {
     pub review_threads: Vec<ReviewThread>,
     /// `pr_review`'s input: the project's rules and required checks.
     pub review: Option<ReviewInputs>,
+    /// `decompose`'s input: where the plan goes and how deep the split is.
+    pub conductor: Option<ConductorInputs>,
+}
+
+/// What the conductor's planner is told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConductorInputs {
+    /// The file (relative to the worktree) the plan is written to.
+    pub plan_file: String,
+    /// How deep the subtasks will be (1: a goal's subtasks).
+    pub depth: u32,
+    pub max_depth: u32,
+    pub max_subtasks: u32,
+    /// Why this task is split again: its worker failed every retry with this.
+    pub split_reason: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -148,6 +163,7 @@ impl PromptContext {
             ci: None,
             review_threads: Vec::new(),
             review: None,
+            conductor: None,
         }
     }
 
@@ -159,6 +175,9 @@ impl PromptContext {
                 Some("at least one review thread (`review_threads`)")
             }
             Phase::PrReview if self.review.is_none() => Some("the review inputs (`review`)"),
+            Phase::Decompose if self.conductor.is_none() => {
+                Some("the conductor's inputs (`conductor`)")
+            }
             _ => None,
         }
     }
@@ -231,6 +250,13 @@ impl PromptContext {
                     conclusion: "success".into(),
                 }],
             }),
+            conductor: Some(ConductorInputs {
+                plan_file: ".executor-plan.json".into(),
+                depth: 2,
+                max_depth: 2,
+                max_subtasks: 20,
+                split_reason: Some("exited 1 without [DONE]".into()),
+            }),
         }
     }
 
@@ -278,6 +304,15 @@ impl PromptContext {
                 context.review = Some(ReviewInputs {
                     rules_files: Vec::new(),
                     required_checks: Vec::new(),
+                })
+            }
+            Phase::Decompose => {
+                context.conductor = Some(ConductorInputs {
+                    plan_file: ".executor-plan.json".into(),
+                    depth: 1,
+                    max_depth: 1,
+                    max_subtasks: 1,
+                    split_reason: None,
                 })
             }
         }

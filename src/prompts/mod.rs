@@ -8,8 +8,9 @@
 //! | `fix_ci` | `executor-worker-fix-ci.md` | make CI green: failed checks, failing step, log excerpt, run URL |
 //! | `fix_comments` | `executor-worker-fix-comments.md` | address exactly the unresolved review threads given |
 //! | `pr_review` | `executor-worker-pr-review.md` | review the change with the project's rules and required checks |
+//! | `decompose` | `executor-conductor-decompose.md` | split a goal into subtasks, each specified completely, written as a plan file |
 //!
-//! The five include three partials: `_task.md` (the task and the worktree), `_messages.md`
+//! The six include three partials: `_task.md` (the task and the worktree), `_messages.md`
 //! (the recent message window) and `_protocol.md`, which teaches every worker the message
 //! format of DESIGN section 5 and that it never pushes, opens PRs or uses credentials.
 //!
@@ -43,8 +44,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 pub use context::{
-    CheckStatus, CiFailure, FailedCheck, PromptContext, PromptMessage, ReviewComment, ReviewInputs,
-    ReviewThread, RunContext, TaskContext,
+    CheckStatus, CiFailure, ConductorInputs, FailedCheck, PromptContext, PromptMessage,
+    ReviewComment, ReviewInputs, ReviewThread, RunContext, TaskContext,
 };
 pub use error::{Location, PromptError};
 pub use set::{Origin, PromptSet};
@@ -58,15 +59,18 @@ pub enum Phase {
     FixCi,
     FixComments,
     PrReview,
+    /// The conductor's planner: split a task into subtasks.
+    Decompose,
 }
 
 impl Phase {
-    pub const ALL: [Phase; 5] = [
+    pub const ALL: [Phase; 6] = [
         Phase::Queued,
         Phase::InProgress,
         Phase::FixCi,
         Phase::FixComments,
         Phase::PrReview,
+        Phase::Decompose,
     ];
 
     /// The owner's word for the phase (the `{phase}` of a work log's file name).
@@ -77,6 +81,7 @@ impl Phase {
             Phase::FixCi => "fix_ci",
             Phase::FixComments => "fix_comments",
             Phase::PrReview => "pr_review",
+            Phase::Decompose => "decompose",
         }
     }
 
@@ -88,6 +93,7 @@ impl Phase {
             Phase::FixCi => "executor-worker-fix-ci.md",
             Phase::FixComments => "executor-worker-fix-comments.md",
             Phase::PrReview => "executor-worker-pr-review.md",
+            Phase::Decompose => "executor-conductor-decompose.md",
         }
     }
 
@@ -99,6 +105,7 @@ impl Phase {
             Phase::FixCi => &["ci_fixed"],
             Phase::FixComments => &["comments_addressed"],
             Phase::PrReview => &["review_green", "changes_requested"],
+            Phase::Decompose => &["decomposed"],
         }
     }
 }
@@ -126,7 +133,7 @@ impl FromStr for Phase {
 /// The shared partials, included by the phase templates.
 pub const PARTIALS: [&str; 3] = ["_task.md", "_messages.md", "_protocol.md"];
 
-static BUILTIN_FILES: [(&str, &str); 8] = [
+static BUILTIN_FILES: [(&str, &str); 9] = [
     (
         "executor-worker-queued.md",
         include_str!("../assets/prompts/executor-worker-queued.md"),
@@ -147,6 +154,10 @@ static BUILTIN_FILES: [(&str, &str); 8] = [
         "executor-worker-pr-review.md",
         include_str!("../assets/prompts/executor-worker-pr-review.md"),
     ),
+    (
+        "executor-conductor-decompose.md",
+        include_str!("../assets/prompts/executor-conductor-decompose.md"),
+    ),
     ("_task.md", include_str!("../assets/prompts/_task.md")),
     (
         "_messages.md",
@@ -158,7 +169,7 @@ static BUILTIN_FILES: [(&str, &str); 8] = [
     ),
 ];
 
-/// Every built-in prompt file as (file name, contents): the five phase templates and their
+/// Every built-in prompt file as (file name, contents): the six phase templates and their
 /// partials. `executor init` writes these into `prompts/`.
 pub fn builtin_files() -> &'static [(&'static str, &'static str)] {
     &BUILTIN_FILES

@@ -34,7 +34,9 @@ use crate::runner::worktree;
 use crate::store::Store;
 use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
 
+mod conduct;
 mod pr_tick;
+pub use conduct::tick_parents;
 pub use pr_tick::tick_prs;
 
 /// How the runner works, resolved from the config.
@@ -75,6 +77,8 @@ pub struct RunnerSettings {
     pub notices: crate::chat::Notices,
     /// How many of a run's latest messages an escalation and the model judge see.
     pub window: u32,
+    /// Goals and subtasks, review rounds, the record step (`[conductor]`).
+    pub conductor: crate::config::conductor::ConductorSection,
 }
 
 /// The `[agent]` settings a worker is started with.
@@ -313,6 +317,12 @@ async fn claim_next(store: &dyn Store) -> Result<Option<Task>> {
         };
         after = last.id;
         for task in page {
+            // A subtask starts only when the subtasks it depends on are complete.
+            let unmet = store.unmet_dependencies(&task.task_gid).await?;
+            if !unmet.is_empty() {
+                tracing::debug!(gid = %task.task_gid, waits_for = ?unmet, "a subtask waits for its dependencies");
+                continue;
+            }
             match queue_ops::apply(
                 store,
                 &clock,
@@ -355,13 +365,16 @@ async fn drive(runner: &Runner, task: Task) -> Result<RunResult> {
         .await?;
     let started = async {
         let mut run = run;
-        let wt = prepare_worktree(settings, &task).await?;
+        let wt = prepare_worktree(store, settings, &task).await?;
         tracing::info!(gid = %gid, run = run.id, branch = %wt.branch, worktree = %wt.path.display(), "run started");
         if settings.worktrees {
             run.worktree_path = Some(wt.path.display().to_string());
             run.branch_name = Some(wt.branch.clone());
         }
         move_run(store, &mut run, RunEvent::WorkerStarted).await?;
+        if conduct::needs_split(store, settings, &task).await? {
+            return conduct::decompose(store, adapter, prompts, settings, task, run, wt).await;
+        }
         carry(
             store,
             adapter,
@@ -415,7 +428,11 @@ async fn give_up(
     }
 }
 
-async fn prepare_worktree(settings: &RunnerSettings, task: &Task) -> Result<worktree::Worktree> {
+async fn prepare_worktree(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+) -> Result<worktree::Worktree> {
     if !settings.worktrees {
         return Ok(worktree::Worktree {
             path: settings.repository.clone(),
@@ -428,7 +445,7 @@ async fn prepare_worktree(settings: &RunnerSettings, task: &Task) -> Result<work
     let (repo, dir, base) = (
         settings.repository.clone(),
         settings.worktrees_dir.clone(),
-        settings.base_branch.clone(),
+        conduct::base_for(store, settings, task).await?,
     );
     Ok(
         tokio::task::spawn_blocking(move || worktree::ensure(&repo, &dir, &branch, &base))
@@ -723,7 +740,7 @@ async fn continue_run(
     let gid = task.task_gid.clone();
     let run_id = run.id;
     let carried = async {
-        let wt = prepare_worktree(&r.settings, &task).await?;
+        let wt = prepare_worktree(r.store.as_ref(), &r.settings, &task).await?;
         carry(
             r.store.as_ref(),
             &r.adapter,
@@ -928,6 +945,9 @@ async fn carry(
                     tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
                     break;
                 }
+                // A subtask's work goes into its parent's branch before it counts as done,
+                // so the subtasks that depend on it start from it.
+                conduct::merge_into_parent(store, settings, &gid, &wt.branch).await?;
                 move_run(store, &mut run, RunEvent::PrOpened).await?;
                 run.completed_at = Some(Utc::now());
                 move_run(store, &mut run, RunEvent::Completed).await?;
@@ -1106,6 +1126,10 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
             continue;
         };
         if task.status != QueueStatus::InProgress {
+            continue;
+        }
+        // A parent waits for its subtasks, holding no worker.
+        if conduct::is_waiting_parent(store.as_ref(), &task.task_gid).await? {
             continue;
         }
         // A run waiting for the owner is not stranded: the answer resumes it.

@@ -6,12 +6,14 @@
 //! | a folder of markdown notes (an Obsidian vault subfolder, say) | [`plans`] |
 //! | Asana: projects, sections and the owner's My Tasks, polled | [`asana`] |
 //! | GitHub issues: the client's repository's issues carrying any of the configured labels, polled | [`github_issues`] |
+//! | Gitea issues: the configured repositories' issues carrying any of the configured labels, polled | [`gitea_issues`] |
 //! | the command line (`executor add`) | `cli` |
 //!
 //! A source never modifies, moves or deletes what it reads: a note it cannot take in is
 //! reported and left exactly as it is.
 
 pub mod asana;
+pub mod gitea_issues;
 pub mod github_issues;
 pub mod plans;
 
@@ -20,7 +22,7 @@ use chrono::{DateTime, Utc};
 use crate::core::facts::TaskFacts;
 use crate::core::task::NewTask;
 
-/// What one poll of a polled source (Asana, GitHub issues) read.
+/// What one poll of a polled source (Asana, GitHub or Gitea issues) read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Polled {
     /// Each task once (one read twice, through two scopes or labels, comes once, as most

@@ -405,7 +405,7 @@ async fn pr_worker(
     let store = runner.store.as_ref();
     let settings = runner.settings.as_ref();
     let gid = task.task_gid.clone();
-    let wt = prepare_worktree(settings, task).await?;
+    let wt = prepare_worktree(store, settings, task).await?;
     let mut ctx = PromptContext::new(
         phase,
         TaskContext::from_task(task),

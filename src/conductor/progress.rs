@@ -1,0 +1,122 @@
+//! What a decomposed task does next, given where its children stand. Pure.
+//!
+//! - Every child done: the parent completes.
+//! - A child whose run was abandoned (its worker failed every retry) and that was not split
+//!   before is split into smaller children, while its depth is under the cap; at the cap,
+//!   the parent gives up and the owner is told.
+//! - Otherwise the parent waits: children run as their dependencies complete.
+//!
+//! What it must never do: split a child twice, or past the depth cap.
+
+use crate::core::queue::QueueStatus;
+use crate::core::run::RunState;
+
+/// One child, as the conductor sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChildState {
+    pub gid: String,
+    pub status: QueueStatus,
+    /// 1 for a goal's children.
+    pub depth: u32,
+    /// The state of its latest run, if it had one.
+    pub last_run: Option<RunState>,
+    /// Whether it was split into children of its own already.
+    pub split: bool,
+}
+
+/// The parent's next step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ParentStep {
+    /// Children are still to run or running.
+    Wait,
+    /// Every child is done.
+    Complete,
+    /// Split this child into smaller ones.
+    Split { child: String },
+    /// A child failed at the depth cap: no more splitting.
+    GiveUp { child: String },
+}
+
+/// See the module docs. `max_depth` is the deepest a child may be (a goal's children are at
+/// depth 1).
+pub fn next(children: &[ChildState], max_depth: u32) -> ParentStep {
+    if !children.is_empty() && children.iter().all(|c| c.status == QueueStatus::Done) {
+        return ParentStep::Complete;
+    }
+    let failed = children.iter().find(|c| {
+        c.status != QueueStatus::Done
+            && !c.split
+            && c.last_run == Some(RunState::Abandoned)
+            && c.status == QueueStatus::ForReview
+    });
+    match failed {
+        Some(child) if child.depth < max_depth => ParentStep::Split {
+            child: child.gid.clone(),
+        },
+        Some(child) => ParentStep::GiveUp {
+            child: child.gid.clone(),
+        },
+        None => ParentStep::Wait,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn child(gid: &str, status: QueueStatus, last_run: Option<RunState>) -> ChildState {
+        ChildState {
+            gid: gid.into(),
+            status,
+            depth: 1,
+            last_run,
+            split: false,
+        }
+    }
+
+    #[test]
+    fn all_done_completes_and_anything_else_waits() {
+        let done = child("g.a", QueueStatus::Done, Some(RunState::Complete));
+        let running = child("g.b", QueueStatus::InProgress, Some(RunState::InProgress));
+        let waiting = child("g.c", QueueStatus::Approved, None);
+        assert_eq!(next(&[done.clone(), done.clone()], 2), ParentStep::Complete);
+        assert_eq!(next(&[done.clone(), running], 2), ParentStep::Wait);
+        assert_eq!(next(&[done, waiting], 2), ParentStep::Wait);
+        assert_eq!(next(&[], 2), ParentStep::Wait);
+    }
+
+    #[test]
+    fn a_failed_child_is_split_under_the_cap_and_given_up_at_it() {
+        let failed = child("g.a", QueueStatus::ForReview, Some(RunState::Abandoned));
+        assert_eq!(
+            next(std::slice::from_ref(&failed), 2),
+            ParentStep::Split {
+                child: "g.a".into()
+            }
+        );
+        let deep = ChildState {
+            depth: 2,
+            ..failed.clone()
+        };
+        assert_eq!(
+            next(&[deep], 2),
+            ParentStep::GiveUp {
+                child: "g.a".into()
+            }
+        );
+        // Split already: its own children carry on.
+        let split = ChildState {
+            split: true,
+            status: QueueStatus::InProgress,
+            ..failed
+        };
+        assert_eq!(next(&[split], 2), ParentStep::Wait);
+    }
+
+    #[test]
+    fn a_child_the_owner_moved_on_is_not_split() {
+        // The owner skipped it: the parent waits for the owner, nothing is split.
+        let skipped = child("g.a", QueueStatus::Skip, Some(RunState::Abandoned));
+        assert_eq!(next(&[skipped], 2), ParentStep::Wait);
+    }
+}

@@ -1,0 +1,479 @@
+//! The conductor in the run loop: a goal (a task with one of `conductor.goal_labels`) is
+//! first split by a planner worker (`decompose` phase) into child tasks with dependency
+//! edges; children run as their dependencies complete, each from the parent's branch, and a
+//! child that completes is merged into the parent's branch, so a later child builds on it;
+//! the parent completes when every child has. A child whose worker failed every retry is
+//! split again, smaller, down to `conductor.max_depth`; past it, the parent gives up and the
+//! owner is told. Each step is decided by [`crate::conductor::progress::next`].
+//!
+//! What it must never do: start a child before the children it depends on are done, or
+//! leave a waiting parent looking stranded (recovery skips a run whose task has children).
+
+use super::*;
+use crate::conductor::plan::{self, Plan, PLAN_FILE};
+use crate::conductor::progress::{self, ChildState, ParentStep};
+use crate::core::facts::TaskFacts;
+use crate::core::tree::{TaskDependency, TaskLink};
+
+/// Whether `task` is a goal still to be split: it carries a goal label and has no children.
+pub(super) async fn needs_split(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+) -> Result<bool> {
+    let labels = match store.task_facts(&task.task_gid).await? {
+        Some(text) => serde_json::from_str::<TaskFacts>(&text)
+            .map(|f| f.labels)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let goal = labels.iter().any(|label| {
+        settings
+            .conductor
+            .goal_labels
+            .iter()
+            .any(|g| g.eq_ignore_ascii_case(label))
+    });
+    Ok(goal && store.children(&task.task_gid).await?.is_empty())
+}
+
+/// The branch a task's worktree starts from: its parent's run branch (so a child builds on
+/// the children merged before it), else the base branch.
+pub(super) async fn base_for(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+) -> Result<String> {
+    if let Some(link) = store.task_link(&task.task_gid).await? {
+        let branch = store
+            .runs(Some(&link.parent_gid))
+            .await?
+            .into_iter()
+            .rev()
+            .find_map(|r| r.branch_name);
+        if let Some(branch) = branch {
+            return Ok(branch);
+        }
+    }
+    Ok(settings.base_branch.clone())
+}
+
+/// Runs the planner on `task` in its run's worktree and stores the children it plans. A
+/// plan that is missing or does not validate is asked for again (the planner is told what
+/// was wrong), up to the worker-attempt cap; then the run is abandoned.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn decompose(
+    store: &dyn Store,
+    adapter: &Adapter,
+    prompts: &PromptSet,
+    settings: &RunnerSettings,
+    task: Task,
+    mut run: Run,
+    wt: worktree::Worktree,
+) -> Result<RunResult> {
+    let gid = task.task_gid.clone();
+    let link = store.task_link(&gid).await?;
+    let depth = link.as_ref().map(|l| l.depth).unwrap_or(0) + 1;
+    let split_reason = match &link {
+        Some(_) => last_abandon_reason(store, &gid).await?,
+        None => None,
+    };
+    let mut problem: Option<String> = None;
+    for attempt in 1..=settings.max_worker_attempts {
+        let mut ctx = PromptContext::new(
+            Phase::Decompose,
+            TaskContext::from_task(&task),
+            RunContext {
+                id: run.id,
+                branch: wt.branch.clone(),
+                base_branch: settings.base_branch.clone(),
+                worktree: wt.path.display().to_string(),
+                pr_url: None,
+                pr_number: None,
+                ci_attempts: run.ci_attempts,
+                worker_stuck_count: run.worker_stuck_count,
+            },
+        );
+        ctx.attempt = attempt;
+        ctx.max_attempts = Some(settings.max_worker_attempts);
+        ctx.resume_reason = problem.clone();
+        ctx.conductor = Some(crate::prompts::ConductorInputs {
+            plan_file: PLAN_FILE.to_string(),
+            depth,
+            max_depth: settings.conductor.max_depth,
+            max_subtasks: plan::MAX_SUBTASKS as u32,
+            split_reason: split_reason.clone(),
+        });
+        let prompt = prompts.render(Phase::Decompose, &ctx)?;
+        let plan_path = wt.path.join(PLAN_FILE);
+        let _ = std::fs::remove_file(&plan_path);
+        let worked = work(
+            store,
+            adapter,
+            settings,
+            &mut run,
+            &gid,
+            Phase::Decompose,
+            &wt.path,
+            prompt,
+        )
+        .await?;
+        let planned = std::fs::read_to_string(&plan_path);
+        // The plan is the orchestrator's input, never part of the change.
+        let _ = std::fs::remove_file(&plan_path);
+        write_run_record(settings, &gid, run.id, Phase::Decompose, &wt.path, &worked).await?;
+        if let Some(asked) = &worked.asked {
+            run.updated_at = Utc::now();
+            store.save_run(&run).await?;
+            let escalation = open_escalation(store, adapter, settings, &run, &gid, asked).await?;
+            return Ok(RunResult {
+                task_gid: gid,
+                run_id: run.id,
+                state: run.state.clone(),
+                ci_attempts: run.ci_attempts,
+                waiting_on: Some(escalation),
+            });
+        }
+        let parsed = match planned {
+            Ok(text) => plan::parse(&text).map_err(|e| e.to_string()),
+            Err(_) if worked.done.is_none() => {
+                Err(format!("the planner ended without a plan: {}", worked.why))
+            }
+            Err(error) => Err(format!("no plan in {PLAN_FILE}: {error}")),
+        };
+        match parsed {
+            Ok(plan) => {
+                store_children(store, &task, depth, &plan).await?;
+                tracing::info!(gid = %gid, run = run.id, subtasks = plan.subtasks.len(), depth, "split into subtasks; they run as their dependencies complete");
+                settings
+                    .notices
+                    .tell(
+                        store,
+                        crate::chat::Notice {
+                            priority: crate::core::outbox::Priority::Info,
+                            persona: crate::chat::Persona::Orchestrator,
+                            task_gid: Some(gid.clone()),
+                            run_id: Some(run.id),
+                            body: format!(
+                                "`{gid}` is split into {} subtask(s): {}",
+                                plan.subtasks.len(),
+                                plan.subtasks
+                                    .iter()
+                                    .map(|s| format!(
+                                        "`{}` {}",
+                                        plan::child_gid(&gid, &s.key),
+                                        s.title
+                                    ))
+                                    .collect::<Vec<_>>()
+                                    .join("; ")
+                            ),
+                        },
+                    )
+                    .await;
+                return Ok(RunResult {
+                    task_gid: gid,
+                    run_id: run.id,
+                    state: run.state.clone(),
+                    ci_attempts: run.ci_attempts,
+                    waiting_on: None,
+                });
+            }
+            Err(why) => {
+                tracing::warn!(gid = %gid, run = run.id, attempt, %why, "the planner's plan was refused");
+                problem = Some(format!("your plan was refused: {why}. Write it again."));
+            }
+        }
+    }
+    let why = problem.unwrap_or_else(|| "the planner made no plan".into());
+    abandon(store, &settings.notices, &mut run, &gid, &why).await?;
+    Ok(RunResult {
+        task_gid: gid,
+        run_id: run.id,
+        state: run.state.clone(),
+        ci_attempts: run.ci_attempts,
+        waiting_on: None,
+    })
+}
+
+/// Links the children first (all or nothing), then creates their tasks, approved: the
+/// owner's go for the goal is the go for its parts.
+async fn store_children(store: &dyn Store, parent: &Task, depth: u32, plan: &Plan) -> Result<()> {
+    let now = Utc::now();
+    let gid = &parent.task_gid;
+    let links: Vec<TaskLink> = plan
+        .subtasks
+        .iter()
+        .enumerate()
+        .map(|(i, s)| TaskLink {
+            task_gid: plan::child_gid(gid, &s.key),
+            parent_gid: gid.clone(),
+            depth,
+            key: s.key.clone(),
+            position: i as u32,
+            created_at: now,
+        })
+        .collect();
+    let key_gid = |key: &str| {
+        plan.subtasks
+            .iter()
+            .find(|s| s.key.eq_ignore_ascii_case(key))
+            .map(|s| plan::child_gid(gid, &s.key))
+            .unwrap_or_else(|| plan::child_gid(gid, key))
+    };
+    let dependencies: Vec<TaskDependency> = plan
+        .subtasks
+        .iter()
+        .flat_map(|s| {
+            s.depends_on.iter().map(|on| TaskDependency {
+                task_gid: plan::child_gid(gid, &s.key),
+                depends_on: key_gid(on),
+            })
+        })
+        .collect();
+    store.link_children(gid, &links, &dependencies).await?;
+    for subtask in &plan.subtasks {
+        let child = plan::child_gid(gid, &subtask.key);
+        crate::core::gid::validate(&child)
+            .map_err(|e| anyhow::anyhow!("subtask `{}`: {e}", subtask.key))?;
+        store
+            .upsert_task(
+                &crate::core::task::NewTask {
+                    task_gid: child,
+                    source: "conductor".to_string(),
+                    description: subtask.description(&parent.title()),
+                    notes: None,
+                    priority: parent.priority,
+                    initial_status: QueueStatus::Approved,
+                },
+                "conductor",
+                now,
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// Why `gid`'s last run was abandoned, from its history.
+async fn last_abandon_reason(store: &dyn Store, gid: &str) -> Result<Option<String>> {
+    Ok(store
+        .events(gid)
+        .await?
+        .into_iter()
+        .rev()
+        .find(|e| e.kind == QueueEvent::RunAbandoned.name())
+        .and_then(|e| e.detail))
+}
+
+/// Whether a task has children (its run waits for them and must not be taken for stranded).
+pub(super) async fn is_waiting_parent(store: &dyn Store, gid: &str) -> Result<bool> {
+    Ok(!store.children(gid).await?.is_empty())
+}
+
+/// Looks at every parent waiting for its children and takes its next step: merges the
+/// children that completed into its branch, splits a failed child, completes or gives up.
+/// Whether anything moved (so `run --once` knows to go round again).
+pub async fn tick_parents(runner: &Runner) -> Result<bool> {
+    let store = runner.store.as_ref();
+    let settings = runner.settings.as_ref();
+    let mut moved = false;
+    for run in store.runs(None).await? {
+        if run.state != RunState::InProgress {
+            continue;
+        }
+        let Some(task) = store.task(&run.task_gid).await? else {
+            continue;
+        };
+        if task.status != QueueStatus::InProgress {
+            continue;
+        }
+        let links = store.children(&task.task_gid).await?;
+        if links.is_empty() {
+            continue;
+        }
+        match tick_parent(store, settings, &task, run, &links).await {
+            Ok(step_moved) => moved |= step_moved,
+            Err(error) => {
+                tracing::error!(gid = %task.task_gid, error = format!("{error:#}"), "cannot take a parent task's next step")
+            }
+        }
+    }
+    Ok(moved)
+}
+
+async fn tick_parent(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+    mut run: Run,
+    links: &[TaskLink],
+) -> Result<bool> {
+    let gid = task.task_gid.clone();
+    let mut children = Vec::with_capacity(links.len());
+    for link in links {
+        let Some(child) = store.task(&link.task_gid).await? else {
+            continue;
+        };
+        let runs = store.runs(Some(&link.task_gid)).await?;
+        let last = runs.last();
+        if child.status == QueueStatus::Done {
+            if let Some(branch) = last.and_then(|r| r.branch_name.clone()) {
+                merge_child(settings, &run, &link.task_gid, &branch).await?;
+            }
+        }
+        children.push(ChildState {
+            gid: link.task_gid.clone(),
+            status: child.status.clone(),
+            depth: link.depth,
+            last_run: last.map(|r| r.state.clone()),
+            split: !store.children(&link.task_gid).await?.is_empty(),
+        });
+    }
+    match progress::next(&children, settings.conductor.max_depth) {
+        ParentStep::Wait => Ok(false),
+        ParentStep::Complete => {
+            move_run(store, &mut run, RunEvent::PrOpened).await?;
+            run.completed_at = Some(Utc::now());
+            move_run(store, &mut run, RunEvent::Completed).await?;
+            queue_ops::apply(
+                store,
+                &SystemClock,
+                &gid,
+                QueueEvent::RunCompleted,
+                "conductor",
+                Some(format!("all {} subtasks complete", children.len())),
+            )
+            .await?;
+            tracing::info!(gid = %gid, run = run.id, subtasks = children.len(), "every subtask is complete; the parent completes");
+            settings
+                .notices
+                .tell(
+                    store,
+                    crate::chat::Notice {
+                        priority: crate::core::outbox::Priority::Action,
+                        persona: crate::chat::Persona::Orchestrator,
+                        task_gid: Some(gid.clone()),
+                        run_id: Some(run.id),
+                        body: crate::chat::text::completed(run.id, &gid, None),
+                    },
+                )
+                .await;
+            Ok(true)
+        }
+        ParentStep::Split { child } => {
+            mark_goal(store, settings, &child).await?;
+            queue_ops::apply(
+                store,
+                &SystemClock,
+                &child,
+                QueueEvent::Go,
+                "conductor",
+                Some("its worker failed every retry: split into smaller subtasks".into()),
+            )
+            .await?;
+            tracing::warn!(gid = %gid, %child, "a subtask failed every retry; it is split into smaller ones");
+            Ok(true)
+        }
+        ParentStep::GiveUp { child } => {
+            let why = format!(
+                "subtask `{child}` failed every retry at the depth cap ({})",
+                settings.conductor.max_depth
+            );
+            abandon(store, &settings.notices, &mut run, &gid, &why).await?;
+            Ok(true)
+        }
+    }
+}
+
+/// Gives `gid` the first goal label, so its next run splits it.
+async fn mark_goal(store: &dyn Store, settings: &RunnerSettings, gid: &str) -> Result<()> {
+    let mut facts = match store.task_facts(gid).await? {
+        Some(text) => serde_json::from_str::<TaskFacts>(&text).unwrap_or_default(),
+        None => TaskFacts::default(),
+    };
+    let label = settings
+        .conductor
+        .goal_labels
+        .first()
+        .cloned()
+        .unwrap_or_else(|| "goal".into());
+    if !facts.labels.iter().any(|l| l.eq_ignore_ascii_case(&label)) {
+        facts.labels.push(label);
+    }
+    store
+        .save_task_facts(gid, &serde_json::to_string(&facts)?, Utc::now())
+        .await?;
+    Ok(())
+}
+
+/// Merges the branch of subtask `gid` into its parent's branch, when it is a subtask.
+pub(super) async fn merge_into_parent(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    gid: &str,
+    branch: &str,
+) -> Result<()> {
+    let Some(link) = store.task_link(gid).await? else {
+        return Ok(());
+    };
+    let Some(parent_run) = store.runs(Some(&link.parent_gid)).await?.into_iter().last() else {
+        return Ok(());
+    };
+    merge_child(settings, &parent_run, gid, branch).await
+}
+
+/// Merges a completed child's branch into the parent's branch, in the parent's worktree,
+/// unless it is in already.
+async fn merge_child(
+    settings: &RunnerSettings,
+    parent: &Run,
+    child: &str,
+    branch: &str,
+) -> Result<()> {
+    let Some(path) = parent.worktree_path.clone() else {
+        return Ok(());
+    };
+    if !settings.worktrees {
+        return Ok(());
+    }
+    let worktree = PathBuf::from(path);
+    let branch = branch.to_string();
+    let child = child.to_string();
+    let (repo, worktrees_dir) = (settings.repository.clone(), settings.worktrees_dir.clone());
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        // Sibling subtasks that complete together merge one at a time (a second merge in
+        // the same worktree would find the first one's MERGE_HEAD).
+        let _lock = worktree::lock_repository(&repo, &worktrees_dir)?;
+        let merged = orchestrator_git(&worktree)
+            .args(["merge-base", "--is-ancestor", &branch, "HEAD"])
+            .output()?;
+        if merged.status.success() {
+            return Ok(());
+        }
+        let out = orchestrator_git(&worktree)
+            .args([
+                "-c",
+                "user.name=executor",
+                "-c",
+                "user.email=executor@localhost",
+                "merge",
+                "--no-ff",
+                "--no-edit",
+                "-m",
+                &format!("Merge subtask {child}"),
+                &branch,
+            ])
+            .output()?;
+        if !out.status.success() {
+            let _ = orchestrator_git(&worktree)
+                .args(["merge", "--abort"])
+                .output();
+            anyhow::bail!(
+                "merging subtask {child} ({branch}) into the parent's branch failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    })
+    .await??;
+    Ok(())
+}
