@@ -107,10 +107,22 @@ impl Inbox {
         {
             return Ok(Taken::Duplicate);
         }
-        if self.owner.sent(message) {
-            return self.owner_said(store, message).await;
+        let taken = if self.owner.sent(message) {
+            self.owner_said(store, message).await
+        } else {
+            self.someone_else_said(store, message).await
+        };
+        if taken.is_err() {
+            // Not done after all: the next read takes it again. (What was done before the
+            // failure is safe to repeat: an answer is recorded once by the store.)
+            if let Err(error) = store
+                .release_chat_message(&self.key(), &message.id.to_string())
+                .await
+            {
+                tracing::error!(%error, message = message.id, "cannot give back a chat message whose handling failed; it is lost");
+            }
         }
-        self.someone_else_said(store, message).await
+        taken
     }
 
     async fn owner_said(&self, store: &dyn Store, message: &ZulipMessage) -> StoreResult<Taken> {

@@ -435,6 +435,10 @@ pub trait Store: Send + Sync {
         at: DateTime<Utc>,
     ) -> StoreResult<bool>;
 
+    /// Gives back a claim of [`Store::claim_chat_message`] whose handling failed, so the
+    /// next read takes the message again.
+    async fn release_chat_message(&self, chat: &str, message_id: &str) -> StoreResult<()>;
+
     /// Stores the decomposition of `parent_gid`: its `children` and the `dependencies` among
     /// them, all in one transaction (a decomposition is stored whole or not at all). Every
     /// child must name `parent_gid` as its parent and every edge must start at one of the

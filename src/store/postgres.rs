@@ -1208,6 +1208,15 @@ impl Store for PgStore {
         Ok(inserted == 1)
     }
 
+    async fn release_chat_message(&self, chat: &str, message_id: &str) -> StoreResult<()> {
+        sqlx::query("DELETE FROM executor_chat_inbox WHERE chat = $1 AND message_id = $2")
+            .bind(chat)
+            .bind(message_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
     async fn link_children(
         &self,
         parent_gid: &str,

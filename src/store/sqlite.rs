@@ -1254,6 +1254,18 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn release_chat_message(&self, chat: &str, message_id: &str) -> StoreResult<()> {
+        let (chat, message_id) = (chat.to_string(), message_id.to_string());
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "DELETE FROM executor_chat_inbox WHERE chat = ?1 AND message_id = ?2",
+            )?
+            .execute(params![chat, message_id])?;
+            Ok(())
+        })
+        .await
+    }
+
     async fn link_children(
         &self,
         parent_gid: &str,

@@ -1395,6 +1395,19 @@ async fn a_chat_message_is_claimed_once(store: &dyn Store) {
         .claim_chat_message("slack", "4711", t0())
         .await
         .expect("slack again"));
+    // A claim given back (its handling failed) can be taken again, once.
+    store
+        .release_chat_message("zulip", "4711")
+        .await
+        .expect("release");
+    assert!(store
+        .claim_chat_message("zulip", "4711", t0())
+        .await
+        .expect("after release"));
+    assert!(!store
+        .claim_chat_message("zulip", "4711", t0())
+        .await
+        .expect("claimed again"));
 }
 
 fn link(parent: &str, gid: &str, depth: u32, key: &str, position: u32) -> TaskLink {
