@@ -1197,6 +1197,14 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
                 .map(|p| settings.root.join(p)),
             ..settings.raw.conductor.clone()
         },
+        recorder: Arc::new(crate::runner::record::Recorder {
+            build_log: settings
+                .raw
+                .conductor
+                .build_log
+                .as_ref()
+                .map(|p| settings.root.join(p)),
+        }),
         github: github_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {

@@ -79,6 +79,8 @@ pub struct RunnerSettings {
     pub window: u32,
     /// Goals and subtasks, review rounds, the record step (`[conductor]`).
     pub conductor: crate::config::conductor::ConductorSection,
+    /// The record step, run when a run completes.
+    pub recorder: Arc<crate::runner::record::Recorder>,
 }
 
 /// The `[agent]` settings a worker is started with.
@@ -961,6 +963,7 @@ async fn carry(
                 )
                 .await?;
                 tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
+                record(store, settings, &task, &run, &wt.path, verified(settings)).await;
                 settings
                     .notices
                     .tell(
@@ -1661,6 +1664,61 @@ async fn take_message(
         })
         .await?;
     Ok(())
+}
+
+/// The record step for a run that completed in `worktree`.
+async fn record(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+    run: &Run,
+    worktree: &Path,
+    verification: Vec<String>,
+) {
+    let commit = if settings.worktrees {
+        head_commit(worktree).await
+    } else {
+        None
+    };
+    settings
+        .recorder
+        .record(
+            store,
+            &settings.notices,
+            crate::runner::record::Completion {
+                task,
+                run,
+                commit,
+                verification,
+            },
+        )
+        .await;
+}
+
+/// What the local forge's verification checked, for the record.
+fn verified(settings: &RunnerSettings) -> Vec<String> {
+    settings
+        .verify
+        .iter()
+        .map(|command| format!("`{command}`: passed"))
+        .collect()
+}
+
+/// The short id of the commit checked out in `worktree`.
+async fn head_commit(worktree: &Path) -> Option<String> {
+    let worktree = worktree.to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let out = orchestrator_git(&worktree)
+            .args(["rev-parse", "--short=12", "HEAD"])
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Writes the Claude settings file that installs executor's PreToolUse hook for run

@@ -5,4 +5,5 @@
 pub mod contract;
 pub mod drive;
 pub mod judge;
+pub mod record;
 pub mod worktree;

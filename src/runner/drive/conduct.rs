@@ -344,6 +344,20 @@ async fn tick_parent(
             )
             .await?;
             tracing::info!(gid = %gid, run = run.id, subtasks = children.len(), "every subtask is complete; the parent completes");
+            if let Some(path) = run.worktree_path.clone() {
+                record(
+                    store,
+                    settings,
+                    task,
+                    &run,
+                    Path::new(&path),
+                    vec![format!(
+                        "all {} subtasks complete and merged",
+                        children.len()
+                    )],
+                )
+                .await;
+            }
             settings
                 .notices
                 .tell(

@@ -234,6 +234,21 @@ async fn tick_one(
             }
             steps::notify_complete_comment(&github.client, pr, &github.owner_login).await?;
             tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "run complete: CI green, reviewed, nothing unresolved; the owner was told on the PR");
+            if let Some(task) = store.task(&gid).await? {
+                settings
+                    .recorder
+                    .record(
+                        store,
+                        &settings.notices,
+                        crate::runner::record::Completion {
+                            task: &task,
+                            run: &run,
+                            commit: Some(obs.head_sha.clone()),
+                            verification: vec!["CI green, reviewed, no thread unresolved".into()],
+                        },
+                    )
+                    .await;
+            }
             settings
                 .notices
                 .tell(
