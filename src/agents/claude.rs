@@ -67,6 +67,9 @@ pub fn argv(program: &Path, invocation: &Invocation) -> Vec<String> {
     if let Some(max_turns) = invocation.max_turns {
         argv.extend(["--max-turns".to_string(), max_turns.to_string()]);
     }
+    if let Some(tools) = &invocation.tools {
+        argv.extend(["--tools".to_string(), tools.join(",")]);
+    }
     if !invocation.allowed_tools.is_empty() {
         argv.push("--allowedTools".to_string());
         argv.extend(invocation.allowed_tools.iter().cloned());
@@ -697,6 +700,7 @@ mod tests {
             append_system_prompt: Some("Print [DONE:pr_ready] when done.".into()),
             model: None,
             max_turns: Some(40),
+            tools: None,
         };
         assert_eq!(
             argv(&program, &first),

@@ -38,6 +38,14 @@ pub fn argv(program: &Path, invocation: &Invocation) -> Vec<String> {
             argv.extend(["resume".to_string(), id.clone(), "--json".to_string()]);
         }
     }
+    if let Some(tools) = &invocation.tools {
+        let writes = tools
+            .iter()
+            .any(|t| matches!(t.to_ascii_lowercase().as_str(), "write" | "edit" | "bash"));
+        if !writes {
+            argv.extend(["--sandbox".to_string(), "read-only".to_string()]);
+        }
+    }
     argv.push("-".to_string());
     argv
 }

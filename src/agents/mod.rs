@@ -85,6 +85,11 @@ pub struct Invocation {
     pub model: Option<String>,
     /// Claude: `--max-turns`.
     pub max_turns: Option<u32>,
+    /// The whole set of tools the worker has (a worker task file's `capabilities.tools`),
+    /// in the agent's own names: Claude `--tools`, pi `--tools` (instead of
+    /// `allowed_tools`); Codex, which has no tool list, runs `--sandbox read-only` when the
+    /// set holds none of `write`, `edit` and `bash`. `None`: the agent's usual tools.
+    pub tools: Option<Vec<String>>,
 }
 
 /// One agent CLI, ready to start workers with.

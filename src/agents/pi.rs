@@ -73,7 +73,12 @@ pub fn argv(program: &Path, invocation: &Invocation) -> Vec<String> {
     if let Some(model) = &invocation.model {
         argv.extend(["--model".to_string(), model.clone()]);
     }
-    if !invocation.allowed_tools.is_empty() {
+    if let Some(tools) = &invocation.tools {
+        match tool_list(tools) {
+            Some(list) => argv.extend(["--tools".to_string(), list]),
+            None => argv.push("--no-tools".to_string()),
+        }
+    } else if !invocation.allowed_tools.is_empty() {
         match tool_list(&invocation.allowed_tools) {
             Some(list) => argv.extend(["--tools".to_string(), list]),
             None => argv.push("--no-tools".to_string()),
@@ -827,6 +832,7 @@ mod tests {
             append_system_prompt: Some("Print [DONE:pr_ready] when done.".into()),
             model: Some("anthropic/claude-sonnet-4-5".into()),
             max_turns: Some(40),
+            tools: None,
         };
         assert_eq!(
             argv(&program, &first),

@@ -271,6 +271,16 @@ async fn wake(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
             "cannot look at the parents of subtasks"
         );
     }
+    // The owner's answers to the record step's escalations (its runs are complete, so
+    // nothing below resumes them), each carried out once.
+    if let Err(error) = runner
+        .settings
+        .recorder
+        .apply_decided(runner.store.as_ref(), &runner.settings.notices)
+        .await
+    {
+        tracing::warn!(%error, "cannot take the owner's answers to the record step");
+    }
     // An owner's answer resumes its run whatever else is going on (each answer is taken
     // exactly once, so a second pass looking at it does no harm).
     match crate::runner::drive::has_decided(runner.store.as_ref()).await {

@@ -15,6 +15,7 @@ mod output;
 mod policy;
 mod protocol;
 mod reanalyze;
+mod record;
 mod service;
 mod tree;
 
@@ -80,6 +81,13 @@ enum Command {
     /// One task with its runs, history and decisions
     Show {
         gid: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one worker now from a conductor worker task file (taskVersion 1)
+    Dispatch {
+        /// The worker task file (JSON)
+        file: PathBuf,
         #[arg(long)]
         json: bool,
     },
@@ -471,6 +479,9 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
             json: false,
         } => output::print_queue(&store.tasks(status.as_ref()).await?),
         Command::Tree { gid, json } => tree::print(store, &gid, json).await,
+        Command::Dispatch { file, json } => {
+            dispatch_file(settings, Arc::clone(&shared), &file, json).await
+        }
         Command::Show { gid, json } => {
             let task = store
                 .task(&gid)
@@ -505,7 +516,12 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
                 output::print_task(&shown)
             }
         }
-        Command::Go { gid } => owner_move(store, &clock, &gid, QueueEvent::Go, None).await,
+        Command::Go { gid } => {
+            if go_integrates(settings, store, &gid).await? {
+                return Ok(());
+            }
+            owner_move(store, &clock, &gid, QueueEvent::Go, None).await
+        }
         Command::Skip { gid, reason } => {
             owner_move(store, &clock, &gid, QueueEvent::Skip, reason).await
         }
@@ -764,6 +780,21 @@ async fn decide(
     }
 }
 
+/// `executor go GID` on a run waiting at the integration gate answers that gate (approve);
+/// false when there is no such gate open for `gid`.
+async fn go_integrates(settings: &Settings, store: &dyn Store, gid: &str) -> Result<bool> {
+    let waiting = store
+        .decisions(gid)
+        .await?
+        .into_iter()
+        .find(|d| d.is_pending() && d.action == crate::runner::drive::INTEGRATE);
+    let Some(gate) = waiting else {
+        return Ok(false);
+    };
+    decide(settings, store, gate.id, Answer::Approve, Some("go")).await?;
+    Ok(true)
+}
+
 /// Who answers from this terminal, for the record.
 fn whoami() -> String {
     std::env::var("USER")
@@ -865,6 +896,19 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         failed.extend(resumed.failed);
         print_results(&resumed.results);
     }
+    // The owner's answers to the record step's escalations (a comment on the tracker, say).
+    match runner
+        .settings
+        .recorder
+        .apply_decided(runner.store.as_ref(), &runner.settings.notices)
+        .await
+    {
+        Ok(0) => {}
+        Ok(n) => eprintln!("record step: took the owner's answer to {n} escalation(s)"),
+        Err(error) => {
+            eprintln!("warning: cannot take the owner's answers to the record step: {error}")
+        }
+    }
     // One look at every open PR: a step each (a worker, a label, completion, ...); a run
     // waiting for CI or for the owner is not actionable and waits for the next run.
     let ticked = crate::runner::drive::tick_prs(&runner).await?;
@@ -875,6 +919,44 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         deliver_chat(deliverer, runner.store.as_ref()).await;
     }
     fail_if_any(failed)
+}
+
+/// `executor dispatch FILE`: a malformed file is bad input naming the field (exit 2); a
+/// worker that ends without `[DONE:…]` is a failure (exit 1), its record kept all the same.
+async fn dispatch_file(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+    file: &Path,
+    json: bool,
+) -> Result<()> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| BadInput(format!("cannot read {}: {e}", file.display())))?;
+    let task = crate::conductor::worker_task::parse(&file.display().to_string(), &text)
+        .map_err(|e| BadInput(e.to_string()))?;
+    let runner = build_runner(settings, store)?;
+    let _leases = LeaseKeeper::start(&runner);
+    let dispatched = crate::runner::drive::dispatch(&runner, &task).await?;
+    if json {
+        output::print_json(&dispatched)?;
+    } else {
+        println!("{}", dispatched.record.display());
+    }
+    eprintln!(
+        "run {} of {}: {} (record: {})",
+        dispatched.run_id,
+        dispatched.task_gid,
+        dispatched.why,
+        dispatched.record.display()
+    );
+    if dispatched.done {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "the worker of {} ended without [DONE]: {}",
+            dispatched.task_gid,
+            dispatched.why
+        ))
+    }
 }
 
 /// Sends what this run told the owner (and whatever earlier runs could not). A notifier
@@ -1197,14 +1279,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
                 .map(|p| settings.root.join(p)),
             ..settings.raw.conductor.clone()
         },
-        recorder: Arc::new(crate::runner::record::Recorder {
-            build_log: settings
-                .raw
-                .conductor
-                .build_log
-                .as_ref()
-                .map(|p| settings.root.join(p)),
-        }),
+        recorder: Arc::new(record::recorder(settings)?),
         github: github_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {
@@ -1225,6 +1300,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
             model: agent.model.clone(),
             allowed_tools: agent.allowed_tools.clone(),
             max_turns: agent.max_turns,
+            tools: None,
             hook,
         },
     })

@@ -35,9 +35,13 @@ use crate::store::Store;
 use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
 
 mod conduct;
+mod dispatch;
 mod pr_tick;
+mod review;
 pub use conduct::tick_parents;
+pub use dispatch::{agent_tools, dispatch, Dispatched};
 pub use pr_tick::tick_prs;
+pub use review::INTEGRATE;
 
 /// How the runner works, resolved from the config.
 #[derive(Debug, Clone)]
@@ -92,6 +96,9 @@ pub struct AgentOptions {
     pub model: Option<String>,
     pub allowed_tools: Vec<String>,
     pub max_turns: Option<u32>,
+    /// The whole set of tools a worker has, in the agent's names (see
+    /// [`crate::agents::Invocation::tools`]); `None` normally, set by `executor dispatch`.
+    pub tools: Option<Vec<String>>,
     /// Claude: decide every tool call with `executor hook claude` (the settings file names
     /// this binary and the config, so the hook finds the run's store and contract).
     pub hook: Option<HookTarget>,
@@ -462,6 +469,8 @@ struct Start {
     /// Continue the agent's session with no new prompt: the agent re-asks about the tool
     /// call it parked (its hook now finds the owner's answer).
     continue_parked: bool,
+    /// The owner's answer to the integration gate: integrate now (`Some(true)`) or not.
+    integrate: Option<bool>,
 }
 
 impl Start {
@@ -470,6 +479,7 @@ impl Start {
             phase,
             resume_reason,
             continue_parked: false,
+            integrate: None,
         }
     }
 }
@@ -715,6 +725,8 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             phase: Phase::InProgress,
             resume_reason: Some(reason),
             continue_parked: parked,
+            integrate: (escalation.action == review::INTEGRATE)
+                .then(|| escalation.resolution.as_deref() == Some("approve")),
         };
         runs.spawn(continue_run(
             runner.clone(),
@@ -871,7 +883,6 @@ async fn carry(
     wt: worktree::Worktree,
     start: Start,
 ) -> Result<RunResult> {
-    let clock = SystemClock;
     let gid = task.task_gid.clone();
     let branch = wt.branch.clone();
     let mut phase = start.phase;
@@ -879,6 +890,30 @@ async fn carry(
     let mut resume_reason: Option<String> = start.resume_reason;
     let mut continue_parked = start.continue_parked;
     let mut failed_workers = 0u32;
+    let reviewing = settings.conductor.review_rounds > 0 && settings.github.is_none();
+    let mut rejections = 0u32;
+    // The owner answered the integration gate: integrate, or stop here.
+    match start.integrate {
+        Some(true) => match complete_local(store, settings, &task, &mut run, &wt).await? {
+            None => return Ok(result_now(&gid, &run, None)),
+            Some(failed) => {
+                resume_reason = Some(failed);
+                phase = Phase::InProgress;
+            }
+        },
+        Some(false) => {
+            abandon(
+                store,
+                &settings.notices,
+                &mut run,
+                &gid,
+                "the owner declined to integrate it",
+            )
+            .await?;
+            return Ok(result_now(&gid, &run, None));
+        }
+        None => {}
+    }
     loop {
         let mut ctx = PromptContext::new(
             phase,
@@ -938,6 +973,73 @@ async fn carry(
 
         if worked.done.is_some() {
             let verdict = verify(store, settings, run.id, &gid, &wt.path).await?;
+            if verdict.passed && reviewing {
+                match review::review(
+                    store,
+                    adapter,
+                    prompts,
+                    settings,
+                    &task,
+                    &mut run,
+                    &wt,
+                    rejections + 1,
+                )
+                .await?
+                {
+                    review::Reviewed::Accepted => {}
+                    review::Reviewed::Asked(escalation) => {
+                        return Ok(result_now(&gid, &run, Some(escalation)));
+                    }
+                    review::Reviewed::Rejected(findings) => {
+                        rejections += 1;
+                        let max = settings.conductor.review_rounds;
+                        if rejections >= max {
+                            let asked = Asked::Message(format!(
+                                "[ESCALATE:review_rounds_exhausted] the review rejected the diff {rejections} time(s); the last findings: {}",
+                                findings.replace('\n', " ")
+                            ));
+                            let escalation =
+                                open_escalation(store, adapter, settings, &run, &gid, &asked)
+                                    .await?;
+                            return Ok(result_now(&gid, &run, Some(escalation)));
+                        }
+                        resume_reason = Some(format!(
+                            "Your patch had these problems (review round {rejections} of {max}); fix them, then end with [DONE:implemented] again:\n{findings}"
+                        ));
+                        phase = Phase::InProgress;
+                        continue;
+                    }
+                }
+                // Integrate only where the conductor's contract allows it; otherwise the
+                // owner says go.
+                match review::integration(settings, &gid, &run) {
+                    crate::policy::Decision::Approve => {}
+                    crate::policy::Decision::Deny => {
+                        abandon(
+                            store,
+                            &settings.notices,
+                            &mut run,
+                            &gid,
+                            "the conductor's contract denies integrating it",
+                        )
+                        .await?;
+                        break;
+                    }
+                    crate::policy::Decision::Escalate => {
+                        if settings.worktrees {
+                            commit(&wt.path, &task, run.id).await?;
+                        }
+                        let asked = Asked::Message(format!(
+                            "[ESCALATE:{}] the reviewed diff of run {} is ready to integrate; `executor go {gid}` integrates it",
+                            review::INTEGRATE,
+                            run.id
+                        ));
+                        let escalation =
+                            open_escalation(store, adapter, settings, &run, &gid, &asked).await?;
+                        return Ok(result_now(&gid, &run, Some(escalation)));
+                    }
+                }
+            }
             if verdict.passed {
                 if settings.worktrees {
                     commit(&wt.path, &task, run.id).await?;
@@ -947,37 +1049,23 @@ async fn carry(
                     tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
                     break;
                 }
-                // A subtask's work goes into its parent's branch before it counts as done,
-                // so the subtasks that depend on it start from it.
-                conduct::merge_into_parent(store, settings, &gid, &wt.branch).await?;
-                move_run(store, &mut run, RunEvent::PrOpened).await?;
-                run.completed_at = Some(Utc::now());
-                move_run(store, &mut run, RunEvent::Completed).await?;
-                queue_ops::apply(
-                    store,
-                    &clock,
-                    &gid,
-                    QueueEvent::RunCompleted,
-                    "runner",
-                    None,
-                )
-                .await?;
-                tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
-                record(store, settings, &task, &run, &wt.path, verified(settings)).await;
-                settings
-                    .notices
-                    .tell(
-                        store,
-                        crate::chat::Notice {
-                            priority: crate::core::outbox::Priority::Action,
-                            persona: crate::chat::Persona::Orchestrator,
-                            task_gid: Some(gid.clone()),
-                            run_id: Some(run.id),
-                            body: crate::chat::text::completed(run.id, &gid, None),
-                        },
-                    )
-                    .await;
-                break;
+                match complete_local(store, settings, &task, &mut run, &wt).await? {
+                    None => break,
+                    // Merged into the parent, the suites failed: undone, back to the worker
+                    // (and its review), counted like a failed verification.
+                    Some(failed) => {
+                        run.ci_attempts += 1;
+                        run.updated_at = Utc::now();
+                        store.save_run(&run).await?;
+                        if run.ci_attempts > i64::from(settings.max_ci_attempts) {
+                            abandon(store, &settings.notices, &mut run, &gid, &failed).await?;
+                            break;
+                        }
+                        resume_reason = Some(failed);
+                        phase = Phase::InProgress;
+                        continue;
+                    }
+                }
             }
             run.ci_attempts += 1;
             run.updated_at = Utc::now();
@@ -1295,7 +1383,33 @@ async fn work(
     prompt: String,
 ) -> Result<Worked> {
     let logs = PhaseLog::create(&settings.logs_dir, gid, phase.as_str())?;
-    let env = worker_env(adapter, settings);
+    let mut env = worker_env(adapter, settings);
+    // Any command gets executor's session id, so a program that keeps state between
+    // rounds can key it (the same id when a later phase continues the session), and the
+    // tool set it may use.
+    if let Adapter::Command { .. } = adapter {
+        let id = match (&run.worker_session_id, phase) {
+            (Some(id), Phase::InProgress | Phase::FixCi | Phase::FixComments) => id.clone(),
+            _ => format!(
+                "cmd-{}",
+                crate::core::gid::short_hash(&format!(
+                    "{gid}\n{}\n{}\n{}",
+                    run.id,
+                    Utc::now().timestamp_nanos_opt().unwrap_or_default(),
+                    std::process::id()
+                ))
+            ),
+        };
+        env.insert("EXECUTOR_SESSION_ID".to_string(), id.clone());
+        if let Some(tools) = &settings.agent.tools {
+            env.insert("EXECUTOR_TOOLS".to_string(), tools.join(","));
+        }
+        if run.worker_session_id.as_deref() != Some(id.as_str()) {
+            run.worker_session_id = Some(id);
+            run.updated_at = Utc::now();
+            store.save_run(run).await?;
+        }
+    }
     // The contract this worker is judged by, fixed for its whole life (a reload applies to
     // the next worker).
     let contract = settings.worker_contract.as_ref().map(|cell| cell.current());
@@ -1326,6 +1440,7 @@ async fn work(
         append_system_prompt: Some(SYSTEM_REMINDER.to_string()),
         model: settings.agent.model.clone(),
         max_turns: settings.agent.max_turns,
+        tools: settings.agent.tools.clone(),
     };
     let spec = WorkerSpec {
         argv: adapter.argv(&invocation),
@@ -1666,6 +1781,64 @@ async fn take_message(
     Ok(())
 }
 
+/// Completes a run on the local forge, its work committed already: a subtask's work goes
+/// into its parent's branch first (so the subtasks that depend on it start from it), then
+/// the run and its task are complete, the record step runs and the owner is told. When the
+/// suites fail after that merge, the merge is undone and their failure returned instead.
+async fn complete_local(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+    run: &mut Run,
+    wt: &worktree::Worktree,
+) -> Result<Option<String>> {
+    let gid = task.task_gid.clone();
+    if let Some(failed) =
+        conduct::merge_into_parent(store, settings, &gid, run.id, &wt.branch).await?
+    {
+        return Ok(Some(failed));
+    }
+    move_run(store, run, RunEvent::PrOpened).await?;
+    run.completed_at = Some(Utc::now());
+    move_run(store, run, RunEvent::Completed).await?;
+    queue_ops::apply(
+        store,
+        &SystemClock,
+        &gid,
+        QueueEvent::RunCompleted,
+        "runner",
+        None,
+    )
+    .await?;
+    tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
+    record(store, settings, task, run, &wt.path, verified(settings)).await;
+    settings
+        .notices
+        .tell(
+            store,
+            crate::chat::Notice {
+                priority: crate::core::outbox::Priority::Action,
+                persona: crate::chat::Persona::Orchestrator,
+                task_gid: Some(gid.clone()),
+                run_id: Some(run.id),
+                body: crate::chat::text::completed(run.id, &gid, None),
+            },
+        )
+        .await;
+    Ok(None)
+}
+
+/// The result of a run that stops here (waiting on `escalation`, when given).
+fn result_now(gid: &str, run: &Run, escalation: Option<i64>) -> RunResult {
+    RunResult {
+        task_gid: gid.to_string(),
+        run_id: run.id,
+        state: run.state.clone(),
+        ci_attempts: run.ci_attempts,
+        waiting_on: escalation,
+    }
+}
+
 /// The record step for a run that completed in `worktree`.
 async fn record(
     store: &dyn Store,
@@ -1697,11 +1870,11 @@ async fn record(
 
 /// What the local forge's verification checked, for the record.
 fn verified(settings: &RunnerSettings) -> Vec<String> {
-    settings
-        .verify
-        .iter()
-        .map(|command| format!("`{command}`: passed"))
-        .collect()
+    // `forge.verify` is one command's argv.
+    if settings.verify.is_empty() {
+        return Vec::new();
+    }
+    vec![format!("`{}`: passed", settings.verify.join(" "))]
 }
 
 /// The short id of the commit checked out in `worktree`.

@@ -21,12 +21,19 @@ has() {{ printf '%s' "$prompt" | grep -q "$1"; }}
 if has 'Plan a task as subtasks'; then
   if has 'Why it is split'; then
     printf '%s' '{{"subtasks":[{{"key":"s1","title":"Small piece one"}},{{"key":"s2","title":"Small piece two","depends_on":["s1"]}}]}}' > .executor-plan.json
+  elif has 'Guarded goal'; then
+    printf '%s' '{{"subtasks":[{{"key":"G","title":"Guarded piece"}}]}}' > .executor-plan.json
   elif has 'Shaky goal'; then
     printf '%s' '{{"subtasks":[{{"key":"A","title":"Part alpha"}},{{"key":"H","title":"Stubborn piece"}}]}}' > .executor-plan.json
   else
     printf '%s' '{{"subtasks":[{{"key":"A","title":"Part alpha","files":["alpha.txt"],"acceptance":["alpha.txt exists"]}},{{"key":"B","title":"Part beta","depends_on":["A"]}},{{"key":"C","title":"Part gamma"}}]}}' > .executor-plan.json
   fi
   echo '[DONE:decomposed] planned'; exit 0
+fi
+if has 'Guarded piece'; then
+  touch .child_marker
+  if has 'the suites failed there'; then rm -f bad.txt; echo fixed > guarded.txt; else echo bad > bad.txt; fi
+  echo '[DONE:implemented] guarded'; exit 0
 fi
 for name in 'Part alpha' 'Part beta' 'Part gamma' 'Stubborn piece' 'Small piece one' 'Small piece two'; do
   if has "$name"; then me=$name; fi
@@ -42,11 +49,15 @@ echo "[DONE:implemented] $me""#
 }
 
 fn conductor_workspace(extra: &str) -> (Workspace, tempfile::TempDir) {
+    verified_workspace(&[], extra)
+}
+
+fn verified_workspace(verify: &[&str], extra: &str) -> (Workspace, tempfile::TempDir) {
     let logs = tempfile::tempdir().expect("temp dir");
     let script = script(&logs.path().join("workers.log"));
     let ws = workspace(
         &["/bin/sh", "-c", &script],
-        &[],
+        verify,
         &format!("max_workers = 2\nmax_worker_attempts = 2\n{extra}"),
     );
     (ws, logs)
@@ -205,4 +216,41 @@ fn the_depth_cap_stops_the_splitting_and_the_owner_is_told() {
         "not split: {tree}"
     );
     assert_eq!(status(&ws, "G-3.a"), "done");
+}
+
+#[test]
+fn a_merge_into_the_parent_that_fails_the_suites_is_undone_and_the_worker_fixes_it() {
+    // The suite fails wherever bad.txt is, except in the subtask's own worktree (marked by
+    // an ignored file): it passes there, and fails once merged into the parent's branch.
+    let (ws, _logs) = verified_workspace(
+        &["sh", "-c", "test ! -f bad.txt || test -f .child_marker"],
+        "",
+    );
+    let exclude = ws.path().join("repo/.git/info/exclude");
+    std::fs::create_dir_all(exclude.parent().expect("info")).expect("mkdir");
+    std::fs::write(&exclude, ".child_marker\n").expect("exclude");
+    ws.ok(&["add", "--title", "Guarded goal", "--gid", "G-4", "--goal"]);
+    ws.ok(&["go", "G-4"]);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("the suites failed after merging into the parent's branch"),
+        "{stderr}"
+    );
+    assert_eq!(status(&ws, "G-4.g"), "done", "{stderr}");
+    assert_eq!(status(&ws, "G-4"), "done", "{stderr}");
+    let branch = ws.json(&["show", "G-4", "--json"])["runs"][0]["branch_name"]
+        .as_str()
+        .expect("branch")
+        .to_string();
+    let files = crate::support::git(
+        &ws.path().join("repo"),
+        &["ls-tree", "--name-only", &branch],
+    );
+    assert!(files.contains("guarded.txt"), "{files}");
+    assert!(
+        !files.contains("bad.txt"),
+        "the failing merge was undone: {files}"
+    );
 }

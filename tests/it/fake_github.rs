@@ -14,7 +14,8 @@
 //! (updated at or after), sorted, paginated with `Link` headers; the PRs the fake holds
 //! appear in that list too, with a `pull_request` key, as on GitHub. Issue times come from
 //! the fake's own clock, [`ISSUES_EPOCH`] plus one second per change, so tests can reason
-//! about `since` exactly.
+//! about `since` exactly. `PATCH /repos/{o}/{r}/issues/{n}` edits an issue (`title`, `body`,
+//! `state`, `state_reason`) and answers it, as GitHub's "Update an issue" does.
 //!
 //! It records every request (method, path, query, headers without `Authorization`, body,
 //! and the `Authorization` value apart) so a test can count calls and prove where the token
@@ -954,6 +955,9 @@ fn route(
                     number(n).map_or_else(Reply::not_found, |n| get_pr(state, n))
                 }
                 ["issues"] if get => list_issues(state, base, path, query),
+                ["issues", n] if method == Method::PATCH => {
+                    number(n).map_or_else(Reply::not_found, |n| update_issue(state, n, body))
+                }
                 ["issues", n, "labels"] if post => {
                     number(n).map_or_else(Reply::not_found, |n| add_labels(state, n, body))
                 }
@@ -1473,6 +1477,55 @@ fn post_comment(state: &mut StateData, number: u64, body: &Value) -> Reply {
         .or_default()
         .push(comment.clone());
     Reply::json(201, &comment)
+}
+
+/// `PATCH …/issues/{n}` ("Update an issue"): `title`, `body`, `state` (`open` | `closed`)
+/// and `state_reason` (`completed` by default when closing, `not_planned`, `duplicate`;
+/// `reopened` when opening); `200` and the issue. A change of state stamps `closed_at`,
+/// `closed_by` (the token's user, the app's bot) and `updated_at`; closing a closed issue
+/// changes nothing but `updated_at`, as any edit does. Issues only: a PR number is a 404
+/// here (GitHub would update the PR's issue side; the fake does not need it).
+fn update_issue(state: &mut StateData, number: u64, body: &Value) -> Reply {
+    if !body.is_object() {
+        return Reply::error(400, "Problems parsing JSON");
+    }
+    const BAD_STATE: &str =
+        "Invalid request.\n\nFor 'properties/state', is not one of [\"open\", \"closed\"].";
+    let wanted = match body.get("state") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s == "open" || s == "closed" => Some(s.clone()),
+        Some(_) => return Reply::error(422, BAD_STATE),
+    };
+    if !state.issues.contains_key(&number) {
+        return Reply::not_found();
+    }
+    let at = issue_tick(state);
+    let Some(issue) = state.issues.get_mut(&number) else {
+        return Reply::not_found();
+    };
+    for key in ["title", "body"] {
+        if let Some(text) = body.get(key).and_then(Value::as_str) {
+            issue[key] = json!(text);
+        }
+    }
+    let reason = body.get("state_reason").and_then(Value::as_str);
+    match wanted.as_deref() {
+        Some("closed") if issue["state"] != "closed" => {
+            issue["state"] = json!("closed");
+            issue["state_reason"] = json!(reason.unwrap_or("completed"));
+            issue["closed_at"] = json!(at);
+            issue["closed_by"] = user_json(BOT_LOGIN);
+        }
+        Some("open") if issue["state"] != "open" => {
+            issue["state"] = json!("open");
+            issue["state_reason"] = json!(reason.unwrap_or("reopened"));
+            issue["closed_at"] = Value::Null;
+            issue["closed_by"] = Value::Null;
+        }
+        _ => {}
+    }
+    issue["updated_at"] = json!(at);
+    Reply::json(200, issue)
 }
 
 fn post_review(state: &mut StateData, number: u64, body: &Value) -> Reply {

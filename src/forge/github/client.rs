@@ -689,6 +689,20 @@ impl GithubClient {
             .await
     }
 
+    /// `PATCH /repos/{o}/{r}/issues/{n}` with `{"state": "closed"}` (GitHub's "Update an
+    /// issue"; the reason defaults to `completed`): the issue as it now is. Closing a closed
+    /// issue is not an error.
+    pub async fn close_issue(&self, number: u64) -> Result<Issue, GithubError> {
+        let url = self.repo_url(&["issues", &number.to_string()]);
+        self.send_json(
+            Method::PATCH,
+            url,
+            &json!({ "state": "closed" }),
+            "the closed issue",
+        )
+        .await
+    }
+
     // ----- machinery -----
 
     fn repo_url(&self, rest: &[&str]) -> Url {

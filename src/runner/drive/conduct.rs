@@ -419,41 +419,74 @@ async fn mark_goal(store: &dyn Store, settings: &RunnerSettings, gid: &str) -> R
     Ok(())
 }
 
-/// Merges the branch of subtask `gid` into its parent's branch, when it is a subtask.
+/// Merges the branch of subtask `gid` (run `run_id`) into its parent's branch, when it is a
+/// subtask, and runs the suites there: a merge the suites fail is reverted, and the suites'
+/// failure returned, for the subtask's worker to fix.
 pub(super) async fn merge_into_parent(
     store: &dyn Store,
     settings: &RunnerSettings,
     gid: &str,
+    run_id: i64,
     branch: &str,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let Some(link) = store.task_link(gid).await? else {
-        return Ok(());
+        return Ok(None);
     };
     let Some(parent_run) = store.runs(Some(&link.parent_gid)).await?.into_iter().last() else {
-        return Ok(());
+        return Ok(None);
     };
-    merge_child(settings, &parent_run, gid, branch).await
+    if !merge_child(settings, &parent_run, gid, branch).await? {
+        return Ok(None);
+    }
+    let Some(path) = parent_run.worktree_path.as_deref().map(PathBuf::from) else {
+        return Ok(None);
+    };
+    let verdict = verify(store, settings, run_id, gid, &path).await?;
+    if verdict.passed {
+        return Ok(None);
+    }
+    let (repo, worktrees_dir) = (settings.repository.clone(), settings.worktrees_dir.clone());
+    let reverted = path.clone();
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        let _lock = worktree::lock_repository(&repo, &worktrees_dir)?;
+        let out = orchestrator_git(&reverted)
+            .args(["reset", "--hard", "HEAD~1"])
+            .output()?;
+        anyhow::ensure!(
+            out.status.success(),
+            "cannot revert the merge: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        Ok(())
+    })
+    .await??;
+    tracing::warn!(gid = %gid, parent = %link.parent_gid, "the suites failed after merging into the parent's branch; the merge is reverted");
+    Ok(Some(format!(
+        "After your change was merged into the parent task's branch, the suites failed there, so the merge was undone: {}\n{}",
+        verdict.summary.unwrap_or_default(),
+        verdict.excerpt
+    )))
 }
 
 /// Merges a completed child's branch into the parent's branch, in the parent's worktree,
-/// unless it is in already.
+/// unless it is in already; whether it merged now.
 async fn merge_child(
     settings: &RunnerSettings,
     parent: &Run,
     child: &str,
     branch: &str,
-) -> Result<()> {
+) -> Result<bool> {
     let Some(path) = parent.worktree_path.clone() else {
-        return Ok(());
+        return Ok(false);
     };
     if !settings.worktrees {
-        return Ok(());
+        return Ok(false);
     }
     let worktree = PathBuf::from(path);
     let branch = branch.to_string();
     let child = child.to_string();
     let (repo, worktrees_dir) = (settings.repository.clone(), settings.worktrees_dir.clone());
-    tokio::task::spawn_blocking(move || -> Result<()> {
+    let merged_now = tokio::task::spawn_blocking(move || -> Result<bool> {
         // Sibling subtasks that complete together merge one at a time (a second merge in
         // the same worktree would find the first one's MERGE_HEAD).
         let _lock = worktree::lock_repository(&repo, &worktrees_dir)?;
@@ -461,7 +494,7 @@ async fn merge_child(
             .args(["merge-base", "--is-ancestor", &branch, "HEAD"])
             .output()?;
         if merged.status.success() {
-            return Ok(());
+            return Ok(false);
         }
         let out = orchestrator_git(&worktree)
             .args([
@@ -486,8 +519,8 @@ async fn merge_child(
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        Ok(())
+        Ok(true)
     })
     .await??;
-    Ok(())
+    Ok(merged_now)
 }

@@ -1,0 +1,187 @@
+//! `executor dispatch TASK.json`: one worker from a conductor's worker task file, run now.
+//! The file's prompt goes to the agent as it is, `capabilities.tools` becomes the agent's
+//! tool set, `timeoutSeconds` its hard timeout, and `session` names an agent session kept
+//! in the store, so the next task file naming it continues the same session (a review round
+//! after a rejected diff). The run record is the worker's whole output: `patch.diff`,
+//! `result.json` and `stderr.txt`.
+//!
+//! What it must never do: run a worker outside its worktree, or with more tools than the
+//! file grants.
+
+use super::*;
+use crate::conductor::worker_task::{Tool, WorkerTask};
+use crate::core::task::NewTask;
+use crate::core::tree::AgentSession;
+
+/// What one dispatch did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Dispatched {
+    pub task_gid: String,
+    pub run_id: i64,
+    /// The run record: `patch.diff`, `result.json`, `stderr.txt`.
+    pub record: PathBuf,
+    /// The worker ended with `[DONE:…]`.
+    pub done: bool,
+    pub why: String,
+    /// The agent session it ran in (kept under the file's `session` name).
+    pub session_id: Option<String>,
+}
+
+/// The tool set `tools` means to `adapter`, in its own names.
+pub fn agent_tools(adapter: &Adapter, tools: &[Tool]) -> Vec<String> {
+    let names: Vec<&str> = match adapter {
+        Adapter::Claude { .. } => tools
+            .iter()
+            .flat_map(|t| t.claude_tools())
+            .copied()
+            .collect(),
+        Adapter::Pi { .. } => tools.iter().flat_map(|t| t.pi_tools()).copied().collect(),
+        Adapter::Codex { .. } | Adapter::Command { .. } => {
+            tools.iter().map(|t| t.as_str()).collect()
+        }
+    };
+    names.into_iter().map(str::to_string).collect()
+}
+
+/// Runs the worker `file` describes, in the worktree named by its `workspace`.
+pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> {
+    let store = runner.store.as_ref();
+    let adapter = &runner.adapter;
+    let clock = SystemClock;
+    let gid = file.id.clone();
+    let mut settings = runner.settings.as_ref().clone();
+    settings.limits.hard = file.timeout;
+    settings.limits.no_output = settings.limits.no_output.min(file.timeout);
+    settings.agent.tools = Some(agent_tools(adapter, &file.tools));
+
+    let (task, _) = queue_ops::add(
+        store,
+        &clock,
+        &NewTask {
+            task_gid: gid.clone(),
+            source: "dispatch".to_string(),
+            description: format!("Worker task {gid} in workspace {}", file.workspace),
+            notes: None,
+            priority: None,
+            initial_status: QueueStatus::Approved,
+        },
+        "dispatch",
+    )
+    .await?;
+    if task.status == QueueStatus::ForReview {
+        queue_ops::apply(store, &clock, &gid, QueueEvent::Go, "dispatch", None).await?;
+    }
+    queue_ops::apply(store, &clock, &gid, QueueEvent::RunStarted, "dispatch", None)
+        .await
+        .with_context(|| format!("task {gid} cannot start again (a worker task id runs once; give the next round its own id and the same session)"))?;
+    let mut run = store.create_run(&gid, clock.now()).await?;
+    store
+        .take_lease(
+            run.id,
+            &runner.holder.id(),
+            clock.now(),
+            lease_until(),
+            None,
+        )
+        .await?;
+    let carried = async {
+        let wt = if settings.worktrees {
+            let branch = format!("{}{}", settings.branch_prefix, file.workspace);
+            let (repo, dir, base) = (
+                settings.repository.clone(),
+                settings.worktrees_dir.clone(),
+                settings.base_branch.clone(),
+            );
+            tokio::task::spawn_blocking(move || worktree::ensure(&repo, &dir, &branch, &base))
+                .await??
+        } else {
+            worktree::Worktree {
+                path: settings.repository.clone(),
+                branch: String::new(),
+                reused: true,
+                moved_aside: None,
+            }
+        };
+        if settings.worktrees {
+            run.worktree_path = Some(wt.path.display().to_string());
+            run.branch_name = Some(wt.branch.clone());
+        }
+        move_run(store, &mut run, RunEvent::WorkerStarted).await?;
+        // A named session the agent can continue is continued (the worker keeps what it
+        // learnt in the earlier rounds).
+        let earlier = match &file.session {
+            Some(name) => store
+                .agent_session(name)
+                .await?
+                .filter(|s| s.agent == adapter.name()),
+            None => None,
+        };
+        let phase = match earlier {
+            Some(session) => {
+                run.worker_session_id = Some(session.session_id);
+                store.save_run(&run).await?;
+                Phase::InProgress
+            }
+            None => Phase::Queued,
+        };
+        let worked = work(
+            store,
+            adapter,
+            &settings,
+            &mut run,
+            &gid,
+            phase,
+            &wt.path,
+            file.prompt.clone(),
+        )
+        .await?;
+        let record = write_run_record(&settings, &gid, run.id, phase, &wt.path, &worked).await?;
+        if let (Some(name), Some(id)) = (&file.session, &run.worker_session_id) {
+            store
+                .save_agent_session(&AgentSession {
+                    name: name.clone(),
+                    agent: adapter.name().to_string(),
+                    session_id: id.clone(),
+                    updated_at: Utc::now(),
+                })
+                .await?;
+        }
+        let done = worked.done.is_some();
+        if done {
+            move_run(store, &mut run, RunEvent::PrOpened).await?;
+            run.completed_at = Some(Utc::now());
+            move_run(store, &mut run, RunEvent::Completed).await?;
+            queue_ops::apply(
+                store,
+                &clock,
+                &gid,
+                QueueEvent::RunCompleted,
+                "dispatch",
+                None,
+            )
+            .await?;
+        } else {
+            move_run(store, &mut run, RunEvent::Abandoned).await?;
+            queue_ops::apply(
+                store,
+                &clock,
+                &gid,
+                QueueEvent::RunAbandoned,
+                "dispatch",
+                Some(worked.why.clone()),
+            )
+            .await?;
+        }
+        anyhow::Ok(Dispatched {
+            task_gid: gid.clone(),
+            run_id: run.id,
+            record,
+            done,
+            why: worked.why,
+            session_id: run.worker_session_id.clone(),
+        })
+    }
+    .await;
+    release_run(store, &runner.holder, run.id).await;
+    carried
+}
