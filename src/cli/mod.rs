@@ -874,27 +874,23 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
             settings.raw.runner.max_workers
         );
     }
-    // Subtasks become ready as the ones they depend on complete, and a parent moves when
-    // its subtasks have: round again until a pass changes nothing.
+    // Round again until a pass changes nothing: subtasks become ready as the ones they
+    // depend on complete, a parent moves when its subtasks have, and runs whose escalation
+    // the owner answered resume (an answer given while this runs is taken too; a run that
+    // escalates again waits for the next answer).
     loop {
         let passed = crate::runner::drive::run_approved(&runner).await?;
-        let worked = !passed.results.is_empty() || !passed.failed.is_empty();
+        let mut worked = !passed.results.is_empty() || !passed.failed.is_empty();
         failed.extend(passed.failed);
         print_results(&passed.results);
+        let resumed = crate::runner::drive::resume_decided(&runner).await?;
+        worked |= !resumed.results.is_empty() || !resumed.failed.is_empty();
+        failed.extend(resumed.failed);
+        print_results(&resumed.results);
         let parents = crate::runner::drive::tick_parents(&runner).await?;
         if !worked && !parents {
             break;
         }
-    }
-    // Runs whose escalation the owner answered, until none is left (an answer given while
-    // this runs is taken too; a run that escalates again waits for the next answer).
-    loop {
-        let resumed = crate::runner::drive::resume_decided(&runner).await?;
-        if resumed.results.is_empty() && resumed.failed.is_empty() {
-            break;
-        }
-        failed.extend(resumed.failed);
-        print_results(&resumed.results);
     }
     // The owner's answers to the record step's escalations (a comment on the tracker, say).
     match runner

@@ -382,7 +382,8 @@ async fn drive(runner: &Runner, task: Task) -> Result<RunResult> {
         }
         move_run(store, &mut run, RunEvent::WorkerStarted).await?;
         if conduct::needs_split(store, settings, &task).await? {
-            return conduct::decompose(store, adapter, prompts, settings, task, run, wt).await;
+            return conduct::decompose(store, adapter, prompts, settings, task, run, wt, None)
+                .await;
         }
         carry(
             store,
@@ -755,6 +756,21 @@ async fn continue_run(
     let run_id = run.id;
     let carried = async {
         let wt = prepare_worktree(r.store.as_ref(), &r.settings, &task).await?;
+        // A goal still to be split goes back to its planner (told the owner's answer, or
+        // why it stopped), never to a worker that would do the whole goal at once.
+        if conduct::needs_split(r.store.as_ref(), &r.settings, &task).await? {
+            return conduct::decompose(
+                r.store.as_ref(),
+                &r.adapter,
+                &r.prompts,
+                &r.settings,
+                task,
+                run,
+                wt,
+                start.resume_reason,
+            )
+            .await;
+        }
         carry(
             r.store.as_ref(),
             &r.adapter,

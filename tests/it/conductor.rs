@@ -21,6 +21,10 @@ has() {{ printf '%s' "$prompt" | grep -q "$1"; }}
 if has 'Plan a task as subtasks'; then
   if has 'Why it is split'; then
     printf '%s' '{{"subtasks":[{{"key":"s1","title":"Small piece one"}},{{"key":"s2","title":"Small piece two","depends_on":["s1"]}}]}}' > .executor-plan.json
+  elif has 'Asking goal' && ! has 'The owner answered your escalation'; then
+    echo '[ESCALATE:unclear] which part first?'; exit 0
+  elif has 'Asking goal'; then
+    printf '%s' '{{"subtasks":[{{"key":"A","title":"Part alpha"}}]}}' > .executor-plan.json
   elif has 'Guarded goal'; then
     printf '%s' '{{"subtasks":[{{"key":"G","title":"Guarded piece"}}]}}' > .executor-plan.json
   elif has 'Shaky goal'; then
@@ -253,4 +257,28 @@ fn a_merge_into_the_parent_that_fails_the_suites_is_undone_and_the_worker_fixes_
         !files.contains("bad.txt"),
         "the failing merge was undone: {files}"
     );
+}
+
+#[test]
+fn a_planner_that_asks_the_owner_plans_with_the_answer() {
+    let (ws, _logs) = conductor_workspace("");
+    ws.ok(&["add", "--title", "Asking goal", "--gid", "G-5", "--goal"]);
+    ws.ok(&["go", "G-5"]);
+    ws.ok(&["run", "--once"]);
+    let listed = ws.json(&["escalations", "--json"]);
+    let id = listed[0]["id"].as_i64().expect("the planner's question");
+    assert_eq!(listed[0]["action"], "unclear");
+    ws.ok(&[
+        "decide",
+        &id.to_string(),
+        "approve",
+        "--note",
+        "alpha first",
+    ]);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // The planner (not a worker doing the whole goal) took the answer and planned.
+    assert_eq!(status(&ws, "G-5.a"), "done", "{stderr}");
+    assert_eq!(status(&ws, "G-5"), "done", "{stderr}");
 }

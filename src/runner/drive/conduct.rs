@@ -60,7 +60,8 @@ pub(super) async fn base_for(
 
 /// Runs the planner on `task` in its run's worktree and stores the children it plans. A
 /// plan that is missing or does not validate is asked for again (the planner is told what
-/// was wrong), up to the worker-attempt cap; then the run is abandoned.
+/// was wrong), up to the worker-attempt cap; then the run is abandoned. `told` is what the
+/// first planner is told (the owner's answer to an earlier planner's question).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn decompose(
     store: &dyn Store,
@@ -70,6 +71,7 @@ pub(super) async fn decompose(
     task: Task,
     mut run: Run,
     wt: worktree::Worktree,
+    told: Option<String>,
 ) -> Result<RunResult> {
     let gid = task.task_gid.clone();
     let link = store.task_link(&gid).await?;
@@ -78,7 +80,9 @@ pub(super) async fn decompose(
         Some(_) => last_abandon_reason(store, &gid).await?,
         None => None,
     };
-    let mut problem: Option<String> = None;
+    // What the planner is told first: the owner's answer to its question, or why its
+    // last planner stopped.
+    let mut problem: Option<String> = told;
     for attempt in 1..=settings.max_worker_attempts {
         let mut ctx = PromptContext::new(
             Phase::Decompose,
