@@ -41,6 +41,24 @@ pub struct Notice {
     pub body: String,
 }
 
+impl Notice {
+    /// A notice from the orchestrator about task `gid` (and run `run_id`).
+    pub fn orchestrator(
+        priority: Priority,
+        gid: impl Into<String>,
+        run_id: Option<i64>,
+        body: impl Into<String>,
+    ) -> Self {
+        Self {
+            priority,
+            persona: Persona::Orchestrator,
+            task_gid: Some(gid.into()),
+            run_id,
+            body: body.into(),
+        }
+    }
+}
+
 /// The notifier that posts to the Zulip topic.
 pub const ZULIP: &str = "zulip";
 

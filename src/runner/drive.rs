@@ -607,16 +607,15 @@ async fn judged_deny(
                         .notices
                         .tell(
                             store,
-                            crate::chat::Notice {
-                                priority: crate::core::outbox::Priority::Info,
-                                persona: crate::chat::Persona::Orchestrator,
-                                task_gid: Some(gid.to_string()),
-                                run_id: escalation.run_id,
-                                body: format!(
+                            crate::chat::Notice::orchestrator(
+                                crate::core::outbox::Priority::Info,
+                                gid.to_string(),
+                                escalation.run_id,
+                                format!(
                                     "The model judge denied escalation {} (`{}`): {reason}",
                                     escalation.id, escalation.action
                                 ),
-                            },
+                            ),
                         )
                         .await;
                     true
@@ -1332,13 +1331,12 @@ async fn abandon(
     notices
         .tell(
             store,
-            crate::chat::Notice {
-                priority: crate::core::outbox::Priority::Action,
-                persona: crate::chat::Persona::Orchestrator,
-                task_gid: Some(gid.to_string()),
-                run_id: Some(run.id),
-                body: crate::chat::text::abandoned(notices.routing(), run.id, gid, why),
-            },
+            crate::chat::Notice::orchestrator(
+                crate::core::outbox::Priority::Action,
+                gid.to_string(),
+                Some(run.id),
+                crate::chat::text::abandoned(notices.routing(), run.id, gid, why),
+            ),
         )
         .await;
     Ok(())
@@ -1772,13 +1770,12 @@ async fn take_message(
         crate::policy::Decision::Escalate => {
             crate::chat::text::escalation(settings.notices.routing(), &recorded, &shown)
         }
-        _ => crate::chat::Notice {
-            priority: crate::core::outbox::Priority::Info,
-            persona: crate::chat::Persona::Orchestrator,
-            task_gid: Some(gid.to_string()),
-            run_id: Some(run.id),
-            body: crate::chat::text::decided(run.id, &action.kind, decision, &rule, &verdict.why),
-        },
+        _ => crate::chat::Notice::orchestrator(
+            crate::core::outbox::Priority::Info,
+            gid.to_string(),
+            Some(run.id),
+            crate::chat::text::decided(run.id, &action.kind, decision, &rule, &verdict.why),
+        ),
     };
     settings.notices.tell(store, notice).await;
     store
@@ -1832,13 +1829,12 @@ async fn complete_local(
         .notices
         .tell(
             store,
-            crate::chat::Notice {
-                priority: crate::core::outbox::Priority::Action,
-                persona: crate::chat::Persona::Orchestrator,
-                task_gid: Some(gid.clone()),
-                run_id: Some(run.id),
-                body: crate::chat::text::completed(run.id, &gid, None),
-            },
+            crate::chat::Notice::orchestrator(
+                crate::core::outbox::Priority::Action,
+                gid.clone(),
+                Some(run.id),
+                crate::chat::text::completed(run.id, &gid, None),
+            ),
         )
         .await;
     Ok(None)

@@ -153,12 +153,11 @@ pub(super) async fn decompose(
                     .notices
                     .tell(
                         store,
-                        crate::chat::Notice {
-                            priority: crate::core::outbox::Priority::Info,
-                            persona: crate::chat::Persona::Orchestrator,
-                            task_gid: Some(gid.clone()),
-                            run_id: Some(run.id),
-                            body: format!(
+                        crate::chat::Notice::orchestrator(
+                            crate::core::outbox::Priority::Info,
+                            gid.clone(),
+                            Some(run.id),
+                            format!(
                                 "`{gid}` is split into {} subtask(s): {}",
                                 plan.subtasks.len(),
                                 plan.subtasks
@@ -171,7 +170,7 @@ pub(super) async fn decompose(
                                     .collect::<Vec<_>>()
                                     .join("; ")
                             ),
-                        },
+                        ),
                     )
                     .await;
                 return Ok(RunResult {
@@ -366,13 +365,12 @@ async fn tick_parent(
                 .notices
                 .tell(
                     store,
-                    crate::chat::Notice {
-                        priority: crate::core::outbox::Priority::Action,
-                        persona: crate::chat::Persona::Orchestrator,
-                        task_gid: Some(gid.clone()),
-                        run_id: Some(run.id),
-                        body: crate::chat::text::completed(run.id, &gid, None),
-                    },
+                    crate::chat::Notice::orchestrator(
+                        crate::core::outbox::Priority::Action,
+                        gid.clone(),
+                        Some(run.id),
+                        crate::chat::text::completed(run.id, &gid, None),
+                    ),
                 )
                 .await;
             Ok(true)

@@ -253,13 +253,12 @@ async fn tick_one(
                 .notices
                 .tell(
                     store,
-                    crate::chat::Notice {
-                        priority: crate::core::outbox::Priority::Action,
-                        persona: crate::chat::Persona::Orchestrator,
-                        task_gid: Some(gid.clone()),
-                        run_id: Some(run.id),
-                        body: crate::chat::text::completed(run.id, &gid, run.pr_url.as_deref()),
-                    },
+                    crate::chat::Notice::orchestrator(
+                        crate::core::outbox::Priority::Action,
+                        gid.clone(),
+                        Some(run.id),
+                        crate::chat::text::completed(run.id, &gid, run.pr_url.as_deref()),
+                    ),
                 )
                 .await;
             moved = true;
