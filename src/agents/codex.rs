@@ -43,7 +43,11 @@ pub fn argv(program: &Path, invocation: &Invocation) -> Vec<String> {
             .iter()
             .any(|t| matches!(t.to_ascii_lowercase().as_str(), "write" | "edit" | "bash"));
         if !writes {
-            argv.extend(["--sandbox".to_string(), "read-only".to_string()]);
+            // `codex exec resume` takes no `--sandbox`; a config override works for both.
+            argv.splice(
+                2..2,
+                ["-c".to_string(), "sandbox_mode=\"read-only\"".to_string()],
+            );
         }
     }
     argv.push("-".to_string());

@@ -929,6 +929,12 @@ async fn dispatch_file(
         .map_err(|e| BadInput(format!("cannot read {}: {e}", file.display())))?;
     let task = crate::conductor::worker_task::parse(&file.display().to_string(), &text)
         .map_err(|e| BadInput(e.to_string()))?;
+    if !settings.raw.runner.worktrees {
+        return Err(BadInput(
+            "executor dispatch needs runner.worktrees = true: a worker task runs in the worktree its file names".into(),
+        )
+        .into());
+    }
     let runner = build_runner(settings, store)?;
     let _leases = LeaseKeeper::start(&runner);
     let dispatched = crate::runner::drive::dispatch(&runner, &task).await?;

@@ -1,9 +1,10 @@
 //! What a decomposed task does next, given where its children stand. Pure.
 //!
 //! - Every child done: the parent completes.
-//! - A child whose run was abandoned (its worker failed every retry) and that was not split
-//!   before is split into smaller children, while its depth is under the cap; at the cap,
-//!   the parent gives up and the owner is told.
+//! - A child whose run was abandoned because its workers failed every retry, and that was
+//!   never split, is split into smaller children while its depth is under the cap. A child
+//!   abandoned for any other reason (the owner or the contract refused it, its planner
+//!   failed, its own split failed) or at the cap makes the parent give up; the owner is told.
 //! - Otherwise the parent waits: children run as their dependencies complete.
 //!
 //! What it must never do: split a child twice, or past the depth cap.
@@ -22,6 +23,12 @@ pub struct ChildState {
     pub last_run: Option<RunState>,
     /// Whether it was split into children of its own already.
     pub split: bool,
+    /// Whether a split was tried for it before (it carries a goal label): a child is split
+    /// at most once.
+    pub tried_split: bool,
+    /// Whether its last run was abandoned because its workers failed (rather than by the
+    /// owner's or the contract's refusal, or a planner's failure).
+    pub workers_failed: bool,
 }
 
 /// The parent's next step.
@@ -43,16 +50,22 @@ pub fn next(children: &[ChildState], max_depth: u32) -> ParentStep {
     if !children.is_empty() && children.iter().all(|c| c.status == QueueStatus::Done) {
         return ParentStep::Complete;
     }
-    let failed = children.iter().find(|c| {
-        c.status != QueueStatus::Done
-            && !c.split
-            && c.last_run == Some(RunState::Abandoned)
-            && c.status == QueueStatus::ForReview
-    });
+    let failed = children
+        .iter()
+        .find(|c| c.last_run == Some(RunState::Abandoned) && c.status == QueueStatus::ForReview);
     match failed {
-        Some(child) if child.depth < max_depth => ParentStep::Split {
-            child: child.gid.clone(),
-        },
+        Some(child)
+            if !child.split
+                && !child.tried_split
+                && child.workers_failed
+                && child.depth < max_depth =>
+        {
+            ParentStep::Split {
+                child: child.gid.clone(),
+            }
+        }
+        // Split already, refused by the owner or the contract, or at the cap: no more
+        // splitting; the owner decides.
         Some(child) => ParentStep::GiveUp {
             child: child.gid.clone(),
         },
@@ -71,6 +84,8 @@ mod tests {
             depth: 1,
             last_run,
             split: false,
+            tried_split: false,
+            workers_failed: true,
         }
     }
 
@@ -108,9 +123,48 @@ mod tests {
         let split = ChildState {
             split: true,
             status: QueueStatus::InProgress,
+            ..failed.clone()
+        };
+        assert_eq!(next(std::slice::from_ref(&split), 2), ParentStep::Wait);
+        // ... and when that split fails in the end, the parent gives up.
+        let split_failed = ChildState {
+            status: QueueStatus::ForReview,
+            last_run: Some(RunState::Abandoned),
+            ..split
+        };
+        assert_eq!(
+            next(&[split_failed], 2),
+            ParentStep::GiveUp {
+                child: "g.a".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_child_is_split_at_most_once_and_only_when_its_workers_failed() {
+        let failed = child("g.a", QueueStatus::ForReview, Some(RunState::Abandoned));
+        // Its planner failed after a split was tried: no second split.
+        let tried = ChildState {
+            tried_split: true,
+            ..failed.clone()
+        };
+        assert_eq!(
+            next(&[tried], 3),
+            ParentStep::GiveUp {
+                child: "g.a".into()
+            }
+        );
+        // The owner declined it: that is no reason to split it.
+        let declined = ChildState {
+            workers_failed: false,
             ..failed
         };
-        assert_eq!(next(&[split], 2), ParentStep::Wait);
+        assert_eq!(
+            next(&[declined], 3),
+            ParentStep::GiveUp {
+                child: "g.a".into()
+            }
+        );
     }
 
     #[test]

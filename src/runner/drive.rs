@@ -326,6 +326,10 @@ async fn claim_next(store: &dyn Store) -> Result<Option<Task>> {
         };
         after = last.id;
         for task in page {
+            // A dispatched worker task is run by its `executor dispatch` alone.
+            if task.source.as_deref() == Some(DISPATCH) {
+                continue;
+            }
             // A subtask starts only when the subtasks it depends on are complete.
             let unmet = store.unmet_dependencies(&task.task_gid).await?;
             if !unmet.is_empty() {
@@ -484,6 +488,14 @@ impl Start {
         }
     }
 }
+
+/// The source of tasks `executor dispatch` creates.
+pub const DISPATCH: &str = "dispatch";
+
+/// Why a run is abandoned when the owner declines to integrate it.
+pub const DECLINED_BY_OWNER: &str = "the owner declined to integrate it";
+/// Why a run is abandoned when the conductor's contract denies integrating it.
+pub const DENIED_BY_CONTRACT: &str = "the conductor's contract denies integrating it";
 
 /// How many of a run's latest messages an escalation shows the owner.
 pub const MESSAGE_WINDOW: u32 = 20;
@@ -725,7 +737,8 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             phase: Phase::InProgress,
             resume_reason: Some(reason),
             continue_parked: parked,
-            integrate: (escalation.action == review::INTEGRATE)
+            integrate: [review::INTEGRATE, review::REVIEW_EXHAUSTED]
+                .contains(&escalation.action.as_str())
                 .then(|| escalation.resolution.as_deref() == Some("approve")),
         };
         runs.spawn(continue_run(
@@ -917,14 +930,7 @@ async fn carry(
             }
         },
         Some(false) => {
-            abandon(
-                store,
-                &settings.notices,
-                &mut run,
-                &gid,
-                "the owner declined to integrate it",
-            )
-            .await?;
+            abandon(store, &settings.notices, &mut run, &gid, DECLINED_BY_OWNER).await?;
             return Ok(result_now(&gid, &run, None));
         }
         None => {}
@@ -1009,8 +1015,12 @@ async fn carry(
                         rejections += 1;
                         let max = settings.conductor.review_rounds;
                         if rejections >= max {
+                            if settings.worktrees {
+                                commit(&wt.path, &task, run.id).await?;
+                            }
                             let asked = Asked::Message(format!(
-                                "[ESCALATE:review_rounds_exhausted] the review rejected the diff {rejections} time(s); the last findings: {}",
+                                "[ESCALATE:{}] the review rejected the diff {rejections} time(s); approve integrates it as it is, deny abandons it. The last findings: {}",
+                                review::REVIEW_EXHAUSTED,
                                 findings.replace('\n', " ")
                             ));
                             let escalation =
@@ -1030,14 +1040,8 @@ async fn carry(
                 match review::integration(settings, &gid, &run) {
                     crate::policy::Decision::Approve => {}
                     crate::policy::Decision::Deny => {
-                        abandon(
-                            store,
-                            &settings.notices,
-                            &mut run,
-                            &gid,
-                            "the conductor's contract denies integrating it",
-                        )
-                        .await?;
+                        abandon(store, &settings.notices, &mut run, &gid, DENIED_BY_CONTRACT)
+                            .await?;
                         break;
                     }
                     crate::policy::Decision::Escalate => {
@@ -1238,6 +1242,22 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         if conduct::is_waiting_parent(store.as_ref(), &task.task_gid).await? {
             continue;
         }
+        // A dispatched worker runs with its task file's tools and timeout, which only its
+        // `executor dispatch` knows: an interrupted one ends here, to be dispatched again.
+        if task.source.as_deref() == Some(DISPATCH) {
+            if take_run(store.as_ref(), &runner.holder, run.id).await? {
+                give_up(
+                    store.as_ref(),
+                    &settings.notices,
+                    run.id,
+                    &task.task_gid,
+                    "its executor dispatch was interrupted; dispatch the task file again",
+                )
+                .await;
+                release_run(store.as_ref(), &runner.holder, run.id).await;
+            }
+            continue;
+        }
         // A run waiting for the owner is not stranded: the answer resumes it.
         if store
             .run_escalations(run.id)
@@ -1398,6 +1418,9 @@ async fn work(
 ) -> Result<Worked> {
     let logs = PhaseLog::create(&settings.logs_dir, gid, phase.as_str())?;
     let mut env = worker_env(adapter, settings);
+    // A reviewer works in a session of its own and never takes the run's: the author's
+    // session is the one later rounds continue.
+    let keeps_session = phase != Phase::PrReview;
     // Any command gets executor's session id, so a program that keeps state between
     // rounds can key it (the same id when a later phase continues the session), and the
     // tool set it may use.
@@ -1418,7 +1441,7 @@ async fn work(
         if let Some(tools) = &settings.agent.tools {
             env.insert("EXECUTOR_TOOLS".to_string(), tools.join(","));
         }
-        if run.worker_session_id.as_deref() != Some(id.as_str()) {
+        if keeps_session && run.worker_session_id.as_deref() != Some(id.as_str()) {
             run.worker_session_id = Some(id);
             run.updated_at = Utc::now();
             store.save_run(run).await?;
@@ -1565,7 +1588,7 @@ async fn work(
                     }
                 }
                 Some(id) = session_rx.recv() => {
-                    if run.worker_session_id.as_deref() != Some(id.as_str()) {
+                    if keeps_session && run.worker_session_id.as_deref() != Some(id.as_str()) {
                         run.worker_session_id = Some(id);
                         run.updated_at = Utc::now();
                         store.save_run(run).await?;
@@ -1605,7 +1628,7 @@ async fn work(
     }
     run.worker_pid = None;
     run.worker_last_update = Some(Utc::now());
-    if session_id.is_some() {
+    if keeps_session && session_id.is_some() {
         run.worker_session_id = session_id;
     }
     let deferred = finished.as_ref().and_then(|f| f.deferred_tool.as_ref());

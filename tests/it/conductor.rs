@@ -19,8 +19,14 @@ fn script(log: &Path) -> String {
         r#"prompt=$(cat); log='{log}'
 has() {{ printf '%s' "$prompt" | grep -q "$1"; }}
 if has 'Plan a task as subtasks'; then
-  if has 'Why it is split'; then
+  if has 'Why it is split' && has 'Hopeless goal'; then
+    printf '%s' '{{}}' > .executor-plan.json
+  elif has 'Why it is split'; then
     printf '%s' '{{"subtasks":[{{"key":"s1","title":"Small piece one"}},{{"key":"s2","title":"Small piece two","depends_on":["s1"]}}]}}' > .executor-plan.json
+  elif has 'Hopeless goal'; then
+    printf '%s' '{{"subtasks":[{{"key":"H","title":"Stubborn piece"}}]}}' > .executor-plan.json
+  elif has 'Dependent goal'; then
+    printf '%s' '{{"subtasks":[{{"key":"H","title":"Stubborn piece"}},{{"key":"B","title":"Part after","depends_on":["H"]}}]}}' > .executor-plan.json
   elif has 'Asking goal' && ! has 'The owner answered your escalation'; then
     echo '[ESCALATE:unclear] which part first?'; exit 0
   elif has 'Asking goal'; then
@@ -38,6 +44,10 @@ if has 'Guarded piece'; then
   touch .child_marker
   if has 'the suites failed there'; then rm -f bad.txt; echo fixed > guarded.txt; else echo bad > bad.txt; fi
   echo '[DONE:implemented] guarded'; exit 0
+fi
+if has 'Part after'; then
+  if [ -f Small_piece_one.txt ] && [ -f Small_piece_two.txt ]; then echo after > after.txt; echo '[DONE:implemented] after'; exit 0; fi
+  echo 'the split piece is missing'; exit 1
 fi
 for name in 'Part alpha' 'Part beta' 'Part gamma' 'Stubborn piece' 'Small piece one' 'Small piece two'; do
   if has "$name"; then me=$name; fi
@@ -281,4 +291,53 @@ fn a_planner_that_asks_the_owner_plans_with_the_answer() {
     // The planner (not a worker doing the whole goal) took the answer and planned.
     assert_eq!(status(&ws, "G-5.a"), "done", "{stderr}");
     assert_eq!(status(&ws, "G-5"), "done", "{stderr}");
+}
+
+#[test]
+fn a_split_whose_planner_fails_gives_up_instead_of_splitting_again() {
+    let (ws, _logs) = conductor_workspace("\n[conductor]\nmax_depth = 3\n");
+    ws.ok(&["add", "--title", "Hopeless goal", "--gid", "G-6", "--goal"]);
+    ws.ok(&["go", "G-6"]);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let shown = ws.json(&["show", "G-6", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "abandoned", "{stderr}");
+    // Split once (its planner failed twice), never again.
+    let h_runs = ws.json(&["show", "G-6.h", "--json"])["runs"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or_default();
+    assert_eq!(h_runs, 2, "one worker run, one split attempt: {stderr}");
+    assert_eq!(
+        ws.json(&["tree", "G-6", "--json"])["children"][0]["children"],
+        serde_json::json!([])
+    );
+}
+
+#[test]
+fn a_subtask_that_depends_on_a_split_one_starts_from_its_merged_work() {
+    let (ws, _logs) = conductor_workspace("");
+    ws.ok(&["add", "--title", "Dependent goal", "--gid", "G-7", "--goal"]);
+    ws.ok(&["go", "G-7"]);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        status(&ws, "G-7.b"),
+        "done",
+        "B found the split piece's files: {stderr}"
+    );
+    assert_eq!(status(&ws, "G-7"), "done", "{stderr}");
+    let branch = ws.json(&["show", "G-7", "--json"])["runs"][0]["branch_name"]
+        .as_str()
+        .expect("branch")
+        .to_string();
+    let files = crate::support::git(
+        &ws.path().join("repo"),
+        &["ls-tree", "--name-only", &branch],
+    );
+    for file in ["Small_piece_one.txt", "Small_piece_two.txt", "after.txt"] {
+        assert!(files.contains(file), "{file}: {files}");
+    }
 }

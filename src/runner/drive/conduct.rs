@@ -21,20 +21,8 @@ pub(super) async fn needs_split(
     settings: &RunnerSettings,
     task: &Task,
 ) -> Result<bool> {
-    let labels = match store.task_facts(&task.task_gid).await? {
-        Some(text) => serde_json::from_str::<TaskFacts>(&text)
-            .map(|f| f.labels)
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
-    let goal = labels.iter().any(|label| {
-        settings
-            .conductor
-            .goal_labels
-            .iter()
-            .any(|g| g.eq_ignore_ascii_case(label))
-    });
-    Ok(goal && store.children(&task.task_gid).await?.is_empty())
+    Ok(has_goal_label(store, settings, &task.task_gid).await?
+        && store.children(&task.task_gid).await?.is_empty())
 }
 
 /// The branch a task's worktree starts from: its parent's run branch (so a child builds on
@@ -83,6 +71,11 @@ pub(super) async fn decompose(
     // What the planner is told first: the owner's answer to its question, or why its
     // last planner stopped.
     let mut problem: Option<String> = told;
+    // A subtask split after its workers failed starts its planner from a clean worktree:
+    // what the failed attempts left must not reach its children's merges.
+    if link.is_some() && settings.worktrees {
+        clean_worktree(settings, &wt.path).await?;
+    }
     for attempt in 1..=settings.max_worker_attempts {
         let mut ctx = PromptContext::new(
             Phase::Decompose,
@@ -233,11 +226,13 @@ async fn store_children(store: &dyn Store, parent: &Task, depth: u32, plan: &Pla
             })
         })
         .collect();
+    for link in &links {
+        crate::core::gid::validate(&link.task_gid)
+            .map_err(|e| anyhow::anyhow!("subtask `{}`: {e}", link.key))?;
+    }
     store.link_children(gid, &links, &dependencies).await?;
     for subtask in &plan.subtasks {
         let child = plan::child_gid(gid, &subtask.key);
-        crate::core::gid::validate(&child)
-            .map_err(|e| anyhow::anyhow!("subtask `{}`: {e}", subtask.key))?;
         store
             .upsert_task(
                 &crate::core::task::NewTask {
@@ -314,7 +309,9 @@ async fn tick_parent(
     let mut children = Vec::with_capacity(links.len());
     for link in links {
         let Some(child) = store.task(&link.task_gid).await? else {
-            continue;
+            // Linked but not created yet (a planner's children are linked first): wait.
+            tracing::warn!(gid = %gid, child = %link.task_gid, "a subtask is linked but has no task yet");
+            return Ok(false);
         };
         let runs = store.runs(Some(&link.task_gid)).await?;
         let last = runs.last();
@@ -323,17 +320,32 @@ async fn tick_parent(
                 merge_child(settings, &run, &link.task_gid, &branch).await?;
             }
         }
+        let refused = last_abandon_reason(store, &link.task_gid)
+            .await?
+            .is_some_and(|why| REFUSALS.contains(&why.as_str()));
         children.push(ChildState {
             gid: link.task_gid.clone(),
             status: child.status.clone(),
             depth: link.depth,
             last_run: last.map(|r| r.state.clone()),
             split: !store.children(&link.task_gid).await?.is_empty(),
+            tried_split: has_goal_label(store, settings, &link.task_gid).await?,
+            workers_failed: !refused,
         });
     }
     match progress::next(&children, settings.conductor.max_depth) {
         ParentStep::Wait => Ok(false),
         ParentStep::Complete => {
+            // A split subtask is itself a parent: its work goes into its own parent's
+            // branch before it counts as done, like any subtask's.
+            if let Some(branch) = run.branch_name.clone() {
+                if let Some(failed) =
+                    merge_into_parent(store, settings, &gid, run.id, &branch).await?
+                {
+                    abandon(store, &settings.notices, &mut run, &gid, &failed).await?;
+                    return Ok(true);
+                }
+            }
             move_run(store, &mut run, RunEvent::PrOpened).await?;
             run.completed_at = Some(Utc::now());
             move_run(store, &mut run, RunEvent::Completed).await?;
@@ -400,6 +412,26 @@ async fn tick_parent(
     }
 }
 
+/// Abandonment reasons that are a refusal, not a failure: such a subtask is never split.
+const REFUSALS: [&str; 2] = [DECLINED_BY_OWNER, DENIED_BY_CONTRACT];
+
+/// Whether `gid` carries one of the goal labels.
+async fn has_goal_label(store: &dyn Store, settings: &RunnerSettings, gid: &str) -> Result<bool> {
+    let labels = match store.task_facts(gid).await? {
+        Some(text) => serde_json::from_str::<TaskFacts>(&text)
+            .map(|f| f.labels)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    Ok(labels.iter().any(|label| {
+        settings
+            .conductor
+            .goal_labels
+            .iter()
+            .any(|g| g.eq_ignore_ascii_case(label))
+    }))
+}
+
 /// Gives `gid` the first goal label, so its next run splits it.
 async fn mark_goal(store: &dyn Store, settings: &RunnerSettings, gid: &str) -> Result<()> {
     let mut facts = match store.task_facts(gid).await? {
@@ -421,6 +453,47 @@ async fn mark_goal(store: &dyn Store, settings: &RunnerSettings, gid: &str) -> R
     Ok(())
 }
 
+/// Holds the merge lock of `parent` until dropped (a file lock, so runners in other
+/// processes wait too).
+async fn lock_parent(settings: &RunnerSettings, parent: &str) -> Result<std::fs::File> {
+    let path = settings.worktrees_dir.join(format!(
+        ".merge-{}.lock",
+        crate::core::gid::slug(parent, 64)
+    ));
+    tokio::task::spawn_blocking(move || -> Result<std::fs::File> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = std::fs::File::create(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        file.lock()
+            .with_context(|| format!("cannot lock {}", path.display()))?;
+        Ok(file)
+    })
+    .await?
+}
+
+/// Throws away uncommitted changes and untracked files in `worktree`.
+async fn clean_worktree(settings: &RunnerSettings, worktree: &Path) -> Result<()> {
+    let worktree = worktree.to_path_buf();
+    let _ = settings;
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        for args in [&["reset", "--hard"][..], &["clean", "-fd"][..]] {
+            let out = orchestrator_git(&worktree).args(args).output()?;
+            anyhow::ensure!(
+                out.status.success(),
+                "git {} in {} failed: {}",
+                args.join(" "),
+                worktree.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    })
+    .await??;
+    Ok(())
+}
+
 /// Merges the branch of subtask `gid` (run `run_id`) into its parent's branch, when it is a
 /// subtask, and runs the suites there: a merge the suites fail is reverted, and the suites'
 /// failure returned, for the subtask's worker to fix.
@@ -437,22 +510,29 @@ pub(super) async fn merge_into_parent(
     let Some(parent_run) = store.runs(Some(&link.parent_gid)).await?.into_iter().last() else {
         return Ok(None);
     };
-    if !merge_child(settings, &parent_run, gid, branch).await? {
-        return Ok(None);
-    }
     let Some(path) = parent_run.worktree_path.as_deref().map(PathBuf::from) else {
         return Ok(None);
     };
+    if !settings.worktrees {
+        return Ok(None);
+    }
+    // One subtask at a time merges into a parent and is checked there: a sibling's merge
+    // must neither land between this merge and its suites nor be undone with it.
+    let _parent_lock = lock_parent(settings, &link.parent_gid).await?;
+    let before = head_commit(&path)
+        .await
+        .ok_or_else(|| anyhow::anyhow!("cannot read the head of {}", path.display()))?;
+    if !merge_child(settings, &parent_run, gid, branch).await? {
+        return Ok(None);
+    }
     let verdict = verify(store, settings, run_id, gid, &path).await?;
     if verdict.passed {
         return Ok(None);
     }
-    let (repo, worktrees_dir) = (settings.repository.clone(), settings.worktrees_dir.clone());
     let reverted = path.clone();
     tokio::task::spawn_blocking(move || -> Result<()> {
-        let _lock = worktree::lock_repository(&repo, &worktrees_dir)?;
         let out = orchestrator_git(&reverted)
-            .args(["reset", "--hard", "HEAD~1"])
+            .args(["reset", "--hard", &before])
             .output()?;
         anyhow::ensure!(
             out.status.success(),

@@ -59,7 +59,7 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
         &clock,
         &NewTask {
             task_gid: gid.clone(),
-            source: "dispatch".to_string(),
+            source: DISPATCH.to_string(),
             description: format!("Worker task {gid} in workspace {}", file.workspace),
             notes: None,
             priority: None,
@@ -84,6 +84,10 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
             None,
         )
         .await?;
+    anyhow::ensure!(
+        settings.worktrees,
+        "executor dispatch needs runner.worktrees: a worker task runs in the worktree its file names"
+    );
     let carried = async {
         let wt = if settings.worktrees {
             let branch = format!("{}{}", settings.branch_prefix, file.workspace);
@@ -182,6 +186,69 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
         })
     }
     .await;
+    if let Err(error) = &carried {
+        give_up(
+            store,
+            &runner.settings.notices,
+            run.id,
+            &gid,
+            &format!("{error:#}"),
+        )
+        .await;
+    }
     release_run(store, &runner.holder, run.id).await;
     carried
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::Invocation;
+
+    fn argv_with(adapter: &Adapter, tools: &[Tool]) -> Vec<String> {
+        adapter.argv(&Invocation {
+            tools: Some(agent_tools(adapter, tools)),
+            ..Invocation::default()
+        })
+    }
+
+    fn after<'a>(argv: &'a [String], flag: &str) -> Option<&'a str> {
+        argv.iter()
+            .position(|a| a == flag)
+            .and_then(|i| argv.get(i + 1))
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn the_files_tools_are_the_whole_tool_set_each_agent_gets() {
+        let claude = Adapter::Claude {
+            program: "claude".into(),
+        };
+        let argv = argv_with(&claude, &[Tool::Read, Tool::Bash]);
+        assert_eq!(after(&argv, "--tools"), Some("Read,Grep,Glob,Bash"));
+
+        let pi = Adapter::Pi {
+            program: "pi".into(),
+        };
+        let argv = argv_with(&pi, &[Tool::Read, Tool::Edit]);
+        assert_eq!(after(&argv, "--tools"), Some("read,grep,find,ls,edit"));
+
+        let codex = Adapter::Codex {
+            program: "codex".into(),
+        };
+        let read_only = argv_with(&codex, &[Tool::Read]);
+        assert_eq!(after(&read_only, "-c"), Some("sandbox_mode=\"read-only\""));
+        let writes = argv_with(&codex, &[Tool::Read, Tool::Write]);
+        assert_eq!(after(&writes, "-c"), None);
+        let resumed = codex.argv(&Invocation {
+            session: crate::agents::Session::Resume { id: "t1".into() },
+            tools: Some(agent_tools(&codex, &[Tool::Read])),
+            ..Invocation::default()
+        });
+        assert_eq!(
+            resumed[1..5],
+            ["exec", "-c", "sandbox_mode=\"read-only\"", "resume"],
+            "the override comes before resume: {resumed:?}"
+        );
+    }
 }

@@ -24,6 +24,10 @@ pub(super) enum Reviewed {
 /// The escalation action that holds a run for the owner's go before integration.
 pub const INTEGRATE: &str = "integrate";
 
+/// The escalation action of a run whose review rounds ran out: approve integrates the diff
+/// as it is, deny abandons the run.
+pub const REVIEW_EXHAUSTED: &str = "review_rounds_exhausted";
+
 /// Runs review round `round` on the run's worktree.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn review(
