@@ -341,3 +341,29 @@ fn a_subtask_that_depends_on_a_split_one_starts_from_its_merged_work() {
         assert!(files.contains(file), "{file}: {files}");
     }
 }
+
+#[test]
+fn a_parent_that_gives_up_skips_the_subtasks_that_had_not_started() {
+    let (ws, _logs) = conductor_workspace("\n[conductor]\nmax_depth = 1\n");
+    ws.ok(&["add", "--title", "Dependent goal", "--gid", "G-8", "--goal"]);
+    ws.ok(&["go", "G-8"]);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        ws.json(&["show", "G-8", "--json"])["runs"][0]["state"],
+        "abandoned",
+        "{stderr}"
+    );
+    assert_eq!(
+        status(&ws, "G-8.b"),
+        "skip",
+        "B waited for H and will not start: {stderr}"
+    );
+    assert!(
+        ws.json(&["show", "G-8.b", "--json"])["runs"]
+            .as_array()
+            .is_some_and(Vec::is_empty),
+        "B never ran"
+    );
+}

@@ -402,10 +402,41 @@ async fn tick_parent(
             Ok(true)
         }
         ParentStep::GiveUp { child } => {
-            let why = format!(
-                "subtask `{child}` failed every retry at the depth cap ({})",
-                settings.conductor.max_depth
-            );
+            let at_cap = children.iter().any(|c| {
+                c.gid == child
+                    && c.workers_failed
+                    && !c.split
+                    && !c.tried_split
+                    && c.depth >= settings.conductor.max_depth
+            });
+            let why = if at_cap {
+                format!(
+                    "subtask `{child}` failed every retry at the depth cap ({})",
+                    settings.conductor.max_depth
+                )
+            } else {
+                format!(
+                    "subtask `{child}` was abandoned ({}) and is not split again",
+                    last_abandon_reason(store, &child)
+                        .await?
+                        .unwrap_or_else(|| "no reason recorded".into())
+                )
+            };
+            // Its siblings that have not started will not: the parent is given up.
+            for sibling in children
+                .iter()
+                .filter(|c| c.gid != child && c.status == QueueStatus::Approved)
+            {
+                queue_ops::apply(
+                    store,
+                    &SystemClock,
+                    &sibling.gid,
+                    QueueEvent::Skip,
+                    "conductor",
+                    Some(format!("its parent {gid} was given up")),
+                )
+                .await?;
+            }
             abandon(store, &settings.notices, &mut run, &gid, &why).await?;
             Ok(true)
         }
