@@ -50,6 +50,10 @@ const LINK_COLUMNS: &str = "task_gid, parent_gid, depth::bigint, key, position::
 const MIGRATION_LOCK_KEY: i64 = 0x6578_6563_7574_6f72;
 
 /// The Postgres implementation of [`Store`].
+/// The advisory lock writers of the outbox take in turn (an arbitrary, fixed key: "exec"
+/// "outb" in ASCII).
+const OUTBOX_WRITE_LOCK: i64 = 0x6578_6563_6f75_7462;
+
 pub struct PgStore {
     pool: PgPool,
 }
@@ -1051,6 +1055,13 @@ impl Store for PgStore {
 
     async fn enqueue_outgoing(&self, items: &[NewOutgoing]) -> StoreResult<Vec<i64>> {
         let mut tx = self.pool.begin().await?;
+        // Ids come from a sequence before commit: two writers at once could make a later id
+        // visible before an earlier one, and the deliverer post them out of order. Writers
+        // take turns instead (the lock ends with the transaction).
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(OUTBOX_WRITE_LOCK)
+            .execute(&mut *tx)
+            .await?;
         let mut ids = Vec::with_capacity(items.len());
         for item in items {
             let id: i64 = sqlx::query_scalar(
