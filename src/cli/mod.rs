@@ -16,6 +16,7 @@ mod policy;
 mod protocol;
 mod reanalyze;
 mod record;
+mod runs;
 mod service;
 mod tree;
 
@@ -90,6 +91,21 @@ enum Command {
         file: PathBuf,
         #[arg(long)]
         json: bool,
+    },
+    /// Every run, newest first: state, task, branch or PR
+    Runs {
+        /// Only runs in this state (queued, in_progress, pr, complete, abandoned)
+        #[arg(long)]
+        state: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// One run's work logs, in order
+    Logs {
+        run: i64,
+        /// Keep printing as the run's workers write, until the run ends
+        #[arg(short, long)]
+        follow: bool,
     },
     /// A task and its subtasks, as a tree with their states
     Tree {
@@ -479,6 +495,11 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
             json: false,
         } => output::print_queue(&store.tasks(status.as_ref()).await?),
         Command::Tree { gid, json } => tree::print(store, &gid, json).await,
+        Command::Runs { state, json } => runs::list(store, state.as_deref(), json).await,
+        Command::Logs { run, follow } => {
+            let logs_dir = settings.root.join(&settings.raw.runner.logs_dir);
+            runs::logs(store, &logs_dir, run, follow).await
+        }
         Command::Dispatch { file, json } => {
             dispatch_file(settings, Arc::clone(&shared), &file, json).await
         }

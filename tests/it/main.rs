@@ -33,6 +33,7 @@ mod reanalyze;
 mod record;
 mod review_rounds;
 mod runner;
+mod runs_cli;
 mod store_conformance;
 mod supervisor;
 mod support;

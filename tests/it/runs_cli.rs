@@ -1,0 +1,63 @@
+//! `executor runs` and `executor logs RUN`: the runs, newest first, and one run's work logs.
+
+use crate::runner::workspace;
+
+#[test]
+fn runs_are_listed_and_a_runs_work_logs_are_printed() {
+    let ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "cat >/dev/null; echo 'looking at it'; echo '[DONE:implemented] done'",
+        ],
+        &[],
+        "",
+    );
+    ws.ok(&["add", "--title", "First", "--gid", "L-1"]);
+    ws.ok(&["add", "--title", "Second", "--gid", "L-2"]);
+    ws.ok(&["go", "L-1"]);
+    ws.ok(&["run", "--once"]);
+    ws.ok(&["go", "L-2"]);
+    ws.ok(&["run", "--once"]);
+
+    let runs = ws.json(&["runs", "--json"]);
+    let listed: Vec<(&str, &str)> = runs
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|r| {
+            (
+                r["task_gid"].as_str().unwrap_or_default(),
+                r["state"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        [("L-2", "complete"), ("L-1", "complete")],
+        "newest first"
+    );
+    let table = ws.ok(&["runs"]);
+    assert!(
+        table.contains("RUN") && table.contains("L-1") && table.contains("complete"),
+        "{table}"
+    );
+    assert_eq!(ws.ok(&["runs", "--state", "abandoned"]).trim(), "no runs");
+
+    let id = runs[1]["id"].as_i64().expect("L-1's run").to_string();
+    let logs = ws.ok(&["logs", &id]);
+    assert!(
+        logs.contains("==> ") && logs.contains("/L-1/queued_"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("[DONE:implemented] done") && logs.contains("worker ended: done"),
+        "{logs}"
+    );
+    assert!(!logs.contains("/L-2/"), "only this run's logs: {logs}");
+    // Following a run that has ended prints it and returns.
+    let followed = ws.ok(&["logs", "-f", &id]);
+    assert_eq!(followed, logs);
+    let err = ws.fails_with(2, &["logs", "999"]);
+    assert!(err.contains("no run 999"), "{err}");
+}
