@@ -1,6 +1,6 @@
 //! Review rounds before integration: a diff rejected twice and accepted the third time, the
 //! author always in its one session; integration then waits for the owner's `executor go`
-//! unless the conductor's contract approves it.
+//! unless the conductor's contract approves it; what the reviewer changes is never integrated.
 
 use std::path::Path;
 
@@ -15,6 +15,7 @@ fn script(dir: &Path) -> String {
         r#"prompt=$(cat); dir='{dir}'
 if printf '%s' "$prompt" | grep -q 'Review a pull request'; then
   n=$(cat "$dir/reviews" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$dir/reviews"
+  echo 'a reviewer edit' > reviewer_edit.txt; echo 'tampered' >> alpha.txt
   if [ "$n" -lt 3 ]; then
     echo "[STATUS:finding] path=alpha.txt severity=blocker round $n: say more"
     echo '[DONE:changes_requested] one blocker'
@@ -118,7 +119,12 @@ fn a_diff_rejected_twice_is_accepted_the_third_time_in_one_session_and_waits_for
         &ws.path().join("repo"),
         &["show", &format!("{branch}:alpha.txt")],
     );
-    assert_eq!(alpha, "more\nmore\nmore");
+    assert_eq!(
+        alpha, "more\nmore\nmore",
+        "the reviewer's edits were thrown away"
+    );
+    let files = crate::support::git(&ws.path().join("repo"), &["ls-tree", "--name-only", branch]);
+    assert!(!files.contains("reviewer_edit.txt"), "{files}");
 }
 
 #[test]

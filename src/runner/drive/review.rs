@@ -7,8 +7,10 @@
 //! diff is integrated only if `roles/conductor-policy.json` approves `integrate`; where it
 //! escalates, the run waits for the owner's `executor go` (or `executor decide`).
 //!
-//! What it must never do: let the reviewer's session replace the author's, or integrate
-//! without the contract's approval or the owner's.
+//! What it must never do: let the reviewer's session replace the author's, integrate what
+//! the reviewer changed (the author's work is committed before each review and the
+//! reviewer's edits are thrown away after), or integrate without the contract's approval or
+//! the owner's.
 
 use super::*;
 
@@ -69,6 +71,11 @@ pub(super) async fn review(
             .collect(),
     });
     let prompt = prompts.render(Phase::PrReview, &ctx)?;
+    // What is reviewed is committed first, so whatever the reviewer itself changes can be
+    // thrown away after: only the author's work is ever integrated.
+    if settings.worktrees {
+        commit(&wt.path, task, run.id).await?;
+    }
     // The reviewer works in a session of its own; the author's is kept for the next round.
     let author = run.worker_session_id.clone();
     let started = Utc::now();
@@ -84,6 +91,9 @@ pub(super) async fn review(
     )
     .await?;
     write_run_record(settings, &gid, run.id, Phase::PrReview, &wt.path, &worked).await?;
+    if settings.worktrees {
+        discard_changes(&wt.path).await?;
+    }
     run.worker_session_id = author;
     run.updated_at = Utc::now();
     store.save_run(run).await?;
@@ -167,4 +177,23 @@ pub(super) fn integration(
         &scope,
     );
     verdict.decision
+}
+
+/// Throws away what is not committed in `worktree` (a reviewer's edits).
+async fn discard_changes(worktree: &Path) -> Result<()> {
+    let worktree = worktree.to_path_buf();
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        for args in [&["reset", "--hard", "-q"][..], &["clean", "-fdq"][..]] {
+            let out = orchestrator_git(&worktree).args(args).output()?;
+            anyhow::ensure!(
+                out.status.success(),
+                "git {} in {} failed: {}",
+                args.join(" "),
+                worktree.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    })
+    .await?
 }
