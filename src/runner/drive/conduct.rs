@@ -140,6 +140,11 @@ pub(super) async fn decompose(
         };
         match parsed {
             Ok(plan) => {
+                // The planner writes the plan and nothing else: whatever else it left is
+                // thrown away, so its subtasks are merged into a clean branch.
+                if settings.worktrees {
+                    clean_worktree(settings, &wt.path).await?;
+                }
                 store_children(store, &task, depth, &plan).await?;
                 tracing::info!(gid = %gid, run = run.id, subtasks = plan.subtasks.len(), depth, "split into subtasks; they run as their dependencies complete");
                 settings
