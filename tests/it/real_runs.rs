@@ -374,3 +374,55 @@ fn a_merge_is_deferred_by_the_hook_escalated_approved_and_resumed_in_the_same_se
     assert_eq!(workers.len(), 2, "{workers:?}");
     assert_eq!(workers[1]["done"], "[DONE:implemented] merged as allowed");
 }
+
+#[test]
+fn claude_dispatched_twice_in_one_named_session_gets_only_the_files_tools() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::text("[DONE:implemented] first round"),
+        Turn::text("[DONE:implemented] second round"),
+    ]);
+    let ws = agent_workspace("claude", &cli, &server, "hooks = false", "");
+    let task = |id: &str| {
+        format!(
+            r#"{{"taskVersion": 1, "id": "{id}", "prompt": "Read the README, then say done.", "workspace": "alpha", "capabilities": {{"tools": ["read"]}}, "session": "worker-1", "timeoutSeconds": 600}}"#
+        )
+    };
+    let mut sessions = Vec::new();
+    for id in ["t-worker-alpha", "t-worker-alpha-2"] {
+        let file = ws.path().join(format!("{id}.json"));
+        std::fs::write(&file, task(id)).expect("write the task file");
+        let shown = ws.json(&["dispatch", &file.display().to_string(), "--json"]);
+        assert_eq!(shown["done"], true, "{shown}");
+        sessions.push(shown["session_id"].as_str().map(str::to_string));
+    }
+    assert!(sessions[0].is_some(), "{sessions:?}");
+    assert_eq!(sessions[0], sessions[1], "one session across the rounds");
+    let requests = server.model_requests();
+    let last = requests.last().expect("a request");
+    // The second round continued the first one's conversation...
+    assert!(
+        last.body["messages"].as_array().is_some_and(|m| m
+            .iter()
+            .any(|m| m["role"] == "assistant" && m.to_string().contains("first round"))),
+        "{}",
+        last.body["messages"]
+    );
+    // ... and the model was offered the read tools and nothing else.
+    for request in &requests {
+        let mut tools: Vec<&str> = request.body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    // Claude Code's own placeholder, which can never be called.
+                    .filter(|t| t["defer_loading"] != true)
+                    .filter_map(|t| t["name"].as_str())
+                    .collect()
+            })
+            .unwrap_or_default();
+        tools.sort_unstable();
+        assert_eq!(tools, ["Glob", "Grep", "Read"], "{}", request.body["tools"]);
+    }
+}
