@@ -426,3 +426,64 @@ fn claude_dispatched_twice_in_one_named_session_gets_only_the_files_tools() {
         assert_eq!(tools, ["Glob", "Grep", "Read"], "{}", request.body["tools"]);
     }
 }
+
+#[test]
+fn claude_review_rounds_keep_the_author_in_one_session_and_the_reviewer_in_another() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    // The server picks a reply by how many assistant turns the conversation holds, so every
+    // fresh session (the author's first round, each reviewer) gets the first reply, and only
+    // the author's resumed session gets the second: the reviewer rejects every round.
+    let server = ModelServer::start(vec![
+        Turn::text(
+            "[STATUS:finding] path=README.md severity=blocker say more\n[DONE:changes_requested] one blocker",
+        ),
+        Turn::text("[DONE:implemented] second version"),
+    ]);
+    let ws = agent_workspace(
+        "claude",
+        &cli,
+        &server,
+        "hooks = false",
+        "\n[conductor]\nreview_rounds = 2\n",
+    );
+    let stderr = run_once(&ws);
+    let run = only_run(&ws);
+    let workers = results(&ws, run["id"].as_i64().expect("id"));
+    let phases: Vec<&str> = workers.iter().filter_map(|w| w["phase"].as_str()).collect();
+    assert_eq!(
+        phases,
+        ["queued", "pr_review", "in_progress", "pr_review"],
+        "{stderr}"
+    );
+    // The author's two rounds are one session; each reviewer's is its own.
+    let session = |i: usize| workers[i]["agent_result"]["session_id"].clone();
+    assert!(session(0).is_string(), "{}", workers[0]);
+    assert_eq!(session(2), session(0), "the author continued its session");
+    assert_ne!(session(1), session(0), "the reviewer had its own");
+    assert_ne!(session(3), session(0), "the reviewer had its own");
+    // The author's second round continued its conversation and was told the finding.
+    let resumed = server
+        .model_requests()
+        .into_iter()
+        .find(|r| {
+            r.body["messages"]
+                .to_string()
+                .contains("review round 1 of 2")
+        })
+        .expect("the author's second round");
+    let text = resumed.body["messages"].to_string();
+    assert!(text.contains("say more"), "{text}");
+    assert!(
+        resumed.body["messages"]
+            .as_array()
+            .is_some_and(|m| m.iter().any(|m| m["role"] == "assistant")),
+        "the resumed session carried the first round"
+    );
+    // Rejected twice with two rounds allowed: the owner decides.
+    assert_eq!(
+        ws.json(&["escalations", "--json"])[0]["action"],
+        "review_rounds_exhausted"
+    );
+}
