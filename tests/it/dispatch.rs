@@ -132,3 +132,23 @@ fn malformed_task_files_are_refused_naming_the_field() {
     }
     assert!(ws.queue().is_empty(), "nothing was queued");
 }
+
+#[test]
+fn the_conductors_contract_decides_whether_a_worker_is_dispatched() {
+    let (ws, notes) = dispatch_workspace();
+    let policy = ws.path().join("roles/conductor-policy.json");
+    let text = std::fs::read_to_string(&policy).expect("init wrote the conductor contract");
+    let denied = text.replace(
+        r#""action": "dispatch_worker", "decision": "approve""#,
+        r#""action": "dispatch_worker", "decision": "deny""#,
+    );
+    assert_ne!(denied, text, "the dispatch rule was found");
+    std::fs::write(&policy, denied).expect("write");
+    let file = write(&ws, "task.json", TEMPLATE);
+    let err = ws.fails_with(1, &["dispatch", &file]);
+    assert!(
+        err.contains("does not approve dispatching t-worker-alpha"),
+        "{err}"
+    );
+    assert!(!notes.path().join("notes.log").exists(), "no worker ran");
+}

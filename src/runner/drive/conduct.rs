@@ -364,13 +364,18 @@ async fn tick_parent(
             )
             .await?;
             tracing::info!(gid = %gid, run = run.id, subtasks = children.len(), "every subtask is complete; the parent completes");
-            if let Some(path) = run.worktree_path.clone() {
+            {
+                let path = run
+                    .worktree_path
+                    .as_deref()
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| settings.repository.clone());
                 record(
                     store,
                     settings,
                     task,
                     &run,
-                    Path::new(&path),
+                    &path,
                     vec![format!(
                         "all {} subtasks complete and merged",
                         children.len()

@@ -54,6 +54,39 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
     settings.limits.no_output = settings.limits.no_output.min(file.timeout);
     settings.agent.tools = Some(agent_tools(adapter, &file.tools));
 
+    // The conductor's contract decides whether this worker may be dispatched at all.
+    if let Some(contract) = runner
+        .settings
+        .recorder
+        .contract
+        .as_ref()
+        .map(|c| c.current())
+    {
+        let tools: Vec<&str> = file.tools.iter().map(|t| t.as_str()).collect();
+        let tools = tools.join(",");
+        let action = crate::policy::Action::from_request(
+            "dispatch_worker",
+            [
+                ("task", gid.as_str()),
+                ("workspace", file.workspace.as_str()),
+                ("tools", tools.as_str()),
+            ],
+        );
+        let scope = crate::policy::Scope::new(settings.repository.clone(), None);
+        let (_, verdict) = crate::policy::judge(
+            &contract.contract,
+            &crate::policy::Input::Request(&action),
+            &scope,
+        );
+        match verdict.decision {
+            crate::policy::Decision::Approve => {}
+            decision => anyhow::bail!(
+                "the conductor's contract does not approve dispatching {gid} ({decision:?} by rule {}: {})",
+                verdict.rule_id.as_deref().unwrap_or("(default)"),
+                verdict.why
+            ),
+        }
+    }
     let (task, _) = queue_ops::add(
         store,
         &clock,
