@@ -51,11 +51,29 @@ pub fn build(settings: &Settings, store: Arc<dyn Store>) -> Result<Analyzer> {
 
 pub async fn run_once(settings: &Settings, store: Arc<dyn Store>) -> Result<()> {
     let _lock = super::lock::acquire_as(&settings.root.join(ANALYZER_LOCK), "analyzer")?;
-    let analyzer = build(settings, store)?;
-    let report = analyzer
+    let analyzer = build(settings, Arc::clone(&store))?;
+    // `executor status` shows this pass as the analyzer while it runs, stopped after.
+    let now = chrono::Utc::now();
+    let mut heartbeat = crate::core::record::Heartbeat {
+        component: "analyzer".to_string(),
+        host: gethostname::gethostname().to_string_lossy().into_owned(),
+        pid: i64::from(std::process::id()),
+        started_at: now,
+        beat_at: now,
+        stopped_at: None,
+    };
+    if let Err(error) = store.beat(&heartbeat).await {
+        eprintln!("warning: cannot record the analyzer's heartbeat: {error}");
+    }
+    let analyzed = analyzer
         .analyze_pending(|analyzed| eprintln!("{}", analyzed.describe()))
-        .await
-        .context("the analyzer stopped")?;
+        .await;
+    heartbeat.beat_at = chrono::Utc::now();
+    heartbeat.stopped_at = Some(heartbeat.beat_at);
+    if let Err(error) = store.beat(&heartbeat).await {
+        eprintln!("warning: cannot record the analyzer's stop: {error}");
+    }
+    let report = analyzed.context("the analyzer stopped")?;
     print_report(&report);
     if !report.errors.is_empty() {
         anyhow::bail!(

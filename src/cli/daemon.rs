@@ -153,6 +153,17 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                     if let Err(error) = store.beat(&heartbeat).await {
                         tracing::warn!(%error, "cannot record the heartbeat");
                     }
+                    // The analyzer beats too while this daemon holds its lock, so `executor
+                    // status` says who analyzes.
+                    if analyzer_lock.is_some() {
+                        let analyzing = Heartbeat {
+                            component: "analyzer".to_string(),
+                            ..heartbeat.clone()
+                        };
+                        if let Err(error) = store.beat(&analyzing).await {
+                            tracing::warn!(%error, "cannot record the analyzer's heartbeat");
+                        }
+                    }
                     wake(&runner, &mut passes).await;
                 }
             }
@@ -177,6 +188,15 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     }
     heartbeat.beat_at = clock.now();
     heartbeat.stopped_at = Some(heartbeat.beat_at);
+    if analyzer_lock.is_some() {
+        let analyzing = Heartbeat {
+            component: "analyzer".to_string(),
+            ..heartbeat.clone()
+        };
+        if let Err(error) = store.beat(&analyzing).await {
+            tracing::warn!(%error, "cannot record the analyzer's stop");
+        }
+    }
     store
         .beat(&heartbeat)
         .await

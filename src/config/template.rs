@@ -30,7 +30,7 @@ url = "sqlite://executor.db"
 [analyzer]
 # no_output_timeout = "5m"
 # hard_timeout = "15m"
-# qualifying_sources = ["plans", "cli", "import", "asana", "github"]  # others are skipped
+# qualifying_sources = ["plans", "cli", "import", "asana", "github", "gitea"]  # others are skipped
 # owner = ["your Asana user gid", "Your Name"]  # who `assigned_to_other` means is not you
 # Rule filters skip tasks before any model is paid: [[analyzer.rules]] with id, reason and
 # when (README: "Analyzer").

@@ -148,6 +148,14 @@ fn the_owners_rules_skip_exactly_their_tasks_and_the_model_triages_the_rest() {
     // A second pass finds nothing to do.
     let again = ws.ok(&["analyze", "--once"]);
     assert!(again.contains("analyzed 0"), "{again}");
+    // `executor status` says the analyzer ran and stopped.
+    let status = ws.json(&["status", "--json"]);
+    let analyzer = status["components"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["component"] == "analyzer"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no analyzer in {status}"));
+    assert_eq!(analyzer["state"], "stopped", "{analyzer}");
 }
 
 #[test]
