@@ -28,11 +28,8 @@
 //! panic on what a client sends: an unreadable body gets a 400.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::future::IntoFuture;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -44,7 +41,8 @@ use chrono::{DateTime, SecondsFormat, TimeZone, Utc};
 use executor::sources::asana::{AsanaSettings, Secret};
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
-use tokio::sync::oneshot;
+
+use crate::fake_server::FakeServer;
 
 /// The personal access token the fake accepts; distinctive, so a test can search for it.
 pub const TOKEN: &str = "2/1209511000000042/1213900000000001:FAKEasanaPATsecret7f3e";
@@ -287,10 +285,8 @@ impl Shared {
 
 /// A running fake; it stops when dropped.
 pub struct FakeAsana {
-    addr: SocketAddr,
+    server: FakeServer,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 fn fixture_time(text: &str) -> DateTime<Utc> {
@@ -382,53 +378,25 @@ impl FakeAsana {
 
     /// The workspace and `me`, nothing else.
     pub fn start_empty() -> Self {
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .expect("bind the fake Asana on loopback");
-        listener
-            .set_nonblocking(true)
-            .expect("make the fake Asana's socket non-blocking");
-        let addr = listener.local_addr().expect("fake Asana address");
         // After every time in the fixtures' story.
         let start = Utc
             .with_ymd_and_hms(2026, 3, 16, 12, 0, 0)
             .single()
             .expect("start time");
         let state = StateData::new(start);
-        let shared = Arc::new(Shared {
-            base: format!("http://{addr}"),
-            state: Mutex::new(state),
-        });
-        let app = Router::new().fallback(handle).with_state(shared.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-asana-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("fake Asana runtime");
-                runtime.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(listener).expect("fake Asana listener");
-                    // Not graceful: a client's keep-alive connection must not hold the test.
-                    tokio::select! {
-                        _ = axum::serve(listener, app).into_future() => {}
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .expect("spawn the fake Asana thread");
-        Self {
-            addr,
-            shared,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        let (server, shared) =
+            FakeServer::start_with("Asana", Router::new().fallback(handle), |base| {
+                Arc::new(Shared {
+                    base: base.to_owned(),
+                    state: Mutex::new(state),
+                })
+            });
+        Self { server, shared }
     }
 
     /// `http://127.0.0.1:PORT/api/1.0`: the API base.
     pub fn url(&self) -> url::Url {
-        url::Url::parse(&format!("http://{}{API_PATH}", self.addr)).expect("fake Asana URL")
+        url::Url::parse(&format!("{}{API_PATH}", self.server.url())).expect("fake Asana URL")
     }
 
     /// Settings for a client of this fake, with [`TOKEN`].
@@ -583,17 +551,6 @@ impl FakeAsana {
     /// Every request so far, oldest first.
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared.state().requests.clone()
-    }
-}
-
-impl Drop for FakeAsana {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

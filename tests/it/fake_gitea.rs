@@ -31,10 +31,7 @@
 //! panic on what a client sends: an unreadable body gets a `422`.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::future::IntoFuture;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -46,7 +43,8 @@ use chrono::{DateTime, FixedOffset, SecondsFormat, Utc};
 use executor::forge::gitea::{GiteaClient, GiteaOptions};
 use executor::forge::github::Secret;
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
+
+use crate::fake_server::FakeServer;
 
 /// The access token the fake accepts; distinctive, so a test can search for it.
 pub const TOKEN: &str = "9f3c1d7e5b2a4c6e8f0a1b3c5d7e9f1a2b4c6d8e";
@@ -257,10 +255,8 @@ impl Shared {
 
 /// A running fake; it stops when dropped.
 pub struct FakeGitea {
-    addr: SocketAddr,
+    server: FakeServer,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 /// The zone the fake writes times in.
@@ -276,62 +272,33 @@ fn gitea_time(time: DateTime<Utc>) -> String {
 impl FakeGitea {
     /// A fake with the empty repository `OWNER/REPO`.
     pub fn start() -> Self {
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .expect("bind the fake Gitea on loopback");
-        listener
-            .set_nonblocking(true)
-            .expect("make the fake Gitea's socket non-blocking");
-        let addr = listener.local_addr().expect("fake Gitea address");
-        let base = format!("http://{addr}");
-        let mut state = StateData {
-            repos: BTreeMap::new(),
-            now: DateTime::parse_from_rfc3339(ISSUES_EPOCH)
-                .expect("epoch")
-                .with_timezone(&Utc),
-            next_id: 1000,
-            max_response_items: MAX_RESPONSE_ITEMS,
-            app_url: format!("{base}/"),
-            endless_pages: false,
-            after_next_list: None,
-            faults: VecDeque::new(),
-            requests: Vec::new(),
-        };
-        state.repo_mut(OWNER, REPO);
-        let shared = Arc::new(Shared {
-            base,
-            state: Mutex::new(state),
-        });
-        let app = Router::new().fallback(handle).with_state(shared.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-gitea-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("fake Gitea runtime");
-                runtime.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(listener).expect("fake Gitea listener");
-                    // Not graceful: a client's keep-alive connection must not hold the test.
-                    tokio::select! {
-                        _ = axum::serve(listener, app).into_future() => {}
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .expect("spawn the fake Gitea thread");
-        Self {
-            addr,
-            shared,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        let (server, shared) =
+            FakeServer::start_with("Gitea", Router::new().fallback(handle), |base| {
+                let mut state = StateData {
+                    repos: BTreeMap::new(),
+                    now: DateTime::parse_from_rfc3339(ISSUES_EPOCH)
+                        .expect("epoch")
+                        .with_timezone(&Utc),
+                    next_id: 1000,
+                    max_response_items: MAX_RESPONSE_ITEMS,
+                    app_url: format!("{base}/"),
+                    endless_pages: false,
+                    after_next_list: None,
+                    faults: VecDeque::new(),
+                    requests: Vec::new(),
+                };
+                state.repo_mut(OWNER, REPO);
+                Arc::new(Shared {
+                    base: base.to_owned(),
+                    state: Mutex::new(state),
+                })
+            });
+        Self { server, shared }
     }
 
     /// `http://127.0.0.1:PORT/api/v1`: the API URL.
     pub fn url(&self) -> url::Url {
-        url::Url::parse(&format!("http://{}{API_PATH}", self.addr)).expect("fake Gitea URL")
+        url::Url::parse(&format!("{}{API_PATH}", self.server.url())).expect("fake Gitea URL")
     }
 
     /// A client of this fake with [`TOKEN`] and `options`.
@@ -491,17 +458,6 @@ fn add_issue(state: &mut StateData, owner: &str, repo: &str, seed: IssueSeed) ->
         },
     );
     number
-}
-
-impl Drop for FakeGitea {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 // ----- records -----

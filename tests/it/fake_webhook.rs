@@ -8,10 +8,7 @@
 //! What it must never do: reach the network (it listens on 127.0.0.1 and opens nothing), or
 //! panic on what a client sends.
 
-use std::future::IntoFuture;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -20,7 +17,8 @@ use axum::http::{header, StatusCode};
 use axum::response::Response;
 use axum::Router;
 use serde_json::Value;
-use tokio::sync::oneshot;
+
+use crate::fake_server::FakeServer;
 
 /// One request as the receiver saw it.
 #[derive(Clone, Debug)]
@@ -104,10 +102,8 @@ impl Shared {
 
 /// A running receiver; it stops when dropped.
 pub struct FakeWebhook {
-    addr: SocketAddr,
+    server: FakeServer,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl FakeWebhook {
@@ -115,42 +111,16 @@ impl FakeWebhook {
         let shared = Arc::new(Shared {
             state: Mutex::new(StateData::default()),
         });
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .expect("bind the fake webhook on loopback");
-        listener
-            .set_nonblocking(true)
-            .expect("make the fake webhook's socket non-blocking");
-        let addr = listener.local_addr().expect("fake webhook address");
-        let app = Router::new().fallback(handle).with_state(shared.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-webhook-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("fake webhook runtime");
-                runtime.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(listener).expect("fake webhook listener");
-                    tokio::select! {
-                        _ = axum::serve(listener, app).into_future() => {}
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .expect("spawn the fake webhook thread");
-        Self {
-            addr,
-            shared,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        let server = FakeServer::start(
+            "webhook",
+            Router::new().fallback(handle).with_state(shared.clone()),
+        );
+        Self { server, shared }
     }
 
     /// `http://127.0.0.1:port` followed by `path` (which starts with `/`).
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
+        format!("{}{path}", self.server.url())
     }
 
     /// `Some(s)`: every request is answered `s` with Slack's reason for it (see
@@ -172,17 +142,6 @@ impl FakeWebhook {
     /// Every request so far, in the order they came.
     pub fn received(&self) -> Vec<Received> {
         self.shared.state().received.clone()
-    }
-}
-
-impl Drop for FakeWebhook {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -33,11 +33,8 @@
 //! panic on what a client sends: an unreadable request gets a 400.
 
 use std::collections::{HashMap, VecDeque};
-use std::future::IntoFuture;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -48,7 +45,9 @@ use axum::Router;
 use executor::chat::zulip::ZulipSettings;
 use executor::forge::github::Secret;
 use serde_json::{json, Value};
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
+
+use crate::fake_server::FakeServer;
 
 /// The bot the fake accepts: the orchestrator's persona in the fixtures.
 pub const BOT_EMAIL: &str = "executor-bot@lumen.zulipchat.com";
@@ -187,10 +186,8 @@ impl Shared {
 
 /// A running fake; it stops when dropped.
 pub struct FakeZulip {
-    addr: SocketAddr,
+    server: FakeServer,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl FakeZulip {
@@ -239,42 +236,16 @@ impl FakeZulip {
             state: Mutex::new(state),
             changed: Notify::new(),
         });
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .expect("bind the fake Zulip on loopback");
-        listener
-            .set_nonblocking(true)
-            .expect("make the fake Zulip's socket non-blocking");
-        let addr = listener.local_addr().expect("fake Zulip address");
-        let app = Router::new().fallback(handle).with_state(shared.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-zulip-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("fake Zulip runtime");
-                runtime.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(listener).expect("fake Zulip listener");
-                    tokio::select! {
-                        _ = axum::serve(listener, app).into_future() => {}
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .expect("spawn the fake Zulip thread");
-        Self {
-            addr,
-            shared,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        let server = FakeServer::start(
+            "Zulip",
+            Router::new().fallback(handle).with_state(shared.clone()),
+        );
+        Self { server, shared }
     }
 
     /// `http://127.0.0.1:port`, the site a client is given.
     pub fn site(&self) -> url::Url {
-        url::Url::parse(&format!("http://{}", self.addr)).expect("fake site URL")
+        url::Url::parse(&self.server.url()).expect("fake site URL")
     }
 
     /// Settings for the fake's bot.
@@ -464,17 +435,6 @@ impl FakeZulip {
     /// Every request so far.
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared.state().requests.clone()
-    }
-}
-
-impl Drop for FakeZulip {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 

@@ -13,6 +13,7 @@ mod escalations;
 mod fake_asana;
 mod fake_gitea;
 mod fake_github;
+mod fake_server;
 mod fake_webhook;
 mod fake_zulip;
 mod gitea;
