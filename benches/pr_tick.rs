@@ -12,6 +12,9 @@
 #[allow(dead_code)]
 #[path = "../tests/it/fake_github.rs"]
 mod fake_github;
+#[allow(dead_code)]
+#[path = "../tests/it/fake_server.rs"]
+mod fake_server;
 
 use std::time::{Duration, Instant};
 

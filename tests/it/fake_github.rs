@@ -25,11 +25,8 @@
 //! panic on what a client sends: an unreadable body gets GitHub's 400 or 422.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::future::IntoFuture;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use axum::body::Body;
@@ -41,7 +38,8 @@ use chrono::{DateTime, Utc};
 use executor::forge::github::{GithubSettings, Secret};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tokio::sync::oneshot;
+
+use crate::fake_server::FakeServer;
 
 pub const OWNER: &str = "mkowalski";
 pub const REPO: &str = "lumen-browser";
@@ -218,10 +216,9 @@ impl Shared {
 
 /// A running fake; it stops when dropped.
 pub struct FakeGithub {
-    addr: SocketAddr,
+    // First, so the server stops before its state goes.
+    server: FakeServer,
     shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
 }
 
 impl FakeGithub {
@@ -258,12 +255,6 @@ impl FakeGithub {
 
     /// No PR yet (the first one created gets #1234); CI, the Actions run and its log seeded.
     pub fn start_empty() -> Self {
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .expect("bind the fake GitHub on loopback");
-        listener
-            .set_nonblocking(true)
-            .expect("make the fake GitHub's socket non-blocking");
-        let addr = listener.local_addr().expect("fake GitHub address");
         let mut check_runs = HashMap::new();
         check_runs.insert(FIRST_HEAD.to_owned(), Ci::Failed.runs(FIRST_HEAD));
         check_runs.insert(FIX_HEAD.to_owned(), Ci::Success.runs(FIX_HEAD));
@@ -299,41 +290,19 @@ impl FakeGithub {
             rate_used: 0,
             next_id: 5_000_000_000,
         };
-        let shared = Arc::new(Shared {
-            base: format!("http://{addr}"),
-            state: Mutex::new(state),
-        });
-        let app = Router::new().fallback(handle).with_state(shared.clone());
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name(format!("fake-github-{}", addr.port()))
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("fake GitHub runtime");
-                runtime.block_on(async move {
-                    let listener =
-                        tokio::net::TcpListener::from_std(listener).expect("fake GitHub listener");
-                    // Not graceful: a client's keep-alive connection must not hold the test.
-                    tokio::select! {
-                        _ = axum::serve(listener, app).into_future() => {}
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .expect("spawn the fake GitHub thread");
-        Self {
-            addr,
-            shared,
-            stop: Some(stop),
-            thread: Some(thread),
-        }
+        let (server, shared) =
+            FakeServer::start_with("GitHub", Router::new().fallback(handle), move |base| {
+                Arc::new(Shared {
+                    base: base.to_owned(),
+                    state: Mutex::new(state),
+                })
+            });
+        Self { server, shared }
     }
 
     /// `http://127.0.0.1:PORT/`: the API base (GraphQL at `/graphql`).
     pub fn url(&self) -> url::Url {
-        url::Url::parse(&format!("http://{}/", self.addr)).expect("fake GitHub URL")
+        url::Url::parse(&format!("{}/", self.server.url())).expect("fake GitHub URL")
     }
 
     /// Settings for a client of this fake, with [`TOKEN`].
@@ -620,17 +589,6 @@ impl FakeGithub {
     /// Requests counted against the primary limit (a 304 is not).
     pub fn rate_used(&self) -> u64 {
         self.shared.state().rate_used
-    }
-}
-
-impl Drop for FakeGithub {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
     }
 }
 
