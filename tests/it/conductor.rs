@@ -77,6 +77,31 @@ fn verified_workspace(verify: &[&str], extra: &str) -> (Workspace, tempfile::Tem
     (ws, logs)
 }
 
+/// A workspace (see [`conductor_workspace`]) whose goal `title` (`gid`) went through one
+/// `run --once`, which succeeded; its stderr.
+fn run_goal(extra: &str, title: &str, gid: &str) -> (Workspace, tempfile::TempDir, String) {
+    let (ws, logs) = conductor_workspace(extra);
+    ws.ok(&["add", "--title", title, "--gid", gid, "--goal"]);
+    ws.ok(&["go", gid]);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    (ws, logs, stderr)
+}
+
+/// The goal `gid`'s branch and the files on it.
+fn goal_branch_files(ws: &Workspace, gid: &str) -> (String, String) {
+    let branch = ws.json(&["show", gid, "--json"])["runs"][0]["branch_name"]
+        .as_str()
+        .expect("the goal's branch")
+        .to_string();
+    let files = crate::support::git(
+        &ws.path().join("repo"),
+        &["ls-tree", "--name-only", &branch],
+    );
+    (branch, files)
+}
+
 /// (name, start ns, end ns) of every worker, from the log.
 fn intervals(logs: &tempfile::TempDir) -> Vec<(String, u128, u128)> {
     let text = std::fs::read_to_string(logs.path().join("workers.log")).unwrap_or_default();
@@ -170,14 +195,7 @@ fn a_goal_is_split_into_three_subtasks_that_run_in_dependency_order_and_complete
     }
 
     // The parent's branch holds every subtask's work, B on top of A's.
-    let branch = ws.json(&["show", "G-1", "--json"])["runs"][0]["branch_name"]
-        .as_str()
-        .expect("the goal's branch")
-        .to_string();
-    let files = crate::support::git(
-        &ws.path().join("repo"),
-        &["ls-tree", "--name-only", &branch],
-    );
+    let (branch, files) = goal_branch_files(&ws, "G-1");
     for file in ["Part_alpha.txt", "Part_beta.txt", "Part_gamma.txt"] {
         assert!(files.contains(file), "{file} on {branch}: {files}");
     }
@@ -185,12 +203,7 @@ fn a_goal_is_split_into_three_subtasks_that_run_in_dependency_order_and_complete
 
 #[test]
 fn a_subtask_that_always_fails_is_split_smaller_and_the_smaller_ones_complete() {
-    let (ws, logs) = conductor_workspace("");
-    ws.ok(&["add", "--title", "Shaky goal", "--gid", "G-2", "--goal"]);
-    ws.ok(&["go", "G-2"]);
-    let out = ws.run(&["run", "--once"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (ws, logs, stderr) = run_goal("", "Shaky goal", "G-2");
     assert_eq!(status(&ws, "G-2.h"), "done", "{stderr}");
     assert_eq!(status(&ws, "G-2"), "done", "{stderr}");
     let tree = ws.json(&["tree", "G-2", "--json"]);
@@ -211,12 +224,7 @@ fn a_subtask_that_always_fails_is_split_smaller_and_the_smaller_ones_complete() 
 
 #[test]
 fn the_depth_cap_stops_the_splitting_and_the_owner_is_told() {
-    let (ws, _logs) = conductor_workspace("\n[conductor]\nmax_depth = 1\n");
-    ws.ok(&["add", "--title", "Shaky goal", "--gid", "G-3", "--goal"]);
-    ws.ok(&["go", "G-3"]);
-    let out = ws.run(&["run", "--once"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (ws, _logs, stderr) = run_goal("\n[conductor]\nmax_depth = 1\n", "Shaky goal", "G-3");
     let shown = ws.json(&["show", "G-3", "--json"]);
     assert_eq!(shown["runs"][0]["state"], "abandoned", "{shown}");
     assert!(
@@ -254,14 +262,7 @@ fn a_merge_into_the_parent_that_fails_the_suites_is_undone_and_the_worker_fixes_
     );
     assert_eq!(status(&ws, "G-4.g"), "done", "{stderr}");
     assert_eq!(status(&ws, "G-4"), "done", "{stderr}");
-    let branch = ws.json(&["show", "G-4", "--json"])["runs"][0]["branch_name"]
-        .as_str()
-        .expect("branch")
-        .to_string();
-    let files = crate::support::git(
-        &ws.path().join("repo"),
-        &["ls-tree", "--name-only", &branch],
-    );
+    let (_, files) = goal_branch_files(&ws, "G-4");
     assert!(files.contains("guarded.txt"), "{files}");
     assert!(
         !files.contains("bad.txt"),
@@ -295,12 +296,7 @@ fn a_planner_that_asks_the_owner_plans_with_the_answer() {
 
 #[test]
 fn a_split_whose_planner_fails_gives_up_instead_of_splitting_again() {
-    let (ws, _logs) = conductor_workspace("\n[conductor]\nmax_depth = 3\n");
-    ws.ok(&["add", "--title", "Hopeless goal", "--gid", "G-6", "--goal"]);
-    ws.ok(&["go", "G-6"]);
-    let out = ws.run(&["run", "--once"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (ws, _logs, stderr) = run_goal("\n[conductor]\nmax_depth = 3\n", "Hopeless goal", "G-6");
     let shown = ws.json(&["show", "G-6", "--json"]);
     assert_eq!(shown["runs"][0]["state"], "abandoned", "{stderr}");
     // Split once (its planner failed twice), never again.
@@ -317,26 +313,14 @@ fn a_split_whose_planner_fails_gives_up_instead_of_splitting_again() {
 
 #[test]
 fn a_subtask_that_depends_on_a_split_one_starts_from_its_merged_work() {
-    let (ws, _logs) = conductor_workspace("");
-    ws.ok(&["add", "--title", "Dependent goal", "--gid", "G-7", "--goal"]);
-    ws.ok(&["go", "G-7"]);
-    let out = ws.run(&["run", "--once"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (ws, _logs, stderr) = run_goal("", "Dependent goal", "G-7");
     assert_eq!(
         status(&ws, "G-7.b"),
         "done",
         "B found the split piece's files: {stderr}"
     );
     assert_eq!(status(&ws, "G-7"), "done", "{stderr}");
-    let branch = ws.json(&["show", "G-7", "--json"])["runs"][0]["branch_name"]
-        .as_str()
-        .expect("branch")
-        .to_string();
-    let files = crate::support::git(
-        &ws.path().join("repo"),
-        &["ls-tree", "--name-only", &branch],
-    );
+    let (_, files) = goal_branch_files(&ws, "G-7");
     for file in ["Small_piece_one.txt", "Small_piece_two.txt", "after.txt"] {
         assert!(files.contains(file), "{file}: {files}");
     }
@@ -344,12 +328,7 @@ fn a_subtask_that_depends_on_a_split_one_starts_from_its_merged_work() {
 
 #[test]
 fn a_parent_that_gives_up_skips_the_subtasks_that_had_not_started() {
-    let (ws, _logs) = conductor_workspace("\n[conductor]\nmax_depth = 1\n");
-    ws.ok(&["add", "--title", "Dependent goal", "--gid", "G-8", "--goal"]);
-    ws.ok(&["go", "G-8"]);
-    let out = ws.run(&["run", "--once"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let (ws, _logs, stderr) = run_goal("\n[conductor]\nmax_depth = 1\n", "Dependent goal", "G-8");
     assert_eq!(
         ws.json(&["show", "G-8", "--json"])["runs"][0]["state"],
         "abandoned",
