@@ -66,7 +66,9 @@ impl GiteaIssuesSource {
                 .collect(),
             include_closed: self.include_closed,
         };
-        scope.validate().map_err(|e| e.to_string())?;
+        if let Some(problem) = scope.problem("Gitea") {
+            return Err(problem);
+        }
         Ok(scope)
     }
 
@@ -301,7 +303,7 @@ mod tests {
             ),
             (
                 section("api_url = \"https://g.example.com/api/v1\"\nrepositories = [\"a/b\"]\nlabels = []\n"),
-                "`sources.gitea_issues.labels`: invalid Gitea settings: no labels",
+                "`sources.gitea_issues.labels`: no labels to read Gitea issues by",
                 "line 1",
             ),
             (

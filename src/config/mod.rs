@@ -501,7 +501,9 @@ impl GithubIssuesSource {
             labels: self.labels.clone(),
             include_closed: self.include_closed,
         };
-        scope.validate().map_err(|e| e.to_string())?;
+        if let Some(problem) = scope.problem("GitHub") {
+            return Err(problem);
+        }
         Ok(scope)
     }
 }

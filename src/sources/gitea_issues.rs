@@ -27,77 +27,23 @@
 //! What it must never do: write to the store (the caller does), write to Gitea, or take a
 //! pull request for an issue.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Deserializer};
 
 use crate::core::facts::TaskFacts;
-use crate::core::gid;
 use crate::core::queue::QueueStatus;
 use crate::core::task::{compose_description, NewTask};
 use crate::forge::gitea::{
     GiteaClient, GiteaError, GiteaIssue, GiteaIssueQuery, GiteaIssueState, GiteaStateFilter,
 };
 
+use super::labelled_issues::{self, Collector, IssueLabels, LabelledIssue};
 pub use super::Polled;
 
 /// The source name of tasks from Gitea issues.
 pub const SOURCE: &str = "gitea";
 
-/// Which issues to read: those carrying any one of `labels`. Unknown keys are refused.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GiteaIssuesScope {
-    /// Required and not empty. Names are trimmed; they are matched ignoring case.
-    #[serde(deserialize_with = "label_list")]
-    pub labels: Vec<String>,
-    /// Whether the first read (a poll without `since`) takes issues already closed. Later
-    /// polls always take closings.
-    #[serde(default)]
-    pub include_closed: bool,
-}
-
-impl GiteaIssuesScope {
-    /// At least one label, none empty, none holding a comma (Gitea's filter is a comma
-    /// list, so such a label cannot be asked for).
-    pub fn validate(&self) -> Result<(), GiteaError> {
-        if self.labels.is_empty() {
-            return Err(GiteaError::Settings(
-                "no labels to read Gitea issues by".into(),
-            ));
-        }
-        for label in &self.labels {
-            if label.trim().is_empty() {
-                return Err(GiteaError::Settings(
-                    "an empty label among the Gitea issue labels".into(),
-                ));
-            }
-            if label.contains(',') {
-                return Err(GiteaError::Settings(format!(
-                    "the label `{label}` holds a comma, which Gitea's labels filter cannot ask for"
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// The labels to ask for, each once (ignoring case), in config order.
-    fn labels_to_ask(&self) -> Vec<&str> {
-        let mut seen: Vec<String> = Vec::new();
-        let mut labels = Vec::new();
-        for label in &self.labels {
-            let label = label.trim();
-            let folded = label.to_lowercase();
-            if !seen.contains(&folded) {
-                seen.push(folded);
-                labels.push(label);
-            }
-        }
-        labels
-    }
-}
+/// Which issues to read: those carrying any one of the labels (see [`IssueLabels`]).
+pub type GiteaIssuesScope = IssueLabels;
 
 /// Reads every label of `scope` in `owner/repo` once. With `since`, only issues updated
 /// after it come (closed ones included); without, every open issue (closed ones too with
@@ -112,7 +58,9 @@ pub async fn poll(
     scope: &GiteaIssuesScope,
     since: Option<DateTime<Utc>>,
 ) -> Result<Polled, GiteaError> {
-    scope.validate()?;
+    if let Some(problem) = scope.problem("Gitea") {
+        return Err(GiteaError::Settings(problem));
+    }
     let repo_full_name = format!("{owner}/{repo}");
     let state = if since.is_some() || scope.include_closed {
         GiteaStateFilter::All
@@ -120,7 +68,8 @@ pub async fn poll(
         GiteaStateFilter::Open
     };
     let wanted = scope.labels_to_ask();
-    let mut collector = Collector::new(since, &repo_full_name, &wanted);
+    let convert = |issue: &_| convert(issue, &repo_full_name);
+    let mut collector = Collector::new(since, &wanted, &convert);
     for label in &wanted {
         let query = GiteaIssueQuery {
             labels: vec![(*label).to_owned()],
@@ -165,91 +114,22 @@ pub fn convert(issue: &GiteaIssue, repo_full_name: &str) -> (NewTask, TaskFacts)
 /// The task gid of issue `number` of `repo_full_name` (`owner/repo`); see the module notes
 /// for the form and its fallback. Always a valid gid.
 pub fn task_gid(repo_full_name: &str, number: u64) -> String {
-    let folded = repo_full_name.trim().to_lowercase();
-    let readable = match folded.split_once('/') {
-        Some((owner, repo)) => format!("gitea:{owner}:{repo}#{number}"),
-        None => format!("gitea:{folded}#{number}"),
-    };
-    if gid::validate(&readable) == Ok(readable.as_str()) {
-        readable
-    } else {
-        format!("gitea:{}#{number}", gid::short_hash(&folded))
-    }
+    labelled_issues::task_gid("gitea", repo_full_name, number)
 }
 
-/// Gathers the issues of one poll: each number once, the newest change kept.
-struct Collector<'a> {
-    since: Option<DateTime<Utc>>,
-    repo_full_name: &'a str,
-    /// The scope's labels, lower case.
-    wanted: Vec<String>,
-    tasks: Vec<(NewTask, TaskFacts)>,
-    index: HashMap<u64, usize>,
-    newest: Option<DateTime<Utc>>,
-}
-
-impl<'a> Collector<'a> {
-    fn new(since: Option<DateTime<Utc>>, repo_full_name: &'a str, wanted: &[&str]) -> Self {
-        Self {
-            since,
-            repo_full_name,
-            wanted: wanted.iter().map(|l| l.to_lowercase()).collect(),
-            tasks: Vec::new(),
-            index: HashMap::new(),
-            newest: None,
-        }
+impl LabelledIssue for GiteaIssue {
+    fn number(&self) -> u64 {
+        self.number
     }
-
-    fn add_all(&mut self, issues: &[GiteaIssue]) {
-        for issue in issues {
-            self.add(issue);
-        }
+    fn updated_at(&self) -> DateTime<Utc> {
+        self.updated_at
     }
-
-    fn add(&mut self, issue: &GiteaIssue) {
-        if issue.is_pull_request() {
-            return;
-        }
-        if self.since.is_some_and(|since| issue.updated_at <= since) {
-            return;
-        }
-        let carries_one = issue
-            .label_names()
-            .any(|name| self.wanted.contains(&name.to_lowercase()));
-        if !carries_one {
-            tracing::debug!(
-                number = issue.number,
-                "a Gitea issue without any of the labels is left out"
-            );
-            return;
-        }
-        self.newest = self.newest.max(Some(issue.updated_at));
-        let converted = convert(issue, self.repo_full_name);
-        match self.index.entry(issue.number) {
-            Entry::Vacant(slot) => {
-                slot.insert(self.tasks.len());
-                self.tasks.push(converted);
-            }
-            Entry::Occupied(slot) => {
-                let kept = &mut self.tasks[*slot.get()];
-                if converted.1.modified_at > kept.1.modified_at {
-                    *kept = converted;
-                }
-            }
-        }
+    fn is_pull_request(&self) -> bool {
+        GiteaIssue::is_pull_request(self)
     }
-
-    fn finish(self) -> Polled {
-        Polled {
-            tasks: self.tasks,
-            newest_change: self.newest,
-        }
+    fn label_names(&self) -> Vec<&str> {
+        GiteaIssue::label_names(self).collect()
     }
-}
-
-fn label_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
-    let labels = Vec::<String>::deserialize(deserializer)?;
-    Ok(labels.into_iter().map(|l| l.trim().to_owned()).collect())
 }
 
 #[cfg(test)]
@@ -257,6 +137,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::core::gid;
 
     const REPO: &str = "mkowalski/lumen-browser";
 
@@ -350,7 +231,8 @@ mod tests {
 
     #[test]
     fn an_issue_under_two_labels_comes_once_as_last_updated() {
-        let mut collector = Collector::new(None, REPO, &["executor", "Agent"]);
+        let convert = |issue: &GiteaIssue| convert(issue, REPO);
+        let mut collector = Collector::new(None, &["executor", "Agent"], &convert);
         collector.add_all(&[
             issue(1, "2026-03-16T09:00:00Z", &["executor"]),
             issue(2, "2026-03-16T09:01:00Z", &["executor", "agent"]),
@@ -387,7 +269,8 @@ mod tests {
     #[test]
     fn since_pull_requests_and_unlabelled_issues_are_left_out() {
         let since = at("2026-03-16T09:00:00Z");
-        let mut collector = Collector::new(Some(since), REPO, &["executor"]);
+        let convert = |issue: &GiteaIssue| convert(issue, REPO);
+        let mut collector = Collector::new(Some(since), &["executor"], &convert);
         let mut pr = issue(4, "2026-03-16T09:10:00Z", &["executor"]);
         pr.pull_request = Some(Default::default());
         collector.add_all(&[
@@ -417,7 +300,7 @@ mod tests {
             "#,
         )
         .expect("scope");
-        assert!(scope.validate().is_ok());
+        assert_eq!(scope.problem("Gitea"), None);
         assert!(scope.include_closed);
         assert_eq!(scope.labels_to_ask(), ["executor", "Agent"]);
         let typo = toml::from_str::<GiteaIssuesScope>("labels = [\"x\"]\nlabel = \"y\"")
@@ -428,8 +311,7 @@ mod tests {
                 labels,
                 include_closed: false,
             };
-            let error = scope.validate().expect_err("invalid labels");
-            assert!(matches!(error, GiteaError::Settings(_)), "{error:?}");
+            assert!(scope.problem("Gitea").is_some(), "{scope:?}");
         }
     }
 }

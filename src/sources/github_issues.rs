@@ -27,14 +27,9 @@
 //! What it must never do: write to the store (the caller does), write to GitHub, or take a
 //! pull request for an issue.
 
-use std::collections::hash_map::Entry;
-use std::collections::HashMap;
-
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Deserializer};
 
 use crate::core::facts::TaskFacts;
-use crate::core::gid;
 use crate::core::queue::QueueStatus;
 use crate::core::task::{compose_description, NewTask};
 use crate::forge::github::{
@@ -44,68 +39,10 @@ use crate::forge::github::{
 /// The source name of tasks from GitHub issues.
 pub const SOURCE: &str = "github";
 
-/// Which issues to read, as written in the config:
-///
-/// ```toml
-/// labels = ["executor", "good-for-agent"]
-/// include_closed = false
-/// ```
-///
-/// An issue is read when it carries any one of `labels`. Unknown keys are refused, so embed
-/// this as a table of its own rather than flattened into one with other keys.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GithubIssuesScope {
-    /// Required and not empty. Names are trimmed; GitHub matches them ignoring case.
-    #[serde(deserialize_with = "label_list")]
-    pub labels: Vec<String>,
-    /// Whether the first read (a poll without `since`) takes issues already closed. Off, a
-    /// repository's closed history stays out of the queue; later polls always take
-    /// closings, so a queued issue closed upstream comes back with `closed = true`.
-    #[serde(default)]
-    pub include_closed: bool,
-}
+/// Which issues to read: those carrying any one of the labels (see [`IssueLabels`]).
+pub type GithubIssuesScope = IssueLabels;
 
-impl GithubIssuesScope {
-    /// At least one label, none empty, none holding a comma (GitHub's filter is a comma
-    /// list, so such a label cannot be asked for).
-    pub fn validate(&self) -> Result<(), GithubError> {
-        if self.labels.is_empty() {
-            return Err(GithubError::Settings(
-                "no labels to read GitHub issues by".into(),
-            ));
-        }
-        for label in &self.labels {
-            if label.trim().is_empty() {
-                return Err(GithubError::Settings(
-                    "an empty label among the GitHub issue labels".into(),
-                ));
-            }
-            if label.contains(',') {
-                return Err(GithubError::Settings(format!(
-                    "the label `{label}` holds a comma, which GitHub's labels filter cannot ask for"
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// The labels to ask for, each once (ignoring case, as GitHub does), in config order.
-    fn labels_to_ask(&self) -> Vec<&str> {
-        let mut seen: Vec<String> = Vec::new();
-        let mut labels = Vec::new();
-        for label in &self.labels {
-            let label = label.trim();
-            let folded = label.to_lowercase();
-            if !seen.contains(&folded) {
-                seen.push(folded);
-                labels.push(label);
-            }
-        }
-        labels
-    }
-}
-
+use super::labelled_issues::{self, Collector, IssueLabels, LabelledIssue};
 pub use super::Polled;
 
 /// Reads every label once. With `since`, only issues updated after it come (closed ones
@@ -123,7 +60,9 @@ pub async fn poll(
     scope: &GithubIssuesScope,
     since: Option<DateTime<Utc>>,
 ) -> Result<Polled, GithubError> {
-    scope.validate()?;
+    if let Some(problem) = scope.problem("GitHub") {
+        return Err(GithubError::Settings(problem));
+    }
     let (owner, repo) = client.repository();
     let repo_full_name = format!("{owner}/{repo}");
     let state = if since.is_some() || scope.include_closed {
@@ -132,7 +71,8 @@ pub async fn poll(
         IssueStateFilter::Open
     };
     let wanted = scope.labels_to_ask();
-    let mut collector = Collector::new(since, &repo_full_name, &wanted);
+    let convert = |issue: &_| convert(issue, &repo_full_name);
+    let mut collector = Collector::new(since, &wanted, &convert);
     for label in &wanted {
         let query = IssueQuery {
             state,
@@ -177,94 +117,22 @@ pub fn convert(issue: &Issue, repo_full_name: &str) -> (NewTask, TaskFacts) {
 /// The task gid of issue `number` of `repo_full_name` (`owner/repo`); see the module notes
 /// for the form and its fallback. Always a valid gid.
 pub fn task_gid(repo_full_name: &str, number: u64) -> String {
-    let folded = repo_full_name.trim().to_lowercase();
-    let readable = match folded.split_once('/') {
-        Some((owner, repo)) => format!("gh:{owner}:{repo}#{number}"),
-        None => format!("gh:{folded}#{number}"),
-    };
-    if gid::validate(&readable) == Ok(readable.as_str()) {
-        readable
-    } else {
-        format!("gh:{}#{number}", gid::short_hash(&folded))
-    }
+    labelled_issues::task_gid("gh", repo_full_name, number)
 }
 
-/// Gathers the issues of one poll: each number once, the newest change kept.
-struct Collector<'a> {
-    since: Option<DateTime<Utc>>,
-    repo_full_name: &'a str,
-    /// The scope's labels, lower case.
-    wanted: Vec<String>,
-    tasks: Vec<(NewTask, TaskFacts)>,
-    index: HashMap<u64, usize>,
-    newest: Option<DateTime<Utc>>,
-}
-
-impl<'a> Collector<'a> {
-    fn new(since: Option<DateTime<Utc>>, repo_full_name: &'a str, wanted: &[&str]) -> Self {
-        Self {
-            since,
-            repo_full_name,
-            wanted: wanted.iter().map(|l| l.to_lowercase()).collect(),
-            tasks: Vec::new(),
-            index: HashMap::new(),
-            newest: None,
-        }
+impl LabelledIssue for Issue {
+    fn number(&self) -> u64 {
+        self.number
     }
-
-    fn add_all(&mut self, issues: &[Issue]) {
-        for issue in issues {
-            self.add(issue);
-        }
+    fn updated_at(&self) -> DateTime<Utc> {
+        self.updated_at
     }
-
-    fn add(&mut self, issue: &Issue) {
-        if issue.is_pull_request() {
-            return;
-        }
-        if self.since.is_some_and(|since| issue.updated_at <= since) {
-            return;
-        }
-        // GitHub answered a label query, so the label is there; checked anyway, so the
-        // source's promise does not rest on the server's filter.
-        let carries_one = issue
-            .label_names()
-            .any(|name| self.wanted.contains(&name.to_lowercase()));
-        if !carries_one {
-            tracing::debug!(
-                number = issue.number,
-                "a GitHub issue without any of the labels is left out"
-            );
-            return;
-        }
-        self.newest = self.newest.max(Some(issue.updated_at));
-        let converted = convert(issue, self.repo_full_name);
-        match self.index.entry(issue.number) {
-            Entry::Vacant(slot) => {
-                slot.insert(self.tasks.len());
-                self.tasks.push(converted);
-            }
-            Entry::Occupied(slot) => {
-                let kept = &mut self.tasks[*slot.get()];
-                if converted.1.modified_at > kept.1.modified_at {
-                    // Read again after a change: the newer copy wins, the place stays.
-                    *kept = converted;
-                }
-            }
-        }
+    fn is_pull_request(&self) -> bool {
+        Issue::is_pull_request(self)
     }
-
-    fn finish(self) -> Polled {
-        Polled {
-            tasks: self.tasks,
-            newest_change: self.newest,
-        }
+    fn label_names(&self) -> Vec<&str> {
+        Issue::label_names(self).collect()
     }
-}
-
-fn label_list<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
-    let labels = Vec::<String>::deserialize(deserializer)?;
-    Ok(labels.into_iter().map(|l| l.trim().to_owned()).collect())
 }
 
 #[cfg(test)]
@@ -272,6 +140,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::core::gid;
 
     const REPO: &str = "mkowalski/lumen-browser";
 
@@ -371,7 +240,8 @@ mod tests {
 
     #[test]
     fn an_issue_under_two_labels_comes_once_as_last_updated() {
-        let mut collector = Collector::new(None, REPO, &["executor", "Agent"]);
+        let convert = |issue: &Issue| convert(issue, REPO);
+        let mut collector = Collector::new(None, &["executor", "Agent"], &convert);
         collector.add_all(&[
             issue(1, "2026-03-16T09:00:00Z", &["executor"]),
             issue(2, "2026-03-16T09:01:00Z", &["executor", "agent"]),
@@ -408,7 +278,8 @@ mod tests {
     #[test]
     fn since_pull_requests_and_unlabelled_issues_are_left_out() {
         let since = at("2026-03-16T09:00:00Z");
-        let mut collector = Collector::new(Some(since), REPO, &["executor"]);
+        let convert = |issue: &Issue| convert(issue, REPO);
+        let mut collector = Collector::new(Some(since), &["executor"], &convert);
         let mut pr = issue(4, "2026-03-16T09:10:00Z", &["executor"]);
         pr.pull_request = Some(Default::default());
         collector.add_all(&[
@@ -444,7 +315,7 @@ mod tests {
                 include_closed: true,
             }
         );
-        assert!(scope.validate().is_ok());
+        assert_eq!(scope.problem("GitHub"), None);
 
         let missing = toml::from_str::<GithubIssuesScope>("include_closed = true")
             .expect_err("labels are required");
@@ -466,8 +337,7 @@ label = "y""#,
                 labels,
                 include_closed: false,
             };
-            let error = scope.validate().expect_err("invalid labels");
-            assert!(matches!(error, GithubError::Settings(_)), "{error:?}");
+            assert!(scope.problem("GitHub").is_some(), "{scope:?}");
         }
     }
 

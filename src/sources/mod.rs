@@ -15,6 +15,7 @@
 pub mod asana;
 pub mod gitea_issues;
 pub mod github_issues;
+pub mod labelled_issues;
 pub mod plans;
 
 use chrono::{DateTime, Utc};
