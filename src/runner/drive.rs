@@ -1912,6 +1912,26 @@ fn verified(settings: &RunnerSettings) -> Vec<String> {
     vec![format!("`{}`: passed", settings.verify.join(" "))]
 }
 
+/// Throws away what is not committed in `worktree`: changes and untracked files (ignored
+/// ones stay).
+async fn discard_uncommitted(worktree: &Path) -> Result<()> {
+    let worktree = worktree.to_path_buf();
+    tokio::task::spawn_blocking(move || -> Result<()> {
+        for args in [&["reset", "--hard", "-q"][..], &["clean", "-fdq"][..]] {
+            let out = orchestrator_git(&worktree).args(args).output()?;
+            anyhow::ensure!(
+                out.status.success(),
+                "git {} in {} failed: {}",
+                args.join(" "),
+                worktree.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    })
+    .await?
+}
+
 /// The short id of the commit checked out in `worktree`.
 async fn head_commit(worktree: &Path) -> Option<String> {
     let worktree = worktree.to_path_buf();

@@ -74,7 +74,7 @@ pub(super) async fn decompose(
     // A subtask split after its workers failed starts its planner from a clean worktree:
     // what the failed attempts left must not reach its children's merges.
     if link.is_some() && settings.worktrees {
-        clean_worktree(settings, &wt.path).await?;
+        discard_uncommitted(&wt.path).await?;
     }
     for attempt in 1..=settings.max_worker_attempts {
         let mut ctx = PromptContext::new(
@@ -143,7 +143,7 @@ pub(super) async fn decompose(
                 // The planner writes the plan and nothing else: whatever else it left is
                 // thrown away, so its subtasks are merged into a clean branch.
                 if settings.worktrees {
-                    clean_worktree(settings, &wt.path).await?;
+                    discard_uncommitted(&wt.path).await?;
                 }
                 store_children(store, &task, depth, &plan).await?;
                 tracing::info!(gid = %gid, run = run.id, subtasks = plan.subtasks.len(), depth, "split into subtasks; they run as their dependencies complete");
@@ -512,27 +512,6 @@ async fn lock_parent(settings: &RunnerSettings, parent: &str) -> Result<std::fs:
         Ok(file)
     })
     .await?
-}
-
-/// Throws away uncommitted changes and untracked files in `worktree`.
-async fn clean_worktree(settings: &RunnerSettings, worktree: &Path) -> Result<()> {
-    let worktree = worktree.to_path_buf();
-    let _ = settings;
-    tokio::task::spawn_blocking(move || -> Result<()> {
-        for args in [&["reset", "--hard"][..], &["clean", "-fd"][..]] {
-            let out = orchestrator_git(&worktree).args(args).output()?;
-            anyhow::ensure!(
-                out.status.success(),
-                "git {} in {} failed: {}",
-                args.join(" "),
-                worktree.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
-    })
-    .await??;
-    Ok(())
 }
 
 /// Merges the branch of subtask `gid` (run `run_id`) into its parent's branch, when it is a

@@ -92,7 +92,7 @@ pub(super) async fn review(
     .await?;
     write_run_record(settings, &gid, run.id, Phase::PrReview, &wt.path, &worked).await?;
     if settings.worktrees {
-        discard_changes(&wt.path).await?;
+        discard_uncommitted(&wt.path).await?;
     }
     run.worker_session_id = author;
     run.updated_at = Utc::now();
@@ -177,23 +177,4 @@ pub(super) fn integration(
         &scope,
     );
     verdict.decision
-}
-
-/// Throws away what is not committed in `worktree` (a reviewer's edits).
-async fn discard_changes(worktree: &Path) -> Result<()> {
-    let worktree = worktree.to_path_buf();
-    tokio::task::spawn_blocking(move || -> Result<()> {
-        for args in [&["reset", "--hard", "-q"][..], &["clean", "-fdq"][..]] {
-            let out = orchestrator_git(&worktree).args(args).output()?;
-            anyhow::ensure!(
-                out.status.success(),
-                "git {} in {} failed: {}",
-                args.join(" "),
-                worktree.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
-        }
-        Ok(())
-    })
-    .await?
 }
