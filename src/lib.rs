@@ -32,6 +32,7 @@ pub mod policy;
 pub mod prompts;
 pub mod protocol;
 pub mod runner;
+pub mod sandbox;
 pub mod sources;
 pub mod store;
 pub mod supervisor;

@@ -103,6 +103,7 @@ pub fn hook_command(
     worktree: &Path,
     branch: Option<&str>,
     contract: Option<&Path>,
+    relay: Option<&Path>,
 ) -> String {
     let mut command = format!(
         "{} hook claude --config {} --run {run_id} --worktree {}",
@@ -117,6 +118,10 @@ pub fn hook_command(
     if let Some(contract) = contract {
         command.push_str(" --contract ");
         command.push_str(&shell_quote(&contract.to_string_lossy()));
+    }
+    if let Some(relay) = relay {
+        command.push_str(" --relay ");
+        command.push_str(&shell_quote(&relay.to_string_lossy()));
     }
     command
 }
@@ -774,17 +779,30 @@ mod tests {
             Path::new("/w/executor-T-1"),
             Some("executor/T-1"),
             Some(Path::new("/l/run-17/worker-policy.json")),
+            None,
         );
         assert_eq!(
             command,
             r"'/opt/my tools/executor' hook claude --config '/home/o/it'\''s/executor.toml' --run 17 --worktree /w/executor-T-1 --branch executor/T-1 --contract /l/run-17/worker-policy.json"
         );
+        // Inside the wall the hook asks the runner through its socket.
+        assert!(hook_command(
+            Path::new("/e"),
+            Path::new("/c.toml"),
+            1,
+            Path::new("/w"),
+            None,
+            None,
+            Some(Path::new("/tmp/executor-hook-1-0/hook.sock")),
+        )
+        .ends_with(" --relay /tmp/executor-hook-1-0/hook.sock"));
         assert_eq!(
             hook_command(
                 Path::new("/usr/local/bin/executor"),
                 Path::new("/srv/executor.toml"),
                 3,
                 Path::new("/srv/repo"),
+                None,
                 None,
                 None
             ),

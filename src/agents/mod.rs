@@ -116,6 +116,16 @@ impl Adapter {
         }
     }
 
+    /// Which agent this is, for the wall (where its configuration lives, its model API).
+    pub fn family(&self) -> crate::sandbox::AgentFamily {
+        match self {
+            Adapter::Claude { .. } => crate::sandbox::AgentFamily::Claude,
+            Adapter::Codex { .. } => crate::sandbox::AgentFamily::Codex,
+            Adapter::Pi { .. } => crate::sandbox::AgentFamily::Pi,
+            Adapter::Command { .. } => crate::sandbox::AgentFamily::Command,
+        }
+    }
+
     /// The worker's command line. The prompt is not in it: it goes on the worker's stdin.
     pub fn argv(&self, invocation: &Invocation) -> Vec<String> {
         match self {

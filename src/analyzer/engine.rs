@@ -196,6 +196,7 @@ pub struct Analyzer {
     work_dir: PathBuf,
     env: HashMap<String, String>,
     clock: Arc<dyn Clock>,
+    wall: Arc<crate::sandbox::Wall>,
 }
 
 impl Analyzer {
@@ -225,10 +226,17 @@ impl Analyzer {
             prompt,
             limits,
             grace,
+            wall: Arc::new(crate::sandbox::Wall::off(work_dir.join(".homes"))),
             work_dir,
             env,
             clock: Arc::new(SystemClock),
         }
+    }
+
+    /// Runs the triage agent inside `wall` (the default: unconfined, `[sandbox] mode = "off"`).
+    pub fn with_wall(mut self, wall: Arc<crate::sandbox::Wall>) -> Self {
+        self.wall = wall;
+        self
     }
 
     /// The same analyzer with `clock` for the times it records.
@@ -505,7 +513,19 @@ impl Analyzer {
             limits: self.limits,
             grace: self.grace,
             max_line: MAX_LINE,
+            os_limits: None,
         };
+        let place = crate::sandbox::Place {
+            worktree: folder.path.clone(),
+            git_common_dir: None,
+            home: format!("analysis-{}", crate::core::gid::short_hash(gid)),
+            agent: self.adapter.family(),
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            label: format!("the analysis of {gid}"),
+        };
+        let enclosed = self.wall.enclose(spec, &place)?;
+        let (spec, _gate) = (enclosed.spec, enclosed.gate);
         let mut texts: Vec<String> = Vec::new();
         let mut structured: Option<Value> = None;
         let mut agent_error: Option<String> = None;

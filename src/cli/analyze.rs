@@ -46,7 +46,8 @@ pub fn build(settings: &Settings, store: Arc<dyn Store>) -> Result<Analyzer> {
         settings.raw.runner.stop_grace,
         settings.root.join(&settings.raw.runner.logs_dir),
         env,
-    ))
+    )
+    .with_wall(super::wall(settings)?))
 }
 
 pub async fn run_once(settings: &Settings, store: Arc<dyn Store>) -> Result<()> {

@@ -53,7 +53,14 @@ pub struct HookRun {
     pub branch: Option<String>,
     /// The contract to judge by; `None`: the workspace's `roles/worker-policy.json`.
     pub contract: Option<PathBuf>,
+    /// Inside the wall: the orchestrator's socket that judges and records each call (the
+    /// workspace, its config and its store are out of the worker's sight).
+    pub relay: Option<PathBuf>,
 }
+
+/// How long the hook waits for the orchestrator's answer through the relay before it
+/// judges the call itself (Claude Code gives a hook 60 s).
+const RELAY_DEADLINE: Duration = Duration::from_secs(20);
 
 /// Reads the hook input on stdin, prints the answer on stdout, then records the decision
 /// (within [`RECORD_DEADLINE`]) and exits: Claude waits for the process, so a store call
@@ -70,7 +77,10 @@ pub async fn claude(run: HookRun) -> Result<()> {
             "this tool call is too large for executor to judge (over 4 MiB); it was not run"
                 .to_string(),
         ),
-        Ok(_) => judge_and_record(&run, &input).await,
+        Ok(_) => match &run.relay {
+            Some(socket) => relayed(&run, socket, &input).await,
+            None => judge_and_record(&run, &input).await,
+        },
     };
     std::process::exit(match write_answer(&answer) {
         Ok(()) => 0,
@@ -88,18 +98,11 @@ fn write_answer(answer: &Answer) -> std::io::Result<()> {
 }
 
 async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
-    let parsed: Value = match serde_json::from_slice(input) {
-        Ok(parsed) => parsed,
-        Err(error) => {
-            return Answer::deny(format!(
-                "executor could not read this tool call ({error}); it was not run"
-            ))
-        }
-    };
-    let tool_use_id = parsed
-        .get("tool_use_id")
-        .and_then(Value::as_str)
-        .map(str::to_string);
+    if let Err(error) = serde_json::from_slice::<Value>(input) {
+        return Answer::deny(format!(
+            "executor could not read this tool call ({error}); it was not run"
+        ));
+    }
     let settings = match config::load(&run.config, &config::Env::from_process()) {
         Ok(settings) => settings,
         Err(error) => {
@@ -141,42 +144,9 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
                 None
             }
         };
-    // A call the owner already answered (the session resumed after a `defer`).
-    if let (Some(store), Some(id)) = (&store, &tool_use_id) {
-        match tokio::time::timeout(
-            RECORD_DEADLINE,
-            owner_answer(store.as_ref(), run.run_id, id),
-        )
-        .await
-        {
-            Ok(Ok(Some(answer))) => return answer,
-            Ok(Ok(None)) => {}
-            Ok(Err(error)) => {
-                eprintln!("executor hook: cannot read the owner's answers: {error:#}")
-            }
-            Err(_) => eprintln!("executor hook: the owner's answers could not be read in time"),
-        }
-    }
-
-    let scope = Scope::new(run.worktree.clone(), run.branch.as_deref()).on_disk();
-    let (actions, verdict) = policy::judge(&contract, &Input::ClaudeHook(input), &scope);
-    let answer = Answer::from_verdict(&verdict, &actions);
-
-    let record = NewDecision {
-        task_gid: None,
-        run_id: Some(run.run_id),
-        at: Utc::now(),
-        role: "worker".to_string(),
-        action: actions
-            .iter()
-            .map(|a| a.kind.as_str())
-            .collect::<Vec<_>>()
-            .join(","),
-        decision: decision_word(verdict.decision).to_string(),
-        rule_id: verdict.rule_id.clone(),
-        detail: Some(detail(input, &actions, &verdict)),
-        tool_use_id,
-        message_window: None,
+    let (answer, record) = decide(store.as_deref(), &contract, run, input, false).await;
+    let Some(record) = record else {
+        return answer;
     };
     let Some(store) = store else {
         eprintln!("executor hook: the decision was not recorded: no store");
@@ -195,6 +165,155 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
         ),
     }
     std::process::exit(0)
+}
+
+/// The answer to one tool call: the owner's, when they already answered this call, else the
+/// contract's. Returns the decision to record too (`None` for the owner's answer, which is
+/// on record already). `confined` says whether the worker runs inside the wall.
+pub async fn decide(
+    store: Option<&dyn Store>,
+    contract: &Contract,
+    run: &HookRun,
+    input: &[u8],
+    confined: bool,
+) -> (Answer, Option<NewDecision>) {
+    let tool_use_id = serde_json::from_slice::<Value>(input).ok().and_then(|v| {
+        v.get("tool_use_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    // A call the owner already answered (the session resumed after a `defer`).
+    if let (Some(store), Some(id)) = (store, &tool_use_id) {
+        match tokio::time::timeout(RECORD_DEADLINE, owner_answer(store, run.run_id, id)).await {
+            Ok(Ok(Some(answer))) => return (answer, None),
+            Ok(Ok(None)) => {}
+            Ok(Err(error)) => {
+                eprintln!("executor hook: cannot read the owner's answers: {error:#}")
+            }
+            Err(_) => eprintln!("executor hook: the owner's answers could not be read in time"),
+        }
+    }
+
+    let scope = Scope::new(run.worktree.clone(), run.branch.as_deref()).on_disk();
+    let (actions, verdict) = policy::judge(contract, &Input::ClaudeHook(input), &scope);
+    let answer = Answer::from_verdict(&verdict, &actions);
+
+    let record = NewDecision {
+        task_gid: None,
+        run_id: Some(run.run_id),
+        at: Utc::now(),
+        role: "worker".to_string(),
+        action: actions
+            .iter()
+            .map(|a| a.kind.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+        decision: decision_word(verdict.decision).to_string(),
+        rule_id: verdict.rule_id.clone(),
+        detail: Some(detail(input, &actions, &verdict, confined)),
+        tool_use_id,
+        message_window: None,
+    };
+    (answer, Some(record))
+}
+
+/// Inside the wall: the orchestrator judges and records the call through `socket`; when it
+/// does not answer in time, the contract copy bound into the wall judges it here, and
+/// what would wait for the owner is denied with the reason (nothing is recorded).
+async fn relayed(run: &HookRun, socket: &Path, input: &[u8]) -> Answer {
+    let asked = async {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = tokio::net::UnixStream::connect(socket).await?;
+        stream.write_all(input).await?;
+        stream.shutdown().await?;
+        let mut answer = Vec::new();
+        stream.take(MAX_INPUT).read_to_end(&mut answer).await?;
+        std::io::Result::Ok(answer)
+    };
+    match tokio::time::timeout(RELAY_DEADLINE, asked).await {
+        Ok(Ok(bytes)) => match serde_json::from_slice::<Value>(&bytes) {
+            Ok(value) => return Answer::from_json(&value),
+            Err(error) => {
+                eprintln!("executor hook: the orchestrator's answer is not JSON: {error}")
+            }
+        },
+        Ok(Err(error)) => eprintln!("executor hook: cannot reach the orchestrator: {error}"),
+        Err(_) => {
+            eprintln!("executor hook: the orchestrator did not answer within {RELAY_DEADLINE:?}")
+        }
+    }
+    let Some(path) = &run.contract else {
+        return Answer::deny("executor could not judge this tool call (the orchestrator did not answer, and no contract copy is at hand); it was not run. Try again.".to_string());
+    };
+    match load_contract(path) {
+        Ok(contract) => {
+            let (answer, _) = decide(None, &contract, run, input, true).await;
+            if answer.kind == Kind::Defer {
+                Answer::deny(format!("{} The orchestrator did not answer in time to ask the owner; it was not run. Try again later, or end this phase with an [ESCALATE:blocked] line.", answer.reason))
+            } else {
+                answer
+            }
+        }
+        Err(error) => Answer::deny(format!(
+            "executor cannot read the worker policy ({error:#}); no tool call is allowed until it is fixed"
+        )),
+    }
+}
+
+/// The orchestrator's side of the relay: answers each call on `listener` for `run`,
+/// judged by the contract at `run.contract`, and records it in `store`, one call at a
+/// time (Claude asks about one tool call at a time). Never returns: it ends when dropped,
+/// with the worker.
+pub async fn serve_relay(listener: tokio::net::UnixListener, store: &dyn Store, run: HookRun) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let mut input = Vec::new();
+        let mut limited = (&mut stream).take(MAX_INPUT + 1);
+        let read = limited.read_to_end(&mut input);
+        if !matches!(tokio::time::timeout(RECORD_DEADLINE, read).await, Ok(Ok(_))) {
+            continue;
+        }
+        let (answer, record) = if input.len() as u64 > MAX_INPUT {
+            (
+                Answer::deny(
+                    "this tool call is too large for executor to judge (over 4 MiB); it was not run"
+                        .to_string(),
+                ),
+                None,
+            )
+        } else {
+            match run.contract.as_deref().map(load_contract) {
+                Some(Ok(contract)) => decide(Some(store), &contract, &run, &input, true).await,
+                Some(Err(error)) => (
+                    Answer::deny(format!("executor cannot read the worker policy ({error:#}); no tool call is allowed until it is fixed")),
+                    None,
+                ),
+                None => (
+                    Answer::deny(
+                        "executor has no worker policy for this run; no tool call is allowed"
+                            .to_string(),
+                    ),
+                    None,
+                ),
+            }
+        };
+        let _ = stream
+            .write_all(answer.to_json().to_string().as_bytes())
+            .await;
+        let _ = stream.shutdown().await;
+        if let Some(record) = record {
+            if let Err(error) = record_decision(store, record).await {
+                tracing::warn!(
+                    run = run.run_id,
+                    error = format!("{error:#}"),
+                    "a hook decision was not recorded"
+                );
+            }
+        }
+    }
 }
 
 /// The owner's contract, or the built-in one when the workspace has none.
@@ -256,7 +375,7 @@ fn decision_word(decision: Decision) -> &'static str {
 }
 
 /// What the record keeps of the call: the tool, its input (cut short), the actions and why.
-fn detail(input: &[u8], actions: &[policy::Action], verdict: &Verdict) -> String {
+fn detail(input: &[u8], actions: &[policy::Action], verdict: &Verdict, confined: bool) -> String {
     let parsed: Value = serde_json::from_slice(input).unwrap_or(Value::Null);
     let mut tool_input = parsed
         .get("tool_input")
@@ -277,6 +396,7 @@ fn detail(input: &[u8], actions: &[policy::Action], verdict: &Verdict) -> String
         "tool_input": tool_input,
         "actions": actions.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "why": verdict.why,
+        "confined": confined,
     })
     .to_string()
 }
@@ -297,6 +417,27 @@ enum Kind {
 }
 
 impl Answer {
+    /// Reads an answer in Claude Code's hook output format (what [`Answer::to_json`]
+    /// writes); anything else is a deny.
+    fn from_json(value: &Value) -> Self {
+        let out = &value["hookSpecificOutput"];
+        let reason = out["permissionDecisionReason"]
+            .as_str()
+            .unwrap_or("executor: no reason given")
+            .to_string();
+        match out["permissionDecision"].as_str() {
+            Some("allow") => Self {
+                kind: Kind::Allow,
+                reason,
+            },
+            Some("defer") => Self {
+                kind: Kind::Defer,
+                reason,
+            },
+            _ => Self::deny(reason),
+        }
+    }
+
     fn deny(reason: String) -> Self {
         Self {
             kind: Kind::Deny,
@@ -399,6 +540,7 @@ mod tests {
             input.to_string().as_bytes(),
             &[],
             &verdict(Decision::Approve, None),
+            false,
         );
         let record: Value = serde_json::from_str(&text).expect("JSON");
         let kept = record["tool_input"].as_str().expect("kept");

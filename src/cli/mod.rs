@@ -7,7 +7,7 @@
 mod analyze;
 mod chat;
 mod daemon;
-mod hook;
+pub(crate) mod hook;
 mod import;
 mod init;
 mod lock;
@@ -196,6 +196,17 @@ enum Command {
         #[command(subcommand)]
         agent: HookAgent,
     },
+    /// Inside a worker's wall: pass the wall's loopback ports to executor's sockets and run
+    /// the worker (the runner starts it; not for use by hand)
+    #[command(hide = true)]
+    SandboxBridge {
+        /// PORT=SOCKET: listen on 127.0.0.1:PORT, pass each connection to SOCKET
+        #[arg(long)]
+        listen: Vec<String>,
+        /// The worker's argv
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -248,6 +259,9 @@ enum HookAgent {
         /// The contract to judge by (the runner's validated copy) [default: roles/worker-policy.json]
         #[arg(long)]
         contract: Option<PathBuf>,
+        /// Inside the wall: the orchestrator's socket that judges and records each call
+        #[arg(long)]
+        relay: Option<PathBuf>,
     },
 }
 
@@ -304,6 +318,10 @@ pub struct BadInput(pub String);
 
 /// Runs the command line and turns the outcome into an exit code.
 pub fn main() -> ExitCode {
+    // Before any secret is read: no other process of this user may read this one's
+    // memory or environment (`/proc/PID/environ`, ptrace). See the README's threat model.
+    #[cfg(target_os = "linux")]
+    let _ = nix::sys::prctl::set_dumpable(false);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -312,6 +330,9 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    if let Command::SandboxBridge { listen, argv } = cli.command {
+        return sandbox_bridge(&listen, argv);
+    }
     init_tracing(matches!(
         cli.command,
         Command::Daemon | Command::Run { .. } | Command::Analyze { .. }
@@ -331,6 +352,28 @@ pub fn main() -> ExitCode {
         Err(error) => {
             eprintln!("error: {error:#}");
             ExitCode::from(exit_code(&error))
+        }
+    }
+}
+
+/// `executor sandbox-bridge`: exits with the worker's own code.
+fn sandbox_bridge(listen: &[String], argv: Vec<String>) -> ExitCode {
+    let listen = match listen
+        .iter()
+        .map(|l| crate::sandbox::bridge::parse_listen(l))
+        .collect::<Result<Vec<_>, _>>()
+    {
+        Ok(listen) => listen,
+        Err(why) => {
+            eprintln!("error: sandbox-bridge --listen: {why}");
+            return ExitCode::from(2);
+        }
+    };
+    match crate::sandbox::bridge::run(listen, argv) {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(error) => {
+            eprintln!("error: sandbox-bridge: {error}");
+            ExitCode::from(1)
         }
     }
 }
@@ -416,6 +459,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                     worktree,
                     branch,
                     contract,
+                    relay,
                 },
         } => {
             hook::claude(hook::HookRun {
@@ -424,6 +468,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 worktree,
                 branch,
                 contract,
+                relay,
             })
             .await
         }
@@ -481,6 +526,7 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         Command::Init { .. }
         | Command::Service { .. }
         | Command::Hook { .. }
+        | Command::SandboxBridge { .. }
         | Command::Policy { .. }
         | Command::Protocol { .. } => unreachable_init(),
         Command::Add(args) => {
@@ -1260,6 +1306,107 @@ fn load_worker_contract(settings: &Settings) -> Result<crate::runner::contract::
     .map_err(|e| BadInput(e.to_string()).into())
 }
 
+/// Overrides `[sandbox] mode` (`auto`, `required`, `off`).
+pub const SANDBOX_MODE_ENV: &str = "EXECUTOR_SANDBOX_MODE";
+
+/// The wall of this process, settled once (the probe runs bubblewrap): `[sandbox] mode =
+/// "required"` without a working wall is bad input, and executor does not start.
+pub(crate) fn wall(settings: &Settings) -> Result<Arc<crate::sandbox::Wall>> {
+    static WALL: std::sync::OnceLock<Arc<crate::sandbox::Wall>> = std::sync::OnceLock::new();
+    if let Some(wall) = WALL.get() {
+        return Ok(wall.clone());
+    }
+    let wall = Arc::new(
+        crate::sandbox::Wall::establish(wall_settings(settings)?)
+            .map_err(|e| BadInput(e.to_string()))?,
+    );
+    match wall.posture() {
+        crate::sandbox::Posture::Confined { .. } => {
+            tracing::info!(wall = %wall.describe(), "workers run confined")
+        }
+        crate::sandbox::Posture::Unconfined { why } => tracing::warn!(
+            %why,
+            "workers run UNCONFINED: the policy judges their tool calls strictly, but nothing walls them in"
+        ),
+    }
+    Ok(WALL.get_or_init(|| wall).clone())
+}
+
+/// `[sandbox]` with its paths made absolute (`~/` is the owner's home).
+fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
+    let section = &settings.raw.sandbox;
+    let runner = &settings.raw.runner;
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let resolve = |p: &Path| -> PathBuf {
+        match (p.strip_prefix("~"), &home) {
+            (Ok(rest), Some(home)) => home.join(rest),
+            _ => settings.root.join(p),
+        }
+    };
+    let mut hidden = vec![
+        settings.root.clone(),
+        settings.root.join(&runner.worktrees_dir),
+        settings.root.join(&runner.logs_dir),
+        settings.root.join(&runner.repository),
+    ];
+    if let Some(plans) = &settings.plans {
+        hidden.push(plans.dir.clone());
+    }
+    if let crate::store::StorageTarget::Sqlite(path) = &settings.storage {
+        hidden.extend(path.parent().map(Path::to_path_buf));
+    }
+    // The variable wins over the file, so one run can be tried with or without the wall.
+    let mode = match std::env::var(SANDBOX_MODE_ENV) {
+        Ok(value) if !value.is_empty() => match value.as_str() {
+            "auto" => config::SandboxMode::Auto,
+            "required" => config::SandboxMode::Required,
+            "off" => config::SandboxMode::Off,
+            other => {
+                return Err(BadInput(format!(
+                    "{SANDBOX_MODE_ENV} = `{other}`: it is auto, required or off"
+                ))
+                .into())
+            }
+        },
+        _ => section.mode,
+    };
+    Ok(crate::sandbox::WallSettings {
+        mode,
+        network: section.network,
+        allow: section
+            .allow
+            .iter()
+            .map(|a| config::sandbox::parse_host_port(a))
+            .collect::<Result<_, _>>()
+            .map_err(|e| BadInput(format!("sandbox.allow: {e}")))?,
+        read_only: section.read_only.iter().map(|p| resolve(p)).collect(),
+        read_write: section.read_write.iter().map(|p| resolve(p)).collect(),
+        agent_config: section.agent_config.as_deref().map(resolve),
+        max_processes: section.max_processes,
+        max_file_size: config::sandbox::parse_size(&section.max_file_size)
+            .map_err(|e| BadInput(format!("sandbox.max_file_size: {e}")))?,
+        bwrap: section.bwrap.as_deref().map(resolve),
+        hidden,
+        homes_dir: settings.root.join(".executor").join("homes"),
+        executor: std::env::current_exe().context("cannot tell where this executor binary is")?,
+    })
+}
+
+/// The repository's common git folder (`.git` of the main checkout), as git names it.
+fn git_common_dir(repository: &Path) -> Option<PathBuf> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repository)
+        .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+        .env_clear()
+        .envs(std::env::vars().filter(|(k, _)| k == "PATH"))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+}
+
 fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSettings> {
     let runner = &settings.raw.runner;
     let agent = &settings.raw.agent;
@@ -1303,6 +1450,8 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
             ..settings.raw.conductor.clone()
         },
         recorder: Arc::new(record::recorder(settings)?),
+        wall: wall(settings)?,
+        git_common_dir: git_common_dir(&settings.root.join(&runner.repository)),
         github: github_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {

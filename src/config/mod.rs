@@ -9,6 +9,7 @@
 pub mod chat;
 pub mod conductor;
 pub mod gitea;
+pub mod sandbox;
 mod template;
 
 use std::path::{Path, PathBuf};
@@ -22,6 +23,7 @@ use crate::core::queue::QueueStatus;
 use crate::store::StorageTarget;
 
 pub use chat::ChatSection;
+pub use sandbox::{SandboxMode, SandboxNetwork, SandboxSection};
 pub use template::TEMPLATE;
 
 /// The default config file name, looked up in the current folder.
@@ -78,6 +80,8 @@ pub struct Config {
     pub policy: PolicySection,
     #[serde(default)]
     pub conductor: conductor::ConductorSection,
+    #[serde(default)]
+    pub sandbox: SandboxSection,
 }
 
 /// `[policy]`: how escalations are handled before the owner sees them.
@@ -962,6 +966,15 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         return Err(ConfigError::Invalid {
             path: path.to_path_buf(),
             line: line_of_section(text, "[conductor]"),
+            key,
+            message,
+        });
+    }
+    if let Err((key, message)) = sandbox::validate(&raw.sandbox) {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_key(text, key.rsplit('.').next().unwrap_or(key))
+                .max(line_of_section(text, "[sandbox]")),
             key,
             message,
         });

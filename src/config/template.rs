@@ -130,6 +130,19 @@ path = "plans"
 #                               # it may deny them or leave them to you, never approve
 # judge_timeout = "5m"
 
+[sandbox]
+# The wall every worker runs inside (README: "Confinement").
+# mode = "auto"                 # auto: confine where bubblewrap works, else run unconfined
+#                               # (strictly judged) and say so | required | off
+# network = "allowlist"         # allowlist: only the agent's model API and `allow`, through
+#                               # executor's proxy | none | host
+# allow = []                    # more "host:port"; "127.0.0.1:PORT" forwards a local port
+# read_only = []                # more paths a worker sees, e.g. "~/.cargo", "~/.rustup"
+# read_write = []               # paths a worker may write besides its worktree
+# agent_config = "agent-home"   # copied into each run's private home as the agent's config
+# max_processes = 4096
+# max_file_size = "4G"
+
 [web]
 # enabled = false
 # listen = "127.0.0.1:8450"

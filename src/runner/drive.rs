@@ -85,6 +85,32 @@ pub struct RunnerSettings {
     pub conductor: crate::config::conductor::ConductorSection,
     /// The record step, run when a run completes.
     pub recorder: Arc<crate::runner::record::Recorder>,
+    /// The wall every worker runs inside (or the reason it runs unconfined).
+    pub wall: Arc<crate::sandbox::Wall>,
+    /// The repository's common git folder, which a confined worker reads but cannot write.
+    pub git_common_dir: Option<PathBuf>,
+}
+
+impl RunnerSettings {
+    /// Where a worker of run `run_id` works, for the wall.
+    fn place(
+        &self,
+        run_id: i64,
+        cwd: &Path,
+        adapter: Option<&Adapter>,
+        label: String,
+        read_only: Vec<PathBuf>,
+    ) -> crate::sandbox::Place {
+        crate::sandbox::Place {
+            worktree: cwd.to_path_buf(),
+            git_common_dir: self.git_common_dir.clone(),
+            home: format!("run-{run_id}"),
+            agent: adapter.map_or(crate::sandbox::AgentFamily::Command, Adapter::family),
+            read_only,
+            read_write: Vec::new(),
+            label,
+        }
+    }
 }
 
 /// The `[agent]` settings a worker is started with.
@@ -604,7 +630,18 @@ async fn judged_deny(
         .join(gid)
         .join(format!("judge-{}", escalation.id));
     let verdict = match judge::prompt(escalation, window) {
-        Ok(prompt) => judge::ask(adapter, judge, worker_env(adapter, settings), &dir, prompt).await,
+        Ok(prompt) => {
+            judge::ask(
+                adapter,
+                judge,
+                worker_env(adapter, settings),
+                &dir,
+                prompt,
+                &settings.wall,
+                format!("judge-{}", escalation.id),
+            )
+            .await
+        }
         Err(error) => Err(error),
     };
     match verdict {
@@ -1402,8 +1439,8 @@ struct Worked {
     stderr: Vec<String>,
 }
 
-/// Lines of a worker's stderr kept for its run record.
-const STDERR_LINES: usize = 2_000;
+/// Bytes of a worker's stderr kept for its run record (the newest).
+const STDERR_BYTES: usize = 256 * 1024;
 
 #[allow(clippy::too_many_arguments)]
 async fn work(
@@ -1450,6 +1487,14 @@ async fn work(
     // The contract this worker is judged by, fixed for its whole life (a reload applies to
     // the next worker).
     let contract = settings.worker_contract.as_ref().map(|cell| cell.current());
+    // Inside the wall the hook cannot see the workspace: it asks the runner through a
+    // socket of this worker's, and the runner judges and records the call.
+    let relay = match (&settings.agent.hook, adapter) {
+        (Some(_), Adapter::Claude { .. }) if settings.wall.is_confined() => {
+            Some(HookRelay::open()?)
+        }
+        _ => None,
+    };
     let hook_settings = match (&settings.agent.hook, adapter) {
         (Some(hook), Adapter::Claude { .. }) => Some(write_hook_settings(
             settings,
@@ -1458,6 +1503,7 @@ async fn work(
             run,
             worktree,
             contract.as_deref(),
+            relay.as_ref().map(|r| r.socket.as_path()),
         )?),
         _ => None,
     };
@@ -1472,7 +1518,7 @@ async fn work(
             }
             _ => crate::agents::Session::New { id: None },
         },
-        settings: hook_settings,
+        settings: hook_settings.clone(),
         allowed_tools: settings.agent.allowed_tools.clone(),
         append_system_prompt: Some(SYSTEM_REMINDER.to_string()),
         model: settings.agent.model.clone(),
@@ -1489,7 +1535,49 @@ async fn work(
         limits: settings.limits,
         grace: settings.grace,
         max_line: MAX_LINE,
+        os_limits: None,
     };
+    let mut place = settings.place(
+        run.id,
+        worktree,
+        Some(adapter),
+        format!("run {} ({})", run.id, phase.as_str()),
+        hook_settings
+            .iter()
+            .filter_map(|p| p.parent().map(Path::to_path_buf))
+            .collect(),
+    );
+    place
+        .read_write
+        .extend(relay.as_ref().map(|r| r.dir.clone()));
+    let enclosed = settings.wall.enclose(spec, &place)?;
+    let (run_id_for_relay, branch_for_relay) = (run.id, run.branch_name.clone());
+    let relay_served = async {
+        match (relay, &hook_settings) {
+            (Some(mut relay), Some(settings_file)) => {
+                let contract_copy = settings_file.with_file_name("worker-policy.json");
+                let Some(listener) = relay.listener.take() else {
+                    return std::future::pending::<()>().await;
+                };
+                crate::cli::hook::serve_relay(
+                    listener,
+                    store,
+                    crate::cli::hook::HookRun {
+                        config: PathBuf::new(),
+                        run_id: run_id_for_relay,
+                        worktree: worktree.to_path_buf(),
+                        branch: branch_for_relay,
+                        contract: contract_copy.exists().then_some(contract_copy),
+                        relay: None,
+                    },
+                )
+                .await
+            }
+            _ => std::future::pending::<()>().await,
+        }
+    };
+    tokio::pin!(relay_served);
+    let (spec, confined, _gate) = (enclosed.spec, enclosed.confined, enclosed.gate);
     let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
     // The agent's session id is saved the moment it is known, so a worker killed with its
     // runner can still be resumed in its own session.
@@ -1506,7 +1594,7 @@ async fn work(
     let mut worker_id = None;
     let mut session_id = None;
     let mut finished: Option<crate::agents::Finished> = None;
-    let mut stderr: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+    let mut stderr = crate::supervisor::tail::Tail::new(STDERR_BYTES);
     let mut logs_ok = logs;
     let outcome = {
         let supervised = supervisor::supervise(
@@ -1520,10 +1608,7 @@ async fn work(
                     let text = line.text();
                     logs_ok.raw(stream, &text);
                     if stream == Stream::Stderr {
-                        if stderr.len() == STDERR_LINES {
-                            stderr.pop_front();
-                        }
-                        stderr.push_back(text);
+                        stderr.push(text);
                         return false;
                     }
                     let events = adapter.parse_line(&text);
@@ -1578,6 +1663,7 @@ async fn work(
         loop {
             tokio::select! {
                 outcome = &mut supervised => break outcome?,
+                () = &mut relay_served => {}
                 Some((line, message)) = message_rx.recv() => {
                     take_message(store, settings, contract.as_deref(), run, gid, &scope, (&line, &message)).await?;
                     // A milestone is a sign of life the owner can see in `show`.
@@ -1657,6 +1743,8 @@ async fn work(
         "task_gid": gid,
         "phase": phase.as_str(),
         "agent": adapter.name(),
+        "confined": confined,
+        "wall": settings.wall.describe(),
         "session_id": run.worker_session_id,
         "done": done,
         "escalated": escalated,
@@ -1685,7 +1773,7 @@ async fn work(
         stopped: outcome.stopped,
         why,
         result,
-        stderr: stderr.into_iter().collect(),
+        stderr: stderr.into_lines(),
     })
 }
 
@@ -1949,6 +2037,46 @@ async fn head_commit(worktree: &Path) -> Option<String> {
     .flatten()
 }
 
+/// The socket a confined Claude worker's hook asks the runner through, in a short folder
+/// of its own (a socket path holds at most 107 bytes), removed with the worker.
+struct HookRelay {
+    dir: PathBuf,
+    socket: PathBuf,
+    listener: Option<tokio::net::UnixListener>,
+}
+
+impl HookRelay {
+    fn open() -> Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "executor-hook-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let socket = dir.join("hook.sock");
+        let listener = tokio::net::UnixListener::bind(&socket)
+            .with_context(|| format!("cannot listen on {}", socket.display()))?;
+        Ok(HookRelay {
+            dir,
+            socket,
+            listener: Some(listener),
+        })
+    }
+}
+
+impl Drop for HookRelay {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Writes the Claude settings file that installs executor's PreToolUse hook for run
 /// `run_id`, beside the run's records, and returns its path.
 fn write_hook_settings(
@@ -1958,6 +2086,7 @@ fn write_hook_settings(
     run: &Run,
     worktree: &Path,
     contract: Option<&crate::runner::contract::LoadedContract>,
+    relay: Option<&Path>,
 ) -> Result<PathBuf> {
     let dir = settings.logs_dir.join(gid).join(format!("run-{}", run.id));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
@@ -1980,6 +2109,7 @@ fn write_hook_settings(
         worktree,
         run.branch_name.as_deref(),
         contract_path.as_deref(),
+        relay,
     );
     let text = serde_json::to_string_pretty(&crate::agents::claude::hook_settings(&command))?;
     std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
@@ -2101,7 +2231,17 @@ async fn verify(
         },
         grace: settings.grace,
         max_line: MAX_LINE,
+        os_limits: None,
     };
+    let place = settings.place(
+        run_id,
+        worktree,
+        None,
+        format!("run {run_id} (verify)"),
+        Vec::new(),
+    );
+    let enclosed = settings.wall.enclose(spec, &place)?;
+    let (spec, _gate) = (enclosed.spec, enclosed.gate);
     let mut tail: std::collections::VecDeque<String> = std::collections::VecDeque::new();
     let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
     let mut record = None;

@@ -127,6 +127,8 @@ pub async fn ask(
     env: HashMap<String, String>,
     dir: &Path,
     prompt: String,
+    wall: &crate::sandbox::Wall,
+    home: String,
 ) -> Result<Verdict> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let invocation = Invocation {
@@ -145,7 +147,19 @@ pub async fn ask(
         limits: settings.limits,
         grace: settings.grace,
         max_line: 1024 * 1024,
+        os_limits: None,
     };
+    let place = crate::sandbox::Place {
+        worktree: dir.to_path_buf(),
+        git_common_dir: None,
+        home,
+        agent: adapter.family(),
+        read_only: Vec::new(),
+        read_write: Vec::new(),
+        label: "the model judge".to_string(),
+    };
+    let enclosed = wall.enclose(spec, &place)?;
+    let (spec, _gate) = (enclosed.spec, enclosed.gate);
     let mut texts: Vec<String> = Vec::new();
     let outcome = supervisor::supervise(
         spec,

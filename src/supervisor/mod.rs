@@ -14,6 +14,7 @@
 
 pub mod group;
 pub mod lines;
+pub mod tail;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -46,6 +47,37 @@ pub struct WorkerSpec {
     pub grace: Duration,
     /// Longest line kept; the rest of a longer line is dropped (and the line marked).
     pub max_line: usize,
+    /// Limits the kernel holds the worker to (set by the wall, see `crate::sandbox`).
+    pub os_limits: Option<OsLimits>,
+}
+
+/// Resource limits set in the worker's process before it runs its program; everything it
+/// starts inherits them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OsLimits {
+    /// `RLIMIT_NPROC`: processes of the worker's user.
+    pub max_processes: u64,
+    /// `RLIMIT_FSIZE`: the largest file it may write, in bytes.
+    pub max_file_size: u64,
+}
+
+impl WorkerSpec {
+    /// A spec with nothing but `argv`: no environment, the current folder, no limits.
+    pub fn for_test(argv: Vec<String>) -> Self {
+        WorkerSpec {
+            argv,
+            cwd: PathBuf::from("."),
+            env: HashMap::new(),
+            stdin: None,
+            limits: Limits {
+                no_output: Duration::from_secs(3600),
+                hard: Duration::from_secs(3600),
+            },
+            grace: Duration::from_secs(1),
+            max_line: 1024 * 1024,
+            os_limits: None,
+        }
+    }
 }
 
 /// Which pipe a line came from.
@@ -146,6 +178,28 @@ where
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    if let Some(limits) = spec.os_limits {
+        // SAFETY: between fork and exec only async-signal-safe calls are allowed;
+        // setrlimit is one (a plain system call), and nothing here allocates.
+        unsafe {
+            command.pre_exec(move || {
+                use nix::sys::resource::{setrlimit, Resource};
+                setrlimit(
+                    Resource::RLIMIT_NPROC,
+                    limits.max_processes,
+                    limits.max_processes,
+                )
+                .map_err(std::io::Error::from)?;
+                setrlimit(
+                    Resource::RLIMIT_FSIZE,
+                    limits.max_file_size,
+                    limits.max_file_size,
+                )
+                .map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+    }
     let mut child = command.spawn().map_err(|source| SupervisorError::Spawn {
         program: program.clone(),
         source,

@@ -7,6 +7,7 @@ mod asana_intake;
 mod chat_runs;
 mod cli;
 mod conductor;
+mod confinement;
 mod daemon;
 mod dispatch;
 mod escalations;

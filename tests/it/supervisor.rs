@@ -19,6 +19,7 @@ fn spec(script: &str, no_output: Duration, hard: Duration) -> WorkerSpec {
         limits: Limits { no_output, hard },
         grace: Duration::from_millis(500),
         max_line: 1024 * 1024,
+        os_limits: None,
     }
 }
 

@@ -49,15 +49,28 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_executor");
 /// they skipped. Set: they must pass, and an unreachable server fails them.
 pub const PG_ENV: &str = "EXECUTOR_TEST_PG";
 
-/// A command for the binary with no inherited executor settings.
+/// The variable that overrides `[sandbox] mode`.
+pub const SANDBOX_MODE_ENV: &str = "EXECUTOR_SANDBOX_MODE";
+
+/// A command for the binary with no inherited executor settings. Its workers run
+/// unconfined (`EXECUTOR_SANDBOX_MODE=off`): most tests watch a worker through files it
+/// writes outside its worktree, which the wall forbids. The wall has tests of its own
+/// (`confinement.rs`, the real-agent tier), which take it back with [`confined`].
 pub fn executor(dir: &Path) -> Command {
     let mut cmd = Command::new(BIN);
     cmd.current_dir(dir)
+        .env(SANDBOX_MODE_ENV, "off")
         .env_remove("EXECUTOR_CONFIG")
         .env_remove("EXECUTOR_STORAGE_URL")
         .env_remove("EXECUTOR_LOG")
         .env_remove("PGPASSWORD");
     cmd
+}
+
+/// `cmd` with the workers inside the wall, as `[sandbox]` in the config says (the default:
+/// `auto`).
+pub fn confined(cmd: &mut Command) -> &mut Command {
+    cmd.env_remove(SANDBOX_MODE_ENV)
 }
 
 /// A temp folder initialised with `executor init`.

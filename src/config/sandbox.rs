@@ -1,0 +1,243 @@
+//! `[sandbox]`: the wall every worker runs inside (DESIGN section 11): whether it is
+//! required, what network a worker reaches, which extra paths it sees, and its limits.
+//!
+//! What it must never do: widen the wall silently. An entry that cannot be read (a host
+//! without a port, a size that is not a size) refuses to start, naming the key.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// `[sandbox] mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// Confine where the wall works; otherwise run unconfined, strictly judged, and say so.
+    #[default]
+    Auto,
+    /// Refuse to start without the wall.
+    Required,
+    /// Never confine (the orchestrator's own git hygiene still holds).
+    Off,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Required => "required",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+/// `[sandbox] network`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxNetwork {
+    /// No route out but the orchestrator's proxy, for the hosts in `allow`.
+    #[default]
+    Allowlist,
+    /// No network at all (loopback inside the wall only).
+    None,
+    /// The host's network, unfiltered.
+    Host,
+}
+
+impl SandboxNetwork {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxNetwork::Allowlist => "allowlist",
+            SandboxNetwork::None => "none",
+            SandboxNetwork::Host => "host",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSection {
+    #[serde(default)]
+    pub mode: SandboxMode,
+    #[serde(default)]
+    pub network: SandboxNetwork,
+    /// `host:port` a worker may reach through the proxy, beside the agent's model API.
+    /// `127.0.0.1:PORT` (or `localhost:PORT`) forwards that loopback port of the host into
+    /// the wall: a local model server.
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// Extra paths a worker sees read-only (a toolchain under the home directory:
+    /// `~/.cargo`, `~/.rustup`); relative to the config file, `~/` is the owner's home.
+    #[serde(default)]
+    pub read_only: Vec<PathBuf>,
+    /// Extra paths a worker may write (a shared build cache), same forms.
+    #[serde(default)]
+    pub read_write: Vec<PathBuf>,
+    /// A folder copied into each run's private home as the agent's configuration (Claude
+    /// Code's `CLAUDE_CONFIG_DIR`, Codex's `CODEX_HOME`, pi's agent folder): its login,
+    /// settings and skills. Unset: the folder named by the agent's variable in
+    /// `[agent] env`, if any; else the agent starts with an empty configuration.
+    #[serde(default)]
+    pub agent_config: Option<PathBuf>,
+    /// Processes of the worker's user at most (`RLIMIT_NPROC`).
+    #[serde(default = "default_max_processes")]
+    pub max_processes: u64,
+    /// Largest file a worker may write: bytes, or a number with K, M, G (binary).
+    #[serde(default = "default_max_file_size")]
+    pub max_file_size: String,
+    /// The bubblewrap program (default: `bwrap` on `PATH`).
+    #[serde(default)]
+    pub bwrap: Option<PathBuf>,
+}
+
+fn default_max_processes() -> u64 {
+    4096
+}
+
+fn default_max_file_size() -> String {
+    "4G".to_string()
+}
+
+impl Default for SandboxSection {
+    fn default() -> Self {
+        Self {
+            mode: SandboxMode::default(),
+            network: SandboxNetwork::default(),
+            allow: Vec::new(),
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            agent_config: None,
+            max_processes: default_max_processes(),
+            max_file_size: default_max_file_size(),
+            bwrap: None,
+        }
+    }
+}
+
+/// One `allow` entry: a host and a port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct HostPort {
+    pub host: String,
+    pub port: u16,
+}
+
+impl HostPort {
+    /// `127.0.0.1`, `localhost` or `::1`: a port of the host forwarded into the wall.
+    pub fn is_loopback(&self) -> bool {
+        matches!(
+            self.host.as_str(),
+            "127.0.0.1" | "localhost" | "::1" | "[::1]"
+        )
+    }
+}
+
+impl std::fmt::Display for HostPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// Reads `host:port` (`[::1]:80` for IPv6); the host is lowercased.
+pub fn parse_host_port(text: &str) -> Result<HostPort, String> {
+    let text = text.trim();
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("`{text}` is not host:port"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || host.contains(['/', ' ', '@']) {
+        return Err(format!("`{text}` is not host:port"));
+    }
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("`{text}`: `{port}` is not a port"))?;
+    if port == 0 {
+        return Err(format!("`{text}`: port 0 is not a port"));
+    }
+    Ok(HostPort {
+        host: host.to_ascii_lowercase(),
+        port,
+    })
+}
+
+/// Reads a size: `4096`, `512K`, `100M`, `4G` (binary units; a trailing `B` or `iB` is
+/// allowed).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .unwrap_or(t);
+    let (number, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((at, _)) => (&t[..at], &t[at..]),
+        None => (t, ""),
+    };
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" => 0,
+        "K" => 10,
+        "M" => 20,
+        "G" => 30,
+        "T" => 40,
+        _ => {
+            return Err(format!(
+                "`{text}` is not a size (bytes, or a number with K, M, G)"
+            ))
+        }
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (bytes, or a number with K, M, G)"))?;
+    n.checked_mul(1u64 << shift)
+        .filter(|&bytes| bytes > 0)
+        .ok_or_else(|| format!("`{text}` is not a size this machine can use"))
+}
+
+/// Checks what serde cannot: every `allow` entry and the size. Returns the key at fault.
+pub fn validate(section: &SandboxSection) -> Result<(), (&'static str, String)> {
+    for entry in &section.allow {
+        parse_host_port(entry).map_err(|message| ("sandbox.allow", message))?;
+    }
+    parse_size(&section.max_file_size).map_err(|message| ("sandbox.max_file_size", message))?;
+    if section.max_processes < 16 {
+        return Err((
+            "sandbox.max_processes",
+            format!(
+                "{} is too few for any agent (it starts a shell, a runtime and its tools); at least 16",
+                section.max_processes
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_ports_are_read_with_ipv6_and_case() {
+        assert_eq!(
+            parse_host_port("API.Anthropic.com:443"),
+            Ok(HostPort {
+                host: "api.anthropic.com".into(),
+                port: 443
+            })
+        );
+        assert!(parse_host_port("[::1]:8080").is_ok_and(|h| h.is_loopback()));
+        assert!(parse_host_port("127.0.0.1:11434").is_ok_and(|h| h.is_loopback()));
+        assert!(parse_host_port("example.com").is_err());
+        assert!(parse_host_port("example.com:http").is_err());
+        assert!(parse_host_port(":80").is_err());
+        assert!(parse_host_port("a:0").is_err());
+    }
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("512K"), Ok(512 * 1024));
+        assert_eq!(parse_size("100MiB"), Ok(100 << 20));
+        assert_eq!(parse_size("4G"), Ok(4 << 30));
+        assert!(parse_size("4X").is_err());
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+}

@@ -1,0 +1,200 @@
+//! The bubblewrap command line of a confined worker, as a pure function of a [`Plan`]: which
+//! namespaces, which paths are hidden, which are bound back read-only or read-write.
+//!
+//! Mount order is what makes the wall: bubblewrap applies its mounts in the order given, a
+//! later one on top of an earlier one. The system is bound read-only first, the places that
+//! hold secrets or other runs' work are covered with empty tmpfs, and only then are the
+//! worker's own paths bound back, shallowest first, so a path bound deep inside a hidden
+//! folder (the worktree inside the workspace) shows through while its siblings do not.
+//!
+//! What it must never do: bind anything read-write that the plan does not name, or let a
+//! path in the plan become a bubblewrap option (every path is one argument of its own).
+
+use std::path::{Path, PathBuf};
+
+/// What a confined worker sees and shares.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Covered with an empty tmpfs (after the read-only system).
+    pub hidden: Vec<PathBuf>,
+    /// Bound read-only at the same path (on top of the hidden ones).
+    pub read_only: Vec<PathBuf>,
+    /// Bound read-write at the same path.
+    pub read_write: Vec<PathBuf>,
+    /// A network namespace of its own (no interface but loopback).
+    pub own_network: bool,
+    /// The worker's working directory.
+    pub cwd: PathBuf,
+}
+
+/// How one path is mounted; the order of the variants is the order at equal depth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Mount {
+    Hide,
+    ReadOnly,
+    ReadWrite,
+}
+
+/// `bwrap` and its options up to and including `--`; the worker's argv follows.
+pub fn argv(bwrap: &Path, plan: &Plan) -> Vec<String> {
+    let mut out: Vec<String> = vec![bwrap.to_string_lossy().into_owned()];
+    let flag = |out: &mut Vec<String>, f: &str| out.push(f.to_string());
+    for f in [
+        "--die-with-parent",
+        "--new-session",
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+    ] {
+        flag(&mut out, f);
+    }
+    if plan.own_network {
+        flag(&mut out, "--unshare-net");
+    }
+    for f in ["--hostname", "executor-worker"] {
+        flag(&mut out, f);
+    }
+    for f in ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"] {
+        flag(&mut out, f);
+    }
+    for (path, mount) in ordered(plan) {
+        let p = path.to_string_lossy().into_owned();
+        match mount {
+            Mount::Hide => out.extend(["--tmpfs".to_string(), p]),
+            Mount::ReadOnly => out.extend(["--ro-bind".to_string(), p.clone(), p]),
+            Mount::ReadWrite => out.extend(["--bind".to_string(), p.clone(), p]),
+        }
+    }
+    out.extend([
+        "--chdir".to_string(),
+        plan.cwd.to_string_lossy().into_owned(),
+        "--".to_string(),
+    ]);
+    out
+}
+
+/// Every mount of the plan, shallowest first; at equal depth hiding comes before binding,
+/// and a path named twice keeps its strongest mount only (read-write over read-only).
+fn ordered(plan: &Plan) -> Vec<(PathBuf, Mount)> {
+    let mut all: Vec<(PathBuf, Mount)> = Vec::new();
+    let named = plan
+        .hidden
+        .iter()
+        .map(|p| (p, Mount::Hide))
+        .chain(plan.read_only.iter().map(|p| (p, Mount::ReadOnly)))
+        .chain(plan.read_write.iter().map(|p| (p, Mount::ReadWrite)));
+    for (path, mount) in named {
+        // `/` itself is the read-only system; hiding it would hide everything.
+        if path.parent().is_none() {
+            continue;
+        }
+        match all.iter_mut().find(|(p, _)| p == path) {
+            Some(existing) => existing.1 = existing.1.max(mount),
+            None => all.push((path.clone(), mount)),
+        }
+    }
+    all.sort_by(|(a, ma), (b, mb)| {
+        a.components()
+            .count()
+            .cmp(&b.components().count())
+            .then(ma.cmp(mb))
+            .then(a.cmp(b))
+    });
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> Plan {
+        Plan {
+            hidden: vec!["/home".into(), "/home/o/ws".into(), "/tmp".into()],
+            read_only: vec!["/home/o/repo/.git".into(), "/home/o/bin".into()],
+            read_write: vec!["/home/o/ws/worktrees/run-1".into()],
+            own_network: true,
+            cwd: "/home/o/ws/worktrees/run-1".into(),
+        }
+    }
+
+    fn position(argv: &[String], window: &[&str]) -> usize {
+        argv.windows(window.len())
+            .position(|w| w.iter().zip(window).all(|(a, b)| a == b))
+            .unwrap_or_else(|| panic!("{window:?} not in {argv:?}"))
+    }
+
+    #[test]
+    fn every_namespace_is_new_and_the_wall_dies_with_its_parent() {
+        let argv = argv(Path::new("/usr/bin/bwrap"), &plan());
+        for f in [
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--unshare-net",
+            "--die-with-parent",
+            "--new-session",
+        ] {
+            assert!(argv.iter().any(|a| a == f), "{f} missing from {argv:?}");
+        }
+        assert_eq!(argv.last().map(String::as_str), Some("--"));
+        let host = Plan {
+            own_network: false,
+            ..plan()
+        };
+        assert!(!super::argv(Path::new("bwrap"), &host)
+            .iter()
+            .any(|a| a == "--unshare-net"));
+    }
+
+    #[test]
+    fn the_system_is_read_only_then_hidden_then_the_worker_paths_show_through() {
+        let argv = argv(Path::new("bwrap"), &plan());
+        let root = position(&argv, &["--ro-bind", "/", "/"]);
+        let home = position(&argv, &["--tmpfs", "/home"]);
+        let ws = position(&argv, &["--tmpfs", "/home/o/ws"]);
+        let git = position(
+            &argv,
+            &["--ro-bind", "/home/o/repo/.git", "/home/o/repo/.git"],
+        );
+        let wt = position(
+            &argv,
+            &[
+                "--bind",
+                "/home/o/ws/worktrees/run-1",
+                "/home/o/ws/worktrees/run-1",
+            ],
+        );
+        assert!(root < home && home < ws && ws < wt && home < git);
+        position(&argv, &["--chdir", "/home/o/ws/worktrees/run-1", "--"]);
+    }
+
+    #[test]
+    fn a_path_named_twice_keeps_its_strongest_mount_and_root_is_never_hidden() {
+        let p = Plan {
+            hidden: vec!["/".into(), "/data".into()],
+            read_only: vec!["/data".into()],
+            read_write: vec!["/data".into()],
+            own_network: false,
+            cwd: "/data".into(),
+        };
+        assert_eq!(
+            ordered(&p),
+            vec![(PathBuf::from("/data"), Mount::ReadWrite)]
+        );
+    }
+
+    #[test]
+    fn odd_paths_stay_single_arguments() {
+        let p = Plan {
+            read_write: vec!["/w/--bind x".into()],
+            cwd: "/w/--bind x".into(),
+            ..Plan::default()
+        };
+        let argv = argv(Path::new("bwrap"), &p);
+        position(&argv, &["--bind", "/w/--bind x", "/w/--bind x"]);
+    }
+}

@@ -1,0 +1,525 @@
+//! Confinement: the wall every worker process runs inside (DESIGN section 11).
+//!
+//! Theory of operation. At start, [`Wall::establish`] probes the wall once by running it
+//! (see [`probe`]) and settles the posture for the process: confined (bubblewrap works), or
+//! unconfined with the reason (`[sandbox] mode = "auto"` without a working wall, or
+//! `"off"`); `"required"` without a working wall is an error, and executor refuses to start.
+//! Then every worker, whatever it is (an agent, the verify command, the planner, the
+//! reviewer, the judge, the analyzer's triage), goes through [`Wall::enclose`] before the
+//! supervisor starts it. Confined, its argv becomes `bwrap … -- [bridge …] argv`:
+//!
+//! | it sees | how |
+//! |---|---|
+//! | the system, read-only | `--ro-bind / /` |
+//! | nothing of the owner's homes, `/tmp`, `/run`, executor's workspace, other worktrees | tmpfs over each ([`bwrap`]) |
+//! | its worktree, read-write; the repository's git data, read-only | bound back on top |
+//! | a home of its own per run, holding only the agent's configuration | [`home`] |
+//! | no process of the host; everything it starts ends with it | `--unshare-pid`, `--die-with-parent` |
+//! | the network the config allows | `--unshare-net` and the orchestrator's proxy ([`proxy`], [`bridge`]) |
+//! | limits on processes and file size | `RLIMIT_NPROC`, `RLIMIT_FSIZE` set by the supervisor |
+//!
+//! Unconfined, the worker's spec is left as it is, and the decisions about its tool calls
+//! are taken in the policy's strict posture (see `crate::policy`).
+//!
+//! What it must never do: report a worker confined that is not, widen the wall beyond what
+//! the config names, or let a worker's home or network outlive it.
+
+pub mod bridge;
+pub mod bwrap;
+pub mod home;
+pub mod macos;
+pub mod probe;
+pub mod proxy;
+
+use std::path::{Path, PathBuf};
+
+use thiserror::Error;
+
+use crate::config::sandbox::HostPort;
+use crate::config::{SandboxMode, SandboxNetwork};
+use crate::supervisor::{OsLimits, WorkerSpec};
+
+/// The port executor's proxy listens on inside a wall (unless an allowed loopback port
+/// takes it, then the next free one).
+pub const PROXY_PORT: u16 = 3128;
+
+#[derive(Debug, Error)]
+pub enum WallError {
+    #[error("[sandbox] mode = \"required\", but the wall cannot be had: {why}")]
+    Required { why: String },
+    #[error("cannot prepare the wall of {label}: {what}")]
+    Prepare {
+        label: String,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How workers run in this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Posture {
+    Confined { bwrap: PathBuf },
+    Unconfined { why: String },
+}
+
+/// `[sandbox]` resolved: paths absolute, sizes in bytes.
+#[derive(Debug, Clone)]
+pub struct WallSettings {
+    pub mode: SandboxMode,
+    pub network: SandboxNetwork,
+    pub allow: Vec<HostPort>,
+    pub read_only: Vec<PathBuf>,
+    pub read_write: Vec<PathBuf>,
+    pub agent_config: Option<PathBuf>,
+    pub max_processes: u64,
+    pub max_file_size: u64,
+    pub bwrap: Option<PathBuf>,
+    /// Executor's own places, never visible to a worker: the workspace (database, config,
+    /// plans, roles, logs), the worktrees folder, the repository's checkout.
+    pub hidden: Vec<PathBuf>,
+    /// Where the runs' private homes are kept.
+    pub homes_dir: PathBuf,
+    /// This binary (the bridge and Claude's hook run it inside the wall).
+    pub executor: PathBuf,
+}
+
+impl WallSettings {
+    /// Settings for a wall that is off: what tests and tools that never confine use.
+    pub fn off(homes_dir: PathBuf) -> Self {
+        WallSettings {
+            mode: SandboxMode::Off,
+            network: SandboxNetwork::Allowlist,
+            allow: Vec::new(),
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            agent_config: None,
+            max_processes: 4096,
+            max_file_size: 4 << 30,
+            bwrap: None,
+            hidden: Vec::new(),
+            homes_dir,
+            executor: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("executor")),
+        }
+    }
+}
+
+/// Which agent a worker is: where its configuration lives in its home, which model API it
+/// needs by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentFamily {
+    Claude,
+    Codex,
+    Pi,
+    Command,
+}
+
+impl AgentFamily {
+    /// The variable naming the agent's configuration folder, and that folder in its home.
+    pub fn config_var(self) -> Option<(&'static str, &'static str)> {
+        match self {
+            AgentFamily::Claude => Some(("CLAUDE_CONFIG_DIR", ".claude")),
+            AgentFamily::Codex => Some(("CODEX_HOME", ".codex")),
+            AgentFamily::Pi => Some(("PI_CODING_AGENT_DIR", ".pi/agent")),
+            AgentFamily::Command => None,
+        }
+    }
+
+    /// The model API hosts the agent needs when nothing else is configured.
+    pub fn model_hosts(self) -> &'static [&'static str] {
+        match self {
+            AgentFamily::Claude => &["api.anthropic.com:443"],
+            AgentFamily::Codex => &["api.openai.com:443", "chatgpt.com:443"],
+            AgentFamily::Pi => &["api.anthropic.com:443", "api.openai.com:443"],
+            AgentFamily::Command => &[],
+        }
+    }
+}
+
+/// Where one worker works.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// Its working directory, read-write.
+    pub worktree: PathBuf,
+    /// The repository's common git folder, read-only (`None`: not a git worktree).
+    pub git_common_dir: Option<PathBuf>,
+    /// The name of its private home, shared by the workers of one run so a later phase
+    /// can resume the agent's session (`run-42`).
+    pub home: String,
+    pub agent: AgentFamily,
+    /// More paths it reads (the hook's settings and contract copy).
+    pub read_only: Vec<PathBuf>,
+    /// More paths it writes (the hook's socket folder).
+    pub read_write: Vec<PathBuf>,
+    /// Names the worker in log lines and errors.
+    pub label: String,
+}
+
+/// A worker's spec ready for the supervisor, with what must live as long as it runs.
+#[derive(Debug)]
+pub struct Enclosed {
+    pub spec: WorkerSpec,
+    /// Whether the spec runs inside the wall.
+    pub confined: bool,
+    /// The worker's network; keep it until the worker is gone.
+    pub gate: Option<proxy::NetGate>,
+}
+
+/// The wall of this process: its settings and the posture the probe settled.
+#[derive(Debug)]
+pub struct Wall {
+    settings: WallSettings,
+    posture: Posture,
+}
+
+impl Wall {
+    /// Settles the posture for `settings.mode`: probes the wall unless it is off.
+    pub fn establish(settings: WallSettings) -> Result<Wall, WallError> {
+        let posture = match settings.mode {
+            SandboxMode::Off => Posture::Unconfined {
+                why: "[sandbox] mode = \"off\"".to_string(),
+            },
+            SandboxMode::Auto | SandboxMode::Required => {
+                match probe::probe(settings.bwrap.as_deref()) {
+                    probe::Probed::Works { bwrap } => Posture::Confined { bwrap },
+                    probe::Probed::Unavailable { why } => {
+                        if settings.mode == SandboxMode::Required {
+                            return Err(WallError::Required { why });
+                        }
+                        Posture::Unconfined { why }
+                    }
+                }
+            }
+        };
+        Ok(Wall { settings, posture })
+    }
+
+    /// A wall that is off, for callers that never confine.
+    pub fn off(homes_dir: PathBuf) -> Wall {
+        Wall {
+            settings: WallSettings::off(homes_dir),
+            posture: Posture::Unconfined {
+                why: "[sandbox] mode = \"off\"".to_string(),
+            },
+        }
+    }
+
+    pub fn posture(&self) -> &Posture {
+        &self.posture
+    }
+
+    pub fn is_confined(&self) -> bool {
+        matches!(self.posture, Posture::Confined { .. })
+    }
+
+    pub fn settings(&self) -> &WallSettings {
+        &self.settings
+    }
+
+    /// One line for the log, `status` and run records.
+    pub fn describe(&self) -> String {
+        match &self.posture {
+            Posture::Confined { bwrap } => format!(
+                "confined (bubblewrap at {}, network {})",
+                bwrap.display(),
+                self.settings.network.as_str()
+            ),
+            Posture::Unconfined { why } => format!("unconfined: {why}"),
+        }
+    }
+
+    /// `spec` as it must run at `place`: inside the wall when the posture is confined, as it
+    /// is otherwise (with its limits either way).
+    pub fn enclose(&self, mut spec: WorkerSpec, place: &Place) -> Result<Enclosed, WallError> {
+        spec.os_limits = Some(OsLimits {
+            max_processes: self.settings.max_processes,
+            max_file_size: self.settings.max_file_size,
+        });
+        let Posture::Confined { bwrap } = &self.posture else {
+            return Ok(Enclosed {
+                spec,
+                confined: false,
+                gate: None,
+            });
+        };
+        let prepare = |what: String| {
+            let label = place.label.clone();
+            move |source| WallError::Prepare {
+                label,
+                what,
+                source,
+            }
+        };
+        let worktree = place.worktree.canonicalize().map_err(prepare(format!(
+            "the worktree {}",
+            place.worktree.display()
+        )))?;
+        let home_dir = home::prepare(
+            &self.settings.homes_dir,
+            &place.home,
+            place.agent,
+            self.template(place, &spec),
+        )
+        .map_err(prepare(format!(
+            "the private home {} in {}",
+            place.home,
+            self.settings.homes_dir.display()
+        )))?;
+        home::point_env(&mut spec.env, &home_dir, place.agent);
+
+        let mut read_only: Vec<PathBuf> = Vec::new();
+        let mut read_write: Vec<PathBuf> = vec![worktree.clone(), home_dir];
+        read_only.extend(
+            place
+                .git_common_dir
+                .iter()
+                .filter_map(|p| p.canonicalize().ok()),
+        );
+        read_only.extend(canonical(&self.settings.executor));
+        if let Some(program) = spec.argv.first() {
+            read_only.extend(program_root(
+                program,
+                spec.env.get("PATH").map(String::as_str),
+            ));
+        }
+        read_only.extend(path_dirs(
+            spec.env.get("PATH").map(String::as_str),
+            &self.settings.hidden,
+        ));
+        read_only.extend(self.settings.read_only.iter().filter_map(|p| canonical(p)));
+        read_only.extend(place.read_only.iter().filter_map(|p| canonical(p)));
+        read_write.extend(place.read_write.iter().filter_map(|p| canonical(p)));
+        read_write.extend(self.settings.read_write.iter().filter_map(|p| canonical(p)));
+
+        let mut hidden: Vec<PathBuf> = [
+            "/home", "/root", "/tmp", "/var/tmp", "/run", "/mnt", "/media",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        hidden.extend(std::env::var_os("HOME").map(PathBuf::from));
+        hidden.extend(self.settings.hidden.iter().cloned());
+        let hidden: Vec<PathBuf> = hidden.iter().filter_map(|p| canonical(p)).collect();
+
+        let mut prefix: Vec<String> = Vec::new();
+        let mut net = None;
+        match self.settings.network {
+            SandboxNetwork::Host => {
+                // DNS: resolv.conf often points into the hidden /run.
+                read_only.extend(canonical(Path::new("/etc/resolv.conf")));
+            }
+            SandboxNetwork::None => {}
+            SandboxNetwork::Allowlist => {
+                let (remote, loopback) = self.allowlist(place.agent, &spec);
+                let proxy_port = (PROXY_PORT..)
+                    .find(|p| !loopback.contains(p))
+                    .unwrap_or(PROXY_PORT);
+                let dir = socket_dir();
+                let gate = proxy::NetGate::start(&dir, remote, &loopback, place.label.clone())
+                    .map_err(prepare(format!("the network gate in {}", dir.display())))?;
+                read_write.push(dir.clone());
+                prefix.push(self.settings.executor.to_string_lossy().into_owned());
+                prefix.push("sandbox-bridge".to_string());
+                prefix.push("--listen".to_string());
+                prefix.push(format!(
+                    "{proxy_port}={}",
+                    proxy::proxy_socket(&dir).display()
+                ));
+                for port in &loopback {
+                    prefix.push("--listen".to_string());
+                    prefix.push(format!(
+                        "{port}={}",
+                        proxy::forward_socket(&dir, *port).display()
+                    ));
+                }
+                prefix.push("--".to_string());
+                let url = format!("http://127.0.0.1:{proxy_port}");
+                for key in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+                    spec.env.insert(key.to_string(), url.clone());
+                }
+                for key in ["NO_PROXY", "no_proxy"] {
+                    spec.env
+                        .insert(key.to_string(), "localhost,127.0.0.1,::1".to_string());
+                }
+                // Node's own fetch honours the proxy variables only when asked (Node 24+).
+                spec.env
+                    .insert("NODE_USE_ENV_PROXY".to_string(), "1".to_string());
+                net = Some(gate);
+            }
+        }
+        spec.env.insert("TMPDIR".to_string(), "/tmp".to_string());
+
+        let plan = bwrap::Plan {
+            hidden,
+            read_only,
+            read_write,
+            own_network: self.settings.network != SandboxNetwork::Host,
+            cwd: worktree.clone(),
+        };
+        let mut argv = bwrap::argv(bwrap, &plan);
+        argv.extend(prefix);
+        argv.append(&mut spec.argv);
+        spec.argv = argv;
+        Ok(Enclosed {
+            spec,
+            confined: true,
+            gate: net,
+        })
+    }
+
+    /// The agent's configuration to copy into a new home: `[sandbox] agent_config`, else
+    /// the folder the agent's variable names in the worker's environment.
+    fn template(&self, place: &Place, spec: &WorkerSpec) -> Option<PathBuf> {
+        self.settings.agent_config.clone().or_else(|| {
+            let (var, _) = place.agent.config_var()?;
+            spec.env.get(var).map(PathBuf::from)
+        })
+    }
+
+    /// The remote hosts the proxy lets through and the loopback ports forwarded: the agent's
+    /// model API, the hosts of `*_BASE_URL` variables the worker is given, and `allow`.
+    fn allowlist(&self, agent: AgentFamily, spec: &WorkerSpec) -> (Vec<HostPort>, Vec<u16>) {
+        let mut all: Vec<HostPort> = agent
+            .model_hosts()
+            .iter()
+            .filter_map(|h| crate::config::sandbox::parse_host_port(h).ok())
+            .collect();
+        for (key, value) in &spec.env {
+            if !key.ends_with("_BASE_URL") {
+                continue;
+            }
+            if let Some(hp) = url::Url::parse(value).ok().and_then(|u| {
+                Some(HostPort {
+                    host: u.host_str()?.trim_matches(['[', ']']).to_ascii_lowercase(),
+                    port: u.port_or_known_default()?,
+                })
+            }) {
+                all.push(hp);
+            }
+        }
+        all.extend(self.settings.allow.iter().cloned());
+        all.sort();
+        all.dedup();
+        let (loopback, remote): (Vec<HostPort>, Vec<HostPort>) =
+            all.into_iter().partition(HostPort::is_loopback);
+        let mut ports: Vec<u16> = loopback.iter().map(|h| h.port).collect();
+        ports.sort_unstable();
+        ports.dedup();
+        (remote, ports)
+    }
+}
+
+/// `path` with its symlinks resolved, when it exists.
+fn canonical(path: &Path) -> Option<PathBuf> {
+    path.canonicalize().ok()
+}
+
+/// What a worker's program needs to be seen: the folder of the real file (and, for a
+/// program inside a `node_modules` tree, the folder holding that tree, since the script
+/// loads its dependencies from there).
+fn program_root(program: &str, path: Option<&str>) -> Option<PathBuf> {
+    let found = if program.contains('/') {
+        PathBuf::from(program)
+    } else {
+        crate::agents::find_program(program, path.map(std::ffi::OsStr::new))?
+    };
+    let real = found.canonicalize().ok()?;
+    let mut root = real.parent()?.to_path_buf();
+    let mut at = real.as_path();
+    while let Some(parent) = at.parent() {
+        if at.file_name().is_some_and(|n| n == "node_modules") {
+            root = parent.to_path_buf();
+        }
+        at = parent;
+    }
+    Some(root)
+}
+
+/// The folders of the worker's `PATH` that exist, absolute, and are not one of executor's
+/// hidden places (a toolchain in `~/.cargo/bin` is seen; the workspace is not).
+fn path_dirs(path: Option<&str>, hidden: &[PathBuf]) -> Vec<PathBuf> {
+    let Some(path) = path else {
+        return Vec::new();
+    };
+    let hidden: Vec<PathBuf> = hidden.iter().filter_map(|p| canonical(p)).collect();
+    std::env::split_paths(path)
+        .filter(|p| p.is_absolute())
+        .filter_map(|p| canonical(&p))
+        .filter(|p| !hidden.iter().any(|h| p.starts_with(h)))
+        .collect()
+}
+
+/// A folder for one worker's sockets: short (a unix socket path holds at most 107 bytes)
+/// and new.
+fn socket_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("executor-net-{}-{n}", std::process::id()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_program_in_a_node_modules_tree_brings_the_tree() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let pkg = dir.path().join("lib/node_modules/@x/cli/bin");
+        std::fs::create_dir_all(&pkg).expect("mkdir");
+        let script = pkg.join("cli.js");
+        std::fs::write(&script, "").expect("write");
+        let root = program_root(script.to_str().expect("utf-8"), None).expect("root");
+        assert_eq!(root, dir.path().canonicalize().expect("canon").join("lib"));
+        let plain = dir.path().join("bin");
+        std::fs::create_dir_all(&plain).expect("mkdir");
+        std::fs::write(plain.join("tool"), "").expect("write");
+        assert_eq!(
+            program_root(plain.join("tool").to_str().expect("utf-8"), None),
+            plain.canonicalize().ok()
+        );
+    }
+
+    #[test]
+    fn path_folders_inside_executors_places_are_not_bound() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let ws = dir.path().join("ws");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir_all(ws.join("bin")).expect("mkdir");
+        std::fs::create_dir_all(&bin).expect("mkdir");
+        let path = format!(
+            "{}:{}:relative:/nonexistent",
+            ws.join("bin").display(),
+            bin.display()
+        );
+        assert_eq!(
+            path_dirs(Some(&path), std::slice::from_ref(&ws)),
+            vec![bin.canonicalize().expect("canon")]
+        );
+    }
+
+    #[test]
+    fn the_allowlist_is_the_model_api_the_base_urls_and_allow() {
+        let mut settings = WallSettings::off(PathBuf::from("/nowhere"));
+        settings.allow = vec![
+            crate::config::sandbox::parse_host_port("pypi.org:443").expect("hp"),
+            crate::config::sandbox::parse_host_port("127.0.0.1:11434").expect("hp"),
+        ];
+        let wall = Wall {
+            settings,
+            posture: Posture::Unconfined { why: "test".into() },
+        };
+        let mut spec = crate::supervisor::WorkerSpec::for_test(vec!["claude".into()]);
+        spec.env.insert(
+            "ANTHROPIC_BASE_URL".into(),
+            "http://127.0.0.1:4010/v1".into(),
+        );
+        let (remote, ports) = wall.allowlist(AgentFamily::Claude, &spec);
+        let remote: Vec<String> = remote.iter().map(ToString::to_string).collect();
+        assert_eq!(remote, ["api.anthropic.com:443", "pypi.org:443"]);
+        assert_eq!(ports, [4010, 11434]);
+        let (remote, ports) = wall.allowlist(AgentFamily::Command, &WorkerSpec::for_test(vec![]));
+        assert_eq!(remote.len(), 1, "only pypi.org from allow");
+        assert_eq!(ports, [11434]);
+    }
+}

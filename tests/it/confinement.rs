@@ -1,0 +1,458 @@
+//! The wall (DESIGN section 11), tried by a worker that attacks on purpose: a real command
+//! worker runs every trick inside `bwrap`, and each effect is checked from outside after
+//! the run ends. Where this machine cannot run bubblewrap the tests say so and skip; with
+//! `CI` set they fail instead, since CI installs it.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::{confined, git, Workspace};
+
+/// `executor run --once` with the wall as the workspace's config says.
+fn run_once(ws: &Workspace) -> std::process::Output {
+    confined(&mut ws.command(&["run", "--once"]))
+        .output()
+        .expect("run executor")
+}
+
+/// Whether bubblewrap can confine a process here; `false` (with the reason printed) skips.
+pub(crate) fn wall_works() -> bool {
+    let out = std::process::Command::new("bwrap")
+        .args([
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--unshare-all",
+            "--die-with-parent",
+            "--",
+            "true",
+        ])
+        .output();
+    let works = out.as_ref().is_ok_and(|o| o.status.success());
+    if !works {
+        let why = match &out {
+            Ok(o) => String::from_utf8_lossy(&o.stderr).into_owned(),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "bubblewrap must work in CI (.ci/run installs it): {why}"
+        );
+        eprintln!("SKIPPED: bubblewrap cannot confine a process here: {why}");
+    }
+    works
+}
+
+/// A loopback listener that counts the connections it accepts and answers `pong`.
+struct Listener {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+}
+
+fn listener() -> Listener {
+    let socket = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = socket.local_addr().expect("addr").port();
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = accepted.clone();
+    std::thread::spawn(move || {
+        for stream in socket.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            count.fetch_add(1, Ordering::SeqCst);
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 64];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"pong\n");
+        }
+    });
+    Listener { port, accepted }
+}
+
+/// The processes whose command line holds `marker` (from `/proc`).
+fn processes_with(marker: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| {
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            text.contains(marker).then_some(text)
+        })
+        .collect()
+}
+
+/// A workspace whose repository is `repo/` and whose worker is `script` (run by `sh`).
+fn attack_workspace(script: &str, extra: &str) -> Workspace {
+    crate::runner::workspace(&["/bin/sh", "-c", script], &[], extra)
+}
+
+/// Sets the worker of `ws` to `shell -c script` (for scripts that name the workspace).
+fn set_worker(ws: &Workspace, shell: &str, script: &str, more: &str) {
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    let config = config.replace(
+        "command = [\"/bin/sh\", \"-c\", \"true\"]",
+        &format!("command = [{shell:?}, \"-c\", {script:?}]"),
+    );
+    assert!(
+        config.contains(shell),
+        "the worker was not replaced: {config}"
+    );
+    ws.write_config(&(config + more));
+}
+
+struct Outside {
+    dir: tempfile::TempDir,
+}
+
+impl Outside {
+    fn new() -> Self {
+        Outside {
+            dir: tempfile::tempdir_in(std::env::temp_dir()).expect("tmp"),
+        }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+/// The file `name` on the run's branch, if it is there.
+fn on_branch(repo: &Path, branch: &str, name: &str) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["show", &format!("{branch}:{name}")])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn run_branch(ws: &Workspace, gid: &str) -> String {
+    ws.json(&["show", gid, "--json"])["runs"][0]["branch_name"]
+        .as_str()
+        .expect("a run with a branch")
+        .to_string()
+}
+
+#[test]
+fn a_confined_worker_reaches_no_secret_no_path_outside_and_no_host_process() {
+    if !wall_works() {
+        return;
+    }
+    let outside = Outside::new();
+    let owner_home = outside.path().join("home");
+    std::fs::create_dir_all(owner_home.join(".ssh")).expect("mkdir");
+    std::fs::write(owner_home.join(".ssh/id_rsa"), "SSH-KEY-MARKER-41\n").expect("key");
+    let target = outside.path().join("target");
+    std::fs::create_dir_all(&target).expect("mkdir");
+    let script = format!(
+        r#"mkdir -p out
+cat '{home}/.ssh/id_rsa' > out/ssh.txt 2>&1
+cat /proc/*/environ 2>/dev/null | tr '\0' '\n' > out/environ.txt
+ls /proc | grep -c '^[0-9]' > out/processes.txt
+echo x > '{target}/absolute' 2>/dev/null; echo "absolute $?" >> out/writes.txt
+echo x > ../../../../../../../../{target_rel}/relative 2>/dev/null; echo "relative $?" >> out/writes.txt
+ln -s '{target}' escape && echo x > escape/through-link 2>/dev/null; echo "link $?" >> out/writes.txt
+rm -f escape
+echo "[DONE:implemented] tried"
+"#,
+        home = owner_home.display(),
+        target = target.display(),
+        target_rel = target.display().to_string().trim_start_matches('/'),
+    );
+    let ws = attack_workspace(&script, "");
+    std::fs::write(ws.plans().join("a.md"), "---\ngid: A-1\n---\n# Attack\n").expect("note");
+    let out = confined(&mut ws.command(&["run", "--once"]))
+        .env("HOME", &owner_home)
+        .env("EXECUTOR_TEST_RUNNER_SECRET", "RUNNER-ENV-MARKER-77")
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("workers run confined"), "{stderr}");
+    let repo = ws.path().join("repo");
+    let branch = run_branch(&ws, "A-1");
+
+    let ssh = on_branch(&repo, &branch, "out/ssh.txt").expect("the worker's report");
+    assert!(!ssh.contains("SSH-KEY-MARKER-41"), "the key leaked: {ssh}");
+    let environ = on_branch(&repo, &branch, "out/environ.txt").expect("report");
+    assert!(
+        !environ.contains("RUNNER-ENV-MARKER-77"),
+        "the runner's environment leaked"
+    );
+    let processes: usize = on_branch(&repo, &branch, "out/processes.txt")
+        .expect("report")
+        .trim()
+        .parse()
+        .expect("a count");
+    assert!(
+        processes < 10,
+        "the worker sees {processes} processes: not its own namespace"
+    );
+    let writes = on_branch(&repo, &branch, "out/writes.txt").expect("report");
+    for (line, name) in [
+        ("absolute", "absolute"),
+        ("relative", "relative"),
+        ("link", "through-link"),
+    ] {
+        assert!(!target.join(name).exists(), "{name} was written outside");
+        assert!(
+            writes
+                .lines()
+                .any(|l| l.starts_with(line) && !l.ends_with(" 0")),
+            "{line}: {writes}"
+        );
+    }
+    let record = std::fs::read_to_string(
+        std::fs::read_dir(ws.path().join("logs/A-1/run-1"))
+            .expect("records")
+            .filter_map(Result::ok)
+            .find(|e| e.path().join("result.json").exists())
+            .expect("a worker record")
+            .path()
+            .join("result.json"),
+    )
+    .expect("result.json");
+    assert!(record.contains("\"confined\": true"), "{record}");
+}
+
+#[test]
+fn a_confined_workers_daemons_end_with_it() {
+    if !wall_works() {
+        return;
+    }
+    let script = r#"setsid sh -c 'sleep 300 # SETSID-MARKER-5' >/dev/null 2>&1 < /dev/null &
+(sh -c 'sleep 300 # DOUBLEFORK-MARKER-5' >/dev/null 2>&1 < /dev/null &) &
+nohup sh -c 'sleep 300 # NOHUP-MARKER-5' >/dev/null 2>&1 < /dev/null &
+sleep 0.3
+echo "[DONE:implemented] left daemons"
+"#;
+    let ws = attack_workspace(script, "");
+    std::fs::write(ws.plans().join("d.md"), "---\ngid: D-1\n---\n# Daemons\n").expect("note");
+    let out = run_once(&ws);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    for marker in ["SETSID-MARKER-5", "DOUBLEFORK-MARKER-5", "NOHUP-MARKER-5"] {
+        let left = processes_with(marker);
+        assert!(left.is_empty(), "{marker} outlived its worker: {left:?}");
+    }
+}
+
+#[test]
+fn a_confined_worker_cannot_move_main_plant_git_config_or_steer_executor() {
+    if !wall_works() {
+        return;
+    }
+    let outside = Outside::new();
+    let marker = outside.path().join("hook-ran");
+    let script = format!(
+        r#"mkdir -p out
+common=$(git rev-parse --git-common-dir)
+git update-ref refs/heads/main HEAD 2>/dev/null; echo "update-ref $?" >> out/git.txt
+printf '#!/bin/sh\ntouch {marker}\n' > "$common/hooks/post-checkout" 2>/dev/null; echo "hook $?" >> out/git.txt
+git config core.fsmonitor 'touch {marker}' 2>/dev/null; echo "fsmonitor $?" >> out/git.txt
+git config filter.evil.clean 'touch {marker}; cat' 2>/dev/null; echo "filter $?" >> out/git.txt
+git worktree add -f .wt main 2>/dev/null; echo "worktree $?" >> out/git.txt
+'{exe}' --config '{ws}/executor.toml' go OTHER-1 > out/go.txt 2>&1; echo "go $?" >> out/git.txt
+printf -- '---\ngid: EVIL-1\n---\n# Evil\n' > '{ws}/plans/evil.md' 2>/dev/null; echo "note $?" >> out/git.txt
+echo "[DONE:implemented] tried git"
+"#,
+        marker = marker.display(),
+        exe = crate::support::BIN,
+        ws = "WORKSPACE",
+    );
+    let ws = attack_workspace("true", "");
+    let script = script.replace("WORKSPACE", &ws.path().display().to_string());
+    set_worker(&ws, "/bin/sh", &script, "");
+    ws.ok(&["add", "--title", "Other", "--gid", "OTHER-1"]);
+    std::fs::write(ws.plans().join("g.md"), "---\ngid: G-1\n---\n# Git\n").expect("note");
+    let repo = ws.path().join("repo");
+    let main_before = git(&repo, &["rev-parse", "main"]);
+
+    let out = run_once(&ws);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        git(&repo, &["rev-parse", "main"]),
+        main_before,
+        "main moved"
+    );
+    assert!(!marker.exists(), "a planted hook, filter or fsmonitor ran");
+    assert!(!repo.join(".git/hooks/post-checkout").exists());
+    let config = std::fs::read_to_string(repo.join(".git/config")).expect("config");
+    assert!(
+        !config.contains("evil") && !config.contains("fsmonitor"),
+        "{config}"
+    );
+    assert!(
+        !ws.plans().join("evil.md").exists(),
+        "the worker wrote a plan note"
+    );
+    let queue = ws.queue();
+    let other = queue
+        .iter()
+        .find(|t| t["task_gid"] == "OTHER-1")
+        .expect("OTHER-1");
+    assert_ne!(other["status"], "approved", "the worker approved a task");
+    assert!(queue.iter().all(|t| t["task_gid"] != "EVIL-1"));
+    let branch = run_branch(&ws, "G-1");
+    let report = on_branch(&repo, &branch, "out/git.txt").expect("report");
+    // The note is written into the wall's own empty plans folder, which is not the
+    // workspace's (checked above); everything else fails outright.
+    for attempt in [
+        "update-ref",
+        "hook",
+        "fsmonitor",
+        "filter",
+        "worktree",
+        "go",
+    ] {
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(attempt) && !l.ends_with(" 0")),
+            "{attempt} succeeded inside the wall: {report}"
+        );
+    }
+    // The worktree the worker tried to add is not in git's list.
+    let worktrees = git(&repo, &["worktree", "list", "--porcelain"]);
+    assert!(!worktrees.contains(".wt"), "{worktrees}");
+}
+
+#[test]
+fn a_confined_worker_cannot_write_into_another_live_runs_worktree() {
+    if !wall_works() {
+        return;
+    }
+    // Two runs at once: the victim sleeps while the attacker writes everywhere it can
+    // name under the worktrees folder.
+    let script = r#"case "$PWD" in
+*VICTIM*) sleep 2; echo "[DONE:implemented] victim" ;;
+*) sleep 0.5
+   for d in ../*/; do echo planted > "$d/PLANTED.txt" 2>/dev/null; done
+   echo "[DONE:implemented] attacker" ;;
+esac
+"#;
+    let ws = attack_workspace(script, "max_workers = 2\n");
+    std::fs::write(
+        ws.plans().join("v.md"),
+        "---\ngid: VICTIM-1\n---\n# Victim\n",
+    )
+    .expect("note");
+    std::fs::write(ws.plans().join("x.md"), "---\ngid: X-1\n---\n# Attacker\n").expect("note");
+    let out = run_once(&ws);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let repo = ws.path().join("repo");
+    let victim = run_branch(&ws, "VICTIM-1");
+    assert_eq!(
+        ws.json(&["show", "VICTIM-1", "--json"])["task"]["status"],
+        "done",
+        "the victim's run completes"
+    );
+    assert_eq!(
+        on_branch(&repo, &victim, "PLANTED.txt"),
+        None,
+        "planted in the victim's commit"
+    );
+}
+
+#[test]
+fn a_confined_worker_reaches_allowed_loopback_ports_only() {
+    if !wall_works() {
+        return;
+    }
+    let allowed = listener();
+    let forbidden = listener();
+    let script = format!(
+        r#"mkdir -p out
+if exec 3<>/dev/tcp/127.0.0.1/{ok}; then echo ping >&3; read -r line <&3; echo "$line" > out/allowed.txt; exec 3>&-; fi
+if exec 4<>/dev/tcp/127.0.0.1/{no}; then echo "connected" > out/forbidden.txt; exec 4>&-; else echo refused > out/forbidden.txt; fi
+if exec 5<>/dev/tcp/127.0.0.1/3128; then printf 'CONNECT 127.0.0.1:{no} HTTP/1.1\r\n\r\n' >&5; read -r status <&5; echo "$status" > out/proxy.txt; exec 5>&-; fi
+echo "[DONE:implemented] tried the network"
+"#,
+        ok = allowed.port,
+        no = forbidden.port
+    );
+    let ws = attack_workspace("true", "");
+    set_worker(
+        &ws,
+        "/bin/bash",
+        &script,
+        &format!("\n[sandbox]\nallow = [\"127.0.0.1:{}\"]\n", allowed.port),
+    );
+    std::fs::write(ws.plans().join("n.md"), "---\ngid: N-1\n---\n# Net\n").expect("note");
+    let out = run_once(&ws);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let repo = ws.path().join("repo");
+    let branch = run_branch(&ws, "N-1");
+    assert_eq!(
+        on_branch(&repo, &branch, "out/allowed.txt").as_deref(),
+        Some("pong\n"),
+        "the allowed port did not answer"
+    );
+    assert_eq!(
+        on_branch(&repo, &branch, "out/forbidden.txt").as_deref(),
+        Some("refused\n")
+    );
+    let proxy = on_branch(&repo, &branch, "out/proxy.txt").unwrap_or_default();
+    assert!(
+        proxy.contains("403"),
+        "the proxy let loopback through: {proxy}"
+    );
+    assert_eq!(
+        forbidden.accepted.load(Ordering::SeqCst),
+        0,
+        "the host listener not in allow got a connection"
+    );
+    assert!(allowed.accepted.load(Ordering::SeqCst) >= 1);
+}
+
+#[test]
+fn sandbox_required_without_a_wall_refuses_to_start_and_says_why() {
+    let ws = attack_workspace("true", "");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config")
+        + "\n[sandbox]\nmode = \"required\"\nbwrap = \"/nonexistent/bwrap\"\n";
+    ws.write_config(&config);
+    std::fs::write(ws.plans().join("r.md"), "---\ngid: R-1\n---\n# R\n").expect("note");
+    let out = run_once(&ws);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("mode = \"required\""), "{stderr}");
+    assert!(stderr.contains("/nonexistent/bwrap"), "{stderr}");
+}
+
+#[test]
+fn sandbox_off_runs_unconfined_and_says_so() {
+    let ws = attack_workspace("echo '[DONE:implemented] ok'", "");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config")
+        + "\n[sandbox]\nmode = \"off\"\n";
+    ws.write_config(&config);
+    std::fs::write(ws.plans().join("o.md"), "---\ngid: O-1\n---\n# O\n").expect("note");
+    let out = run_once(&ws);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("UNCONFINED"), "{stderr}");
+}
