@@ -510,12 +510,11 @@ pub fn describe(changes: &[Change]) -> String {
         .join("; ")
 }
 
-/// The repository as it was before a worker started in a run's worktree, and what is
-/// needed to look again.
+/// The repository as it was before a worker started in a run's worktree, and where to look
+/// again: the admin folder found then, not one found later through what the worker left.
 #[derive(Debug, Clone)]
 pub struct Baseline {
-    repo: PathBuf,
-    worktree: PathBuf,
+    tree: RunTree,
     protected: Vec<String>,
     snapshot: Snapshot,
 }
@@ -525,11 +524,11 @@ impl Baseline {
     /// watching the branches `protected` (short names, like `main`).
     pub fn take(repo: &Path, worktree: &Path, protected: &[String]) -> Result<Self, GitError> {
         let tree = RunTree::locate(repo, worktree)?;
+        let snapshot = take(&tree, protected)?;
         Ok(Self {
-            repo: repo.to_path_buf(),
-            worktree: worktree.to_path_buf(),
+            tree,
             protected: protected.to_vec(),
-            snapshot: take(&tree, protected)?,
+            snapshot,
         })
     }
 
@@ -540,10 +539,9 @@ impl Baseline {
     /// What changed since the baseline, and whether the worktree's `.git` pointer still
     /// names its admin folder; empty when the orchestrator may go on.
     pub fn changes(&self) -> Result<Vec<Change>, GitError> {
-        let tree = RunTree::locate(&self.repo, &self.worktree)?;
-        let mut found = changes(&self.snapshot, &take(&tree, &self.protected)?);
+        let mut found = changes(&self.snapshot, &take(&self.tree, &self.protected)?);
         let pointer_changed = found.iter().any(|c| key(c) == Some(&Watched::Pointer));
-        if let Err(GitError::PointerRewritten { found: why, .. }) = tree.check_pointer() {
+        if let Err(GitError::PointerRewritten { found: why, .. }) = self.tree.check_pointer() {
             // A pointer that was foreign before the worker started is reported too.
             if !pointer_changed {
                 found.push(Change::ForeignPointer(why));

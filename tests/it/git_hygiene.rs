@@ -286,3 +286,36 @@ fn the_orchestrators_worktree_add_runs_no_planted_hook() {
     assert!(wt.path.join("README.md").exists());
     assert!(!marker.exists(), "the planted post-checkout ran");
 }
+
+#[test]
+fn the_orchestrators_git_inherits_no_git_setting_from_executors_environment() {
+    // Settings a worker could leave in the environment of a process that starts executor:
+    // an author, and config given through `GIT_CONFIG_COUNT`.
+    let ws = workspace(&["/bin/sh", "-c", &worker(":")], &[], "");
+    let repo = ws.path().join("repo");
+    ws.ok(&["add", "--title", "Ordinary work", "--gid", "N-1"]);
+    ws.ok(&["go", "N-1"]);
+    let out = ws
+        .command(&["run", "--once"])
+        .env("GIT_AUTHOR_NAME", "leaked")
+        .env("GIT_CONFIG_COUNT", "1")
+        .env("GIT_CONFIG_KEY_0", "i18n.commitEncoding")
+        .env("GIT_CONFIG_VALUE_0", "ISO-8859-1")
+        .env("GIT_CONFIG_PARAMETERS", "'user.email'='leaked@example.com'")
+        .output()
+        .expect("run executor");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = ws.json(&["show", "N-1", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let branch = shown["runs"][0]["branch_name"].as_str().expect("a branch");
+    let commit = git(&repo, &["cat-file", "-p", branch]);
+    assert!(
+        commit.contains("author executor <executor@localhost>"),
+        "{commit}"
+    );
+    assert!(!commit.contains("encoding"), "{commit}");
+}
