@@ -30,6 +30,7 @@ use crate::prompts::{
     CiFailure, FailedCheck, Phase, PromptContext, PromptSet, RunContext, TaskContext,
 };
 use crate::protocol::Tag;
+use crate::runner::git::{self, Baseline, Git};
 use crate::runner::worktree;
 use crate::store::Store;
 use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
@@ -859,8 +860,10 @@ async fn open_pr(
     run: &mut Run,
     wt: &worktree::Worktree,
     worked: &Worked,
-) -> Result<()> {
-    push(&wt.path, &github.remote, &wt.branch).await?;
+) -> Result<Option<Asked>> {
+    if let Some(asked) = push(settings, &wt.path, &github.remote, &wt.branch, worked).await? {
+        return Ok(Some(asked));
+    }
     if run.pr_number.is_none() {
         let summary = worked
             .done
@@ -901,30 +904,31 @@ async fn open_pr(
         }
     }
     move_run(store, run, RunEvent::PrOpened).await?;
-    Ok(())
+    Ok(None)
 }
 
 /// `git push <remote> HEAD:refs/heads/<branch>` from the worktree, as the orchestrator (its
-/// credentials come from the owner's git setup; the worker never pushes).
-async fn push(worktree: &Path, remote: &str, branch: &str) -> Result<()> {
-    let (worktree, remote, refspec) = (
-        worktree.to_path_buf(),
-        remote.to_string(),
-        format!("HEAD:refs/heads/{branch}"),
-    );
-    let output = tokio::task::spawn_blocking(move || {
-        orchestrator_git(&worktree)
-            .args(["push", "--quiet", &remote, &refspec])
-            .output()
-    })
-    .await?
-    .context("cannot run git push")?;
-    anyhow::ensure!(
-        output.status.success(),
-        "git push of {branch} failed: {}",
-        String::from_utf8_lossy(&output.stderr).trim()
-    );
-    Ok(())
+/// credentials come from the owner's git setup; the worker never pushes). Nothing is
+/// pushed when the repository's git data changed since `worked`'s worker started: the
+/// escalation for the owner instead.
+async fn push(
+    settings: &RunnerSettings,
+    worktree: &Path,
+    remote: &str,
+    branch: &str,
+    worked: &Worked,
+) -> Result<Option<Asked>> {
+    if settings.worktrees {
+        if let Some(asked) = tampered(worked.baseline.as_ref()).await? {
+            return Ok(Some(asked));
+        }
+    }
+    let git = orchestrator_git(settings, worktree)?;
+    let (remote, refspec) = (remote.to_string(), format!("HEAD:refs/heads/{branch}"));
+    tokio::task::spawn_blocking(move || git.push(&remote, &refspec))
+        .await?
+        .with_context(|| format!("cannot push {branch}"))?;
+    Ok(None)
 }
 
 /// Whether some run waits only for a free slot to take the owner's answer.
@@ -1041,6 +1045,7 @@ async fn carry(
                     &mut run,
                     &wt,
                     rejections + 1,
+                    worked.baseline.as_ref(),
                 )
                 .await?
                 {
@@ -1053,7 +1058,12 @@ async fn carry(
                         let max = settings.conductor.review_rounds;
                         if rejections >= max {
                             if settings.worktrees {
-                                commit(&wt.path, &task, run.id).await?;
+                                if let Some(asked) =
+                                    commit(settings, &wt.path, &task, run.id, &worked).await?
+                                {
+                                    return wait_on(store, adapter, settings, &run, &gid, &asked)
+                                        .await;
+                                }
                             }
                             let asked = Asked::Message(format!(
                                 "[ESCALATE:{}] the review rejected the diff {rejections} time(s); approve integrates it as it is, deny abandons it. The last findings: {}",
@@ -1083,7 +1093,11 @@ async fn carry(
                     }
                     crate::policy::Decision::Escalate => {
                         if settings.worktrees {
-                            commit(&wt.path, &task, run.id).await?;
+                            if let Some(asked) =
+                                commit(settings, &wt.path, &task, run.id, &worked).await?
+                            {
+                                return wait_on(store, adapter, settings, &run, &gid, &asked).await;
+                            }
                         }
                         let asked = Asked::Message(format!(
                             "[ESCALATE:{}] the reviewed diff of run {} is ready to integrate; `executor go {gid}` integrates it",
@@ -1098,10 +1112,16 @@ async fn carry(
             }
             if verdict.passed {
                 if settings.worktrees {
-                    commit(&wt.path, &task, run.id).await?;
+                    if let Some(asked) = commit(settings, &wt.path, &task, run.id, &worked).await? {
+                        return wait_on(store, adapter, settings, &run, &gid, &asked).await;
+                    }
                 }
                 if let Some(github) = &settings.github {
-                    open_pr(store, github, settings, &task, &mut run, &wt, &worked).await?;
+                    if let Some(asked) =
+                        open_pr(store, github, settings, &task, &mut run, &wt, &worked).await?
+                    {
+                        return wait_on(store, adapter, settings, &run, &gid, &asked).await;
+                    }
                     tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
                     break;
                 }
@@ -1437,6 +1457,12 @@ struct Worked {
     result: serde_json::Value,
     /// The last of the worker's stderr.
     stderr: Vec<String>,
+    /// The repository as it was when the worker started (`None` without worktrees):
+    /// what the orchestrator checks before it commits or pushes.
+    baseline: Option<Baseline>,
+    /// The repository's git data changed while the worker ran: the orchestrator runs no
+    /// git in the worktree and the run waits for the owner (`asked` says why).
+    tampered: bool,
 }
 
 /// Bytes of a worker's stderr kept for its run record (the newest).
@@ -1454,6 +1480,22 @@ async fn work(
     prompt: String,
 ) -> Result<Worked> {
     let logs = PhaseLog::create(&settings.logs_dir, gid, phase.as_str())?;
+    // The repository as it is before the worker can touch it: the orchestrator compares
+    // against it before it runs its own git in the worktree again.
+    let baseline = if settings.worktrees {
+        let (repo, tree, protected) = (
+            settings.repository.clone(),
+            worktree.to_path_buf(),
+            vec![settings.base_branch.clone()],
+        );
+        Some(
+            tokio::task::spawn_blocking(move || Baseline::take(&repo, &tree, &protected))
+                .await?
+                .context("cannot take a snapshot of the repository before the worker")?,
+        )
+    } else {
+        None
+    };
     let mut env = worker_env(adapter, settings);
     // A reviewer works in a session of its own and never takes the run's: the author's
     // session is the one later rounds continue.
@@ -1757,7 +1799,7 @@ async fn work(
         "truncated_lines": outcome.truncated_lines,
         "agent_result": finished,
     });
-    let asked = match (
+    let mut asked = match (
         &done,
         finished.as_ref().and_then(|f| f.deferred_tool.clone()),
         &escalated,
@@ -1767,6 +1809,19 @@ async fn work(
         (None, None, Some(line)) => Some(Asked::Message(line.clone())),
         (None, None, None) => None,
     };
+    // Whatever the worker said, a repository it tampered with goes to the owner, before
+    // any git of the orchestrator's runs in it again.
+    let (mut done, mut why, mut tampered) = (done, why, false);
+    if let Some(found) = tampered_since(baseline.as_ref()).await? {
+        tracing::warn!(gid = %gid, run = run.id, changes = %found.1, "the repository's git data changed while the worker ran; nothing is committed");
+        logs_ok.message(&format!("the repository's git data changed: {}", found.1));
+        (done, asked, why, tampered) = (
+            None,
+            Some(found.0),
+            format!("the repository's git data changed: {}", found.1),
+            true,
+        );
+    }
     Ok(Worked {
         done,
         asked,
@@ -1774,6 +1829,8 @@ async fn work(
         why,
         result,
         stderr: stderr.into_lines(),
+        baseline,
+        tampered,
     })
 }
 
@@ -1972,7 +2029,7 @@ async fn record(
     verification: Vec<String>,
 ) {
     let commit = if settings.worktrees {
-        head_commit(worktree).await
+        head_commit(settings, worktree).await
     } else {
         None
     };
@@ -2002,11 +2059,12 @@ fn verified(settings: &RunnerSettings) -> Vec<String> {
 
 /// Throws away what is not committed in `worktree`: changes and untracked files (ignored
 /// ones stay).
-async fn discard_uncommitted(worktree: &Path) -> Result<()> {
+async fn discard_uncommitted(settings: &RunnerSettings, worktree: &Path) -> Result<()> {
+    let git = orchestrator_git(settings, worktree)?;
     let worktree = worktree.to_path_buf();
     tokio::task::spawn_blocking(move || -> Result<()> {
         for args in [&["reset", "--hard", "-q"][..], &["clean", "-fdq"][..]] {
-            let out = orchestrator_git(&worktree).args(args).output()?;
+            let out = git.output(args)?;
             anyhow::ensure!(
                 out.status.success(),
                 "git {} in {} failed: {}",
@@ -2021,13 +2079,10 @@ async fn discard_uncommitted(worktree: &Path) -> Result<()> {
 }
 
 /// The short id of the commit checked out in `worktree`.
-async fn head_commit(worktree: &Path) -> Option<String> {
-    let worktree = worktree.to_path_buf();
+async fn head_commit(settings: &RunnerSettings, worktree: &Path) -> Option<String> {
+    let git = orchestrator_git(settings, worktree).ok()?;
     tokio::task::spawn_blocking(move || {
-        let out = orchestrator_git(&worktree)
-            .args(["rev-parse", "--short=12", "HEAD"])
-            .output()
-            .ok()?;
+        let out = git.output(&["rev-parse", "--short=12", "HEAD"]).ok()?;
         out.status
             .success()
             .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
@@ -2141,17 +2196,17 @@ async fn write_run_record(
         + 1;
     let dir = run_dir.join(format!("{sequence}-{}", phase.as_str()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    let worktree = worktree.to_path_buf();
-    let isolated = settings.worktrees;
+    // Without a worktree there is no branch of the run's own to diff against; in a
+    // repository the worker tampered with, the orchestrator runs no git at all.
+    let git = (settings.worktrees && !worked.tampered)
+        .then(|| orchestrator_git(settings, worktree))
+        .transpose()?;
     let patch = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
-        // Without a worktree there is no branch of the run's own to diff against.
-        if !isolated {
+        let Some(git) = git else {
             return Ok(Vec::new());
-        }
+        };
         let git = |args: &[&str]| {
-            orchestrator_git(&worktree)
-                .args(args)
-                .output()
+            git.output(args)
                 .with_context(|| format!("cannot run git {}", args.join(" ")))
         };
         // Stage everything (new files too) so the patch is the whole change; the commit
@@ -2162,7 +2217,14 @@ async fn write_run_record(
             "git add failed: {}",
             String::from_utf8_lossy(&added.stderr)
         );
-        let diff = git(&["diff", "--cached", "--binary", "HEAD"])?;
+        let diff = git(&[
+            "diff",
+            "--cached",
+            "--binary",
+            git::NO_DIFF_PROGRAMS[0],
+            git::NO_DIFF_PROGRAMS[1],
+            "HEAD",
+        ])?;
         anyhow::ensure!(
             diff.status.success(),
             "git diff failed: {}",
@@ -2303,28 +2365,90 @@ async fn verify(
     })
 }
 
-/// `git -C worktree` as the orchestrator runs it in a worker's worktree: with no hooks
-/// (a worker could have planted one), no filesystem monitor, and only the environment git
-/// needs, so nothing of the orchestrator's reaches code the worker wrote.
-fn orchestrator_git(worktree: &Path) -> std::process::Command {
-    let mut command = std::process::Command::new("git");
-    command
-        .env_clear()
-        .envs(std::env::vars().filter(|(key, _)| matches!(key.as_str(), "PATH" | "HOME" | "LANG")))
-        .arg("-C")
-        .arg(worktree)
-        .args([
-            "-c",
-            "core.hooksPath=/dev/null",
-            "-c",
-            "core.fsmonitor=false",
-        ]);
-    command
+/// Git as the orchestrator runs it for `worktree` (see [`crate::runner::git`]): in a run's
+/// worktree, its git folders named from executor's own record (refused when its `.git`
+/// pointer names anything else); the repository folder itself when runs share it.
+fn orchestrator_git(settings: &RunnerSettings, worktree: &Path) -> Result<Git> {
+    if settings.worktrees {
+        Ok(Git::worktree(&settings.repository, worktree)?)
+    } else {
+        Ok(Git::repository(worktree))
+    }
 }
 
-/// Commits the worktree's changes on the run's branch as the orchestrator.
-async fn commit(worktree: &Path, task: &Task, run_id: i64) -> Result<()> {
-    let worktree = worktree.to_path_buf();
+/// The kind of the escalation a tampered repository opens.
+pub const GIT_TAMPERED: &str = "git_tampered";
+
+/// The escalation for a repository whose git data changed since `baseline`, with the
+/// changes for the log; `None` when nothing changed. No baseline, no check: only a run
+/// without worktrees has none, and it commits nothing.
+async fn tampered_since(baseline: Option<&Baseline>) -> Result<Option<(Asked, String)>> {
+    let Some(baseline) = baseline.cloned() else {
+        return Ok(None);
+    };
+    let changes = tokio::task::spawn_blocking(move || baseline.changes())
+        .await?
+        .context("cannot check the repository's git data")?;
+    if changes.is_empty() {
+        return Ok(None);
+    }
+    let described = git::describe(&changes);
+    Ok(Some((
+        Asked::Message(format!(
+            "[ESCALATE:{GIT_TAMPERED}] the repository's git data changed while the worker ran, so executor committed and pushed nothing: {described}. Put the repository right, then answer to resume the run."
+        )),
+        described,
+    )))
+}
+
+/// The escalation before a commit or a push: the repository must be as it was when the
+/// worker started. Fails closed: without a baseline nothing is committed.
+async fn tampered(baseline: Option<&Baseline>) -> Result<Option<Asked>> {
+    anyhow::ensure!(
+        baseline.is_some(),
+        "no snapshot of the repository from before the worker; executor commits and pushes nothing without one"
+    );
+    Ok(tampered_since(baseline).await?.map(|(asked, _)| asked))
+}
+
+/// Opens the escalation for `asked` and ends this pass of the run waiting on it.
+async fn wait_on(
+    store: &dyn Store,
+    adapter: &Adapter,
+    settings: &RunnerSettings,
+    run: &Run,
+    gid: &str,
+    asked: &Asked,
+) -> Result<RunResult> {
+    let escalation = open_escalation(store, adapter, settings, run, gid, asked).await?;
+    Ok(result_now(gid, run, Some(escalation)))
+}
+
+/// Commits the worktree's changes on the run's branch as the orchestrator, unless the
+/// repository's git data changed since `worked`'s worker started: then nothing is
+/// committed and the escalation for the owner is returned.
+async fn commit(
+    settings: &RunnerSettings,
+    worktree: &Path,
+    task: &Task,
+    run_id: i64,
+    worked: &Worked,
+) -> Result<Option<Asked>> {
+    commit_checked(settings, worktree, task, run_id, worked.baseline.as_ref()).await
+}
+
+/// [`commit`], against `baseline`.
+async fn commit_checked(
+    settings: &RunnerSettings,
+    worktree: &Path,
+    task: &Task,
+    run_id: i64,
+    baseline: Option<&Baseline>,
+) -> Result<Option<Asked>> {
+    if let Some(asked) = tampered(baseline).await? {
+        return Ok(Some(asked));
+    }
+    let git = orchestrator_git(settings, worktree)?;
     let message = format!(
         "{}\n\nexecutor run {run_id}, task {}",
         task.title(),
@@ -2332,17 +2456,18 @@ async fn commit(worktree: &Path, task: &Task, run_id: i64) -> Result<()> {
     );
     tokio::task::spawn_blocking(move || -> Result<()> {
         let git = |args: &[&str]| -> Result<std::process::Output> {
-            let output = orchestrator_git(&worktree)
-                .args([
-                    "-c",
-                    "user.name=executor",
-                    "-c",
-                    "user.email=executor@localhost",
-                ])
-                .args(args)
-                .output()
-                .with_context(|| format!("cannot run git {}", args.join(" ")))?;
-            Ok(output)
+            let args: Vec<&str> = [
+                "-c",
+                "user.name=executor",
+                "-c",
+                "user.email=executor@localhost",
+            ]
+            .iter()
+            .chain(args)
+            .copied()
+            .collect();
+            git.output(&args)
+                .with_context(|| format!("cannot run git {}", args.join(" ")))
         };
         let added = git(&["add", "-A"])?;
         anyhow::ensure!(
@@ -2350,7 +2475,13 @@ async fn commit(worktree: &Path, task: &Task, run_id: i64) -> Result<()> {
             "git add failed: {}",
             String::from_utf8_lossy(&added.stderr)
         );
-        let staged = git(&["diff", "--cached", "--quiet"])?;
+        let staged = git(&[
+            "diff",
+            "--cached",
+            "--quiet",
+            git::NO_DIFF_PROGRAMS[0],
+            git::NO_DIFF_PROGRAMS[1],
+        ])?;
         if staged.status.success() {
             tracing::info!("the worker changed nothing; nothing to commit");
             return Ok(());
@@ -2363,7 +2494,8 @@ async fn commit(worktree: &Path, task: &Task, run_id: i64) -> Result<()> {
         );
         Ok(())
     })
-    .await?
+    .await??;
+    Ok(None)
 }
 
 /// `logs/{task_gid}/{phase}_{YYYY-MM-DD-HH-MM-SS}.md` (readable) beside `.jsonl` (raw).

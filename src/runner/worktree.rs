@@ -1,28 +1,23 @@
 //! Git worktrees for runs: one branch and one working directory per run, created from the
 //! configured base branch, found again after a crash, and removed when a run is done.
 //!
-//! Everything goes through the real `git` command line, so the repository's own
-//! configuration and hooks apply. Nothing here ever deletes a directory that git does not
+//! Everything goes through the real `git` command line as the orchestrator runs it
+//! ([`crate::runner::git`]): the repository's configuration applies, but none of its hooks,
+//! filters or drivers run (a worker may have planted them). Nothing here ever deletes a directory that git does not
 //! know as one of its worktrees: a stray directory in the way is moved aside, not removed.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use thiserror::Error;
 
 use crate::core::gid;
+use crate::runner::git::{Git, GitError};
 
 #[derive(Debug, Error)]
 pub enum WorktreeError {
-    #[error("cannot run git {args}")]
-    Spawn {
-        args: String,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("git {args} failed: {stderr}")]
-    Git { args: String, stderr: String },
+    #[error(transparent)]
+    Git(#[from] GitError),
     #[error("cannot prepare {path}")]
     Io {
         path: PathBuf,
@@ -211,30 +206,15 @@ fn aside_path(path: &Path) -> PathBuf {
     candidate
 }
 
-/// Runs `git -C repo args…`, whatever its exit status.
+/// Runs `git args…` in `repo` as the orchestrator, whatever its exit status.
 fn run(repo: &Path, args: &[&str]) -> Result<std::process::Output, WorktreeError> {
-    Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .output()
-        .map_err(|source| WorktreeError::Spawn {
-            args: args.join(" "),
-            source,
-        })
+    Ok(Git::repository(repo).output(args)?)
 }
 
-/// Runs `git -C repo args…` and returns its stdout, or its stderr as the error.
+/// Runs `git args…` in `repo` as the orchestrator and returns its stdout, or its stderr
+/// as the error.
 fn git(repo: &Path, args: &[&str]) -> Result<String, WorktreeError> {
-    let output = run(repo, args)?;
-    if output.status.success() {
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    } else {
-        Err(WorktreeError::Git {
-            args: args.join(" "),
-            stderr: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        })
-    }
+    Ok(Git::repository(repo).run(args)?)
 }
 
 #[cfg(test)]

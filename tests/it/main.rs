@@ -17,6 +17,7 @@ mod fake_github;
 mod fake_server;
 mod fake_webhook;
 mod fake_zulip;
+mod git_hygiene;
 mod gitea;
 mod gitea_intake;
 mod github_batch;

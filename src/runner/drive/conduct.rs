@@ -74,7 +74,7 @@ pub(super) async fn decompose(
     // A subtask split after its workers failed starts its planner from a clean worktree:
     // what the failed attempts left must not reach its children's merges.
     if link.is_some() && settings.worktrees {
-        discard_uncommitted(&wt.path).await?;
+        discard_uncommitted(settings, &wt.path).await?;
     }
     for attempt in 1..=settings.max_worker_attempts {
         let mut ctx = PromptContext::new(
@@ -143,7 +143,7 @@ pub(super) async fn decompose(
                 // The planner writes the plan and nothing else: whatever else it left is
                 // thrown away, so its subtasks are merged into a clean branch.
                 if settings.worktrees {
-                    discard_uncommitted(&wt.path).await?;
+                    discard_uncommitted(settings, &wt.path).await?;
                 }
                 store_children(store, &task, depth, &plan).await?;
                 tracing::info!(gid = %gid, run = run.id, subtasks = plan.subtasks.len(), depth, "split into subtasks; they run as their dependencies complete");
@@ -539,7 +539,7 @@ pub(super) async fn merge_into_parent(
     // One subtask at a time merges into a parent and is checked there: a sibling's merge
     // must neither land between this merge and its suites nor be undone with it.
     let _parent_lock = lock_parent(settings, &link.parent_gid).await?;
-    let before = head_commit(&path)
+    let before = head_commit(settings, &path)
         .await
         .ok_or_else(|| anyhow::anyhow!("cannot read the head of {}", path.display()))?;
     if !merge_child(settings, &parent_run, gid, branch).await? {
@@ -549,11 +549,9 @@ pub(super) async fn merge_into_parent(
     if verdict.passed {
         return Ok(None);
     }
-    let reverted = path.clone();
+    let git = orchestrator_git(settings, &path)?;
     tokio::task::spawn_blocking(move || -> Result<()> {
-        let out = orchestrator_git(&reverted)
-            .args(["reset", "--hard", &before])
-            .output()?;
+        let out = git.output(&["reset", "--hard", &before])?;
         anyhow::ensure!(
             out.status.success(),
             "cannot revert the merge: {}",
@@ -588,34 +586,29 @@ async fn merge_child(
     let branch = branch.to_string();
     let child = child.to_string();
     let (repo, worktrees_dir) = (settings.repository.clone(), settings.worktrees_dir.clone());
+    let git = orchestrator_git(settings, &worktree)?;
     let merged_now = tokio::task::spawn_blocking(move || -> Result<bool> {
         // Sibling subtasks that complete together merge one at a time (a second merge in
         // the same worktree would find the first one's MERGE_HEAD).
         let _lock = worktree::lock_repository(&repo, &worktrees_dir)?;
-        let merged = orchestrator_git(&worktree)
-            .args(["merge-base", "--is-ancestor", &branch, "HEAD"])
-            .output()?;
+        let merged = git.output(&["merge-base", "--is-ancestor", &branch, "HEAD"])?;
         if merged.status.success() {
             return Ok(false);
         }
-        let out = orchestrator_git(&worktree)
-            .args([
-                "-c",
-                "user.name=executor",
-                "-c",
-                "user.email=executor@localhost",
-                "merge",
-                "--no-ff",
-                "--no-edit",
-                "-m",
-                &format!("Merge subtask {child}"),
-                &branch,
-            ])
-            .output()?;
+        let out = git.output(&[
+            "-c",
+            "user.name=executor",
+            "-c",
+            "user.email=executor@localhost",
+            "merge",
+            "--no-ff",
+            "--no-edit",
+            "-m",
+            &format!("Merge subtask {child}"),
+            &branch,
+        ])?;
         if !out.status.success() {
-            let _ = orchestrator_git(&worktree)
-                .args(["merge", "--abort"])
-                .output();
+            let _ = git.output(&["merge", "--abort"]);
             anyhow::bail!(
                 "merging subtask {child} ({branch}) into the parent's branch failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()

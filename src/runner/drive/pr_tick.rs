@@ -466,8 +466,18 @@ async fn pr_worker(
     .await?;
     write_run_record(settings, &gid, run.id, phase, &wt.path, &worked).await?;
     if worked.done.is_some() && phase != Phase::PrReview {
-        commit(&wt.path, task, run.id).await?;
-        push(&wt.path, &github.remote, &wt.branch).await?;
+        let asked = match commit(settings, &wt.path, task, run.id, &worked).await? {
+            Some(asked) => Some(asked),
+            None => push(settings, &wt.path, &github.remote, &wt.branch, &worked).await?,
+        };
+        if let Some(asked) = asked {
+            open_escalation(store, &runner.adapter, settings, run, &gid, &asked).await?;
+        }
+    }
+    // The worker tampered with the repository: nothing was committed or pushed; the owner
+    // is asked.
+    if let (true, Some(asked)) = (worked.tampered, &worked.asked) {
+        open_escalation(store, &runner.adapter, settings, run, &gid, asked).await?;
     }
     if worked.done.is_none() {
         tracing::warn!(gid = %gid, run = run.id, phase = phase.as_str(), why = %worked.why, "a PR worker ended without [DONE]; the next tick looks again");

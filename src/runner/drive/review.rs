@@ -30,7 +30,8 @@ pub const INTEGRATE: &str = "integrate";
 /// as it is, deny abandons the run.
 pub const REVIEW_EXHAUSTED: &str = "review_rounds_exhausted";
 
-/// Runs review round `round` on the run's worktree.
+/// Runs review round `round` on the run's worktree; `baseline` is the repository as the
+/// author's worker found it, checked before the author's work is committed.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn review(
     store: &dyn Store,
@@ -41,6 +42,7 @@ pub(super) async fn review(
     run: &mut Run,
     wt: &worktree::Worktree,
     round: u32,
+    baseline: Option<&Baseline>,
 ) -> Result<Reviewed> {
     let gid = task.task_gid.clone();
     let mut ctx = PromptContext::new(
@@ -74,7 +76,10 @@ pub(super) async fn review(
     // What is reviewed is committed first, so whatever the reviewer itself changes can be
     // thrown away after: only the author's work is ever integrated.
     if settings.worktrees {
-        commit(&wt.path, task, run.id).await?;
+        if let Some(asked) = commit_checked(settings, &wt.path, task, run.id, baseline).await? {
+            let escalation = open_escalation(store, adapter, settings, run, &gid, &asked).await?;
+            return Ok(Reviewed::Asked(escalation));
+        }
     }
     // The reviewer works in a session of its own; the author's is kept for the next round.
     let author = run.worker_session_id.clone();
@@ -91,8 +96,9 @@ pub(super) async fn review(
     )
     .await?;
     write_run_record(settings, &gid, run.id, Phase::PrReview, &wt.path, &worked).await?;
-    if settings.worktrees {
-        discard_uncommitted(&wt.path).await?;
+    // A reviewer that tampered with the repository gets no git of the orchestrator's.
+    if settings.worktrees && !worked.tampered {
+        discard_uncommitted(settings, &wt.path).await?;
     }
     run.worker_session_id = author;
     run.updated_at = Utc::now();
