@@ -131,6 +131,8 @@ pub(crate) enum Test {
     RunBranch,
     InsideWorktree,
     OutsideWorktree,
+    /// `confined`: holds when [`super::Scope::confined`] equals the value; no argument.
+    Confined(bool),
 }
 
 #[derive(Deserialize)]
@@ -423,6 +425,19 @@ fn position_of_key(text: &str, from: usize, key: &str) -> (usize, usize) {
 fn compile_condition(key: &str, raw: &str) -> Result<Condition, (ProblemKind, String)> {
     let value: serde_json::Value =
         serde_json::from_str(raw).map_err(|e| (ProblemKind::Syntax, e.to_string()))?;
+    if key == "confined" {
+        // A property of the worker, not of the action: only a boolean means anything.
+        return match value {
+            serde_json::Value::Bool(b) => Ok(Condition {
+                arg: String::new(),
+                test: Test::Confined(b),
+            }),
+            other => Err((
+                ProblemKind::BadValue,
+                format!("confined is true or false, found {other}"),
+            )),
+        };
+    }
     let text = match &value {
         serde_json::Value::Null => {
             return Ok(Condition {
@@ -474,7 +489,7 @@ fn arg_name(key: &str) -> Result<String, (ProblemKind, String)> {
     }
     Err((
         ProblemKind::UnknownCondition,
-        format!("unknown condition {key:?}: use branch, path, command, one of {KNOWN_ARGS:?}, or arg:NAME"),
+        format!("unknown condition {key:?}: use branch, path, command, confined, one of {KNOWN_ARGS:?}, or arg:NAME"),
     ))
 }
 
@@ -639,6 +654,21 @@ mod tests {
                 r#"{ "branch": "$main" }"#,
                 ProblemKind::BadValue,
                 "rules[0].when.branch",
+            ),
+            (
+                r#"{ "confined": "yes" }"#,
+                ProblemKind::BadValue,
+                "rules[0].when.confined",
+            ),
+            (
+                r#"{ "confined": null }"#,
+                ProblemKind::BadValue,
+                "rules[0].when.confined",
+            ),
+            (
+                r#"{ "confinde": true }"#,
+                ProblemKind::UnknownCondition,
+                "rules[0].when.confinde",
             ),
         ];
         for (when, kind, field) in cases {

@@ -32,8 +32,10 @@
 //! | `target`, and the other known arguments (see [`contract::KNOWN_ARGS`]), or `arg:NAME` for any other | a string: exact, or a glob if it has `*?[{` | the argument is present and matches |
 //! | any of them | `true` / `false` | the argument is the string `"true"` / `"false"` |
 //! | any of them | `null` | the argument is absent |
+//! | `confined` | `true` / `false` | the worker runs inside / outside the wall ([`Scope::confined`]); not an argument of the action |
 //!
-//! A missing argument fails every condition except `null`.
+//! A missing argument fails every condition except `null` (and `confined`, which tests the
+//! scope).
 
 pub mod classify;
 pub mod contract;
@@ -111,7 +113,8 @@ impl std::fmt::Display for Action {
     }
 }
 
-/// What a decision is taken for: the run's worktree and its own branch.
+/// What a decision is taken for: the run's worktree, its own branch, and whether the worker
+/// runs inside the wall of DESIGN section 11.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
     /// The run's worktree, absolute. Use [`Scope::on_disk`] to resolve its symlinks once, so
@@ -119,14 +122,26 @@ pub struct Scope {
     pub worktree: PathBuf,
     /// The run's own branch (`executor/…`), if it has one yet.
     pub run_branch: Option<String>,
+    /// The worker runs confined (bubblewrap: read-only system, only its worktree writable, no
+    /// host processes, no network). `false`, the strict posture, unless a caller says so:
+    /// what the classifier cannot see through is then escalated rather than approved.
+    pub confined: bool,
 }
 
 impl Scope {
+    /// An unconfined scope (the strict posture); see [`Scope::with_confined`].
     pub fn new(worktree: impl Into<PathBuf>, run_branch: Option<&str>) -> Self {
         Scope {
             worktree: worktree.into(),
             run_branch: run_branch.map(str::to_string),
+            confined: false,
         }
+    }
+
+    /// The same scope, for a worker inside (`true`) or outside (`false`) the wall.
+    pub fn with_confined(mut self, confined: bool) -> Scope {
+        self.confined = confined;
+        self
     }
 
     /// The same scope with the worktree's symlinks resolved (reads the filesystem).
@@ -134,6 +149,7 @@ impl Scope {
         Scope {
             worktree: resolve_on_disk(&self.worktree),
             run_branch: self.run_branch.clone(),
+            confined: self.confined,
         }
     }
 }
