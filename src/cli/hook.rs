@@ -197,16 +197,17 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
     std::process::exit(0)
 }
 
-/// The owner's contract, or the built-in one when the workspace has none.
+/// The owner's contract. A missing file is an error naming it, never a silent fallback to
+/// the built-in contract: the owner may have loosened or tightened theirs, and judging by
+/// another one than they wrote would be a guess (the caller denies).
 fn load_contract(path: &Path) -> Result<Contract> {
-    if path.exists() {
-        Ok(Contract::load(path)?)
-    } else {
-        Ok(Contract::parse(
-            "built-in worker-policy.json",
-            crate::cli::init::WORKER_POLICY,
-        )?)
+    if !path.exists() {
+        anyhow::bail!(
+            "{} does not exist (executor init writes it)",
+            path.display()
+        );
     }
+    Ok(Contract::load(path)?)
 }
 
 /// The owner's answer to an escalation of this run about the tool call `tool_use_id`.

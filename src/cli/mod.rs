@@ -1248,16 +1248,11 @@ fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::Gith
     }))
 }
 
-/// The worker contract the runner decides requests by: `roles/worker-policy.json`, or the
-/// built-in one when the workspace has none. A contract that does not validate stops the
-/// runner before it starts anything.
+/// The worker contract the runner decides requests by: `roles/worker-policy.json`. A
+/// contract that is missing or does not validate stops the runner before it starts anything.
 fn load_worker_contract(settings: &Settings) -> Result<crate::runner::contract::ContractCell> {
-    crate::runner::contract::ContractCell::load(
-        &policy::contract_path(settings, "worker"),
-        "built-in worker-policy.json",
-        init::WORKER_POLICY,
-    )
-    .map_err(|e| BadInput(e.to_string()).into())
+    crate::runner::contract::ContractCell::load(&policy::contract_path(settings, "worker"))
+        .map_err(|e| BadInput(e.to_string()).into())
 }
 
 fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSettings> {

@@ -35,6 +35,10 @@ pub const KNOWN_ARGS: &[&str] = &[
 /// A contract that failed to load. Shown as `file:line[:column]: field: message`.
 #[derive(Debug, thiserror::Error)]
 pub enum ContractError {
+    /// The file is not there. Never answered with a built-in contract instead: the owner's
+    /// file is the policy, and a run judged by another one than they wrote is a guess.
+    #[error("{file} does not exist; `executor init` writes it (the built-in contract is not used in its place)")]
+    Missing { file: String },
     #[error("{file}: cannot read: {source}")]
     Read {
         file: String,
@@ -74,21 +78,21 @@ impl ContractError {
     pub fn line(&self) -> Option<usize> {
         match self {
             ContractError::Invalid { line, .. } => Some(*line),
-            ContractError::Read { .. } => None,
+            ContractError::Read { .. } | ContractError::Missing { .. } => None,
         }
     }
 
     pub fn field(&self) -> Option<&str> {
         match self {
             ContractError::Invalid { field, .. } => Some(field),
-            ContractError::Read { .. } => None,
+            ContractError::Read { .. } | ContractError::Missing { .. } => None,
         }
     }
 
     pub fn kind(&self) -> Option<ProblemKind> {
         match self {
             ContractError::Invalid { kind, .. } => Some(*kind),
-            ContractError::Read { .. } => None,
+            ContractError::Read { .. } | ContractError::Missing { .. } => None,
         }
     }
 }
