@@ -214,6 +214,7 @@ pub fn judge(contract: &Contract, input: &Input<'_>, scope: &Scope) -> (Vec<Acti
         Input::Codex(approval) => classify::codex(approval, &scope),
     };
     paths::resolve_actions(&mut actions, &scope.worktree);
+    classify::mark_secrets(&mut actions, &scope.worktree);
     let verdict = contract.decide_all(&actions, &scope);
     (actions, verdict)
 }

@@ -7,6 +7,8 @@
 //! it, laid out on disk in a tempdir: `$ROOT/outside/`, `$WT/src/`, `$WT/sub/`, and symlinks
 //! `$WT/escape -> $ROOT/outside`, `$WT/dangling -> $ROOT/outside/new` (which does not exist),
 //! `$WT/sub/up -> ../..`. In text, `<BIG>` becomes 70,000 characters and `<FF>` the byte 0xFF.
+//! A line with `"confined": true` is judged as for a worker inside the wall; the others in
+//! the strict (unconfined) posture.
 
 use std::path::{Path, PathBuf};
 
@@ -304,7 +306,8 @@ fn fill(text: &str, root: &Path, wt: &Path) -> String {
 
 fn decide_case(line: &Value, contract: &Contract, root: &Path, wt: &Path) -> Verdict {
     let branch = line["run_branch"].as_str();
-    let scope = Scope::new(wt, branch);
+    let confined = line["confined"].as_bool().unwrap_or(false);
+    let scope = Scope::new(wt, branch).with_confined(confined);
     if let Some(r) = line.get("request") {
         let args: Vec<(String, String)> = r["args"]
             .as_object()
