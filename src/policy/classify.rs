@@ -1261,6 +1261,18 @@ impl Classifier {
             return;
         }
         match (group, verb) {
+            // The token itself: `gh auth token`, `gh auth status --show-token`.
+            ("auth", "token") => self.push(
+                Action::new("read_secret")
+                    .with("path", "gh auth token")
+                    .with("program", "gh"),
+            ),
+            ("auth", "status") if has(&["-t", "--show-token"]) => self.push(
+                Action::new("read_secret")
+                    .with("path", "gh auth status --show-token")
+                    .with("program", "gh"),
+            ),
+            ("auth", "status") => self.push(readonly()),
             ("pr", "merge") => self.push(with_pr(Action::new("merge_pr"))),
             ("pr", "create" | "new") => {
                 let draft =
@@ -1300,7 +1312,6 @@ impl Classifier {
             | ("repo", "view" | "list")
             | ("release", "view" | "list")
             | ("label" | "cache" | "secret" | "variable" | "ruleset", "list")
-            | ("auth", "status")
             | ("search", _)
             | ("status" | "help" | "version" | "--version" | "--help" | "", _) => {
                 self.push(readonly())
@@ -1699,6 +1710,149 @@ mod tests {
                 "{actions:?}"
             );
         }
+    }
+
+    fn has_kind(cmd: &str, kind: &str) -> bool {
+        shell_command(cmd, Path::new("/w/run"))
+            .iter()
+            .any(|a| a.kind == kind)
+    }
+
+    #[test]
+    fn the_program_table_knows_names_and_nothing_else() {
+        assert!(programs::handler("cargo").is_some());
+        assert!(programs::handler("python3.12").is_some());
+        assert!(programs::handler("mkfs.ext4").is_some());
+        assert!(programs::handler("frobnicate").is_none());
+        assert!(has_kind("frobnicate --all", "run_unknown"));
+        // Every program whose operands are files has an option spec.
+        for name in [
+            "ls", "cat", "head", "sort", "diff", "rm", "mkdir", "cp", "mv", "ln",
+        ] {
+            assert!(programs::file_spec(name).is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn option_specs_see_the_file_operand_and_refuse_unknown_flags() {
+        let k = kinds("cat -n ~/.ssh/id_rsa");
+        assert!(
+            k.contains(&"read_files path=\"~/.ssh/id_rsa\"".to_string()),
+            "{k:?}"
+        );
+        let k = kinds("sort -f /etc/x");
+        assert!(
+            k.contains(&"read_files path=\"/etc/x\"".to_string()),
+            "{k:?}"
+        );
+        let k = kinds("mv -f x /o/y");
+        assert!(
+            k.contains(&"modify_files path=\"/o/y\"".to_string()),
+            "{k:?}"
+        );
+        assert!(has_kind("cat --frob a", "run_unknown"));
+        assert!(!has_kind("ls -la src", "run_unknown"));
+    }
+
+    #[test]
+    fn wrappers_are_understood_exactly_when_their_command_is() {
+        assert_eq!(
+            kinds("timeout 60 cargo test"),
+            ["run_tests program=\"cargo\""]
+        );
+        assert_eq!(
+            kinds("nice -n 5 cargo build"),
+            ["run_build program=\"cargo\""]
+        );
+        assert!(has_kind("timeout 10 frob", "run_unknown"));
+        assert!(has_kind("flock /tmp/l -c 'gh pr merge 1'", "merge_pr"));
+        assert!(has_kind("taskset -p 1", "run_unknown"));
+        assert!(has_kind("busybox sh -c 'gh pr merge 1'", "merge_pr"));
+        assert!(has_kind("xargs rm", "run_indirect"));
+        assert!(has_kind("tmux new-session -d 'curl x'", "run_indirect"));
+        assert!(has_kind("crontab -", "system_service"));
+    }
+
+    #[test]
+    fn interpreters_inline_stdin_and_substitutions_are_inline_code() {
+        for cmd in [
+            "python -c 1",
+            "python3 -",
+            "node --eval=1",
+            "perl -pe s/a/b/ f",
+            "bash <(curl x)",
+            "sh -s",
+            "python3 <<< 'x'",
+            "ruby -e 1",
+        ] {
+            assert!(has_kind(cmd, "run_inline_code"), "{cmd}");
+        }
+        assert_eq!(
+            kinds("python3 scripts/gen.py"),
+            ["run_script path=\"/w/run/scripts/gen.py\" program=\"python3\""]
+        );
+        assert!(has_kind("python -m pytest", "run_tests"));
+        assert!(has_kind("python -m http.server", "run_unknown"));
+    }
+
+    #[test]
+    fn a_script_written_and_run_by_one_command_is_indirect() {
+        assert!(has_kind("echo id > x.sh; sh x.sh", "run_indirect"));
+        assert!(has_kind(
+            "echo 'all:' > m.mk && make -f m.mk",
+            "run_indirect"
+        ));
+        assert!(!has_kind("sh x.sh", "run_indirect"));
+        assert!(!has_kind("make test", "run_indirect"));
+    }
+
+    #[test]
+    fn the_git_table_and_git_configuration_on_the_command_line() {
+        assert_eq!(
+            kinds("git status"),
+            ["run_command command=\"git status\" program=\"git\" readonly=\"true\""]
+        );
+        for cmd in [
+            "git -c core.pager=id log",
+            "git update-ref refs/heads/main HEAD",
+            "git config core.hooksPath /tmp",
+            "git rebase --exec id main",
+            "GIT_DIR=/x git log",
+            "env GIT_SSH_COMMAND=id git fetch",
+            "git worktree remove x",
+        ] {
+            assert!(has_kind(cmd, "git_admin"), "{cmd}");
+        }
+        assert!(has_kind("git st", "run_unknown"), "an alias is not known");
+        assert!(has_kind("git ls-remote origin", "fetch_url"));
+        assert!(has_kind("git credential fill", "read_secret"));
+        assert!(has_kind("git diff --output=/o/x", "modify_files"));
+        assert!(has_kind("LD_PRELOAD=/x.so cargo test", "run_indirect"));
+        assert!(!has_kind("RUST_LOG=debug cargo test", "run_indirect"));
+    }
+
+    #[test]
+    fn secret_places_are_secret_and_ordinary_files_are_not() {
+        for p in [
+            "~/.ssh/id_rsa",
+            "/home/u/.aws/credentials",
+            "/proc/123/environ",
+            "/proc/1/mem",
+            "$HOME/.config/gh/hosts.yml",
+            "/home/u/.git-credentials",
+        ] {
+            assert!(programs::is_secret(p, true), "{p}");
+        }
+        assert!(programs::is_secret("/w/ws/executor.db", true));
+        assert!(
+            !programs::is_secret("/w/run/test.db", false),
+            "a worktree's own db"
+        );
+        assert!(!programs::is_secret("/w/run/src/main.rs", false));
+        assert!(!programs::is_secret("/usr/include/stdio.h", true));
+        let mut actions = vec![Action::new("read_files").with("path", "/home/u/.netrc")];
+        mark_secrets(&mut actions, Path::new("/w/run"));
+        assert_eq!(actions[0].kind, "read_secret");
     }
 
     #[test]

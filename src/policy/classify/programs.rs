@@ -144,6 +144,8 @@ pub(super) const PROGRAMS: &[(&[&str], Handler)] = &[
     (&["ssh", "scp", "sftp", "nc", "ncat", "netcat", "telnet", "ftp", "socat", "mosh"],
        remote_access),
     (&["kill", "pkill", "killall"], signal),
+    (&["shutdown", "reboot", "halt", "poweroff", "mkfs", "fdisk", "parted", "wipefs", "mount",
+       "umount", "swapon", "swapoff", "sysctl", "modprobe", "insmod", "rmmod"], machine),
     (&["docker", "podman", "kubectl", "helm", "terraform", "aws", "gcloud", "az", "heroku",
        "fly", "flyctl", "vercel", "netlify"], infrastructure),
     (&["apt", "apt-get", "brew", "pip", "pip3", "pipx", "gem", "yum", "dnf", "pacman", "snap",
@@ -174,6 +176,8 @@ pub(super) fn handler(name: &str) -> Option<Handler> {
     // `python3.12` is python3.
     let name = if name.starts_with("python3.") {
         "python3"
+    } else if name.starts_with("mkfs.") {
+        "mkfs"
     } else {
         name
     };
@@ -201,7 +205,7 @@ pub(super) const FILE_SPECS: &[(&[&str], OptSpec)] = &[
               &["--language", "--line-range", "--highlight-line", "--separator"])),
     (&["head", "tail"], OptSpec::new("qvzfF", "ncs")
         .long(&["--quiet", "--silent", "--verbose", "--follow", "--retry", "--zero-terminated"],
-              &["--lines", "--bytes", "--sleep-interval", "--pid", "--max-unchanged-stats"])
+              &["--lines", "--bytes", "--sleep-interval", "--max-unchanged-stats"])
         .numeric()),
     (&["wc"], OptSpec::new("clmwL", "").long(&["--bytes", "--chars", "--lines", "--words",
         "--max-line-length"], &["--files0-from"])),
@@ -419,6 +423,16 @@ fn wrapper(c: &mut Classifier, k: &Call<'_>) {
         i += if takes_value { 2 } else { 1 };
         own_end = i.min(k.args.len());
     }
+    // `flock FILE -c CMD`: a command-string option may follow the leading operands, so such
+    // a wrapper's whole line is read by its spec.
+    let string_form = !w.string_options.is_empty()
+        && options::parse(k.args, &w.spec)
+            .options
+            .iter()
+            .any(|(o, _)| w.string_options.contains(&o.as_str()));
+    if string_form {
+        own_end = k.args.len();
+    }
     let own = options::parse(&k.args[..own_end.min(k.args.len())], &w.spec);
     if let Some(flag) = &own.unknown {
         c.push(k.unknown(format!("the option {flag} of {} is not known", k.name)));
@@ -437,7 +451,11 @@ fn wrapper(c: &mut Classifier, k: &Call<'_>) {
     for file in own.values(w.writes) {
         c.path_action("modify_files", file);
     }
-    let rest = k.args.get(own_end..).unwrap_or_default();
+    let rest: &[Word] = if string_form {
+        &own.operands
+    } else {
+        k.args.get(own_end..).unwrap_or_default()
+    };
     let leading = rest.get(..w.leading.min(rest.len())).unwrap_or_default();
     if k.name == "flock" {
         // flock creates its lock file.
@@ -1317,6 +1335,13 @@ fn dns(c: &mut Classifier, k: &Call<'_>) {
             .with("host", host)
             .with("program", k.name),
     );
+}
+
+/// Programs that act on the machine rather than the worktree: root's, and named as
+/// `run_command` too so that the contract's rule on their names (`system-command`) sees them.
+fn machine(c: &mut Classifier, k: &Call<'_>) {
+    c.push(Action::new("run_privileged").with("command", k.text.as_str()));
+    c.push(k.ordinary());
 }
 
 fn remote_access(c: &mut Classifier, k: &Call<'_>) {
