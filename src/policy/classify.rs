@@ -1,7 +1,9 @@
 //! Classifying tool calls into policy actions: Claude Code PreToolUse hook input, Codex
 //! approval requests, and the shell commands both run.
 //!
-//! The classifier only names what a call does; the contract decides. It must never panic on
+//! The classifier only names what a call does; the contract decides (see the posture in the
+//! module above: what is not understood completely is named so, never passed as ordinary).
+//! It must never panic on
 //! outside data and never hide a risk: whatever it cannot read with certainty becomes an
 //! action the contract cannot approve ([`UNCLASSIFIABLE`], or a path in `path_unresolved`,
 //! which no path condition matches), and a compound command yields one action per part so
@@ -23,8 +25,14 @@
 //! | `mcp_tool` | `mcp__server__tool` | `server`, `tool` |
 //! | `internal_tool` | TodoWrite, Task, Agent, ExitPlanMode, BashOutput, KillShell… | `tool` |
 //! | `unknown_tool` | any other tool name | `tool` |
-//! | `run_command` | everything else a shell runs | `command`, `program`, `readonly=true` for read-only ones |
-//! | `run_inline_code` | `python -c`, `node -e`, `perl -e`, risky `awk`/`sed` programs | `program` |
+//! | `run_command` | a program understood completely (its effects are classified apart) | `command`, `program`, `readonly=true` for read-only ones |
+//! | `run_unknown` | a program not in the table, or with a flag its option spec does not know, an unknown git or cargo subcommand | `command`, `program`, `reason` |
+//! | `run_inline_code` | `python -c`, `python -`, `node --eval`, `perl -pe`, `bash <(…)`, `sh -s`, heredocs and pipes into shells and interpreters, editors, database shells, risky `awk`/`sed` programs | `program`, `reason` |
+//! | `run_indirect` | `xargs`, `find -exec`, `eval`, `source`, `parallel`, tmux, a script written and run by the same command, `LD_PRELOAD=`/`PATH=`-style variables | `command`, `program`, `reason` |
+//! | `run_script` | a file run as a program: `./x.sh`, `bash x.sh`, `python x.py`, a makefile | `path` or `path_unresolved`, `program` |
+//! | `git_admin` | `git -c`, `GIT_*` variables, `--git-dir`, config writes, `update-ref`, `worktree remove`, `submodule`, `rebase --exec`, `gc`… | `command`, `reason` |
+//! | `read_secret` | reads of [`programs::SECRET_PLACES`] (after symlinks), `git credential`, `gh auth token` | `path` |
+//! | `system_service` | crontab, systemctl, at, launchctl | `program`, `command` |
 //! | `run_privileged` | `sudo`, `doas` (the command itself is classified too) | `command` |
 //! | `configure_remote` | `git remote add/set-url`, `git config remote.*`/`url.*` | `command` |
 //! | `install_package` / `publish_package` | global installs, `make install`; `cargo publish`, `npm publish` | `program` |

@@ -9,11 +9,27 @@
 //! read (oversized, not UTF-8, unbalanced quotes, an unexpanded `$VAR` where a command name or
 //! a path should be) becomes the action [`UNCLASSIFIABLE`], which no contract can approve.
 //!
+//! # The posture
+//!
+//! The classifier answers "understood" only for what it can see through completely: a
+//! program in its table, with flags its option spec knows, running nothing it does not see.
+//! What it cannot see through is named for what it is — `run_unknown`, `run_inline_code`,
+//! `run_indirect`, `run_script`, `git_admin`, `system_service` — never approved by the
+//! classifier itself. The contract decides those by [`Scope::confined`]: for an unconfined
+//! worker (the strict posture, and the default of [`Scope::new`]) the built-in contract
+//! escalates them; inside the wall (DESIGN section 11) its rules with `"confined": true`
+//! approve what the wall contains. Pushes, PRs, merges, comments, the network and writes
+//! outside the worktree keep their own rules in both postures, and reads of secret places
+//! become `read_secret` ([`classify::mark_secrets`]), which the built-in contract denies.
+//!
 //! | file | holds | must never |
 //! |---|---|---|
 //! | `contract.rs` | the contract format: parse, validate strictly, compile; [`Contract::load`] | touch the filesystem outside `load` |
 //! | `decide.rs` | rule matching: [`Contract::decide`], [`Contract::decide_all`] | allocate per rule, do I/O |
 //! | `classify.rs` | hook JSON, Codex approvals and shell commands → actions | panic on outside data, approve anything itself |
+//! | `classify/programs.rs` | the program → handler table, option specs, wrappers, interpreters, secret places, risky variables | guess whether a flag takes a value |
+//! | `classify/git.rs` | git's global options and subcommand table | take an unknown subcommand (an alias) for a known one |
+//! | `classify/options.rs` | reading a command line by its option spec | fail: an unknown flag is reported, its neighbours stay operands |
 //! | `shell.rs` | splitting a shell command into simple commands (quotes, `&&`, `$(…)`, …) | run or expand anything |
 //! | `paths.rs` | lexical path normalisation; [`resolve_on_disk`], the one filesystem look-up | decide anything |
 //!
