@@ -194,7 +194,9 @@ pub async fn decide(
         }
     }
 
-    let scope = Scope::new(run.worktree.clone(), run.branch.as_deref()).on_disk();
+    let scope = Scope::new(run.worktree.clone(), run.branch.as_deref())
+        .with_confined(confined)
+        .on_disk();
     let (actions, verdict) = policy::judge(contract, &Input::ClaudeHook(input), &scope);
     let answer = Answer::from_verdict(&verdict, &actions);
 
@@ -316,16 +318,17 @@ pub async fn serve_relay(listener: tokio::net::UnixListener, store: &dyn Store, 
     }
 }
 
-/// The owner's contract, or the built-in one when the workspace has none.
+/// The owner's contract. A missing file is an error naming it, never a silent fallback to
+/// the built-in contract: the owner may have loosened or tightened theirs, and judging by
+/// another one than they wrote would be a guess (the caller denies).
 fn load_contract(path: &Path) -> Result<Contract> {
-    if path.exists() {
-        Ok(Contract::load(path)?)
-    } else {
-        Ok(Contract::parse(
-            "built-in worker-policy.json",
-            crate::cli::init::WORKER_POLICY,
-        )?)
+    if !path.exists() {
+        anyhow::bail!(
+            "{} does not exist (executor init writes it)",
+            path.display()
+        );
     }
+    Ok(Contract::load(path)?)
 }
 
 /// The owner's answer to an escalation of this run about the tool call `tool_use_id`.

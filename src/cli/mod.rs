@@ -230,8 +230,14 @@ enum PolicyAction {
         #[arg(long, default_value = "worker")]
         role: String,
         /// The action, as in `[REQUEST:<action>]`: push_branch, merge_pr, modify_files, ...
+        #[arg(long, required_unless_present = "bash", conflicts_with = "bash")]
+        action: Option<String>,
+        /// Instead of an action: a shell command, classified as the hook classifies a Bash call
         #[arg(long)]
-        action: String,
+        bash: Option<String>,
+        /// Decide as for a confined worker (inside the wall) [default: unconfined, the strict posture]
+        #[arg(long)]
+        confined: bool,
         /// The action's arguments, key=value each: branch=main path=../x
         args: Vec<String>,
         /// The run's worktree that paths are judged against [default: worktrees/check]
@@ -437,19 +443,29 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 PolicyAction::Check {
                     role,
                     action,
+                    bash,
+                    confined,
                     args,
                     worktree,
                     branch,
                 },
         } => {
             let settings = load_settings(config_path.as_deref())?;
+            let what = match (action, bash) {
+                (_, Some(command)) => policy::Checked::Bash(command),
+                (Some(action), None) => policy::Checked::Action(action),
+                (None, None) => {
+                    return Err(BadInput("give --action or --bash".into()).into());
+                }
+            };
             policy::check(
                 &settings,
                 &role,
-                &action,
+                &what,
                 &args,
                 worktree.as_deref(),
                 branch.as_deref(),
+                confined,
             )
         }
         Command::Hook {
@@ -1294,16 +1310,11 @@ fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::Gith
     }))
 }
 
-/// The worker contract the runner decides requests by: `roles/worker-policy.json`, or the
-/// built-in one when the workspace has none. A contract that does not validate stops the
-/// runner before it starts anything.
+/// The worker contract the runner decides requests by: `roles/worker-policy.json`. A
+/// contract that is missing or does not validate stops the runner before it starts anything.
 fn load_worker_contract(settings: &Settings) -> Result<crate::runner::contract::ContractCell> {
-    crate::runner::contract::ContractCell::load(
-        &policy::contract_path(settings, "worker"),
-        "built-in worker-policy.json",
-        init::WORKER_POLICY,
-    )
-    .map_err(|e| BadInput(e.to_string()).into())
+    crate::runner::contract::ContractCell::load(&policy::contract_path(settings, "worker"))
+        .map_err(|e| BadInput(e.to_string()).into())
 }
 
 /// Overrides `[sandbox] mode` (`auto`, `required`, `off`).

@@ -19,16 +19,30 @@ pub fn contract_path(settings: &Settings, role: &str) -> PathBuf {
         .join(format!("{role}-policy.json"))
 }
 
-/// Prints the decision, the rule and why, for `action` with `args` (`key=value` each).
+/// What `policy check` is asked about.
+#[derive(Debug, Clone)]
+pub enum Checked {
+    /// An action kind, with the `key=value` arguments beside it.
+    Action(String),
+    /// A shell command, judged as the hook judges a Claude Code Bash call in the worktree.
+    Bash(String),
+}
+
+/// Prints the decision, the rule and why, for `what` (with `args`, `key=value` each, for an
+/// action), as for a confined worker when `confined`, else in the strict posture.
 pub fn check(
     settings: &Settings,
     role: &str,
-    action: &str,
+    what: &Checked,
     args: &[String],
     worktree: Option<&Path>,
     branch: Option<&str>,
+    confined: bool,
 ) -> Result<()> {
-    let mut parsed = Action::new(action);
+    let mut parsed = Action::new(match what {
+        Checked::Action(action) => action.as_str(),
+        Checked::Bash(_) => "",
+    });
     for arg in args {
         let Some((key, value)) = arg.split_once('=') else {
             return Err(BadInput(format!(
@@ -41,10 +55,13 @@ pub fn check(
         }
         parsed = parsed.with(key, value);
     }
+    if matches!(what, Checked::Bash(_)) && !args.is_empty() {
+        return Err(BadInput("arguments go with --action, not --bash".into()).into());
+    }
     let path = contract_path(settings, role);
     if !path.exists() {
         return Err(BadInput(format!(
-            "no contract for role `{role}`: {} does not exist (roles are worker and conductor)",
+            "no contract for role `{role}`: {} does not exist (roles are worker and conductor; executor init writes them)",
             path.display()
         ))
         .into());
@@ -53,14 +70,33 @@ pub fn check(
     let worktree = worktree
         .map(Path::to_path_buf)
         .unwrap_or_else(|| settings.root.join("worktrees").join("check"));
-    let scope = Scope::new(worktree, branch);
-    let (_, verdict) = policy::judge(&contract, &Input::Request(&parsed), &scope);
-    let decision = match verdict.decision {
-        policy::Decision::Approve => "approve",
-        policy::Decision::Deny => "deny",
-        policy::Decision::Escalate => "escalate",
+    let scope = Scope::new(&worktree, branch).with_confined(confined);
+    let hook_input;
+    let input = match what {
+        Checked::Action(_) => Input::Request(&parsed),
+        Checked::Bash(command) => {
+            hook_input = serde_json::json!({
+                "hook_event_name": "PreToolUse",
+                "tool_name": "Bash",
+                "tool_input": { "command": command },
+                "cwd": worktree,
+            })
+            .to_string();
+            Input::ClaudeHook(hook_input.as_bytes())
+        }
     };
+    let (actions, verdict) = policy::judge(&contract, &input, &scope);
     let rule = verdict.rule_id.as_deref().unwrap_or("(default)");
-    println!("{decision}\trule {rule}\t{}", verdict.why);
+    let posture = if confined { "confined" } else { "unconfined" };
+    println!(
+        "{}\trule {rule}\t{}\t({posture})",
+        verdict.decision, verdict.why
+    );
+    if matches!(what, Checked::Bash(_)) {
+        // What the command was classified into: the reason behind the decision.
+        for action in &actions {
+            println!("\t{action}");
+        }
+    }
     Ok(())
 }

@@ -24,7 +24,7 @@ pub(crate) fn recorder(settings: &Settings) -> Result<Recorder> {
         .build_log
         .as_ref()
         .map(|p| settings.root.join(p));
-    let contract = crate::runner::contract::ContractCell::load(
+    let contract = crate::runner::contract::ContractCell::load_or_builtin(
         &super::policy::contract_path(settings, "conductor"),
         "built-in conductor-policy.json",
         CONDUCTOR_POLICY,

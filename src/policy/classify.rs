@@ -1,7 +1,9 @@
 //! Classifying tool calls into policy actions: Claude Code PreToolUse hook input, Codex
 //! approval requests, and the shell commands both run.
 //!
-//! The classifier only names what a call does; the contract decides. It must never panic on
+//! The classifier only names what a call does; the contract decides (see the posture in the
+//! module above: what is not understood completely is named so, never passed as ordinary).
+//! It must never panic on
 //! outside data and never hide a risk: whatever it cannot read with certainty becomes an
 //! action the contract cannot approve ([`UNCLASSIFIABLE`], or a path in `path_unresolved`,
 //! which no path condition matches), and a compound command yields one action per part so
@@ -23,8 +25,14 @@
 //! | `mcp_tool` | `mcp__server__tool` | `server`, `tool` |
 //! | `internal_tool` | TodoWrite, Task, Agent, ExitPlanMode, BashOutput, KillShell… | `tool` |
 //! | `unknown_tool` | any other tool name | `tool` |
-//! | `run_command` | everything else a shell runs | `command`, `program`, `readonly=true` for read-only ones |
-//! | `run_inline_code` | `python -c`, `node -e`, `perl -e`, risky `awk`/`sed` programs | `program` |
+//! | `run_command` | a program understood completely (its effects are classified apart) | `command`, `program`, `readonly=true` for read-only ones |
+//! | `run_unknown` | a program not in the table, or with a flag its option spec does not know, an unknown git or cargo subcommand | `command`, `program`, `reason` |
+//! | `run_inline_code` | `python -c`, `python -`, `node --eval`, `perl -pe`, `bash <(…)`, `sh -s`, heredocs and pipes into shells and interpreters, editors, database shells, risky `awk`/`sed` programs | `program`, `reason` |
+//! | `run_indirect` | `xargs`, `find -exec`, `eval`, `source`, `parallel`, tmux, a script written and run by the same command, `LD_PRELOAD=`/`PATH=`-style variables | `command`, `program`, `reason` |
+//! | `run_script` | a file run as a program: `./x.sh`, `bash x.sh`, `python x.py`, a makefile | `path` or `path_unresolved`, `program` |
+//! | `git_admin` | `git -c`, `GIT_*` variables, `--git-dir`, config writes, `update-ref`, `worktree remove`, `submodule`, `rebase --exec`, `gc`… | `command`, `reason` |
+//! | `read_secret` | reads of [`programs::SECRET_PLACES`] (after symlinks), `git credential`, `gh auth token` | `path` |
+//! | `system_service` | crontab, systemctl, at, launchctl | `program`, `command` |
 //! | `run_privileged` | `sudo`, `doas` (the command itself is classified too) | `command` |
 //! | `configure_remote` | `git remote add/set-url`, `git config remote.*`/`url.*` | `command` |
 //! | `install_package` / `publish_package` | global installs, `make install`; `cargo publish`, `npm publish` | `program` |
@@ -43,6 +51,10 @@ use serde::Deserialize;
 use super::paths::normalize;
 use super::shell::{self, RedirectKind, SimpleCommand, Word};
 use super::{Action, Scope};
+
+mod git;
+mod options;
+mod programs;
 
 /// A command longer than this is not judged (it escalates).
 pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
@@ -259,7 +271,7 @@ pub fn claude_hook(input: &[u8], scope: &Scope) -> Vec<Action> {
             None => c.push(Action::new("unknown_tool").with("tool", t)),
         },
     }
-    c.out
+    c.finish()
 }
 
 /// Classifies a Codex approval request.
@@ -299,7 +311,7 @@ pub fn codex(approval: &CodexApproval, scope: &Scope) -> Vec<Action> {
                 };
                 c.simple(&cmd);
             }
-            c.out
+            c.finish()
         }
         CodexApproval::Patch { changes } => {
             let mut c = Classifier::new(&scope.worktree);
@@ -310,7 +322,7 @@ pub fn codex(approval: &CodexApproval, scope: &Scope) -> Vec<Action> {
                     a.args.insert("change".into(), kind.as_str().into());
                 }
             }
-            c.out
+            c.finish()
         }
     }
 }
@@ -319,7 +331,26 @@ pub fn codex(approval: &CodexApproval, scope: &Scope) -> Vec<Action> {
 pub fn shell_command(command: &str, cwd: &Path) -> Vec<Action> {
     let mut c = Classifier::new(cwd);
     c.shell(command);
-    c.out
+    c.finish()
+}
+
+/// Turns the reads of secret places ([`programs::SECRET_PLACES`], and outside the worktree
+/// [`programs::SECRET_NAMES`]) into `read_secret`, which the contract denies confined or not.
+/// Runs after the paths are resolved on disk, so a symlink in the worktree to `~/.ssh` is
+/// seen for what it points at.
+pub fn mark_secrets(actions: &mut [Action], worktree: &Path) {
+    for a in actions.iter_mut().filter(|a| a.kind == "read_files") {
+        let secret = match (a.arg("path"), a.arg("path_unresolved")) {
+            (Some(p), _) => {
+                programs::is_secret(p, super::paths::is_inside(worktree, p) != Some(true))
+            }
+            (None, Some(p)) => programs::is_secret(p, true),
+            (None, None) => false,
+        };
+        if secret {
+            a.kind = "read_secret".into();
+        }
+    }
 }
 
 /// The tracker (Asana) reached through its MCP server: a comment is a task "story".
@@ -559,6 +590,7 @@ impl Classifier {
                 // Control syntax: its words are not run (its body's commands are parsed apart).
                 return;
             } else if is_assignment(w) {
+                self.assignment(w);
                 words = &words[1..];
             } else {
                 break;
@@ -570,7 +602,8 @@ impl Classifier {
         self.command(words, cmd, Mods::default());
     }
 
-    /// Classifies one command given as words; `cmd` supplies its text and pipe state.
+    /// Classifies one command given as words; `cmd` supplies its text and pipe state. The
+    /// program is looked up in [`programs::PROGRAMS`]; one not there is not understood.
     fn command(&mut self, words: &[Word], cmd: &SimpleCommand, mods: Mods) {
         let Some(first) = words.first() else { return };
         if self.depth > MAX_NESTING {
@@ -585,690 +618,123 @@ impl Classifier {
             return;
         }
         let name = first.text.rsplit('/').next().unwrap_or(&first.text);
-        let args = &words[1..];
         let text = if cmd.source.is_empty() {
             join(words)
         } else {
             cmd.source.clone()
         };
-        let program = name.to_string();
-        let run = |kind: &str| Action::new(kind).with("program", program.as_str());
-        let readonly = || {
-            Action::new("run_command")
-                .with("command", text.as_str())
-                .with("program", name)
-                .with("readonly", "true")
+        let call = programs::Call {
+            name,
+            args: &words[1..],
+            text,
+            cmd,
+            mods,
         };
-
-        match name {
-            // ---- wrappers: the real command follows ----
-            "sudo" | "doas" => {
-                self.push(Action::new("run_privileged").with("command", text.as_str()));
-                let rest = skip_options(
-                    args,
-                    &["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U", "-T"],
-                );
-                self.wrapped(rest, cmd, mods);
+        match programs::handler(name) {
+            // `./git` is the worktree's own file, not git.
+            Some(handler) if !first.text.starts_with("./") => handler(self, &call),
+            _ if first.text.contains('/') => {
+                // A program named by its path: a script or a binary of its own.
+                self.script(first, name);
+                self.unknown_operands(&call);
             }
-            "nohup" | "time" | "nice" | "ionice" | "stdbuf" | "exec" | "command" | "builtin"
-            | "setsid" | "chronic" | "unbuffer" | "caffeinate" => {
-                if name == "command"
-                    && args
-                        .first()
-                        .is_some_and(|w| w.text == "-v" || w.text == "-V")
-                {
-                    self.push(readonly());
-                    return;
-                }
-                let rest = skip_options(args, &["-n", "-c", "-p", "-a", "-i", "-o", "-e"]);
-                self.wrapped(rest, cmd, mods);
+            _ => {
+                self.push(call.unknown(format!("{name} is not a program the policy knows")));
+                self.unknown_operands(&call);
             }
-            "timeout" => {
-                let rest = skip_options(args, &["-s", "-k", "--signal", "--kill-after"]);
-                self.wrapped(rest.get(1..).unwrap_or_default(), cmd, mods);
-            }
-            "watch" => {
-                let rest = skip_options(args, &["-n", "-d", "--interval", "-x"]);
-                if rest.iter().any(|w| w.dynamic) {
-                    self.push(Action::unclassifiable(
-                        "watch with a command known only at run time",
-                    ));
-                } else {
-                    self.nested_shell(&join(rest));
-                }
-            }
-            "env" => self.env(args, cmd, mods),
-            "xargs" => {
-                let rest = skip_options(
-                    args,
-                    &[
-                        "-I",
-                        "-n",
-                        "-P",
-                        "-L",
-                        "-l",
-                        "-d",
-                        "-E",
-                        "-e",
-                        "-s",
-                        "-a",
-                        "--arg-file",
-                        "--delimiter",
-                        "--max-args",
-                        "--max-procs",
-                        "--replace",
-                        "--max-lines",
-                        "--eof",
-                    ],
-                );
-                if rest.is_empty() {
-                    self.push(readonly()); // xargs alone runs echo
-                } else {
-                    self.wrapped(
-                        rest,
-                        cmd,
-                        Mods {
-                            operands_unknown: true,
-                            reads_unknown: true,
-                        },
-                    );
-                }
-            }
-            "bash" | "sh" | "zsh" | "dash" | "ksh" | "ash" | "mksh" | "fish" => {
-                self.sub_shell(args, cmd)
-            }
-            "eval" => {
-                if args.iter().any(|w| w.dynamic) {
-                    self.push(Action::unclassifiable(
-                        "eval of text known only at run time",
-                    ));
-                } else {
-                    self.nested_shell(&join(args));
-                }
-            }
-            "trap" => {
-                // `trap 'cmd' EXIT` runs cmd.
-                if let Some(w) = args.first().filter(|w| !w.text.starts_with('-')) {
-                    if w.dynamic {
-                        self.push(Action::unclassifiable(
-                            "trap with a command known only at run time",
-                        ));
-                    } else {
-                        self.nested_shell(&w.text);
-                    }
-                } else {
-                    self.push(readonly());
-                }
-            }
-
-            // ---- working directory ----
-            "cd" | "pushd" => {
-                let target = args
-                    .iter()
-                    .find(|w| !(w.text.starts_with('-') && w.text.len() > 1));
-                self.cd(target);
-                self.push(readonly());
-            }
-            "popd" => {
-                self.cwds.insert(Cwd::Unknown);
-                self.push(readonly());
-            }
-
-            // ---- version control and the forge ----
-            "git" => self.git(args, &text, mods),
-            "gh" => self.gh(args, &text),
-            "glab" | "hub" => {
-                if args.iter().any(|w| w.text == "merge") {
-                    self.push(Action::new("merge_pr"));
-                } else {
-                    self.push(Action::new("forge_write").with("command", text.as_str()));
-                }
-            }
-
-            // ---- builds and tests ----
-            "cargo" => {
-                let sub = first_operand(args, &["-Z", "--config", "-C", "--color"])
-                    .map(|w| w.text.as_str());
-                let sub = sub.map(|s| s.trim_start_matches('+'));
-                match sub {
-                    Some("test" | "t" | "nextest" | "bench") => self.push(run("run_tests")),
-                    Some(
-                        "build" | "b" | "check" | "c" | "clippy" | "doc" | "d" | "fmt" | "rustc"
-                        | "fix",
-                    ) => self.push(run("run_build")),
-                    Some("install" | "uninstall") => self.push(run("install_package")),
-                    Some("publish" | "yank" | "owner" | "login" | "logout") => {
-                        self.push(run("publish_package"))
-                    }
-                    _ => self.push(self.ordinary(&text, name)),
-                }
-            }
-            "npm" | "pnpm" | "yarn" | "bun" => {
-                let ops = operands(
-                    args,
-                    &["--prefix", "-w", "--workspace", "--filter", "-C", "--cwd"],
-                );
-                let sub = ops.first().map(|w| w.text.as_str());
-                let script = ops.get(1).map(|w| w.text.as_str()).unwrap_or("");
-                let global = args.iter().any(|w| w.text == "-g" || w.text == "--global");
-                match sub {
-                    Some("test" | "t" | "tst") => self.push(run("run_tests")),
-                    Some("run" | "run-script") if script.contains("test") => {
-                        self.push(run("run_tests"))
-                    }
-                    Some("run" | "run-script") if script.contains("build") => {
-                        self.push(run("run_build"))
-                    }
-                    Some("build") => self.push(run("run_build")),
-                    Some(
-                        "install" | "i" | "ci" | "add" | "remove" | "uninstall" | "rm" | "update"
-                        | "up" | "link",
-                    ) if global => self.push(run("install_package")),
-                    Some(
-                        "publish" | "unpublish" | "deprecate" | "dist-tag" | "owner" | "login"
-                        | "adduser" | "token",
-                    ) => self.push(run("publish_package")),
-                    Some("exec" | "x" | "dlx") => self.wrapped(&ops[1..], cmd, mods),
-                    _ => self.push(self.ordinary(&text, name)),
-                }
-            }
-            "npx" | "pnpx" | "bunx" => {
-                let rest = skip_options(args, &["-p", "--package", "-c", "--call"]);
-                if args.iter().any(|w| w.text == "-c" || w.text == "--call") {
-                    self.push(Action::new("run_inline_code").with("program", name));
-                }
-                self.wrapped(rest, cmd, mods);
-            }
-            "pytest" | "py.test" | "tox" | "nox" | "jest" | "vitest" | "mocha" | "ctest"
-            | "rspec" | "phpunit" | "playwright" | "cypress" => self.push(run("run_tests")),
-            "tsc" | "webpack" | "vite" | "esbuild" | "rollup" | "ninja" | "meson" | "cmake"
-            | "bazel" | "javac" | "rustc" | "gcc" | "g++" | "clang" | "cc" | "swiftc" => {
-                self.push(run("run_build"))
-            }
-            "go" => match first_operand(args, &[]).map(|w| w.text.as_str()) {
-                Some("test") => self.push(run("run_tests")),
-                Some("build" | "vet") => self.push(run("run_build")),
-                Some("install") => self.push(run("install_package")),
-                _ => self.push(self.ordinary(&text, name)),
-            },
-            "make" | "gmake" => {
-                let mut targets = Vec::new();
-                let mut i = 0;
-                while i < args.len() {
-                    let t = args[i].text.as_str();
-                    if t == "-C" || t == "--directory" {
-                        if let Some(dir) = args.get(i + 1) {
-                            self.path_action("modify_files", dir);
-                        }
-                        i += 2;
-                        continue;
-                    }
-                    if matches!(t, "-f" | "-j" | "-l" | "-o" | "-W" | "--file" | "--jobs") {
-                        i += 2;
-                        continue;
-                    }
-                    if !t.starts_with('-') && !t.contains('=') {
-                        targets.push(t);
-                    }
-                    i += 1;
-                }
-                if targets
-                    .iter()
-                    .any(|t| *t == "install" || t.starts_with("install-"))
-                {
-                    self.push(run("install_package"));
-                } else if targets.iter().any(|t| {
-                    matches!(*t, "test" | "tests" | "check" | "unittest") || t.starts_with("test-")
-                }) {
-                    self.push(run("run_tests"));
-                } else {
-                    self.push(run("run_build"));
-                }
-            }
-            "xcodebuild" | "swift" | "mvn" | "gradle" | "gradlew" | "dotnet" => {
-                let test = args.iter().any(|w| {
-                    matches!(
-                        w.text.as_str(),
-                        "test" | "test-without-building" | "verify" | "check"
-                    )
-                });
-                if test {
-                    self.push(run("run_tests"));
-                } else if name == "swift" && !args.iter().any(|w| w.text == "build") {
-                    self.push(self.ordinary(&text, name));
-                } else {
-                    self.push(run("run_build"));
-                }
-            }
-
-            // ---- interpreters ----
-            "python" | "python3" | "python2" | "pypy" | "pypy3" => self.python(args, &text, name),
-            n if n.starts_with("python3.") => self.python(args, &text, name),
-            "node" | "nodejs" | "deno" | "perl" | "ruby" | "php" | "lua" | "Rscript"
-            | "osascript" | "pwsh" | "powershell" => {
-                let inline = args.iter().take_while(|w| w.text != "--").any(|w| {
-                    let t = w.text.as_str();
-                    matches!(
-                        t,
-                        "-e" | "-E"
-                            | "-p"
-                            | "--eval"
-                            | "--print"
-                            | "-r"
-                            | "-c"
-                            | "-Command"
-                            | "eval"
-                    ) || (t.starts_with('-')
-                        && !t.starts_with("--")
-                        && t.contains(['e', 'E'])
-                        && name != "node")
-                });
-                if inline {
-                    self.push(Action::new("run_inline_code").with("program", name));
-                } else if name == "deno" && args.first().is_some_and(|w| w.text == "test") {
-                    self.push(run("run_tests"));
-                } else {
-                    self.push(self.ordinary(&text, name));
-                }
-            }
-            "awk" | "gawk" | "mawk" | "nawk" => self.awk(args, &text, name),
-            "sed" => self.sed(args, &text, name, mods),
-
-            // ---- files ----
-            "rm" | "rmdir" | "unlink" | "shred" | "mkfifo" | "mknod" => {
-                self.modify_operands(operands(args, &[]), mods)
-            }
-            "touch" => self.modify_operands(
-                operands(args, &["-d", "-t", "-r", "--date", "--reference"]),
-                mods,
-            ),
-            "mkdir" => self.modify_operands(operands(args, &["-m", "--mode"]), mods),
-            "truncate" => {
-                self.modify_operands(operands(args, &["-s", "-r", "--size", "--reference"]), mods)
-            }
-            "chmod" | "chown" | "chgrp" => {
-                let ops = operands_chmod(args);
-                let files = if args.iter().any(|w| w.text.starts_with("--reference")) {
-                    &ops[..]
-                } else {
-                    ops.get(1..).unwrap_or_default()
-                };
-                self.modify_operands(files.to_vec(), mods);
-            }
-            "mv" | "cp" | "ln" | "install" | "rsync"
-                if !(name == "rsync" && args.iter().any(|w| w.text.contains(':'))) =>
-            {
-                let ops = operands(
-                    args,
-                    &[
-                        "-t",
-                        "--target-directory",
-                        "-S",
-                        "--suffix",
-                        "-m",
-                        "--mode",
-                        "-o",
-                        "-g",
-                        "--owner",
-                        "--group",
-                        "-e",
-                        "--exclude",
-                        "--include",
-                        "-f",
-                        "--filter",
-                    ],
-                );
-                let target_dir = option_value(args, &["-t", "--target-directory"]);
-                if let Some(dir) = &target_dir {
-                    self.path_action("modify_files", dir);
-                }
-                let creates_dirs = name == "install" && args.iter().any(|w| w.text == "-d");
-                if name == "mv" || name == "ln" || creates_dirs {
-                    // A link is a way to write to its target later (`ln -s /etc/x l && echo >
-                    // l`): its target counts as modified, like the link itself.
-                    if name == "ln" && ops.len() == 1 {
-                        let base = ops[0]
-                            .text
-                            .rsplit('/')
-                            .next()
-                            .unwrap_or_default()
-                            .to_string();
-                        self.path_action(
-                            "modify_files",
-                            &Word {
-                                text: base,
-                                ..ops[0].clone()
-                            },
-                        );
-                    }
-                    self.modify_operands(ops, mods);
-                } else if target_dir.is_some() {
-                    for w in &ops {
-                        self.path_action("read_files", w);
-                    }
-                } else if let Some((last, sources)) = ops.split_last() {
-                    if name == "ln" && sources.is_empty() {
-                        // `ln -s target`: the link is created in the current directory.
-                        let base = last.text.rsplit('/').next().unwrap_or_default().to_string();
-                        self.path_action(
-                            "modify_files",
-                            &Word {
-                                text: base,
-                                ..last.clone()
-                            },
-                        );
-                    } else {
-                        self.path_action("modify_files", last);
-                    }
-                    if name != "ln" {
-                        for w in sources {
-                            self.path_action("read_files", w);
-                        }
-                    }
-                }
-                if mods.operands_unknown {
-                    self.unknown_modification(&text);
-                }
-            }
-            "tee" => {
-                let ops: Vec<Word> = operands(args, &[])
-                    .into_iter()
-                    .filter(|w| w.text != "-")
-                    .collect();
-                self.modify_operands(ops, mods);
-            }
-            "dd" => {
-                for w in args {
-                    if let Some(p) = w.text.strip_prefix("of=") {
-                        self.path_action(
-                            "modify_files",
-                            &Word {
-                                text: p.to_string(),
-                                ..w.clone()
-                            },
-                        );
-                    } else if let Some(p) = w.text.strip_prefix("if=") {
-                        self.path_action(
-                            "read_files",
-                            &Word {
-                                text: p.to_string(),
-                                ..w.clone()
-                            },
-                        );
-                    }
-                }
-                self.push(self.ordinary(&text, name));
-            }
-            "sort" | "uniq" | "tree" => {
-                let ops = operands(
-                    args,
-                    &[
-                        "-o", "--output", "-k", "-t", "-S", "-T", "-f", "-s", "-w", "-L", "-I",
-                        "-P",
-                    ],
-                );
-                if let Some(out) = option_value(args, &["-o", "--output"]) {
-                    self.path_action("modify_files", &out);
-                }
-                if name == "uniq" && ops.len() >= 2 {
-                    self.path_action("modify_files", &ops[1]);
-                    self.path_action("read_files", &ops[0]);
-                } else {
-                    for w in &ops {
-                        self.path_action("read_files", w);
-                    }
-                }
-                self.unknown_read(mods);
-                self.push(readonly());
-            }
-            "patch" => {
-                if !args.iter().any(|w| w.text == "--dry-run") {
-                    self.unknown_modification(&text);
-                }
-                self.push(self.ordinary(&text, name));
-            }
-            "tar" | "unzip" | "zip" | "gunzip" | "gzip" | "bunzip2" | "xz" | "unxz" => {
-                // Archives write where they are told or into the current directory.
-                if let Some(dir) = option_value(args, &["-C", "--directory", "-d"]) {
-                    self.path_action("modify_files", &dir);
-                }
-                for w in operands(
-                    args,
-                    &["-C", "--directory", "-d", "-f", "--file", "-x", "-X"],
-                ) {
-                    self.path_action("modify_files", &w);
-                }
-                if let Some(f) = option_value(args, &["-f", "--file"]) {
-                    self.path_action("modify_files", &f);
-                }
-                let here = Word {
-                    text: ".".into(),
-                    dynamic: false,
-                    quoted: false,
-                };
-                self.path_action("modify_files", &here);
-            }
-
-            // ---- network and the rest of the machine ----
-            "curl" | "wget" | "http" | "https" | "xh" | "aria2c" => {
-                let url = args
-                    .iter()
-                    .find(|w| w.text.contains("://"))
-                    .or_else(|| {
-                        operands(args, CURL_OPTIONS_WITH_VALUES)
-                            .first()
-                            .cloned()
-                            .as_ref()
-                            .and(None)
-                    })
-                    .map(|w| w.text.clone())
-                    .or_else(|| {
-                        operands(args, CURL_OPTIONS_WITH_VALUES)
-                            .first()
-                            .map(|w| w.text.clone())
-                    })
-                    .unwrap_or_default();
-                let action = fetch(&url).with("program", name);
-                if action.arg("host").is_some_and(|h| h.ends_with("asana.com"))
-                    && url.contains("/stories")
-                {
-                    self.push(
-                        Action::new("post_comment")
-                            .with("target", "tracker")
-                            .with("program", name),
-                    );
-                }
-                self.push(action);
-                if let Some(out) = option_value(
-                    args,
-                    &[
-                        "-o",
-                        "--output",
-                        "-O",
-                        "--output-document",
-                        "-P",
-                        "--directory-prefix",
-                    ],
-                ) {
-                    self.path_action("modify_files", &out);
-                }
-                if let Some(up) = option_value(args, &["-T", "--upload-file"]) {
-                    self.path_action("read_files", &up);
-                }
-            }
-            "ssh" | "scp" | "sftp" | "rsync" | "nc" | "ncat" | "netcat" | "telnet" | "ftp"
-            | "socat" | "mosh" => self.push(run("remote_access")),
-            "kill" | "pkill" | "killall" => self.push(run("signal_process")),
-            "docker" | "podman" | "kubectl" | "helm" | "terraform" | "aws" | "gcloud" | "az"
-            | "heroku" | "fly" | "flyctl" | "vercel" | "netlify" => {
-                self.push(run("infrastructure"))
-            }
-            "apt" | "apt-get" | "brew" | "pip" | "pip3" | "pipx" | "gem" | "yum" | "dnf"
-            | "pacman" | "snap" | "port" | "conda" | "uv" => {
-                let sub = first_operand(args, &[])
-                    .map(|w| w.text.as_str())
-                    .unwrap_or("");
-                if matches!(
-                    sub,
-                    "install"
-                        | "uninstall"
-                        | "remove"
-                        | "upgrade"
-                        | "update"
-                        | "add"
-                        | "purge"
-                        | "reinstall"
-                        | "autoremove"
-                        | "tap"
-                ) {
-                    self.push(run("install_package"));
-                } else if name == "uv" && sub == "run" {
-                    self.wrapped(operands(args, &[]).get(1..).unwrap_or_default(), cmd, mods);
-                } else {
-                    self.push(self.ordinary(&text, name));
-                }
-            }
-            "source" | "." => self.push(self.ordinary(&text, name)),
-
-            // ---- read-only ----
-            "find" => self.find(args, &text, cmd, mods),
-            "fd" | "fdfind" => {
-                if let Some(at) = args.iter().position(|w| {
-                    matches!(w.text.as_str(), "-x" | "--exec" | "-X" | "--exec-batch")
-                }) {
-                    self.wrapped(
-                        &args[at + 1..],
-                        cmd,
-                        Mods {
-                            operands_unknown: true,
-                            reads_unknown: true,
-                        },
-                    );
-                }
-                let ops = operands(
-                    args,
-                    &[
-                        "-e",
-                        "-t",
-                        "-E",
-                        "-d",
-                        "-j",
-                        "--extension",
-                        "--type",
-                        "--exclude",
-                        "--max-depth",
-                    ],
-                );
-                for w in ops.iter().skip(1) {
-                    self.path_action("read_files", w);
-                }
-                self.push(readonly());
-            }
-            "grep" | "egrep" | "fgrep" | "rg" | "ag" | "ack" | "git-grep" => {
-                let with_values = &[
-                    "-e",
-                    "-f",
-                    "-m",
-                    "-A",
-                    "-B",
-                    "-C",
-                    "-g",
-                    "-t",
-                    "-T",
-                    "-j",
-                    "-M",
-                    "-d",
-                    "-D",
-                    "--regexp",
-                    "--file",
-                    "--glob",
-                    "--type",
-                    "--max-count",
-                    "--context",
-                    "--include",
-                    "--exclude",
-                    "--exclude-dir",
-                ];
-                let ops = operands(args, with_values);
-                let pattern_given = args.iter().any(|w| {
-                    w.text == "-e"
-                        || w.text == "-f"
-                        || w.text.starts_with("--regexp")
-                        || w.text.starts_with("--file")
-                });
-                let files = if pattern_given {
-                    &ops[..]
-                } else {
-                    ops.get(1..).unwrap_or_default()
-                };
-                for w in files {
-                    self.path_action("read_files", w);
-                }
-                self.unknown_read(mods);
-                self.push(readonly());
-            }
-            "jq" | "yq" => {
-                if args.iter().any(|w| w.text == "-i" || w.text == "--inplace") {
-                    self.modify_operands(
-                        operands(args, &["--arg", "--argjson", "-f", "--from-file"])
-                            .get(1..)
-                            .unwrap_or_default()
-                            .to_vec(),
-                        mods,
-                    );
-                } else {
-                    for w in operands(
-                        args,
-                        &[
-                            "--arg",
-                            "--argjson",
-                            "--slurpfile",
-                            "--rawfile",
-                            "-f",
-                            "--from-file",
-                            "--indent",
-                        ],
-                    )
-                    .iter()
-                    .skip(1)
-                    {
-                        self.path_action("read_files", w);
-                    }
-                }
-                self.unknown_read(mods);
-                self.push(readonly());
-            }
-            n if READ_ONLY_WITH_FILES.contains(&n) => {
-                for w in operands(
-                    args,
-                    &[
-                        "-n",
-                        "-c",
-                        "-d",
-                        "-f",
-                        "-b",
-                        "-s",
-                        "-l",
-                        "-N",
-                        "-j",
-                        "-t",
-                        "-A",
-                        "-w",
-                        "-I",
-                        "--max-depth",
-                        "--format",
-                        "--lines",
-                        "--bytes",
-                    ],
-                ) {
-                    self.path_action("read_files", &w);
-                }
-                self.unknown_read(mods);
-                self.push(readonly());
-            }
-            n if READ_ONLY_NO_FILES.contains(&n) => self.push(readonly()),
-            _ => self.push(self.ordinary(&text, name)),
         }
+    }
+
+    /// The operands of a program not understood that look like paths are judged as reads,
+    /// so that an unknown program handed a secret (`sqlite3 ~/.ssh/x`, `mytool /proc/1/environ`)
+    /// is denied like `cat` would be.
+    fn unknown_operands(&mut self, call: &programs::Call<'_>) {
+        for w in call.args {
+            let t = w.text.split_once('=').map_or(w.text.as_str(), |(_, v)| v);
+            if t.contains('/') || t.starts_with('~') || t.starts_with('.') {
+                let word = Word {
+                    text: t.to_string(),
+                    ..w.clone()
+                };
+                self.path_action("read_files", &word);
+            }
+        }
+    }
+
+    /// A file run as a program (`./x.sh`, `python x.py`, `source x`, a makefile): judged by
+    /// where it is (`run_script path=…`), and not understood when this same command wrote it.
+    fn script(&mut self, file: &Word, program: &str) {
+        let cwds: Vec<Cwd> = self.cwds.iter().cloned().collect();
+        for cwd in &cwds {
+            let action = match self.resolve(file, cwd) {
+                Resolved::Path(p) => Action::new("run_script").with("path", p),
+                Resolved::Unresolved(p) => Action::new("run_script").with("path_unresolved", p),
+                Resolved::Special => Action::new("run_inline_code")
+                    .with("reason", "a program read from a device or descriptor"),
+            };
+            self.push(action.with("program", program));
+        }
+    }
+
+    /// An assignment before a command (`VAR=x cmd`) or in `export`: one to a variable that
+    /// changes what programs run is not understood.
+    fn assignment(&mut self, w: &Word) {
+        let Some((name, _)) = w.text.split_once('=') else {
+            return;
+        };
+        let name = name.trim_end_matches('+');
+        if !programs::risky_variable(name) {
+            return;
+        }
+        let action = if name.starts_with("GIT_") {
+            Action::new("git_admin")
+        } else {
+            Action::new("run_indirect").with("program", "env")
+        };
+        self.push(action.with("command", w.text.as_str()).with(
+            "reason",
+            format!("{name} changes what a later program runs or loads"),
+        ));
+    }
+
+    /// After the whole command is classified: a script this same command wrote (or
+    /// changed: `chmod +x`) runs text the classifier has not seen as a command.
+    fn finish(mut self) -> Vec<Action> {
+        let written: BTreeSet<String> = self
+            .out
+            .iter()
+            .filter(|a| a.kind == "modify_files")
+            .filter_map(|a| a.arg("path").map(str::to_string))
+            .collect();
+        let unresolved_write = self
+            .out
+            .iter()
+            .any(|a| a.kind == "modify_files" && a.arg("path_unresolved").is_some());
+        let scripts: Vec<(String, String)> = self
+            .out
+            .iter()
+            .filter(|a| a.kind == "run_script")
+            .map(|a| {
+                (
+                    a.arg("path")
+                        .or(a.arg("path_unresolved"))
+                        .unwrap_or_default()
+                        .to_string(),
+                    a.arg("program").unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        for (path, program) in scripts {
+            if written.contains(&path) || unresolved_write {
+                self.push(
+                    Action::new("run_indirect")
+                        .with("program", program)
+                        .with("path", path)
+                        .with("reason", "a file written and run by the same command"),
+                );
+            }
+        }
+        self.out
     }
 
     /// `run_command` for a command the contract judges as ordinary.
@@ -1362,7 +828,25 @@ impl Classifier {
                 i += 1;
                 break;
             }
-            if t.starts_with('-') || is_assignment(&args[i]) {
+            if is_assignment(&args[i]) {
+                self.assignment(&args[i]);
+                i += 1;
+                continue;
+            }
+            if matches!(
+                t,
+                "-i" | "--ignore-environment" | "-0" | "--null" | "-v" | "--debug"
+            ) {
+                i += 1;
+                continue;
+            }
+            if t.starts_with('-') {
+                self.push(
+                    Action::new("run_unknown")
+                        .with("command", cmd.source.as_str())
+                        .with("program", "env")
+                        .with("reason", format!("the option {t} of env is not known")),
+                );
                 i += 1;
                 continue;
             }
@@ -1386,9 +870,11 @@ impl Classifier {
         }
     }
 
-    /// `bash -c '…'` recurses into the string; `bash script` runs a file; a shell reading
-    /// its commands from stdin cannot be judged.
-    fn sub_shell(&mut self, args: &[Word], cmd: &SimpleCommand) {
+    /// `bash -c '…'` recurses into the string; `bash script` runs a file (a script); a shell
+    /// reading its commands from its input (`-s`, a pipe, a here-document, nothing) or from a
+    /// substitution (`bash <(curl …)`) runs a program nobody has seen.
+    fn sub_shell(&mut self, k: &programs::Call<'_>) {
+        let args = k.args;
         let mut i = 0;
         let mut has_c = false;
         while i < args.len() {
@@ -1398,6 +884,11 @@ impl Classifier {
                 break;
             }
             if matches!(t, "-o" | "+o" | "-O" | "+O" | "--rcfile" | "--init-file") {
+                if matches!(t, "--rcfile" | "--init-file") {
+                    if let Some(f) = args.get(i + 1) {
+                        self.script(f, k.name);
+                    }
+                }
                 i += 2;
                 continue;
             }
@@ -1406,9 +897,7 @@ impl Classifier {
                     has_c = true;
                 }
                 if !t.starts_with("--") && t[1..].contains('s') {
-                    self.push(Action::unclassifiable(
-                        "a shell reading its commands from its input",
-                    ));
+                    self.push(k.inline("a shell reading its commands from its input"));
                     return;
                 }
                 i += 1;
@@ -1419,64 +908,16 @@ impl Classifier {
         match args.get(i) {
             Some(script) if has_c => {
                 if script.dynamic {
-                    self.push(Action::unclassifiable(
-                        "sh -c with a command known only at run time",
-                    ));
+                    self.push(k.inline("sh -c with a command known only at run time"));
                 } else {
                     self.nested_shell(&script.text);
                 }
             }
-            Some(_) => self.push(
-                Action::new("run_command")
-                    .with("command", cmd.source.as_str())
-                    .with("program", "sh"),
-            ),
-            None => self.push(Action::unclassifiable(
-                "a shell reading its commands from its input",
-            )),
-        }
-    }
-
-    fn python(&mut self, args: &[Word], text: &str, name: &str) {
-        let mut i = 0;
-        while i < args.len() {
-            let t = args[i].text.as_str();
-            if t == "-c"
-                || (t.starts_with('-') && !t.starts_with("--") && t.ends_with('c') && t.len() <= 4)
-            {
-                self.push(Action::new("run_inline_code").with("program", name));
-                return;
+            Some(script) if script.dynamic => {
+                self.push(k.inline("a shell running a script known only at run time"))
             }
-            if t == "-m" {
-                let module = args.get(i + 1).map(|w| w.text.as_str()).unwrap_or("");
-                let sub = args.get(i + 2).map(|w| w.text.as_str()).unwrap_or("");
-                match module {
-                    "pytest" | "unittest" | "tox" | "nox" => {
-                        self.push(Action::new("run_tests").with("program", name))
-                    }
-                    "pip" if matches!(sub, "install" | "uninstall") => {
-                        self.push(Action::new("install_package").with("program", name))
-                    }
-                    "build" | "compileall" => {
-                        self.push(Action::new("run_build").with("program", name))
-                    }
-                    _ => self.push(self.ordinary(text, name)),
-                }
-                return;
-            }
-            if t.starts_with('-') {
-                i += 1;
-                continue;
-            }
-            break;
-        }
-        if i >= args.len() {
-            // No script and no -c: the interpreter reads its program from stdin.
-            self.push(Action::unclassifiable(
-                "an interpreter reading its program from its input",
-            ));
-        } else {
-            self.push(self.ordinary(text, name));
+            Some(script) => self.script(script, k.name),
+            None => self.push(k.inline("a shell reading its commands from its input")),
         }
     }
 
@@ -1575,7 +1016,7 @@ impl Classifier {
         );
     }
 
-    fn find(&mut self, args: &[Word], text: &str, cmd: &SimpleCommand, mods: Mods) {
+    fn find(&mut self, args: &[Word], text: &str, cmd: &SimpleCommand) {
         let mut i = 0;
         while i < args.len() && matches!(args[i].text.as_str(), "-H" | "-L" | "-P") {
             i += 1;
@@ -1613,6 +1054,15 @@ impl Classifier {
         while j < expr.len() {
             let t = expr[j].text.as_str();
             if matches!(t, "-exec" | "-execdir" | "-ok" | "-okdir") {
+                self.push(
+                    Action::new("run_indirect")
+                        .with("command", text)
+                        .with("program", "find")
+                        .with(
+                            "reason",
+                            "find -exec runs a command on files known only at run time",
+                        ),
+                );
                 let end = expr[j + 1..]
                     .iter()
                     .position(|w| w.text == ";" || w.text == "+")
@@ -1635,274 +1085,12 @@ impl Classifier {
             }
             j += 1;
         }
-        let _ = mods;
         self.push(
             Action::new("run_command")
                 .with("command", text)
                 .with("program", "find")
                 .with("readonly", (!deletes).to_string()),
         );
-    }
-
-    fn git(&mut self, args: &[Word], text: &str, _mods: Mods) {
-        // Global options before the subcommand; -C / --git-dir / --work-tree point elsewhere.
-        let mut i = 0;
-        let mut elsewhere: Vec<Word> = Vec::new();
-        while i < args.len() {
-            let w = &args[i];
-            let t = w.text.as_str();
-            match t {
-                "-C" | "--git-dir" | "--work-tree" => {
-                    if let Some(d) = args.get(i + 1) {
-                        elsewhere.push(d.clone());
-                    }
-                    i += 2;
-                }
-                "-c" => {
-                    if args
-                        .get(i + 1)
-                        .is_some_and(|v| v.text.to_ascii_lowercase().starts_with("alias."))
-                    {
-                        self.push(Action::unclassifiable(
-                            "git with an alias defined on the command line",
-                        ));
-                        return;
-                    }
-                    i += 2;
-                }
-                "--namespace" | "--exec-path" | "--config-env" | "--super-prefix" => i += 2,
-                _ if t.starts_with("--git-dir=") || t.starts_with("--work-tree=") => {
-                    let v = t.split_once('=').map(|x| x.1).unwrap_or_default();
-                    elsewhere.push(Word {
-                        text: v.to_string(),
-                        ..w.clone()
-                    });
-                    i += 1;
-                }
-                _ if t.starts_with('-') => i += 1,
-                _ => break,
-            }
-        }
-        let Some(sub) = args.get(i) else {
-            self.push(
-                Action::new("run_command")
-                    .with("command", text)
-                    .with("program", "git")
-                    .with("readonly", "true"),
-            );
-            return;
-        };
-        if sub.dynamic {
-            self.push(Action::unclassifiable(format!(
-                "git subcommand known only at run time: {}",
-                sub.text
-            )));
-            return;
-        }
-        let rest = &args[i + 1..];
-        let readonly_action = || {
-            Action::new("run_command")
-                .with("command", text)
-                .with("program", "git")
-                .with("readonly", "true")
-        };
-        let mut readonly = false;
-        match sub.text.as_str() {
-            "push" => self.git_push(rest),
-            "worktree" => {
-                let verb = rest.first().map(|w| w.text.as_str()).unwrap_or("list");
-                let ops = operands(
-                    rest.get(1..).unwrap_or_default(),
-                    &["-b", "-B", "--reason", "--orphan"],
-                );
-                match verb {
-                    "add" => {
-                        let mut a = Action::new("create_worktree");
-                        if let Some(b) =
-                            option_value(rest, &["-b", "-B"]).or_else(|| ops.get(1).cloned())
-                        {
-                            if !b.dynamic {
-                                a.args.insert("branch".into(), b.text.clone());
-                            }
-                        }
-                        self.push(a);
-                        match ops.first() {
-                            Some(p) => self.path_action("modify_files", p),
-                            None => self.unknown_modification("git worktree add without a path"),
-                        }
-                    }
-                    "remove" | "move" => self.modify_operands(ops, Mods::default()),
-                    "list" => readonly = true,
-                    _ => self.push(self.ordinary(text, "git")),
-                }
-            }
-            "config" => {
-                let global = rest
-                    .iter()
-                    .any(|w| w.text == "--global" || w.text == "--system");
-                let file = option_value(rest, &["-f", "--file"]);
-                let reading = rest.iter().any(|w| {
-                    matches!(
-                        w.text.as_str(),
-                        "--get"
-                            | "--get-all"
-                            | "--get-regexp"
-                            | "--list"
-                            | "-l"
-                            | "--show-origin"
-                            | "get"
-                            | "list"
-                    )
-                });
-                let ops = operands(rest, &["-f", "--file", "--type", "--default", "--blob"]);
-                let key = ops
-                    .first()
-                    .map(|w| w.text.to_ascii_lowercase())
-                    .unwrap_or_default();
-                if reading
-                    || ops.len() < 2
-                        && !rest.iter().any(|w| {
-                            w.text.starts_with("--unset")
-                                || w.text.starts_with("--add")
-                                || w.text.starts_with("--replace")
-                        })
-                {
-                    readonly = true;
-                } else if key.starts_with("remote.")
-                    || key.starts_with("url.")
-                    || key.starts_with("alias.")
-                    || key.starts_with("core.hookspath")
-                    || key.starts_with("core.sshcommand")
-                {
-                    self.push(Action::new("configure_remote").with("command", text));
-                } else if global {
-                    let home = if rest.iter().any(|w| w.text == "--system") {
-                        "/etc/gitconfig"
-                    } else {
-                        "~/.gitconfig"
-                    };
-                    self.push(Action::new("modify_files").with("path", home));
-                } else if let Some(f) = file {
-                    self.path_action("modify_files", &f);
-                } else {
-                    self.push(self.ordinary(text, "git"));
-                }
-            }
-            "remote" => match rest.first().map(|w| w.text.as_str()) {
-                Some(
-                    "add" | "set-url" | "rename" | "remove" | "rm" | "set-head" | "set-branches",
-                ) => self.push(Action::new("configure_remote").with("command", text)),
-                _ => readonly = true,
-            },
-            "clone" => {
-                let ops = operands(
-                    rest,
-                    &[
-                        "-b",
-                        "--branch",
-                        "-o",
-                        "--origin",
-                        "--depth",
-                        "-c",
-                        "--config",
-                        "--reference",
-                        "-j",
-                        "--jobs",
-                        "--separate-git-dir",
-                        "--template",
-                        "-u",
-                        "--upload-pack",
-                        "--filter",
-                    ],
-                );
-                let url = ops.first().map(|w| w.text.clone()).unwrap_or_default();
-                self.push(fetch(&url).with("program", "git"));
-                match ops.get(1) {
-                    Some(dir) => self.path_action("modify_files", dir),
-                    None => {
-                        let base = url
-                            .trim_end_matches('/')
-                            .rsplit(['/', ':'])
-                            .next()
-                            .unwrap_or("repo")
-                            .trim_end_matches(".git")
-                            .to_string();
-                        self.path_action(
-                            "modify_files",
-                            &Word {
-                                text: base,
-                                dynamic: false,
-                                quoted: true,
-                            },
-                        );
-                    }
-                }
-            }
-            "apply"
-                if rest
-                    .iter()
-                    .any(|w| w.text == "--unsafe-paths" || w.text.starts_with("--directory")) =>
-            {
-                self.unknown_modification("git apply outside the repository")
-            }
-            "send-email" | "request-pull" | "http-push" | "svn" | "p4" | "daemon" | "imap-send" => {
-                self.push(Action::new("remote_access").with("program", "git"))
-            }
-            "status" | "diff" | "log" | "show" | "rev-parse" | "ls-files" | "ls-tree" | "blame"
-            | "grep" | "describe" | "shortlog" | "cat-file" | "rev-list" | "show-ref"
-            | "for-each-ref" | "merge-base" | "name-rev" | "whatchanged" | "count-objects"
-            | "fsck" | "help" | "version" | "var" | "check-ignore" | "diff-tree" | "diff-files"
-            | "diff-index" | "ls-remote" | "fetch" | "reflog" | "branch" | "tag" | "stash" => {
-                readonly = matches!(
-                    sub.text.as_str(),
-                    "status"
-                        | "diff"
-                        | "log"
-                        | "show"
-                        | "rev-parse"
-                        | "ls-files"
-                        | "ls-tree"
-                        | "blame"
-                        | "grep"
-                        | "describe"
-                        | "shortlog"
-                        | "cat-file"
-                        | "rev-list"
-                        | "show-ref"
-                        | "for-each-ref"
-                        | "merge-base"
-                        | "name-rev"
-                        | "whatchanged"
-                        | "count-objects"
-                        | "fsck"
-                        | "help"
-                        | "version"
-                        | "var"
-                        | "check-ignore"
-                        | "diff-tree"
-                        | "diff-files"
-                        | "diff-index"
-                        | "ls-remote"
-                        | "fetch"
-                );
-                if !readonly {
-                    self.push(self.ordinary(text, "git"));
-                }
-            }
-            // Everything else (add, commit, checkout, merge, rebase, reset, …) is local to the
-            // repository: the push is what reaches others.
-            _ => self.push(self.ordinary(text, "git")),
-        }
-        if readonly {
-            self.push(readonly_action());
-        } else {
-            for d in &elsewhere {
-                self.path_action("modify_files", d);
-            }
-        }
-        for d in &elsewhere {
-            self.path_action("read_files", d);
-        }
     }
 
     fn git_push(&mut self, rest: &[Word]) {
@@ -2081,6 +1269,18 @@ impl Classifier {
             return;
         }
         match (group, verb) {
+            // The token itself: `gh auth token`, `gh auth status --show-token`.
+            ("auth", "token") => self.push(
+                Action::new("read_secret")
+                    .with("path", "gh auth token")
+                    .with("program", "gh"),
+            ),
+            ("auth", "status") if has(&["-t", "--show-token"]) => self.push(
+                Action::new("read_secret")
+                    .with("path", "gh auth status --show-token")
+                    .with("program", "gh"),
+            ),
+            ("auth", "status") => self.push(readonly()),
             ("pr", "merge") => self.push(with_pr(Action::new("merge_pr"))),
             ("pr", "create" | "new") => {
                 let draft =
@@ -2120,7 +1320,6 @@ impl Classifier {
             | ("repo", "view" | "list")
             | ("release", "view" | "list")
             | ("label" | "cache" | "secret" | "variable" | "ruleset", "list")
-            | ("auth", "status")
             | ("search", _)
             | ("status" | "help" | "version" | "--version" | "--help" | "", _) => {
                 self.push(readonly())
@@ -2225,28 +1424,6 @@ const CURL_OPTIONS_WITH_VALUES: &[&str] = &[
     "--request", "--user", "--user-agent", "--referer", "--upload-file", "--form", "--write-out",
     "--max-time", "--proxy", "--cookie", "--cookie-jar", "--config", "--cert", "--cacert",
     "--connect-timeout", "--retry", "--output-document", "--directory-prefix",
-];
-
-/// Read-only commands whose operands are files.
-#[rustfmt::skip]
-const READ_ONLY_WITH_FILES: &[&str] = &[
-    "ls", "cat", "head", "tail", "wc", "less", "more", "file", "stat", "du", "diff", "cmp", "nl",
-    "tac", "rev", "paste", "join", "comm", "column", "fold", "expand", "unexpand", "xxd", "od",
-    "hexdump", "strings", "md5sum", "sha1sum", "sha256sum", "sha512sum", "shasum", "cksum", "b2sum",
-    "base64", "readlink", "realpath", "cut", "bat", "exa", "eza", "lsof", "ldd", "otool", "nm",
-    "objdump",
-];
-
-/// Read-only commands with no file operands.
-#[rustfmt::skip]
-const READ_ONLY_NO_FILES: &[&str] = &[
-    "echo", "printf", "pwd", "true", "false", ":", "test", "[", "[[", "]]", "which", "type",
-    "whereis", "date", "printenv", "id", "whoami", "uname", "hostname", "basename", "dirname",
-    "seq", "sleep", "tr", "expr", "yes", "ps", "free", "uptime", "locale", "tput", "nproc",
-    "getconf", "groups", "cal", "df", "export", "set", "unset", "local", "declare", "typeset",
-    "readonly", "shift", "wait", "read", "return", "exit", "shopt", "alias", "unalias", "hash",
-    "ulimit", "umask", "history", "jobs", "fg", "bg", "disown", "let", "break", "continue", "man",
-    "help", "info", "clear", "reset", "tty", "stty", "env", "top", "htop",
 ];
 
 fn is_assignment(w: &Word) -> bool {
@@ -2453,7 +1630,13 @@ mod tests {
     fn tests_builds_and_files() {
         assert_eq!(kinds("cargo test --lib"), ["run_tests program=\"cargo\""]);
         assert_eq!(kinds("npm run build"), ["run_build program=\"npm\""]);
-        assert_eq!(kinds("make test"), ["run_tests program=\"make\""]);
+        assert_eq!(
+            kinds("make test"),
+            [
+                "run_script path=\"/w/run/Makefile\" program=\"make\"",
+                "run_tests program=\"make\""
+            ]
+        );
         assert_eq!(
             kinds("xcodebuild test -scheme X"),
             ["run_tests program=\"xcodebuild\""]
@@ -2504,11 +1687,17 @@ mod tests {
             kinds("/bin/bash -lc 'env X=1 nohup gh pr merge 1'"),
             ["merge_pr pr=\"1\""]
         );
-        assert_eq!(kinds("eval gh pr merge 1"), ["merge_pr pr=\"1\""]);
+        assert_eq!(
+            kinds("eval gh pr merge 1"),
+            [
+                "run_indirect command=\"eval gh pr merge 1\" program=\"eval\" reason=\"eval runs text as a command\"",
+                "merge_pr pr=\"1\""
+            ]
+        );
         assert!(kinds("sudo rm /x").contains(&"modify_files path=\"/x\"".to_string()));
         assert_eq!(
             kinds("echo gh pr merge 1 | bash")[1],
-            "unclassifiable reason=\"a shell reading its commands from its input\""
+            "run_inline_code program=\"bash\" reason=\"a shell reading its commands from its input\""
         );
         assert!(kinds("$X pr merge 1")[0].starts_with("unclassifiable"));
     }
@@ -2529,6 +1718,149 @@ mod tests {
                 "{actions:?}"
             );
         }
+    }
+
+    fn has_kind(cmd: &str, kind: &str) -> bool {
+        shell_command(cmd, Path::new("/w/run"))
+            .iter()
+            .any(|a| a.kind == kind)
+    }
+
+    #[test]
+    fn the_program_table_knows_names_and_nothing_else() {
+        assert!(programs::handler("cargo").is_some());
+        assert!(programs::handler("python3.12").is_some());
+        assert!(programs::handler("mkfs.ext4").is_some());
+        assert!(programs::handler("frobnicate").is_none());
+        assert!(has_kind("frobnicate --all", "run_unknown"));
+        // Every program whose operands are files has an option spec.
+        for name in [
+            "ls", "cat", "head", "sort", "diff", "rm", "mkdir", "cp", "mv", "ln",
+        ] {
+            assert!(programs::file_spec(name).is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn option_specs_see_the_file_operand_and_refuse_unknown_flags() {
+        let k = kinds("cat -n ~/.ssh/id_rsa");
+        assert!(
+            k.contains(&"read_files path=\"~/.ssh/id_rsa\"".to_string()),
+            "{k:?}"
+        );
+        let k = kinds("sort -f /etc/x");
+        assert!(
+            k.contains(&"read_files path=\"/etc/x\"".to_string()),
+            "{k:?}"
+        );
+        let k = kinds("mv -f x /o/y");
+        assert!(
+            k.contains(&"modify_files path=\"/o/y\"".to_string()),
+            "{k:?}"
+        );
+        assert!(has_kind("cat --frob a", "run_unknown"));
+        assert!(!has_kind("ls -la src", "run_unknown"));
+    }
+
+    #[test]
+    fn wrappers_are_understood_exactly_when_their_command_is() {
+        assert_eq!(
+            kinds("timeout 60 cargo test"),
+            ["run_tests program=\"cargo\""]
+        );
+        assert_eq!(
+            kinds("nice -n 5 cargo build"),
+            ["run_build program=\"cargo\""]
+        );
+        assert!(has_kind("timeout 10 frob", "run_unknown"));
+        assert!(has_kind("flock /tmp/l -c 'gh pr merge 1'", "merge_pr"));
+        assert!(has_kind("taskset -p 1", "run_unknown"));
+        assert!(has_kind("busybox sh -c 'gh pr merge 1'", "merge_pr"));
+        assert!(has_kind("xargs rm", "run_indirect"));
+        assert!(has_kind("tmux new-session -d 'curl x'", "run_indirect"));
+        assert!(has_kind("crontab -", "system_service"));
+    }
+
+    #[test]
+    fn interpreters_inline_stdin_and_substitutions_are_inline_code() {
+        for cmd in [
+            "python -c 1",
+            "python3 -",
+            "node --eval=1",
+            "perl -pe s/a/b/ f",
+            "bash <(curl x)",
+            "sh -s",
+            "python3 <<< 'x'",
+            "ruby -e 1",
+        ] {
+            assert!(has_kind(cmd, "run_inline_code"), "{cmd}");
+        }
+        assert_eq!(
+            kinds("python3 scripts/gen.py"),
+            ["run_script path=\"/w/run/scripts/gen.py\" program=\"python3\""]
+        );
+        assert!(has_kind("python -m pytest", "run_tests"));
+        assert!(has_kind("python -m http.server", "run_unknown"));
+    }
+
+    #[test]
+    fn a_script_written_and_run_by_one_command_is_indirect() {
+        assert!(has_kind("echo id > x.sh; sh x.sh", "run_indirect"));
+        assert!(has_kind(
+            "echo 'all:' > m.mk && make -f m.mk",
+            "run_indirect"
+        ));
+        assert!(!has_kind("sh x.sh", "run_indirect"));
+        assert!(!has_kind("make test", "run_indirect"));
+    }
+
+    #[test]
+    fn the_git_table_and_git_configuration_on_the_command_line() {
+        assert_eq!(
+            kinds("git status"),
+            ["run_command command=\"git status\" program=\"git\" readonly=\"true\""]
+        );
+        for cmd in [
+            "git -c core.pager=id log",
+            "git update-ref refs/heads/main HEAD",
+            "git config core.hooksPath /tmp",
+            "git rebase --exec id main",
+            "GIT_DIR=/x git log",
+            "env GIT_SSH_COMMAND=id git fetch",
+            "git worktree remove x",
+        ] {
+            assert!(has_kind(cmd, "git_admin"), "{cmd}");
+        }
+        assert!(has_kind("git st", "run_unknown"), "an alias is not known");
+        assert!(has_kind("git ls-remote origin", "fetch_url"));
+        assert!(has_kind("git credential fill", "read_secret"));
+        assert!(has_kind("git diff --output=/o/x", "modify_files"));
+        assert!(has_kind("LD_PRELOAD=/x.so cargo test", "run_indirect"));
+        assert!(!has_kind("RUST_LOG=debug cargo test", "run_indirect"));
+    }
+
+    #[test]
+    fn secret_places_are_secret_and_ordinary_files_are_not() {
+        for p in [
+            "~/.ssh/id_rsa",
+            "/home/u/.aws/credentials",
+            "/proc/123/environ",
+            "/proc/1/mem",
+            "$HOME/.config/gh/hosts.yml",
+            "/home/u/.git-credentials",
+        ] {
+            assert!(programs::is_secret(p, true), "{p}");
+        }
+        assert!(programs::is_secret("/w/ws/executor.db", true));
+        assert!(
+            !programs::is_secret("/w/run/test.db", false),
+            "a worktree's own db"
+        );
+        assert!(!programs::is_secret("/w/run/src/main.rs", false));
+        assert!(!programs::is_secret("/usr/include/stdio.h", true));
+        let mut actions = vec![Action::new("read_files").with("path", "/home/u/.netrc")];
+        mark_secrets(&mut actions, Path::new("/w/run"));
+        assert_eq!(actions[0].kind, "read_secret");
     }
 
     #[test]

@@ -35,6 +35,10 @@ pub const KNOWN_ARGS: &[&str] = &[
 /// A contract that failed to load. Shown as `file:line[:column]: field: message`.
 #[derive(Debug, thiserror::Error)]
 pub enum ContractError {
+    /// The file is not there. Never answered with a built-in contract instead: the owner's
+    /// file is the policy, and a run judged by another one than they wrote is a guess.
+    #[error("{file} does not exist; `executor init` writes it (the built-in contract is not used in its place)")]
+    Missing { file: String },
     #[error("{file}: cannot read: {source}")]
     Read {
         file: String,
@@ -74,21 +78,21 @@ impl ContractError {
     pub fn line(&self) -> Option<usize> {
         match self {
             ContractError::Invalid { line, .. } => Some(*line),
-            ContractError::Read { .. } => None,
+            ContractError::Read { .. } | ContractError::Missing { .. } => None,
         }
     }
 
     pub fn field(&self) -> Option<&str> {
         match self {
             ContractError::Invalid { field, .. } => Some(field),
-            ContractError::Read { .. } => None,
+            ContractError::Read { .. } | ContractError::Missing { .. } => None,
         }
     }
 
     pub fn kind(&self) -> Option<ProblemKind> {
         match self {
             ContractError::Invalid { kind, .. } => Some(*kind),
-            ContractError::Read { .. } => None,
+            ContractError::Read { .. } | ContractError::Missing { .. } => None,
         }
     }
 }
@@ -131,6 +135,8 @@ pub(crate) enum Test {
     RunBranch,
     InsideWorktree,
     OutsideWorktree,
+    /// `confined`: holds when [`super::Scope::confined`] equals the value; no argument.
+    Confined(bool),
 }
 
 #[derive(Deserialize)]
@@ -423,6 +429,19 @@ fn position_of_key(text: &str, from: usize, key: &str) -> (usize, usize) {
 fn compile_condition(key: &str, raw: &str) -> Result<Condition, (ProblemKind, String)> {
     let value: serde_json::Value =
         serde_json::from_str(raw).map_err(|e| (ProblemKind::Syntax, e.to_string()))?;
+    if key == "confined" {
+        // A property of the worker, not of the action: only a boolean means anything.
+        return match value {
+            serde_json::Value::Bool(b) => Ok(Condition {
+                arg: String::new(),
+                test: Test::Confined(b),
+            }),
+            other => Err((
+                ProblemKind::BadValue,
+                format!("confined is true or false, found {other}"),
+            )),
+        };
+    }
     let text = match &value {
         serde_json::Value::Null => {
             return Ok(Condition {
@@ -474,7 +493,7 @@ fn arg_name(key: &str) -> Result<String, (ProblemKind, String)> {
     }
     Err((
         ProblemKind::UnknownCondition,
-        format!("unknown condition {key:?}: use branch, path, command, one of {KNOWN_ARGS:?}, or arg:NAME"),
+        format!("unknown condition {key:?}: use branch, path, command, confined, one of {KNOWN_ARGS:?}, or arg:NAME"),
     ))
 }
 
@@ -639,6 +658,21 @@ mod tests {
                 r#"{ "branch": "$main" }"#,
                 ProblemKind::BadValue,
                 "rules[0].when.branch",
+            ),
+            (
+                r#"{ "confined": "yes" }"#,
+                ProblemKind::BadValue,
+                "rules[0].when.confined",
+            ),
+            (
+                r#"{ "confined": null }"#,
+                ProblemKind::BadValue,
+                "rules[0].when.confined",
+            ),
+            (
+                r#"{ "confinde": true }"#,
+                ProblemKind::UnknownCondition,
+                "rules[0].when.confinde",
             ),
         ];
         for (when, kind, field) in cases {

@@ -79,8 +79,12 @@ fn rule_matches(rule: &Rule, action: &Action, scope: &Scope) -> bool {
 }
 
 fn condition_holds(c: &Condition, action: &Action, scope: &Scope) -> bool {
+    if let Test::Confined(want) = c.test {
+        return scope.confined == want;
+    }
     let value = action.args.get(&c.arg).map(String::as_str);
     match (&c.test, value) {
+        (Test::Confined(_), _) => false, // decided above
         (Test::Absent, v) => v.is_none(),
         (_, None) => false,
         (Test::Exact(want), Some(v)) => want == v,
@@ -177,6 +181,27 @@ mod tests {
             id(Action::new("modify_files").with("path_unresolved", "$X/a")),
             None
         );
+    }
+
+    #[test]
+    fn confined_tests_the_scope_not_the_action() {
+        let c = contract(
+            r#"{"id": "inside-wall", "action": "run_unknown", "when": {"confined": true}, "decision": "approve", "why": "x"},
+               {"id": "outside-wall", "action": "run_unknown", "when": {"confined": false}, "decision": "escalate", "why": "y"}"#,
+        );
+        let a = Action::new("run_unknown").with("program", "frobnicate");
+        let strict = c.decide(&a, &scope());
+        assert_eq!(strict.rule_id.as_deref(), Some("outside-wall"));
+        let walled = c.decide(&a, &scope().with_confined(true));
+        assert_eq!(
+            (walled.decision, walled.rule_id.as_deref()),
+            (Decision::Approve, Some("inside-wall"))
+        );
+        // An action argument of the same name changes nothing.
+        let sneaky = a.with("confined", "true");
+        assert_eq!(c.decide(&sneaky, &scope()).decision, Decision::Escalate);
+        assert!(!Scope::new("/w", None).confined, "the default is strict");
+        assert!(scope().with_confined(true).on_disk().confined);
     }
 
     #[test]

@@ -9,11 +9,27 @@
 //! read (oversized, not UTF-8, unbalanced quotes, an unexpanded `$VAR` where a command name or
 //! a path should be) becomes the action [`UNCLASSIFIABLE`], which no contract can approve.
 //!
+//! # The posture
+//!
+//! The classifier answers "understood" only for what it can see through completely: a
+//! program in its table, with flags its option spec knows, running nothing it does not see.
+//! What it cannot see through is named for what it is — `run_unknown`, `run_inline_code`,
+//! `run_indirect`, `run_script`, `git_admin`, `system_service` — never approved by the
+//! classifier itself. The contract decides those by [`Scope::confined`]: for an unconfined
+//! worker (the strict posture, and the default of [`Scope::new`]) the built-in contract
+//! escalates them; inside the wall (DESIGN section 11) its rules with `"confined": true`
+//! approve what the wall contains. Pushes, PRs, merges, comments, the network and writes
+//! outside the worktree keep their own rules in both postures, and reads of secret places
+//! become `read_secret` ([`classify::mark_secrets`]), which the built-in contract denies.
+//!
 //! | file | holds | must never |
 //! |---|---|---|
 //! | `contract.rs` | the contract format: parse, validate strictly, compile; [`Contract::load`] | touch the filesystem outside `load` |
 //! | `decide.rs` | rule matching: [`Contract::decide`], [`Contract::decide_all`] | allocate per rule, do I/O |
 //! | `classify.rs` | hook JSON, Codex approvals and shell commands → actions | panic on outside data, approve anything itself |
+//! | `classify/programs.rs` | the program → handler table, option specs, wrappers, interpreters, secret places, risky variables | guess whether a flag takes a value |
+//! | `classify/git.rs` | git's global options and subcommand table | take an unknown subcommand (an alias) for a known one |
+//! | `classify/options.rs` | reading a command line by its option spec | fail: an unknown flag is reported, its neighbours stay operands |
 //! | `shell.rs` | splitting a shell command into simple commands (quotes, `&&`, `$(…)`, …) | run or expand anything |
 //! | `paths.rs` | lexical path normalisation; [`resolve_on_disk`], the one filesystem look-up | decide anything |
 //!
@@ -32,8 +48,10 @@
 //! | `target`, and the other known arguments (see [`contract::KNOWN_ARGS`]), or `arg:NAME` for any other | a string: exact, or a glob if it has `*?[{` | the argument is present and matches |
 //! | any of them | `true` / `false` | the argument is the string `"true"` / `"false"` |
 //! | any of them | `null` | the argument is absent |
+//! | `confined` | `true` / `false` | the worker runs inside / outside the wall ([`Scope::confined`]); not an argument of the action |
 //!
-//! A missing argument fails every condition except `null`.
+//! A missing argument fails every condition except `null` (and `confined`, which tests the
+//! scope).
 
 pub mod classify;
 pub mod contract;
@@ -111,7 +129,8 @@ impl std::fmt::Display for Action {
     }
 }
 
-/// What a decision is taken for: the run's worktree and its own branch.
+/// What a decision is taken for: the run's worktree, its own branch, and whether the worker
+/// runs inside the wall of DESIGN section 11.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
     /// The run's worktree, absolute. Use [`Scope::on_disk`] to resolve its symlinks once, so
@@ -119,14 +138,26 @@ pub struct Scope {
     pub worktree: PathBuf,
     /// The run's own branch (`executor/…`), if it has one yet.
     pub run_branch: Option<String>,
+    /// The worker runs confined (bubblewrap: read-only system, only its worktree writable, no
+    /// host processes, no network). `false`, the strict posture, unless a caller says so:
+    /// what the classifier cannot see through is then escalated rather than approved.
+    pub confined: bool,
 }
 
 impl Scope {
+    /// An unconfined scope (the strict posture); see [`Scope::with_confined`].
     pub fn new(worktree: impl Into<PathBuf>, run_branch: Option<&str>) -> Self {
         Scope {
             worktree: worktree.into(),
             run_branch: run_branch.map(str::to_string),
+            confined: false,
         }
+    }
+
+    /// The same scope, for a worker inside (`true`) or outside (`false`) the wall.
+    pub fn with_confined(mut self, confined: bool) -> Scope {
+        self.confined = confined;
+        self
     }
 
     /// The same scope with the worktree's symlinks resolved (reads the filesystem).
@@ -134,6 +165,7 @@ impl Scope {
         Scope {
             worktree: resolve_on_disk(&self.worktree),
             run_branch: self.run_branch.clone(),
+            confined: self.confined,
         }
     }
 }
@@ -198,6 +230,7 @@ pub fn judge(contract: &Contract, input: &Input<'_>, scope: &Scope) -> (Vec<Acti
         Input::Codex(approval) => classify::codex(approval, &scope),
     };
     paths::resolve_actions(&mut actions, &scope.worktree);
+    classify::mark_secrets(&mut actions, &scope.worktree);
     let verdict = contract.decide_all(&actions, &scope);
     (actions, verdict)
 }

@@ -7,6 +7,8 @@
 //! it, laid out on disk in a tempdir: `$ROOT/outside/`, `$WT/src/`, `$WT/sub/`, and symlinks
 //! `$WT/escape -> $ROOT/outside`, `$WT/dangling -> $ROOT/outside/new` (which does not exist),
 //! `$WT/sub/up -> ../..`. In text, `<BIG>` becomes 70,000 characters and `<FF>` the byte 0xFF.
+//! A line with `"confined": true` is judged as for a worker inside the wall; the others in
+//! the strict (unconfined) posture.
 
 use std::path::{Path, PathBuf};
 
@@ -304,7 +306,8 @@ fn fill(text: &str, root: &Path, wt: &Path) -> String {
 
 fn decide_case(line: &Value, contract: &Contract, root: &Path, wt: &Path) -> Verdict {
     let branch = line["run_branch"].as_str();
-    let scope = Scope::new(wt, branch);
+    let confined = line["confined"].as_bool().unwrap_or(false);
+    let scope = Scope::new(wt, branch).with_confined(confined);
     if let Some(r) = line.get("request") {
         let args: Vec<(String, String)> = r["args"]
             .as_object()
@@ -395,6 +398,188 @@ fn adversarial_requests_get_no_wrong_decision() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+// ---- the posture: hostile and everyday corpora ----
+
+/// A corpus line (`testdata/hostile.jsonl`, `testdata/everyday.jsonl`) as hook input:
+/// `bash` for a Bash call, or `tool` with its `input`.
+fn corpus_hook(line: &Value, root: &Path, wt: &Path) -> Vec<u8> {
+    let (tool, input) = match line.get("bash").and_then(Value::as_str) {
+        Some(cmd) => ("Bash", json!({ "command": fill(cmd, root, wt) })),
+        None => {
+            let input = fill(&line["input"].to_string(), root, wt);
+            (
+                line["tool"].as_str().unwrap_or_default(),
+                serde_json::from_str(&input).unwrap_or(Value::Null),
+            )
+        }
+    };
+    hook(tool, input, wt)
+}
+
+fn corpus(text: &str) -> Vec<Value> {
+    text.lines()
+        .enumerate()
+        .map(|(n, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("line {}: {e}", n + 1)))
+        .collect()
+}
+
+/// Judges every line of `lines` with the built-in contract; returns (line, verdict).
+fn judge_corpus(lines: &[Value], confined: bool) -> Vec<(Value, Verdict)> {
+    let (_dir, root, wt) = layout();
+    std::fs::create_dir_all(root.join("workspace")).expect("mkdir");
+    let contract = worker();
+    let scope = Scope::new(&wt, Some("executor/run-1")).with_confined(confined);
+    lines
+        .iter()
+        .map(|line| {
+            let bytes = corpus_hook(line, &root, &wt);
+            let (_, v) = judge(&contract, &Input::ClaudeHook(&bytes), &scope);
+            (line.clone(), v)
+        })
+        .collect()
+}
+
+fn approved_names(judged: &[(Value, Verdict)], which: impl Fn(&Value) -> bool) -> Vec<String> {
+    judged
+        .iter()
+        .filter(|(line, v)| v.decision == Decision::Approve && which(line))
+        .map(|(line, v)| {
+            format!(
+                "[{}] {} (rule {})",
+                line["class"].as_str().unwrap_or_default(),
+                line["name"].as_str().unwrap_or_default(),
+                v.rule_id.as_deref().unwrap_or("(default)")
+            )
+        })
+        .collect()
+}
+
+const HOSTILE: &str = include_str!("testdata/hostile.jsonl");
+const EVERYDAY: &str = include_str!("testdata/everyday.jsonl");
+
+/// The classes of point 2 of issue 14, part 5: each must be in the hostile corpus.
+const HOSTILE_CLASSES: &[&str] = &[
+    "unknown program",
+    "inline code",
+    "indirection",
+    "written and run",
+    "git config or env",
+    "git subcommand",
+    "wrapper",
+    "option specs",
+    "specials and exfiltration",
+    "secret read",
+    "push merge pr comment network",
+];
+
+#[test]
+fn hostile_calls_are_never_approved_for_an_unconfined_worker() {
+    let lines = corpus(HOSTILE);
+    assert!(lines.len() >= 150, "the corpus has {} calls", lines.len());
+    for class in HOSTILE_CLASSES {
+        assert!(
+            lines.iter().any(|l| l["class"] == *class),
+            "no call of the class {class}"
+        );
+    }
+    let judged = judge_corpus(&lines, false);
+    let approved = approved_names(&judged, |_| true);
+    println!(
+        "hostile, unconfined: {} calls, {} approved",
+        lines.len(),
+        approved.len()
+    );
+    assert!(
+        approved.is_empty(),
+        "{} of {} hostile calls approved:\n{}",
+        approved.len(),
+        lines.len(),
+        approved.join("\n")
+    );
+    // Secret reads are denied, not merely escalated.
+    let escalated_secrets: Vec<&str> = judged
+        .iter()
+        .filter(|(l, v)| l["class"] == "secret read" && v.decision != Decision::Deny)
+        .map(|(l, _)| l["name"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        escalated_secrets.is_empty(),
+        "secret reads not denied: {escalated_secrets:?}"
+    );
+}
+
+#[test]
+fn inside_the_wall_secrets_pushes_merges_and_the_network_keep_their_rules() {
+    let lines = corpus(HOSTILE);
+    let judged = judge_corpus(&lines, true);
+    // `walled: false`: what the wall does not contain (secrets, pushes, merges, PRs,
+    // comments, the network, services outliving the worker) is never approved.
+    let approved = approved_names(&judged, |l| l["walled"] == false);
+    let contained = approved_names(&judged, |l| l["walled"] == true).len();
+    println!(
+        "hostile, confined: {} calls, {contained} contained ones approved, {} others approved",
+        lines.len(),
+        approved.len()
+    );
+    assert!(
+        approved.is_empty(),
+        "approved inside the wall though it reaches past it:\n{}",
+        approved.join("\n")
+    );
+    for (l, v) in &judged {
+        if l["class"] == "secret read" {
+            assert_eq!(v.decision, Decision::Deny, "{}", l["name"]);
+        }
+    }
+}
+
+#[test]
+fn everyday_commands_are_approved_for_an_unconfined_worker() {
+    let lines = corpus(EVERYDAY);
+    assert!(lines.len() >= 80, "the corpus has {} calls", lines.len());
+    let judged = judge_corpus(&lines, false);
+    let not_approved: Vec<String> = judged
+        .iter()
+        .filter(|(_, v)| v.decision != Decision::Approve)
+        .map(|(l, v)| {
+            format!(
+                "{} {} (rule {}: {})",
+                v.decision,
+                l["name"].as_str().unwrap_or_default(),
+                v.rule_id.as_deref().unwrap_or("(default)"),
+                v.why
+            )
+        })
+        .collect();
+    let escalated = judged
+        .iter()
+        .filter(|(_, v)| v.decision == Decision::Escalate)
+        .count();
+    let denied = judged
+        .iter()
+        .filter(|(_, v)| v.decision == Decision::Deny)
+        .count();
+    let rate = escalated as f64 / lines.len() as f64;
+    println!(
+        "everyday, unconfined: {} calls, {escalated} escalated ({:.1}%), {denied} denied\n{}",
+        lines.len(),
+        rate * 100.0,
+        not_approved.join("\n")
+    );
+    assert_eq!(denied, 0, "{}", not_approved.join("\n"));
+    assert!(
+        rate <= 0.05,
+        "{:.1}% escalated:\n{}",
+        rate * 100.0,
+        not_approved.join("\n")
+    );
+    // Inside the wall nothing everyday is worse.
+    let confined = judge_corpus(&lines, true);
+    for ((l, strict), (_, walled)) in judged.iter().zip(&confined) {
+        assert!(walled.decision <= strict.decision, "{}", l["name"]);
+    }
 }
 
 // ---- never panic ----

@@ -31,7 +31,8 @@ pub enum Reload {
 /// The current worker contract, shared by every run of a runner.
 #[derive(Debug, Clone)]
 pub struct ContractCell {
-    /// The owner's file; `None` when the workspace has none and the built-in one is used.
+    /// The owner's file; `None` only for a conductor contract built in (see
+    /// [`ContractCell::load_or_builtin`]).
     path: Option<PathBuf>,
     current: Arc<RwLock<Arc<LoadedContract>>>,
     /// The file's modification time when it was last read.
@@ -39,22 +40,40 @@ pub struct ContractCell {
 }
 
 impl ContractCell {
-    /// Loads `path`, or `builtin` (named `builtin_name` in errors) when there is no file.
-    pub fn load(path: &Path, builtin_name: &str, builtin: &str) -> Result<Self, ContractError> {
+    /// Loads the owner's contract at `path`. A missing file is [`ContractError::Missing`]
+    /// (naming the file and `executor init`): a runner never falls back to the built-in
+    /// contract for its workers, so that what judges them is always the file the owner sees.
+    pub fn load(path: &Path) -> Result<Self, ContractError> {
         if !path.exists() {
-            let contract = Contract::parse(builtin_name, builtin)?;
-            return Ok(Self::holding(
-                None,
-                LoadedContract {
-                    text: builtin.to_string(),
-                    contract,
-                },
-                None,
-            ));
+            return Err(ContractError::Missing {
+                file: path.display().to_string(),
+            });
         }
         let seen = modified(path);
         let loaded = read(path)?;
         Ok(Self::holding(Some(path.to_path_buf()), loaded, seen))
+    }
+
+    /// Loads `path`, or `builtin` (named `builtin_name` in errors) when there is no file: only
+    /// for the conductor's contract, which judges executor's own record step rather than a
+    /// worker, and which workspaces made before it existed do not have.
+    pub fn load_or_builtin(
+        path: &Path,
+        builtin_name: &str,
+        builtin: &str,
+    ) -> Result<Self, ContractError> {
+        if path.exists() {
+            return Self::load(path);
+        }
+        let contract = Contract::parse(builtin_name, builtin)?;
+        Ok(Self::holding(
+            None,
+            LoadedContract {
+                text: builtin.to_string(),
+                contract,
+            },
+            None,
+        ))
     }
 
     fn holding(path: Option<PathBuf>, loaded: LoadedContract, seen: Option<SystemTime>) -> Self {
@@ -144,7 +163,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("worker-policy.json");
         write(&path, GOOD, 1);
-        let cell = ContractCell::load(&path, "built-in", OTHER).expect("loads");
+        let cell = ContractCell::load(&path).expect("loads");
         assert_eq!(decide(&cell), crate::policy::Decision::Approve);
         assert!(matches!(cell.reload_if_changed(), Reload::Unchanged));
 
@@ -165,9 +184,20 @@ mod tests {
     }
 
     #[test]
-    fn without_a_file_the_built_in_contract_is_used() {
+    fn without_a_file_the_worker_contract_refuses_naming_the_file_and_init() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let cell = ContractCell::load(&dir.path().join("none.json"), "built-in", GOOD)
+        let missing = dir.path().join("roles/worker-policy.json");
+        let error = ContractCell::load(&missing).expect_err("no file, no contract");
+        let text = error.to_string();
+        assert!(matches!(error, ContractError::Missing { .. }), "{text}");
+        assert!(text.contains("roles/worker-policy.json"), "{text}");
+        assert!(text.contains("executor init"), "{text}");
+    }
+
+    #[test]
+    fn the_conductor_may_use_its_built_in_contract_when_it_has_none() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cell = ContractCell::load_or_builtin(&dir.path().join("none.json"), "built-in", GOOD)
             .expect("built-in loads");
         assert_eq!(decide(&cell), crate::policy::Decision::Approve);
         assert!(matches!(cell.reload_if_changed(), Reload::Unchanged));

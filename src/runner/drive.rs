@@ -1630,7 +1630,8 @@ async fn work(
         tokio::sync::mpsc::unbounded_channel::<(String, crate::protocol::Message)>();
     let run_id = run.id;
     let mut scanner = crate::protocol::Scanner::new();
-    let scope = crate::policy::Scope::new(worktree.to_path_buf(), run.branch_name.as_deref());
+    let scope = crate::policy::Scope::new(worktree.to_path_buf(), run.branch_name.as_deref())
+        .with_confined(confined);
     let mut done = None;
     let mut escalated = None;
     let mut worker_id = None;

@@ -260,6 +260,17 @@ fn one_runner_at_a_time_and_a_crashed_one_never_blocks() {
 }
 
 #[test]
+fn a_runner_without_a_worker_contract_refuses_to_start_and_says_init_writes_it() {
+    let ws = Workspace::init();
+    std::fs::remove_file(ws.path().join("roles/worker-policy.json")).expect("remove it");
+    let err = ws.fails_with(2, &["run", "--once"]);
+    assert!(
+        err.contains("roles/worker-policy.json") && err.contains("executor init"),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_broken_contract_edit_keeps_the_last_good_one_and_a_bad_contract_stops_the_start() {
     let ws = Workspace::init();
     let contract = ws.path().join("roles/worker-policy.json");

@@ -139,6 +139,21 @@ fn a_broken_contract_denies_everything_and_says_why() {
 }
 
 #[test]
+fn a_missing_contract_denies_everything_and_names_the_file() {
+    let ws = Workspace::init();
+    let contract = ws.path().join("roles/worker-policy.json");
+    std::fs::remove_file(&contract).expect("remove the contract");
+    let worktree = ws.path().join("wt");
+    std::fs::create_dir_all(&worktree).expect("mkdir");
+    let (decision, reason) = answer(&hook(&ws, &worktree, &bash("ls", &worktree)));
+    assert_eq!(decision, "deny", "no built-in contract stands in: {reason}");
+    assert!(
+        reason.contains("worker-policy.json") && reason.contains("does not exist"),
+        "the reason names the missing file: {reason}"
+    );
+}
+
+#[test]
 fn oversized_input_is_refused_not_judged() {
     let ws = Workspace::init();
     let worktree = ws.path().join("wt");

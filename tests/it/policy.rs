@@ -77,6 +77,40 @@ fn the_owners_table_holds_through_policy_check() {
 }
 
 #[test]
+fn policy_check_dry_runs_a_decision_unconfined_by_default_or_confined() {
+    let ws = Workspace::init();
+    // An inline program is escalated for an unconfined worker and contained for a confined one.
+    let (decision, rule) = check(&ws, &["--bash", "python3 -c 'print(1)'"]);
+    assert_eq!(
+        (decision.as_str(), rule.as_str()),
+        ("escalate", "inline-code")
+    );
+    let (decision, rule) = check(&ws, &["--confined", "--bash", "python3 -c 'print(1)'"]);
+    assert_eq!(
+        (decision.as_str(), rule.as_str()),
+        ("approve", "inline-code-confined")
+    );
+    let (decision, _) = check(&ws, &["--confined", "--action", "run_unknown"]);
+    assert_eq!(decision, "approve");
+    let (decision, _) = check(&ws, &["--action", "run_unknown"]);
+    assert_eq!(decision, "escalate");
+    // Secrets and pushes keep their own rules inside the wall.
+    let (decision, _) = check(&ws, &["--confined", "--bash", "cat ~/.ssh/id_rsa"]);
+    assert_eq!(decision, "deny");
+    let (decision, _) = check(
+        &ws,
+        &[
+            "--confined",
+            "--branch",
+            "executor/T-1",
+            "--bash",
+            "git push origin main",
+        ],
+    );
+    assert_eq!(decision, "deny");
+}
+
+#[test]
 fn a_broken_contract_is_refused_with_its_file_line_and_field() {
     let ws = Workspace::init();
     let path = ws.path().join("roles/worker-policy.json");
