@@ -642,7 +642,13 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         Command::Status { json } => {
             let summary = store.summary().await?;
             let outbox = store.outbox_backlog().await?;
-            let report = output::StatusReport::new(settings, summary, outbox, chrono::Utc::now());
+            let report = output::StatusReport::new(
+                settings,
+                summary,
+                outbox,
+                confinement(settings),
+                chrono::Utc::now(),
+            );
             if json {
                 output::print_json(&report)
             } else {
@@ -1343,6 +1349,38 @@ pub(crate) fn wall(settings: &Settings) -> Result<Arc<crate::sandbox::Wall>> {
     Ok(WALL.get_or_init(|| wall).clone())
 }
 
+/// What `status` says of the wall: probed now, the way the runner would at its start.
+fn confinement(settings: &Settings) -> output::Confinement {
+    let resolved = wall_settings(settings);
+    let (mode, network) = match &resolved {
+        Ok(s) => (s.mode.as_str(), s.network.as_str()),
+        Err(_) => (
+            settings.raw.sandbox.mode.as_str(),
+            settings.raw.sandbox.network.as_str(),
+        ),
+    };
+    let wall = resolved.and_then(|s| {
+        crate::sandbox::Wall::establish(s).map_err(|e| anyhow::Error::new(BadInput(e.to_string())))
+    });
+    match wall {
+        Ok(wall) => output::Confinement {
+            confined: wall.is_confined(),
+            mode,
+            network,
+            detail: match wall.posture() {
+                crate::sandbox::Posture::Confined { .. } => wall.describe(),
+                crate::sandbox::Posture::Unconfined { why } => why.clone(),
+            },
+        },
+        Err(error) => output::Confinement {
+            confined: false,
+            mode,
+            network,
+            detail: format!("the runner will not start: {error:#}"),
+        },
+    }
+}
+
 /// `[sandbox]` with its paths made absolute (`~/` is the owner's home).
 fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
     let section = &settings.raw.sandbox;
@@ -1463,6 +1501,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         recorder: Arc::new(record::recorder(settings)?),
         wall: wall(settings)?,
         git_common_dir: git_common_dir(&settings.root.join(&runner.repository)),
+        home: None,
         github: github_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {

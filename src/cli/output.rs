@@ -46,6 +46,19 @@ pub struct StatusReport {
     pub intake_errors: Vec<IntakeError>,
     /// Chat messages not delivered yet, per notifier.
     pub outbox: Vec<crate::core::outbox::OutboxBacklog>,
+    /// Whether workers run inside the wall, and why not.
+    pub confinement: Confinement,
+}
+
+/// The wall as this workspace's config gets it on this machine (probed now).
+#[derive(Debug, Serialize)]
+pub struct Confinement {
+    pub confined: bool,
+    /// `[sandbox] mode` (or `EXECUTOR_SANDBOX_MODE`).
+    pub mode: &'static str,
+    pub network: &'static str,
+    /// One line: the wall, or why there is none.
+    pub detail: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -61,6 +74,7 @@ impl StatusReport {
         settings: &Settings,
         summary: StoreSummary,
         outbox: Vec<crate::core::outbox::OutboxBacklog>,
+        confinement: Confinement,
         now: DateTime<Utc>,
     ) -> Self {
         let components = summary
@@ -91,6 +105,7 @@ impl StatusReport {
             pending_escalations: summary.pending_escalations,
             intake_errors: summary.intake_errors,
             outbox,
+            confinement,
         }
     }
 }
@@ -381,6 +396,11 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
             .join(", ");
         writeln!(out, "queue:   {queue}")?;
         writeln!(out, "live workers: {}", report.live_workers)?;
+        if report.confinement.confined {
+            writeln!(out, "workers: {}", report.confinement.detail)?;
+        } else {
+            writeln!(out, "workers: UNCONFINED ({})", report.confinement.detail)?;
+        }
         writeln!(out, "pending escalations: {}", report.pending_escalations)?;
         if report.intake_errors.is_empty() {
             writeln!(out, "intake errors: none")?;

@@ -90,6 +90,10 @@ pub struct RunnerSettings {
     pub wall: Arc<crate::sandbox::Wall>,
     /// The repository's common git folder, which a confined worker reads but cannot write.
     pub git_common_dir: Option<PathBuf>,
+    /// The name of every worker's private home in the wall; `None`: one per run
+    /// (`run-N`). A dispatched task naming an agent session sets it, so the session's
+    /// files are found by the next task naming it.
+    pub home: Option<String>,
 }
 
 impl RunnerSettings {
@@ -105,7 +109,7 @@ impl RunnerSettings {
         crate::sandbox::Place {
             worktree: cwd.to_path_buf(),
             git_common_dir: self.git_common_dir.clone(),
-            home: format!("run-{run_id}"),
+            home: self.home.clone().unwrap_or_else(|| format!("run-{run_id}")),
             agent: adapter.map_or(crate::sandbox::AgentFamily::Command, Adapter::family),
             read_only,
             read_write: Vec::new(),

@@ -76,7 +76,7 @@ fn listener() -> Listener {
 }
 
 /// The processes whose command line holds `marker` (from `/proc`).
-fn processes_with(marker: &str) -> Vec<String> {
+pub(crate) fn processes_with(marker: &str) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -455,4 +455,38 @@ fn sandbox_off_runs_unconfined_and_says_so() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("UNCONFINED"), "{stderr}");
+}
+
+#[test]
+fn status_says_whether_workers_are_confined_and_why_not() {
+    let ws = Workspace::init();
+    let out = confined(&mut ws.command(&["status", "--json"]))
+        .output()
+        .expect("status");
+    assert!(out.status.success());
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["confinement"]["mode"], "auto");
+    assert_eq!(report["confinement"]["network"], "allowlist");
+    assert_eq!(report["confinement"]["confined"], wall_works());
+
+    let off = ws.ok(&["status"]);
+    assert!(
+        off.contains("workers: UNCONFINED ([sandbox] mode = \"off\")"),
+        "{off}"
+    );
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replacen(
+        "\n[sandbox]\n",
+        "\n[sandbox]\nmode = \"required\"\nbwrap = \"/nonexistent/bwrap\"\n",
+        1,
+    ));
+    let out = confined(&mut ws.command(&["status"]))
+        .output()
+        .expect("status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("workers: UNCONFINED (the runner will not start")
+            && text.contains("/nonexistent/bwrap"),
+        "{text}"
+    );
 }

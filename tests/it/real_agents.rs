@@ -516,19 +516,19 @@ fn codex_reports_a_scripted_api_error() {
 /// purpose: with one, pi 0.73.1's Anthropic provider names its tools as Claude Code does (its
 /// `bash` goes out as `Bash`, and a `Bash` call comes back to `bash`), so the script's `Bash`
 /// turns run pi's own shell tool.
-const PI_KEY: &str = "sk-ant-oat-scripted-test-key";
+pub(crate) const PI_KEY: &str = "sk-ant-oat-scripted-test-key";
 
 /// The variable the provider in [`pi_config`] reads its key from.
-const PI_KEY_ENV: &str = "SCRIPTED_MODEL_KEY";
+pub(crate) const PI_KEY_ENV: &str = "SCRIPTED_MODEL_KEY";
 
 /// The model of [`pi_config`], as `--model` names it.
-const PI_MODEL: &str = "scripted/scripted-model";
+pub(crate) const PI_MODEL: &str = "scripted/scripted-model";
 
 /// Writes pi's configuration into `dir`, its `PI_CODING_AGENT_DIR`: `models.json` adds a
 /// provider `scripted` on the server's Anthropic Messages API; `settings.json` turns off pi's
 /// retries and its SDK's (a retry would get the same scripted turn; pi's own are 2 s, 4 s,
 /// 8 s apart, and its SDK tries each three times).
-fn pi_config(server: &ModelServer, dir: &Path) {
+pub(crate) fn pi_config(server: &ModelServer, dir: &Path) {
     let models = serde_json::json!({
         "providers": {
             "scripted": {

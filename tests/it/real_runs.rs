@@ -4,6 +4,10 @@
 //! the worker's environment (`agent.env`), the stream reading, the session kept and
 //! resumed, and Claude's PreToolUse hook installed by the adapter and consulted.
 //!
+//! Every worker here runs inside the wall (`[sandbox] mode = "required"` where bubblewrap
+//! works, as in CI): its config folder copied into a private home, the scripted model
+//! server reached through the loopback port `[sandbox] allow` forwards.
+//!
 //! Without the CLIs these tests say they skipped; in CI they must run.
 
 use std::path::{Path, PathBuf};
@@ -31,9 +35,15 @@ fn agent_workspace(
         path
     };
     let (home, config, tmp) = (dir("agent-home"), dir("agent-config"), dir("agent-tmp"));
+    let mode = if crate::confinement::wall_works() {
+        "required"
+    } else {
+        "off"
+    };
     let mut env: Vec<(String, String)> = vec![
         ("HOME".into(), home.display().to_string()),
         ("TMPDIR".into(), tmp.display().to_string()),
+        (crate::support::SANDBOX_MODE_ENV.into(), mode.into()),
     ];
     let passed: Vec<&str> = match kind {
         "claude" => {
@@ -50,6 +60,15 @@ fn agent_workspace(
                 "ANTHROPIC_API_KEY",
                 "CLAUDE_CODE_MAX_RETRIES",
             ]
+        }
+        "pi" => {
+            crate::real_agents::pi_config(server, &config);
+            env.push(("PI_CODING_AGENT_DIR".into(), config.display().to_string()));
+            env.push((
+                crate::real_agents::PI_KEY_ENV.into(),
+                crate::real_agents::PI_KEY.into(),
+            ));
+            vec!["PI_CODING_AGENT_DIR", crate::real_agents::PI_KEY_ENV]
         }
         _ => {
             std::fs::write(config.join("config.toml"), server.codex_config())
@@ -75,7 +94,18 @@ fn agent_workspace(
     let end = text[start..]
         .find("\n[forge]")
         .map_or(text.len(), |i| start + i + 1);
-    ws.write_config(&format!("{}{agent}{}", &text[..start], &text[end..]));
+    let port = server
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let text = format!(
+        "{}{agent}{}\n[sandbox]\nallow = [\"127.0.0.1:{port}\"]\n",
+        &text[..start],
+        &text[end..]
+    );
+    ws.write_config(&text);
     ws.ok(&["add", "--title", "Write the greeting", "--gid", "R-1"]);
     ws.ok(&["go", "R-1"]);
     ws
@@ -152,6 +182,11 @@ fn claude_code_works_a_task_to_complete_as_an_executor_worker() {
         .expect("the session is kept");
     let worker = &results(&ws, run["id"].as_i64().expect("id"))[0];
     assert_eq!(worker["agent"], "claude");
+    assert_eq!(
+        worker["confined"],
+        crate::confinement::wall_works(),
+        "{worker}"
+    );
     assert_eq!(worker["session_id"], session);
     assert_eq!(
         worker["done"], "[DONE:implemented] greeting written",
@@ -178,6 +213,71 @@ fn claude_code_works_a_task_to_complete_as_an_executor_worker() {
     assert!(
         requests.iter().any(|r| !r.tool_results().is_empty()),
         "the Bash result went back to the model"
+    );
+}
+
+#[test]
+fn a_claude_workers_background_command_ends_with_the_worker() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    // Claude's Bash tool starts each command in a session of its own: a `cmd &` (a dev
+    // server) outlives the worker unless the wall ends it.
+    let server = ModelServer::start(vec![
+        Turn::bash("sh -c 'sleep 300; : CLAUDE-BG-MARKER-9' > /dev/null 2>&1 &"),
+        Turn::bash("echo hello > greeting.txt"),
+        Turn::text("[DONE:implemented] greeting written, server left running"),
+    ]);
+    let ws = agent_workspace(
+        "claude",
+        &cli,
+        &server,
+        "hooks = false\nallowed_tools = [\"Bash\"]",
+        "",
+    );
+    let stderr = run_once(&ws);
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    if !crate::confinement::wall_works() {
+        return;
+    }
+    let worker = &results(&ws, run["id"].as_i64().expect("id"))[0];
+    assert_eq!(worker["confined"], true, "{worker}");
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let left = crate::confinement::processes_with("CLAUDE-BG-MARKER-9");
+    assert!(
+        left.is_empty(),
+        "the background command outlived its worker: {left:?}"
+    );
+}
+
+#[test]
+fn pi_works_a_task_to_complete_as_an_executor_worker() {
+    let Some(cli) = agent_cli("pi") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::bash("echo hello > greeting.txt"),
+        Turn::text("[DONE:implemented] greeting written"),
+    ]);
+    let ws = agent_workspace(
+        "pi",
+        &cli,
+        &server,
+        &format!("model = {:?}", crate::real_agents::PI_MODEL),
+        "",
+    );
+    let stderr = run_once(&ws);
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    let branch = run["branch_name"].as_str().expect("a branch");
+    assert_eq!(committed(&ws, branch, "greeting.txt"), "hello");
+    let worker = &results(&ws, run["id"].as_i64().expect("id"))[0];
+    assert_eq!(worker["agent"], "pi");
+    assert_eq!(
+        worker["confined"],
+        crate::confinement::wall_works(),
+        "{worker}"
     );
 }
 
@@ -243,6 +343,11 @@ fn codex_works_a_task_to_complete_as_an_executor_worker() {
     assert_eq!(committed(&ws, branch, "greeting.txt"), "hello");
     let worker = &results(&ws, run["id"].as_i64().expect("id"))[0];
     assert_eq!(worker["agent"], "codex");
+    assert_eq!(
+        worker["confined"],
+        crate::confinement::wall_works(),
+        "{worker}"
+    );
     assert_eq!(worker["done"], "[DONE:implemented] greeting written");
     assert_eq!(worker["session_id"], run["worker_session_id"]);
     assert_eq!(worker["agent_result"]["is_error"], false, "{worker}");

@@ -53,6 +53,11 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
     settings.limits.hard = file.timeout;
     settings.limits.no_output = settings.limits.no_output.min(file.timeout);
     settings.agent.tools = Some(agent_tools(adapter, &file.tools));
+    // A named session outlives its run: the agent's session files live in the worker's
+    // private home, so every task file naming the session works in the same one.
+    if let Some(name) = &file.session {
+        settings.home = Some(format!("session-{name}"));
+    }
 
     // The conductor's contract decides whether this worker may be dispatched at all.
     if let Some(contract) = runner
