@@ -12,6 +12,9 @@
 //!    running the same no-op 200 times, and pueue with `parallel 2` where it is installed,
 //!    in alternating rounds so all three see the same machine.
 //!
+//! 7. the wall: spawn to a worker's first line, confined (bubblewrap, with and without the
+//!    network bridge) and not; and the dispatch of item 6 with every worker confined.
+//!
 //! Every timing is spawn-to-exit (or write-to-row) wall time from `std::time::Instant`.
 
 use std::io::{self, Read};
@@ -85,6 +88,12 @@ fn main() {
     if std::env::args().skip(1).any(|arg| arg == "hook") {
         let rows = vec![hook_round_trip(&root.path().join("hook"))];
         print_table(&nproc, &rustc, &rows, &[], bench_started);
+        return;
+    }
+    // `cargo bench --bench cli -- wall` runs the wall's start cost alone.
+    if std::env::args().skip(1).any(|arg| arg == "wall") {
+        let (rows, notes) = wall_start(&root.path().join("wall"));
+        print_table(&nproc, &rustc, &rows, &notes, bench_started);
         return;
     }
     // `cargo bench --bench cli -- dispatch` runs the dispatch comparison alone.
@@ -259,6 +268,11 @@ fn main() {
     let (dispatch_rows, dispatch_notes) = dispatch(&root.path().join("dispatch"));
     rows.extend(dispatch_rows);
     notes.extend(dispatch_notes);
+
+    // 8. The wall's start cost per worker.
+    let (wall_rows, wall_notes) = wall_start(&root.path().join("wall"));
+    rows.extend(wall_rows);
+    notes.extend(wall_notes);
 
     print_table(&nproc, &rustc, &rows, &notes, bench_started);
 }
@@ -665,7 +679,9 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
     std::fs::copy(&db, &template).expect("keep a copy of the filled database");
 
     let pueue = Pueue::start(&dir.join("pueue"));
+    let wall = wall_available();
     let (mut ours, mut floor, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
+    let mut confined = Vec::new();
     for round in 0..DISPATCH_ROUNDS {
         for suffix in ["-wal", "-shm"] {
             let _ = std::fs::remove_file(db.with_file_name(format!("executor.db{suffix}")));
@@ -679,7 +695,7 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
                 .expect("move the last round's logs aside");
         }
         let mut command = executor(&config);
-        command.args(["run", "--once"]);
+        command.args(["run", "--once"]).env(SANDBOX_MODE_ENV, "off");
         let (elapsed, output) = timed_output(&mut command);
         expect_success(&output, "executor run --once (200 no-op runs)");
         let done = count_status(&db, "done");
@@ -688,6 +704,25 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
             "only {done} of {DISPATCH_RUNS} runs completed"
         );
         ours.push(elapsed);
+
+        if wall {
+            for suffix in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(db.with_file_name(format!("executor.db{suffix}")));
+            }
+            std::fs::copy(&template, &db).expect("restore the filled database");
+            if dir.join("logs").exists() {
+                std::fs::rename(dir.join("logs"), dir.join(format!("logs-confined-{round}")))
+                    .expect("move the last round's logs aside");
+            }
+            let mut command = executor(&config);
+            command
+                .args(["run", "--once"])
+                .env(SANDBOX_MODE_ENV, "required");
+            let (elapsed, output) = timed_output(&mut command);
+            expect_success(&output, "executor run --once (200 confined no-op runs)");
+            assert_eq!(count_status(&db, "done"), DISPATCH_RUNS as i64);
+            confined.push(elapsed);
+        }
 
         let mut xargs = Command::new("sh");
         xargs.arg("-c").arg(format!(
@@ -719,6 +754,17 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
             target: "(the floor)".into(),
         },
     ];
+    if wall {
+        let walled = median(&confined).as_secs_f64() / median(&ours).as_secs_f64();
+        rows.push(Row {
+            name: format!(
+                "dispatch confined: the same {DISPATCH_RUNS} no-op runs, every worker in the wall ({walled:.2}x unconfined)"
+            ),
+            met: walled <= 2.0,
+            samples: confined,
+            target: "within 2x of unconfined".into(),
+        });
+    }
     let mut notes = vec![format!(
         "dispatch: each executor round starts {DISPATCH_RUNS} runs from approved tasks and ends with every task `done`: {} per run including its store writes, phase log and run record (the workspace is in {}).",
         micros(median(&ours) / DISPATCH_RUNS as u32),
@@ -743,6 +789,121 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
         ),
     }
     (rows, notes)
+}
+
+/// The variable that overrides `[sandbox] mode` for one command.
+const SANDBOX_MODE_ENV: &str = "EXECUTOR_SANDBOX_MODE";
+const WALL_STARTS: usize = 200;
+const WALL_TARGET: Duration = Duration::from_millis(20);
+
+/// Whether bubblewrap confines here (else the wall's rows are left out, and say so).
+fn wall_available() -> bool {
+    matches!(
+        executor::sandbox::probe::probe(None),
+        executor::sandbox::probe::Probed::Works { .. }
+    )
+}
+
+/// Spawn to a worker's first output line, as the runner starts it: unconfined, and inside
+/// the wall with the network off and with the allowlist (the bridge and executor's proxy).
+fn wall_start(dir: &Path) -> (Vec<Row>, Vec<String>) {
+    use executor::config::{SandboxMode, SandboxNetwork};
+    use executor::sandbox::{AgentFamily, Place, Wall, WallSettings};
+    use executor::supervisor::{self, WorkerEvent, WorkerSpec};
+    if !wall_available() {
+        return (
+            Vec::new(),
+            vec!["wall: bubblewrap cannot confine a process on this machine, so the wall's rows are missing".into()],
+        );
+    }
+    let worktree = dir.join("worktree");
+    std::fs::create_dir_all(&worktree).expect("mkdir");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let echo = executor::agents::find_program("echo", std::env::var_os("PATH").as_deref())
+        .expect("echo on PATH");
+    let mut rows = Vec::new();
+    let mut medians = Vec::new();
+    for (label, mode, network) in [
+        ("unconfined", SandboxMode::Off, SandboxNetwork::None),
+        (
+            "confined, network none",
+            SandboxMode::Required,
+            SandboxNetwork::None,
+        ),
+        (
+            "confined, network allowlist (bridge and proxy)",
+            SandboxMode::Required,
+            SandboxNetwork::Allowlist,
+        ),
+    ] {
+        let mut settings = WallSettings::off(dir.join("homes"));
+        settings.mode = mode;
+        settings.network = network;
+        settings.executor = PathBuf::from(BIN);
+        settings.hidden = vec![dir.to_path_buf()];
+        let wall = Wall::establish(settings).expect("the wall");
+        let place = Place {
+            worktree: worktree.clone(),
+            git_common_dir: None,
+            home: "run-1".into(),
+            agent: AgentFamily::Command,
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            label: "bench".into(),
+        };
+        let mut samples = Vec::with_capacity(WALL_STARTS);
+        for _ in 0..WALL_STARTS {
+            let mut spec = WorkerSpec::for_test(vec![
+                echo.display().to_string(),
+                "[STATUS:started] first instruction".into(),
+            ]);
+            spec.cwd = worktree.clone();
+            spec.env
+                .insert("PATH".into(), std::env::var("PATH").unwrap_or_default());
+            let started = Instant::now();
+            let enclosed = wall.enclose(spec, &place).expect("enclose");
+            let first = runtime.block_on(async {
+                let mut first = None;
+                supervisor::supervise(
+                    enclosed.spec,
+                    |event| {
+                        if matches!(event, WorkerEvent::Line { .. }) && first.is_none() {
+                            first = Some(started.elapsed());
+                        }
+                        true
+                    },
+                    None,
+                )
+                .await
+                .expect("the worker ran");
+                first.expect("the worker printed its line")
+            });
+            drop(enclosed.gate);
+            samples.push(first);
+        }
+        medians.push(median(&samples));
+        let confined = mode != SandboxMode::Off;
+        rows.push(Row {
+            name: format!("wall: spawn to the worker's first line, {label}"),
+            met: !confined || median(&samples) <= WALL_TARGET,
+            samples,
+            target: if confined {
+                format!("median ≤ {} ms", WALL_TARGET.as_millis())
+            } else {
+                "(the floor)".into()
+            },
+        });
+    }
+    let note = format!(
+        "wall: each start encloses the spec (the private home, the mount plan, for the allowlist the proxy's sockets), starts bwrap and waits for the worker's first stdout line; the wall adds {} (network none) and {} (allowlist) to the {} of an unconfined start.",
+        millis(medians[1].saturating_sub(medians[0])),
+        millis(medians[2].saturating_sub(medians[0])),
+        millis(medians[0])
+    );
+    (rows, vec![note])
 }
 
 /// `total` approved tasks, written through the store as any source would.

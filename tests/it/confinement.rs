@@ -490,3 +490,188 @@ fn status_says_whether_workers_are_confined_and_why_not() {
         "{text}"
     );
 }
+
+/// `executor run --once` in `ws` as an unprivileged user: root (as CI runs) may read any
+/// process's `/proc/PID/environ` whatever it does, so the owner's case is tried as
+/// `nobody` with the workspace handed to it. Not root: as the user itself.
+fn run_once_unprivileged(ws: &Workspace, env: &[(&str, &str)]) -> std::process::Output {
+    let root = nix::unistd::geteuid().is_root();
+    let mut cmd = if root {
+        let status = std::process::Command::new("chown")
+            .args(["-R", "nobody:nogroup"])
+            .arg(ws.path())
+            .status()
+            .expect("chown");
+        assert!(status.success());
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+            crate::support::BIN,
+        ]);
+        cmd
+    } else {
+        std::process::Command::new(crate::support::BIN)
+    };
+    cmd.current_dir(ws.path())
+        .args(["run", "--once"])
+        .env("HOME", ws.path())
+        .env(crate::support::SANDBOX_MODE_ENV, "off")
+        .env_remove("EXECUTOR_CONFIG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run executor");
+    if root {
+        // Back to the test's own user, so its git reads the repository without complaint.
+        let status = std::process::Command::new("chown")
+            .args(["-R", "root:root"])
+            .arg(ws.path())
+            .status()
+            .expect("chown");
+        assert!(status.success());
+    }
+    out
+}
+
+#[test]
+fn an_unconfined_worker_cannot_read_the_runners_environment() {
+    let script = r#"mkdir -p out
+cat /proc/$PPID/environ > out/parent.txt 2>&1 || echo "refused $?" >> out/parent.txt
+for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" 2>/dev/null; done > out/all.txt
+echo "[DONE:implemented] tried"
+"#;
+    let ws = attack_workspace(script, "");
+    std::fs::write(ws.plans().join("e.md"), "---\ngid: E-1\n---\n# Environ\n").expect("note");
+    let out = run_once_unprivileged(
+        &ws,
+        &[("EXECUTOR_TEST_RUNNER_SECRET", "RUNNER-ENV-MARKER-88")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("UNCONFINED"), "{stderr}");
+    let repo = ws.path().join("repo");
+    let branch = run_branch(&ws, "E-1");
+    let parent = on_branch(&repo, &branch, "out/parent.txt").expect("report");
+    assert!(
+        parent.contains("refused"),
+        "the runner's environ was readable: {parent}"
+    );
+    let all = on_branch(&repo, &branch, "out/all.txt").expect("report");
+    assert!(
+        !all.contains("RUNNER-ENV-MARKER-88") && !parent.contains("RUNNER-ENV-MARKER-88"),
+        "the runner's secret leaked to an unconfined worker"
+    );
+}
+
+/// The hook as it runs inside the wall: no config, the contract copy and a relay socket.
+fn relayed_hook(ws: &Workspace, relay: &Path, command: &str) -> (String, String) {
+    use std::process::Stdio;
+    let worktree = ws.path().join("repo");
+    let input = serde_json::json!({
+        "session_id": "7817711f-9a75-4be4-9372-239a3eb8cfd9",
+        "cwd": worktree,
+        "permission_mode": "default",
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command, "description": "a command"},
+        "tool_use_id": "toolu_01",
+    });
+    let mut child = std::process::Command::new(crate::support::BIN)
+        .current_dir(std::env::temp_dir())
+        .args(["hook", "claude", "--run", "1", "--worktree"])
+        .arg(&worktree)
+        .args(["--branch", "executor/T-1", "--contract"])
+        .arg(ws.path().join("roles/worker-policy.json"))
+        .arg("--relay")
+        .arg(relay)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the hook");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.to_string().as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("the hook's output");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON answer");
+    let specific = &answer["hookSpecificOutput"];
+    (
+        specific["permissionDecision"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        specific["permissionDecisionReason"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
+}
+
+#[test]
+fn the_hook_in_the_wall_judges_by_its_contract_copy_when_the_runner_is_gone() {
+    let ws = crate::runner::workspace(&["/bin/true"], &[], "");
+    let gone = ws.path().join("no-runner.sock");
+    let (decision, _) = relayed_hook(&ws, &gone, "cargo test");
+    assert_eq!(decision, "allow");
+    let (decision, reason) = relayed_hook(&ws, &gone, "git push origin main");
+    assert_eq!(decision, "deny", "{reason}");
+    // What would wait for the owner cannot be parked without the runner: denied, saying so.
+    let (decision, reason) = relayed_hook(&ws, &gone, "gh pr merge 7");
+    assert_eq!(decision, "deny", "{reason}");
+    assert!(reason.contains("did not answer in time"), "{reason}");
+}
+
+#[test]
+fn the_hook_in_the_wall_answers_within_its_deadline_when_the_runner_hangs() {
+    let ws = crate::runner::workspace(&["/bin/true"], &[], "");
+    let socket = ws.path().join("slow.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    // Accepts and never answers.
+    let held = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().take(1) {
+            held.push(stream);
+            std::thread::sleep(Duration::from_secs(40));
+        }
+    });
+    let started = std::time::Instant::now();
+    let (decision, reason) = relayed_hook(&ws, &socket, "git push origin main");
+    assert_eq!(decision, "deny", "{reason}");
+    assert!(
+        started.elapsed() < Duration::from_secs(55),
+        "Claude Code gives a hook 60 s"
+    );
+    drop(held);
+}
+
+#[test]
+fn a_worker_flooding_stderr_with_huge_lines_leaves_a_bounded_record() {
+    let script = "perl -e 'print STDERR \"x\" x 1048576, \"\\n\" for 1..300'; echo '[DONE:implemented] flooded'";
+    let ws = attack_workspace(script, "");
+    std::fs::write(ws.plans().join("f.md"), "---\ngid: F-1\n---\n# Flood\n").expect("note");
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record = std::fs::read_dir(ws.path().join("logs/F-1/run-1"))
+        .expect("records")
+        .filter_map(Result::ok)
+        .map(|e| e.path().join("stderr.txt"))
+        .find(|p| p.exists())
+        .expect("stderr.txt");
+    let size = std::fs::metadata(&record).expect("size").len();
+    assert!(size > 0 && size <= 512 * 1024, "stderr.txt is {size} bytes");
+}
