@@ -847,6 +847,7 @@ fn wall_start(dir: &Path) -> (Vec<Row>, Vec<String>) {
         let wall = Wall::establish(settings).expect("the wall");
         let place = Place {
             worktree: worktree.clone(),
+            read_only_worktree: false,
             git_common_dir: None,
             home: "run-1".into(),
             agent: AgentFamily::Command,

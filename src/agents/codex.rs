@@ -38,17 +38,18 @@ pub fn argv(program: &Path, invocation: &Invocation) -> Vec<String> {
             argv.extend(["resume".to_string(), id.clone(), "--json".to_string()]);
         }
     }
-    if let Some(tools) = &invocation.tools {
-        let writes = tools
-            .iter()
-            .any(|t| matches!(t.to_ascii_lowercase().as_str(), "write" | "edit" | "bash"));
-        if !writes {
-            // `codex exec resume` takes no `--sandbox`; a config override works for both.
-            argv.splice(
-                2..2,
-                ["-c".to_string(), "sandbox_mode=\"read-only\"".to_string()],
-            );
-        }
+    // `codex exec resume` takes no `--sandbox`; a config override works for both. Inside
+    // executor's wall Codex's own sandbox (a nested bubblewrap) cannot start, so it is off
+    // and the wall holds the worker (read-only worktree included).
+    let mode = if invocation.confined {
+        Some("danger-full-access")
+    } else if invocation.read_only() {
+        Some("read-only")
+    } else {
+        None
+    };
+    if let Some(mode) = mode {
+        argv.splice(2..2, ["-c".to_string(), format!("sandbox_mode=\"{mode}\"")]);
     }
     argv.push("-".to_string());
     argv

@@ -90,6 +90,21 @@ pub struct Invocation {
     /// `allowed_tools`); Codex, which has no tool list, runs `--sandbox read-only` when the
     /// set holds none of `write`, `edit` and `bash`. `None`: the agent's usual tools.
     pub tools: Option<Vec<String>>,
+    /// The worker runs inside executor's wall, which replaces the agent's own sandbox:
+    /// Codex's (bubblewrap too) cannot start nested, so it is switched off, and a read-only
+    /// tool set gets a read-only worktree from the wall instead (see [`Invocation::read_only`]).
+    pub confined: bool,
+}
+
+impl Invocation {
+    /// The tool set holds none of `write`, `edit` and `bash`: the worker only reads.
+    pub fn read_only(&self) -> bool {
+        self.tools.as_ref().is_some_and(|tools| {
+            !tools
+                .iter()
+                .any(|t| matches!(t.to_ascii_lowercase().as_str(), "write" | "edit" | "bash"))
+        })
+    }
 }
 
 /// One agent CLI, ready to start workers with.

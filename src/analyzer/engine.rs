@@ -502,6 +502,7 @@ impl Analyzer {
         let folder = WorkFolder::create(&transcript.dir, &transcript.stem, attempt)?;
         let invocation = Invocation {
             append_system_prompt: Some(SYSTEM_PROMPT.to_string()),
+            confined: self.wall.is_confined(),
             ..Invocation::default()
         };
         let schema = answer::schema();
@@ -517,6 +518,7 @@ impl Analyzer {
         };
         let place = crate::sandbox::Place {
             worktree: folder.path.clone(),
+            read_only_worktree: false,
             git_common_dir: None,
             home: format!("analysis-{}", crate::core::gid::short_hash(gid)),
             agent: self.adapter.family(),

@@ -108,6 +108,7 @@ impl RunnerSettings {
     ) -> crate::sandbox::Place {
         crate::sandbox::Place {
             worktree: cwd.to_path_buf(),
+            read_only_worktree: false,
             git_common_dir: self.git_common_dir.clone(),
             home: self.home.clone().unwrap_or_else(|| format!("run-{run_id}")),
             agent: adapter.map_or(crate::sandbox::AgentFamily::Command, Adapter::family),
@@ -1570,6 +1571,7 @@ async fn work(
         model: settings.agent.model.clone(),
         max_turns: settings.agent.max_turns,
         tools: settings.agent.tools.clone(),
+        confined: settings.wall.is_confined(),
     };
     let spec = WorkerSpec {
         argv: adapter.argv(&invocation),
@@ -1596,6 +1598,7 @@ async fn work(
     place
         .read_write
         .extend(relay.as_ref().map(|r| r.dir.clone()));
+    place.read_only_worktree = invocation.read_only();
     let enclosed = settings.wall.enclose(spec, &place)?;
     let (run_id_for_relay, branch_for_relay) = (run.id, run.branch_name.clone());
     let relay_served = async {

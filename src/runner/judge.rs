@@ -137,6 +137,7 @@ pub async fn ask(
              Answer with one line: [DONE:deny] reason, or [DONE:escalate] reason."
                 .to_string(),
         ),
+        confined: wall.is_confined(),
         ..Invocation::default()
     };
     let spec = WorkerSpec {
@@ -151,6 +152,7 @@ pub async fn ask(
     };
     let place = crate::sandbox::Place {
         worktree: dir.to_path_buf(),
+        read_only_worktree: false,
         git_common_dir: None,
         home,
         agent: adapter.family(),

@@ -139,8 +139,11 @@ impl AgentFamily {
 /// Where one worker works.
 #[derive(Debug, Clone)]
 pub struct Place {
-    /// Its working directory, read-write.
+    /// Its working directory, read-write unless `read_only_worktree`.
     pub worktree: PathBuf,
+    /// The worker only reads (its tool set has no write, edit or shell): the worktree is
+    /// bound read-only.
+    pub read_only_worktree: bool,
     /// The repository's common git folder, read-only (`None`: not a git worktree).
     pub git_common_dir: Option<PathBuf>,
     /// The name of its private home, shared by the workers of one run so a later phase
@@ -268,7 +271,12 @@ impl Wall {
         home::point_env(&mut spec.env, &home_dir, place.agent);
 
         let mut read_only: Vec<PathBuf> = Vec::new();
-        let mut read_write: Vec<PathBuf> = vec![worktree.clone(), home_dir];
+        let mut read_write: Vec<PathBuf> = vec![home_dir];
+        if place.read_only_worktree {
+            read_only.push(worktree.clone());
+        } else {
+            read_write.push(worktree.clone());
+        }
         read_only.extend(
             place
                 .git_common_dir

@@ -533,6 +533,45 @@ fn claude_dispatched_twice_in_one_named_session_gets_only_the_files_tools() {
 }
 
 #[test]
+fn a_read_only_codex_worker_reads_inside_the_wall_and_cannot_write() {
+    let Some(cli) = agent_cli("codex") else {
+        return;
+    };
+    // A task file with read tools only: unconfined, Codex runs its own read-only sandbox;
+    // inside the wall that sandbox (a nested bubblewrap) cannot start, so the adapter
+    // switches it off and the wall binds the worktree read-only instead.
+    let server = ModelServer::start(vec![
+        Turn::bash("cat README.md"),
+        Turn::bash("echo x > written.txt"),
+        Turn::text("[DONE:implemented] read the README"),
+    ]);
+    let ws = agent_workspace("codex", &cli, &server, "", "");
+    let file = ws.path().join("t-worker-reader.json");
+    std::fs::write(
+        &file,
+        r#"{"taskVersion": 1, "id": "t-worker-reader", "prompt": "Read the README, then say done.", "workspace": "alpha", "capabilities": {"tools": ["read"]}, "timeoutSeconds": 600}"#,
+    )
+    .expect("write the task file");
+    let shown = ws.json(&["dispatch", &file.display().to_string(), "--json"]);
+    assert_eq!(shown["done"], true, "{shown}");
+    let results: Vec<String> = server
+        .model_requests()
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .collect();
+    assert!(
+        results.iter().any(|r| r.contains("project")),
+        "the command's output did not come back: {results:#?}"
+    );
+    if crate::confinement::wall_works() {
+        assert!(
+            results.iter().any(|r| r.contains("Read-only file system")),
+            "the write was not refused: {results:#?}"
+        );
+    }
+}
+
+#[test]
 fn claude_review_rounds_keep_the_author_in_one_session_and_the_reviewer_in_another() {
     let Some(cli) = agent_cli("claude") else {
         return;
