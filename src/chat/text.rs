@@ -104,6 +104,7 @@ mod tests {
             applied_at: None,
             tool_use_id: None,
             message_window: None,
+            confined: None,
         }
     }
 

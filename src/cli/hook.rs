@@ -215,6 +215,9 @@ pub async fn decide(
         detail: Some(detail(input, &actions, &verdict, confined)),
         tool_use_id,
         message_window: None,
+        // The posture the call was judged in: true when the relay decides for a worker
+        // inside the wall, false when the hook runs beside an unconfined one.
+        confined: Some(confined),
     };
     (answer, Some(record))
 }

@@ -224,6 +224,16 @@ pub fn print_queue(tasks: &[Task]) -> Result<()> {
     })())
 }
 
+/// What follows a decision's role in `show`: the worker's posture when it ran outside the
+/// wall. A confined worker is the normal case, and a decision from before executor kept the
+/// posture (or one made for no worker) has none to show.
+fn unconfined_mark(confined: Option<bool>) -> &'static str {
+    match confined {
+        Some(false) => " (unconfined)",
+        Some(true) | None => "",
+    }
+}
+
 fn when(at: &DateTime<Utc>) -> String {
     at.format("%Y-%m-%d %H:%M:%S").to_string()
 }
@@ -339,9 +349,10 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
             for d in &shown.decisions {
                 writeln!(
                     out,
-                    "  {}  {} {} -> {} (rule {}){}",
+                    "  {}  {}{} {} -> {} (rule {}){}",
                     when(&d.at),
                     d.role,
+                    unconfined_mark(d.confined),
                     d.action,
                     d.decision,
                     d.rule_id.as_deref().unwrap_or("default"),
@@ -488,6 +499,9 @@ pub fn print_escalations(
             )?;
             if let Some(rule) = &escalation.rule_id {
                 writeln!(out, "  rule: {rule}")?;
+            }
+            if escalation.confined == Some(false) {
+                writeln!(out, "  the worker ran unconfined (outside the wall)")?;
             }
             if !window.is_empty() {
                 writeln!(out, "  recent messages:")?;

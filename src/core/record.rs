@@ -96,6 +96,10 @@ pub struct Decision {
     pub tool_use_id: Option<String>,
     /// The worker messages that led to the decision: a JSON array, as text.
     pub message_window: Option<String>,
+    /// Whether the worker the decision was made for ran inside the wall (DESIGN sections 6
+    /// and 11): `None` when not known (decisions recorded before executor kept it, and those
+    /// made for no worker: the owner's, the conductor's).
+    pub confined: Option<bool>,
 }
 
 impl Decision {
@@ -145,6 +149,9 @@ pub struct NewDecision {
     pub tool_use_id: Option<String>,
     /// A JSON array, as text.
     pub message_window: Option<String>,
+    /// Whether the worker ran inside the wall; `None` when no worker's posture applies or it
+    /// is not known (see [`Decision::confined`]).
+    pub confined: Option<bool>,
 }
 
 /// A worker message about to be recorded (`executor_messages`, DESIGN section 5).

@@ -576,6 +576,9 @@ async fn open_escalation(
                     detail: Some(detail),
                     tool_use_id,
                     message_window: Some(window_json),
+                    // The run's worker ran in this pass, enclosed by this process's wall,
+                    // which confines every worker or none.
+                    confined: Some(settings.wall.is_confined()),
                 })
                 .await?
         }
@@ -1924,6 +1927,8 @@ async fn take_message(
             detail: Some(line.to_string()),
             tool_use_id: None,
             message_window: window,
+            // The posture the request was judged in: the worker's own.
+            confined: Some(scope.confined),
         })
         .await?;
     let kind = match verdict.decision {

@@ -362,6 +362,9 @@ impl Recorder {
                 detail: Some(serde_json::to_string(&update).unwrap_or_default()),
                 tool_use_id: None,
                 message_window: None,
+                // The orchestrator's own step after the worker ended: no worker's posture
+                // applies to it.
+                confined: None,
             })
             .await
         {

@@ -59,6 +59,11 @@ pub const SQLITE: &[Migration] = &[
         name: "conductor",
         sql: include_str!("sql/sqlite/0009_conductor.sql"),
     },
+    Migration {
+        version: 10,
+        name: "decision_confined",
+        sql: include_str!("sql/sqlite/0010_decision_confined.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -106,6 +111,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 9,
         name: "conductor",
         sql: include_str!("sql/postgres/0009_conductor.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "decision_confined",
+        sql: include_str!("sql/postgres/0010_decision_confined.sql"),
     },
 ];
 

@@ -40,7 +40,7 @@ const RUN_COLUMNS: &str = "id::bigint, COALESCE(task_gid::text, ''), worktree_pa
 const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
 const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
      detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
-     message_window";
+     message_window, confined";
 const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
      created_at, attempts::bigint, next_attempt_at, delivered_at, last_error";
@@ -211,6 +211,7 @@ fn decision_from_row(row: &PgRow) -> Result<Decision, sqlx::Error> {
         applied_at: row.try_get(13)?,
         tool_use_id: row.try_get(14)?,
         message_window: row.try_get(15)?,
+        confined: row.try_get(16)?,
     })
 }
 
@@ -641,7 +642,8 @@ impl Store for PgStore {
     async fn record_decision(&self, d: &NewDecision) -> StoreResult<Decision> {
         let row = sqlx::query(&format!(
             "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail, \
-             tool_use_id, message_window) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) \
+             tool_use_id, message_window, confined) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
              RETURNING {DECISION_COLUMNS}"
         ))
         .bind(&d.task_gid)
@@ -654,6 +656,7 @@ impl Store for PgStore {
         .bind(&d.detail)
         .bind(&d.tool_use_id)
         .bind(&d.message_window)
+        .bind(d.confined)
         .fetch_one(&self.pool)
         .await?;
         Ok(decision_from_row(&row)?)

@@ -39,7 +39,7 @@ const RUN_COLUMNS: &str = "id, task_gid, worktree_path, branch_name, pr_url, pr_
 const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
 const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
      detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
-     message_window";
+     message_window, confined";
 const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
      created_at, attempts, next_attempt_at, delivered_at, last_error";
@@ -312,6 +312,7 @@ fn decision_from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
         applied_at: ts_opt(row, 13)?,
         tool_use_id: row.get(14)?,
         message_window: row.get(15)?,
+        confined: row.get(16)?,
     })
 }
 
@@ -667,7 +668,7 @@ impl Store for SqliteStore {
         self.call(move |conn| {
             conn.prepare_cached(
                 "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail, \
-                 tool_use_id, message_window) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 tool_use_id, message_window, confined) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
             )?
             .execute(params![
                 d.task_gid,
@@ -679,7 +680,8 @@ impl Store for SqliteStore {
                 d.rule_id,
                 d.detail,
                 d.tool_use_id,
-                d.message_window
+                d.message_window,
+                d.confined
             ])?;
             let id = conn.last_insert_rowid();
             conn.prepare_cached(&format!(

@@ -228,6 +228,38 @@ echo "[DONE:implemented] tried"
 }
 
 #[test]
+fn a_confined_workers_requests_are_recorded_confined() {
+    if !wall_works() {
+        return;
+    }
+    let script = "echo '[REQUEST:run_tests] scheme=all'; echo '[DONE:implemented] asked'";
+    let ws = attack_workspace(script, "");
+    std::fs::write(ws.plans().join("r.md"), "---\ngid: R-1\n---\n# Requests\n").expect("note");
+    let out = run_once(&ws);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = ws.json(&["show", "R-1", "--json"]);
+    let asked: Vec<&serde_json::Value> = shown["decisions"]
+        .as_array()
+        .expect("decisions")
+        .iter()
+        .filter(|d| d["action"] == "run_tests")
+        .collect();
+    assert_eq!(asked.len(), 1, "{shown}");
+    assert_eq!(asked[0]["decision"], "approve", "{shown}");
+    assert_eq!(
+        asked[0]["confined"],
+        serde_json::Value::Bool(true),
+        "{shown}"
+    );
+    let human = ws.ok(&["show", "R-1"]);
+    assert!(!human.contains("(unconfined)"), "{human}");
+}
+
+#[test]
 fn a_confined_workers_daemons_end_with_it() {
     if !wall_works() {
         return;

@@ -200,6 +200,16 @@ fn worker_requests_are_decided_by_the_contract_and_stored_with_the_messages() {
         decisions[2],
         ("merge_pr".into(), "escalate".into(), "merge".into())
     );
+    // The workspace runs its workers with the sandbox off: each request was judged, and
+    // recorded, unconfined.
+    assert!(
+        shown["decisions"]
+            .as_array()
+            .expect("decisions")
+            .iter()
+            .all(|d| d["confined"] == serde_json::Value::Bool(false)),
+        "{shown}"
+    );
 
     // The merge waits for the owner, with the run's messages as its window.
     let pending = ws.json(&["escalations", "--json"]);

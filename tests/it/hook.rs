@@ -185,3 +185,60 @@ fn the_hook_answers_while_the_database_is_locked_and_says_what_it_could_not_reco
     // The hook was done while the lock was still held: it never waited for it.
     holder.execute_batch("COMMIT;").expect("release");
 }
+
+#[tokio::test]
+async fn a_hook_run_by_hand_outside_the_wall_records_its_decisions_unconfined() {
+    let ws = Workspace::init();
+    ws.ok(&["add", "--title", "Hooked", "--gid", "T-1"]);
+    {
+        // Run 1 of T-1, so the hook's decisions are the task's and `show` lists them.
+        let store = executor::store::sqlite::SqliteStore::open(&ws.path().join("executor.db"))
+            .await
+            .expect("open");
+        let run = executor::store::Store::create_run(&store, "T-1", chrono::Utc::now())
+            .await
+            .expect("run");
+        assert_eq!(run.id, 1);
+    }
+    let worktree = ws.path().join("wt");
+    std::fs::create_dir_all(&worktree).expect("mkdir");
+    let (decision, _) = answer(&hook(
+        &ws,
+        &worktree,
+        &bash("git push origin main", &worktree),
+    ));
+    assert_eq!(decision, "deny");
+    let (decision, _) = answer(&hook(
+        &ws,
+        &worktree,
+        &bash("cargo test && gh pr merge 12 --squash", &worktree),
+    ));
+    assert_eq!(decision, "defer");
+
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    let decisions = shown["decisions"].as_array().expect("decisions");
+    let recorded: Vec<(&str, &Value)> = decisions
+        .iter()
+        .map(|d| (d["decision"].as_str().unwrap_or(""), &d["confined"]))
+        .collect();
+    assert_eq!(
+        recorded,
+        [
+            ("deny", &Value::Bool(false)),
+            ("escalate", &Value::Bool(false))
+        ],
+        "{shown}"
+    );
+    let human = ws.ok(&["show", "T-1"]);
+    assert!(
+        human.contains("worker (unconfined) push_branch -> deny"),
+        "{human}"
+    );
+
+    let escalations = ws.json(&["escalations", "--json"]);
+    let escalations = escalations.as_array().expect("escalations");
+    assert_eq!(escalations.len(), 1, "{escalations:?}");
+    assert_eq!(escalations[0]["confined"], Value::Bool(false));
+    let human = ws.ok(&["escalations"]);
+    assert!(human.contains("the worker ran unconfined"), "{human}");
+}

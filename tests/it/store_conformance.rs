@@ -373,6 +373,7 @@ async fn decisions_are_recorded_and_pending_escalations_counted(store: &dyn Stor
             detail: Some("{\"pr\":1234}".into()),
             tool_use_id: None,
             message_window: None,
+            confined: None,
         })
         .await
         .expect("record");
@@ -397,7 +398,46 @@ fn decision_for(run_id: i64, action: &str, decision: &str) -> NewDecision {
         detail: None,
         tool_use_id: None,
         message_window: None,
+        confined: None,
     }
+}
+
+async fn each_decision_keeps_whether_its_worker_was_confined(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let run = store.create_run("T-1", t0()).await.expect("run");
+    let mut recorded = Vec::new();
+    for confined in [Some(true), Some(false), None] {
+        let mut new = decision_for(run.id, "merge_pr", "escalate");
+        new.confined = confined;
+        let decision = store.record_decision(&new).await.expect("record");
+        assert_eq!(decision.confined, confined, "as recorded");
+        recorded.push(decision);
+    }
+    // Every way a decision is read back carries it.
+    assert_eq!(store.decisions("T-1").await.expect("list"), recorded);
+    for decision in &recorded {
+        assert_eq!(
+            store.decision(decision.id).await.expect("read"),
+            Some(decision.clone())
+        );
+    }
+    assert_eq!(store.escalations(true).await.expect("pending"), recorded);
+    assert_eq!(
+        store.run_escalations(run.id).await.expect("run's"),
+        recorded
+    );
+    // Answering an escalation leaves it as it was.
+    let Some(Resolved::Recorded(answered)) = store
+        .resolve_escalation(recorded[1].id, "deny", None, "cli", t0())
+        .await
+        .expect("resolve")
+    else {
+        panic!("the escalation was pending");
+    };
+    assert_eq!(answered.confined, Some(false));
 }
 
 async fn an_escalation_is_resolved_once_and_applied_once(store: &dyn Store) {
@@ -1997,6 +2037,7 @@ conformance!(
     a_saved_run_reads_back_with_every_column,
     workers_are_recorded_and_open_ones_listed_per_host,
     decisions_are_recorded_and_pending_escalations_counted,
+    each_decision_keeps_whether_its_worker_was_confined,
     an_escalation_is_resolved_once_and_applied_once,
     messages_keep_a_window_of_the_runs_most_recent,
     a_run_lease_is_taken_once_renewed_expired_and_released,
@@ -2106,4 +2147,109 @@ async fn sqlite_pending_includes_rows_with_a_null_status() {
         .expect("list");
     let gids: Vec<&str> = pending.iter().map(|t| t.task_gid.as_str()).collect();
     assert_eq!(gids, ["T-1", "OLD-1"]);
+}
+
+/// The schema as it stood before decisions recorded `confined`.
+const BEFORE_CONFINED: i64 = 9;
+
+/// A decision as executor recorded it before it knew the worker's posture.
+const OLD_DECISION: &str = "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, \
+     decision, rule_id) VALUES ('T-OLD', 7, '2026-01-01T00:00:00.000000Z', 'worker', 'merge_pr', \
+     'escalate', 'merge')";
+
+async fn an_old_decision_reads_back_not_known_beside_new_ones(store: &dyn Store) {
+    let old = store.decisions("T-OLD").await.expect("old decisions");
+    assert_eq!(old.len(), 1, "the old row is kept");
+    assert_eq!(
+        (
+            old[0].action.as_str(),
+            old[0].rule_id.as_deref(),
+            old[0].confined
+        ),
+        ("merge_pr", Some("merge"), None)
+    );
+    let mut new = decision_for(7, "run_tests", "approve");
+    new.task_gid = Some("T-OLD".into());
+    new.confined = Some(false);
+    store.record_decision(&new).await.expect("record");
+    let all = store.decisions("T-OLD").await.expect("all decisions");
+    let confined: Vec<Option<bool>> = all.iter().map(|d| d.confined).collect();
+    assert_eq!(confined, [None, Some(false)]);
+}
+
+#[tokio::test]
+async fn sqlite_decisions_from_before_confined_was_kept_stay_not_known() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("executor.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("open file");
+        for migration in executor::store::migrations::SQLITE
+            .iter()
+            .filter(|m| m.version <= BEFORE_CONFINED)
+        {
+            conn.execute_batch(migration.sql).expect("old migration");
+        }
+        conn.execute_batch(&format!("PRAGMA user_version = {BEFORE_CONFINED}"))
+            .expect("old version");
+        conn.execute_batch(OLD_DECISION).expect("old decision");
+    }
+    let store = SqliteStore::open(&path).await.expect("migrate");
+    an_old_decision_reads_back_not_known_beside_new_ones(&store).await;
+    let column: Option<i64> = rusqlite::Connection::open(&path)
+        .expect("open file")
+        .query_row(
+            "SELECT confined FROM executor_decisions WHERE task_gid = 'T-OLD' ORDER BY id LIMIT 1",
+            [],
+            |row| row.get(0),
+        )
+        .expect("the column");
+    assert_eq!(column, None, "the old row is NULL");
+}
+
+#[tokio::test]
+async fn postgres_decisions_from_before_confined_was_kept_stay_not_known() {
+    let Some(schema) = PgSchema::create("decisions_before_confined").await else {
+        return;
+    };
+    let admin = schema.admin().await;
+    sqlx::raw_sql(
+        "CREATE TABLE executor_schema_migrations (\
+            version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+    )
+    .execute(&admin)
+    .await
+    .expect("migrations table");
+    for migration in executor::store::migrations::POSTGRES
+        .iter()
+        .filter(|m| m.version <= BEFORE_CONFINED)
+    {
+        sqlx::raw_sql(migration.sql)
+            .execute(&admin)
+            .await
+            .expect("old migration");
+        sqlx::query("INSERT INTO executor_schema_migrations (version, name) VALUES ($1, $2)")
+            .bind(migration.version)
+            .bind(migration.name)
+            .execute(&admin)
+            .await
+            .expect("record old migration");
+    }
+    sqlx::raw_sql(OLD_DECISION)
+        .execute(&admin)
+        .await
+        .expect("old decision");
+    let store = PgStore::connect_with(schema.options())
+        .await
+        .expect("migrate");
+    an_old_decision_reads_back_not_known_beside_new_ones(&store).await;
+    let column: Option<bool> = sqlx::query_scalar(
+        "SELECT confined FROM executor_decisions WHERE task_gid = 'T-OLD' ORDER BY id LIMIT 1",
+    )
+    .fetch_one(&admin)
+    .await
+    .expect("the column");
+    assert_eq!(column, None, "the old row is NULL");
+    store.pool().close().await;
+    admin.close().await;
+    schema.drop().await;
 }
