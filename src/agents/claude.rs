@@ -706,6 +706,7 @@ mod tests {
             model: None,
             max_turns: Some(40),
             tools: None,
+            confined: false,
         };
         assert_eq!(
             argv(&program, &first),

@@ -833,6 +833,7 @@ mod tests {
             model: Some("anthropic/claude-sonnet-4-5".into()),
             max_turns: Some(40),
             tools: None,
+            confined: false,
         };
         assert_eq!(
             argv(&program, &first),

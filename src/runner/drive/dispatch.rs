@@ -288,5 +288,23 @@ mod tests {
             ["exec", "-c", "sandbox_mode=\"read-only\"", "resume"],
             "the override comes before resume: {resumed:?}"
         );
+        // Inside the wall Codex's own sandbox is off, read-only or not: the wall holds it.
+        for tools in [&[Tool::Read][..], &[Tool::Read, Tool::Write][..]] {
+            let confined = codex.argv(&Invocation {
+                tools: Some(agent_tools(&codex, tools)),
+                confined: true,
+                ..Invocation::default()
+            });
+            assert_eq!(
+                after(&confined, "-c"),
+                Some("sandbox_mode=\"danger-full-access\"")
+            );
+        }
+        assert!(Invocation {
+            tools: Some(agent_tools(&codex, &[Tool::Read])),
+            ..Invocation::default()
+        }
+        .read_only());
+        assert!(!Invocation::default().read_only());
     }
 }
