@@ -822,6 +822,8 @@ fn wall_start(dir: &Path) -> (Vec<Row>, Vec<String>) {
         .enable_all()
         .build()
         .expect("runtime");
+    // The network gate's listeners are tokio's: enclosing needs the runtime entered.
+    let _entered = runtime.enter();
     let echo = executor::agents::find_program("echo", std::env::var_os("PATH").as_deref())
         .expect("echo on PATH");
     let mut rows = Vec::new();

@@ -707,3 +707,70 @@ fn a_worker_flooding_stderr_with_huge_lines_leaves_a_bounded_record() {
     let size = std::fs::metadata(&record).expect("size").len();
     assert!(size > 0 && size <= 512 * 1024, "stderr.txt is {size} bytes");
 }
+
+#[test]
+fn the_bundled_example_runs_where_there_is_no_wall() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = crate::support::executor(dir.path())
+        .args(["init", "--example", "."])
+        .output()
+        .expect("init");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let config_path = dir.path().join("executor.toml");
+    let config = std::fs::read_to_string(&config_path).expect("config");
+    std::fs::write(
+        &config_path,
+        config.replacen(
+            "\n[sandbox]\n",
+            "\n[sandbox]\nbwrap = \"/nonexistent/bwrap\"\n",
+            1,
+        ),
+    )
+    .expect("write");
+    let out = confined(&mut crate::support::executor(dir.path()).args(["run", "--once"]))
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("UNCONFINED") && stderr.contains("/nonexistent/bwrap"),
+        "{stderr}"
+    );
+    let shown = crate::support::executor(dir.path())
+        .args(["show", "EXAMPLE-1", "--json"])
+        .output()
+        .expect("show");
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).expect("json");
+    assert_eq!(shown["runs"][0]["state"], "complete", "{stderr}");
+}
+
+#[test]
+fn a_worker_cannot_write_a_file_past_max_file_size() {
+    let script = r#"mkdir -p out
+head -c 3145728 /dev/zero > big.bin 2>/dev/null; echo "big $?" > out/fsize.txt
+head -c 1024 /dev/zero > small.bin; echo "small $?" >> out/fsize.txt
+rm -f big.bin
+echo "[DONE:implemented] tried"
+"#;
+    let ws = attack_workspace(script, "");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&(config + "\n[sandbox]\nmax_file_size = \"1M\"\n"));
+    std::fs::write(ws.plans().join("s.md"), "---\ngid: S-1\n---\n# Size\n").expect("note");
+    let out = run_once(&ws);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let repo = ws.path().join("repo");
+    let report = on_branch(&repo, &run_branch(&ws, "S-1"), "out/fsize.txt").expect("report");
+    assert!(report.contains("small 0"), "{report}");
+    assert!(
+        !report.contains("big 0"),
+        "a 3 MiB file was written under a 1 MiB cap: {report}"
+    );
+}
