@@ -731,7 +731,7 @@ fn the_bundled_example_runs_where_there_is_no_wall() {
         ),
     )
     .expect("write");
-    let out = confined(&mut crate::support::executor(dir.path()).args(["run", "--once"]))
+    let out = confined(crate::support::executor(dir.path()).args(["run", "--once"]))
         .output()
         .expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
