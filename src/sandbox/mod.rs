@@ -319,6 +319,12 @@ impl Wall {
             SandboxNetwork::None => {}
             SandboxNetwork::Allowlist => {
                 let (remote, loopback) = self.allowlist(place.agent, &spec);
+                // Nothing allowed is the network `none`: no proxy, no bridge to start.
+                if remote.is_empty() && loopback.is_empty() {
+                    return self.finish(
+                        spec, hidden, read_only, read_write, worktree, bwrap, prefix, None,
+                    );
+                }
                 let proxy_port = (PROXY_PORT..)
                     .find(|p| !loopback.contains(p))
                     .unwrap_or(PROXY_PORT);
@@ -355,14 +361,31 @@ impl Wall {
                 net = Some(gate);
             }
         }
-        spec.env.insert("TMPDIR".to_string(), "/tmp".to_string());
+        self.finish(
+            spec, hidden, read_only, read_write, worktree, bwrap, prefix, net,
+        )
+    }
 
+    /// The bubblewrap command line around `spec`, from the mounts settled by `enclose`.
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        mut spec: WorkerSpec,
+        hidden: Vec<PathBuf>,
+        read_only: Vec<PathBuf>,
+        read_write: Vec<PathBuf>,
+        worktree: PathBuf,
+        bwrap: &Path,
+        prefix: Vec<String>,
+        net: Option<proxy::NetGate>,
+    ) -> Result<Enclosed, WallError> {
+        spec.env.insert("TMPDIR".to_string(), "/tmp".to_string());
         let plan = bwrap::Plan {
             hidden,
             read_only,
             read_write,
             own_network: self.settings.network != SandboxNetwork::Host,
-            cwd: worktree.clone(),
+            cwd: worktree,
         };
         let mut argv = bwrap::argv(bwrap, &plan);
         argv.extend(prefix);

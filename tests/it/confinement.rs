@@ -12,6 +12,20 @@ use std::time::Duration;
 
 use crate::support::{confined, git, Workspace};
 
+/// Writes a plan note for task `gid` and runs `executor run --once` on it (the wall as
+/// the workspace's config says); asserts it worked and returns its stderr.
+fn run_note(ws: &Workspace, gid: &str) -> String {
+    std::fs::write(
+        ws.plans().join(format!("{gid}.md")),
+        format!("---\ngid: {gid}\n---\n# Task {gid}\n"),
+    )
+    .expect("note");
+    let out = run_once(ws);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
 /// `executor run --once` with the wall as the workspace's config says.
 fn run_once(ws: &Workspace) -> std::process::Output {
     confined(&mut ws.command(&["run", "--once"]))
@@ -234,13 +248,7 @@ fn a_confined_workers_requests_are_recorded_confined() {
     }
     let script = "echo '[REQUEST:run_tests] scheme=all'; echo '[DONE:implemented] asked'";
     let ws = attack_workspace(script, "");
-    std::fs::write(ws.plans().join("r.md"), "---\ngid: R-1\n---\n# Requests\n").expect("note");
-    let out = run_once(&ws);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_note(&ws, "R-1");
     let shown = ws.json(&["show", "R-1", "--json"]);
     let asked: Vec<&serde_json::Value> = shown["decisions"]
         .as_array()
@@ -271,13 +279,7 @@ sleep 0.3
 echo "[DONE:implemented] left daemons"
 "#;
     let ws = attack_workspace(script, "");
-    std::fs::write(ws.plans().join("d.md"), "---\ngid: D-1\n---\n# Daemons\n").expect("note");
-    let out = run_once(&ws);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_note(&ws, "D-1");
     std::thread::sleep(Duration::from_secs(1));
     for marker in ["SETSID-MARKER-5", "DOUBLEFORK-MARKER-5", "NOHUP-MARKER-5"] {
         let left = processes_with(marker);
@@ -386,13 +388,7 @@ esac
         "---\ngid: VICTIM-1\n---\n# Victim\n",
     )
     .expect("note");
-    std::fs::write(ws.plans().join("x.md"), "---\ngid: X-1\n---\n# Attacker\n").expect("note");
-    let out = run_once(&ws);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_note(&ws, "X-1");
     let repo = ws.path().join("repo");
     let victim = run_branch(&ws, "VICTIM-1");
     assert_eq!(
@@ -431,13 +427,7 @@ echo "[DONE:implemented] tried the network"
         &script,
         &format!("\n[sandbox]\nallow = [\"127.0.0.1:{}\"]\n", allowed.port),
     );
-    std::fs::write(ws.plans().join("n.md"), "---\ngid: N-1\n---\n# Net\n").expect("note");
-    let out = run_once(&ws);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_note(&ws, "N-1");
     let repo = ws.path().join("repo");
     let branch = run_branch(&ws, "N-1");
     assert_eq!(
@@ -482,10 +472,7 @@ fn sandbox_off_runs_unconfined_and_says_so() {
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config")
         + "\n[sandbox]\nmode = \"off\"\n";
     ws.write_config(&config);
-    std::fs::write(ws.plans().join("o.md"), "---\ngid: O-1\n---\n# O\n").expect("note");
-    let out = run_once(&ws);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = run_note(&ws, "O-1");
     assert!(stderr.contains("UNCONFINED"), "{stderr}");
 }
 
@@ -759,13 +746,7 @@ echo "[DONE:implemented] tried"
     let ws = attack_workspace(script, "");
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
     ws.write_config(&(config + "\n[sandbox]\nmax_file_size = \"1M\"\n"));
-    std::fs::write(ws.plans().join("s.md"), "---\ngid: S-1\n---\n# Size\n").expect("note");
-    let out = run_once(&ws);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_note(&ws, "S-1");
     let repo = ws.path().join("repo");
     let report = on_branch(&repo, &run_branch(&ws, "S-1"), "out/fsize.txt").expect("report");
     assert!(report.contains("small 0"), "{report}");
