@@ -844,6 +844,11 @@ fn wall_start(dir: &Path) -> (Vec<Row>, Vec<String>) {
         let mut settings = WallSettings::off(dir.join("homes"));
         settings.mode = mode;
         settings.network = network;
+        // One forwarded loopback port, so the allowlist row starts the bridge and the proxy
+        // (an allowlist that allows nothing is the network `none`).
+        settings.allow = vec![
+            executor::config::sandbox::parse_host_port("127.0.0.1:11434").expect("a host and port"),
+        ];
         settings.executor = PathBuf::from(BIN);
         settings.hidden = vec![dir.to_path_buf()];
         let wall = Wall::establish(settings).expect("the wall");

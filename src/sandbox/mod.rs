@@ -16,7 +16,7 @@
 //! | a home of its own per run, holding only the agent's configuration | [`home`] |
 //! | no process of the host; everything it starts ends with it | `--unshare-pid`, `--die-with-parent` |
 //! | the network the config allows | `--unshare-net` and the orchestrator's proxy ([`proxy`], [`bridge`]) |
-//! | limits on processes and file size | `RLIMIT_NPROC`, `RLIMIT_FSIZE` set by the supervisor |
+//! | limits on processes and file size | `RLIMIT_NPROC`, `RLIMIT_FSIZE` set by the supervisor on `bwrap` |
 //!
 //! Unconfined, the worker's spec is left as it is, and the decisions about its tool calls
 //! are taken in the policy's strict posture (see `crate::policy`).
@@ -231,20 +231,23 @@ impl Wall {
         }
     }
 
-    /// `spec` as it must run at `place`: inside the wall when the posture is confined, as it
-    /// is otherwise (with its limits either way).
+    /// `spec` as it must run at `place`: inside the wall, under its limits, when the posture
+    /// is confined; as it is otherwise.
     pub fn enclose(&self, mut spec: WorkerSpec, place: &Place) -> Result<Enclosed, WallError> {
-        spec.os_limits = Some(OsLimits {
-            max_processes: self.settings.max_processes,
-            max_file_size: self.settings.max_file_size,
-        });
         let Posture::Confined { bwrap } = &self.posture else {
+            // Unconfined, the spec stays as it is: no limits either, since setting them
+            // between fork and exec costs every spawn its fast path (posix_spawn), and an
+            // unconfined worker is held by nothing else of the wall anyway.
             return Ok(Enclosed {
                 spec,
                 confined: false,
                 gate: None,
             });
         };
+        spec.os_limits = Some(OsLimits {
+            max_processes: self.settings.max_processes,
+            max_file_size: self.settings.max_file_size,
+        });
         let prepare = |what: String| {
             let label = place.label.clone();
             move |source| WallError::Prepare {
@@ -380,6 +383,17 @@ impl Wall {
         net: Option<proxy::NetGate>,
     ) -> Result<Enclosed, WallError> {
         spec.env.insert("TMPDIR".to_string(), "/tmp".to_string());
+        // The system is read-only already: a read-only bind is needed only where something
+        // covers the path (a hidden place, or a read-write bind around it). Fewer mounts,
+        // a faster start.
+        let mut read_only = read_only;
+        read_only.retain(|p| {
+            hidden
+                .iter()
+                .chain(&read_write)
+                .any(|cover| p.starts_with(cover))
+        });
+        let hidden = bwrap::needed_covers(hidden, &read_only, &read_write);
         let plan = bwrap::Plan {
             hidden,
             read_only,
