@@ -158,6 +158,54 @@ pub struct Place {
     pub label: String,
 }
 
+impl Place {
+    /// Turns an I/O error preparing `what` into the wall's error for this worker.
+    fn error(&self, what: String) -> impl FnOnce(std::io::Error) -> WallError {
+        let label = self.label.clone();
+        move |source| WallError::Prepare {
+            label,
+            what,
+            source,
+        }
+    }
+}
+
+/// The paths of a worker's wall before they become a [`bwrap::Plan`].
+#[derive(Debug, Default)]
+struct Mounts {
+    hidden: Vec<PathBuf>,
+    read_only: Vec<PathBuf>,
+    read_write: Vec<PathBuf>,
+}
+
+impl Mounts {
+    /// The plan, with only the mounts that change something: the system is read-only
+    /// already, so a read-only bind is needed only where something covers the path (a
+    /// hidden place, or a read-write bind around it), and a hidden place inside another
+    /// needs no tmpfs of its own. Fewer mounts, a faster start.
+    fn plan(self, cwd: PathBuf, own_network: bool) -> bwrap::Plan {
+        let Mounts {
+            hidden,
+            mut read_only,
+            read_write,
+        } = self;
+        read_only.retain(|p| {
+            hidden
+                .iter()
+                .chain(&read_write)
+                .any(|cover| p.starts_with(cover))
+        });
+        let hidden = bwrap::needed_covers(hidden, &read_only, &read_write);
+        bwrap::Plan {
+            hidden,
+            read_only,
+            read_write,
+            own_network,
+            cwd,
+        }
+    }
+}
+
 /// A worker's spec ready for the supervisor, with what must live as long as it runs.
 #[derive(Debug)]
 pub struct Enclosed {
@@ -248,159 +296,26 @@ impl Wall {
             max_processes: self.settings.max_processes,
             max_file_size: self.settings.max_file_size,
         });
-        let prepare = |what: String| {
-            let label = place.label.clone();
-            move |source| WallError::Prepare {
-                label,
-                what,
-                source,
-            }
-        };
-        let worktree = place.worktree.canonicalize().map_err(prepare(format!(
-            "the worktree {}",
-            place.worktree.display()
-        )))?;
+        let worktree = place
+            .worktree
+            .canonicalize()
+            .map_err(place.error(format!("the worktree {}", place.worktree.display())))?;
         let home_dir = home::prepare(
             &self.settings.homes_dir,
             &place.home,
             place.agent,
             self.template(place, &spec),
         )
-        .map_err(prepare(format!(
+        .map_err(place.error(format!(
             "the private home {} in {}",
             place.home,
             self.settings.homes_dir.display()
         )))?;
         home::point_env(&mut spec.env, &home_dir, place.agent);
-
-        let mut read_only: Vec<PathBuf> = Vec::new();
-        let mut read_write: Vec<PathBuf> = vec![home_dir];
-        if place.read_only_worktree {
-            read_only.push(worktree.clone());
-        } else {
-            read_write.push(worktree.clone());
-        }
-        read_only.extend(
-            place
-                .git_common_dir
-                .iter()
-                .filter_map(|p| p.canonicalize().ok()),
-        );
-        read_only.extend(canonical(&self.settings.executor));
-        if let Some(program) = spec.argv.first() {
-            read_only.extend(program_root(
-                program,
-                spec.env.get("PATH").map(String::as_str),
-            ));
-        }
-        read_only.extend(path_dirs(
-            spec.env.get("PATH").map(String::as_str),
-            &self.settings.hidden,
-        ));
-        read_only.extend(self.settings.read_only.iter().filter_map(|p| canonical(p)));
-        read_only.extend(place.read_only.iter().filter_map(|p| canonical(p)));
-        read_write.extend(place.read_write.iter().filter_map(|p| canonical(p)));
-        read_write.extend(self.settings.read_write.iter().filter_map(|p| canonical(p)));
-
-        let mut hidden: Vec<PathBuf> = [
-            "/home", "/root", "/tmp", "/var/tmp", "/run", "/mnt", "/media",
-        ]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-        hidden.extend(std::env::var_os("HOME").map(PathBuf::from));
-        hidden.extend(self.settings.hidden.iter().cloned());
-        let hidden: Vec<PathBuf> = hidden.iter().filter_map(|p| canonical(p)).collect();
-
-        let mut prefix: Vec<String> = Vec::new();
-        let mut net = None;
-        match self.settings.network {
-            SandboxNetwork::Host => {
-                // DNS: resolv.conf often points into the hidden /run.
-                read_only.extend(canonical(Path::new("/etc/resolv.conf")));
-            }
-            SandboxNetwork::None => {}
-            SandboxNetwork::Allowlist => {
-                let (remote, loopback) = self.allowlist(place.agent, &spec);
-                // Nothing allowed is the network `none`: no proxy, no bridge to start.
-                if remote.is_empty() && loopback.is_empty() {
-                    return self.finish(
-                        spec, hidden, read_only, read_write, worktree, bwrap, prefix, None,
-                    );
-                }
-                let proxy_port = (PROXY_PORT..)
-                    .find(|p| !loopback.contains(p))
-                    .unwrap_or(PROXY_PORT);
-                let dir = socket_dir();
-                let gate = proxy::NetGate::start(&dir, remote, &loopback, place.label.clone())
-                    .map_err(prepare(format!("the network gate in {}", dir.display())))?;
-                read_write.push(dir.clone());
-                prefix.push(self.settings.executor.to_string_lossy().into_owned());
-                prefix.push("sandbox-bridge".to_string());
-                prefix.push("--listen".to_string());
-                prefix.push(format!(
-                    "{proxy_port}={}",
-                    proxy::proxy_socket(&dir).display()
-                ));
-                for port in &loopback {
-                    prefix.push("--listen".to_string());
-                    prefix.push(format!(
-                        "{port}={}",
-                        proxy::forward_socket(&dir, *port).display()
-                    ));
-                }
-                prefix.push("--".to_string());
-                let url = format!("http://127.0.0.1:{proxy_port}");
-                for key in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
-                    spec.env.insert(key.to_string(), url.clone());
-                }
-                for key in ["NO_PROXY", "no_proxy"] {
-                    spec.env
-                        .insert(key.to_string(), "localhost,127.0.0.1,::1".to_string());
-                }
-                // Node's own fetch honours the proxy variables only when asked (Node 24+).
-                spec.env
-                    .insert("NODE_USE_ENV_PROXY".to_string(), "1".to_string());
-                net = Some(gate);
-            }
-        }
-        self.finish(
-            spec, hidden, read_only, read_write, worktree, bwrap, prefix, net,
-        )
-    }
-
-    /// The bubblewrap command line around `spec`, from the mounts settled by `enclose`.
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &self,
-        mut spec: WorkerSpec,
-        hidden: Vec<PathBuf>,
-        read_only: Vec<PathBuf>,
-        read_write: Vec<PathBuf>,
-        worktree: PathBuf,
-        bwrap: &Path,
-        prefix: Vec<String>,
-        net: Option<proxy::NetGate>,
-    ) -> Result<Enclosed, WallError> {
+        let mut mounts = self.mounts(place, &spec, &worktree, home_dir);
+        let (prefix, gate) = self.network(place, &mut spec, &mut mounts)?;
         spec.env.insert("TMPDIR".to_string(), "/tmp".to_string());
-        // The system is read-only already: a read-only bind is needed only where something
-        // covers the path (a hidden place, or a read-write bind around it). Fewer mounts,
-        // a faster start.
-        let mut read_only = read_only;
-        read_only.retain(|p| {
-            hidden
-                .iter()
-                .chain(&read_write)
-                .any(|cover| p.starts_with(cover))
-        });
-        let hidden = bwrap::needed_covers(hidden, &read_only, &read_write);
-        let plan = bwrap::Plan {
-            hidden,
-            read_only,
-            read_write,
-            own_network: self.settings.network != SandboxNetwork::Host,
-            cwd: worktree,
-        };
+        let plan = mounts.plan(worktree, self.settings.network != SandboxNetwork::Host);
         let mut argv = bwrap::argv(bwrap, &plan);
         argv.extend(prefix);
         argv.append(&mut spec.argv);
@@ -408,8 +323,115 @@ impl Wall {
         Ok(Enclosed {
             spec,
             confined: true,
-            gate: net,
+            gate,
         })
+    }
+
+    /// What the worker at `place` sees: the places hidden, and what is bound back.
+    fn mounts(
+        &self,
+        place: &Place,
+        spec: &WorkerSpec,
+        worktree: &Path,
+        home_dir: PathBuf,
+    ) -> Mounts {
+        let path_var = spec.env.get("PATH").map(String::as_str);
+        let mut m = Mounts {
+            read_write: vec![home_dir],
+            ..Mounts::default()
+        };
+        if place.read_only_worktree {
+            m.read_only.push(worktree.to_path_buf());
+        } else {
+            m.read_write.push(worktree.to_path_buf());
+        }
+        m.read_only
+            .extend(place.git_common_dir.iter().filter_map(|p| canonical(p)));
+        m.read_only.extend(canonical(&self.settings.executor));
+        if let Some(program) = spec.argv.first() {
+            m.read_only.extend(program_root(program, path_var));
+        }
+        m.read_only
+            .extend(path_dirs(path_var, &self.settings.hidden));
+        m.read_only
+            .extend(self.settings.read_only.iter().filter_map(|p| canonical(p)));
+        m.read_only
+            .extend(place.read_only.iter().filter_map(|p| canonical(p)));
+        m.read_write
+            .extend(place.read_write.iter().filter_map(|p| canonical(p)));
+        m.read_write
+            .extend(self.settings.read_write.iter().filter_map(|p| canonical(p)));
+        let system = [
+            "/home", "/root", "/tmp", "/var/tmp", "/run", "/mnt", "/media",
+        ];
+        m.hidden = system
+            .iter()
+            .map(PathBuf::from)
+            .chain(std::env::var_os("HOME").map(PathBuf::from))
+            .chain(self.settings.hidden.iter().cloned())
+            .filter_map(|p| canonical(&p))
+            .collect();
+        m
+    }
+
+    /// The worker's network: for the allowlist, executor's proxy and forwards (kept alive
+    /// by the returned gate) and the bridge that starts the worker inside the wall (the
+    /// returned argv prefix); nothing for `none`; the host's DNS settings for `host`.
+    fn network(
+        &self,
+        place: &Place,
+        spec: &mut WorkerSpec,
+        mounts: &mut Mounts,
+    ) -> Result<(Vec<String>, Option<proxy::NetGate>), WallError> {
+        match self.settings.network {
+            SandboxNetwork::Host => {
+                // DNS: resolv.conf often points into the hidden /run.
+                mounts
+                    .read_only
+                    .extend(canonical(Path::new("/etc/resolv.conf")));
+                return Ok((Vec::new(), None));
+            }
+            SandboxNetwork::None => return Ok((Vec::new(), None)),
+            SandboxNetwork::Allowlist => {}
+        }
+        let (remote, loopback) = self.allowlist(place.agent, spec);
+        // Nothing allowed is the network `none`: no proxy, no bridge to start.
+        if remote.is_empty() && loopback.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let proxy_port = (PROXY_PORT..)
+            .find(|p| !loopback.contains(p))
+            .unwrap_or(PROXY_PORT);
+        let dir = socket_dir();
+        let gate = proxy::NetGate::start(&dir, remote, &loopback, place.label.clone())
+            .map_err(place.error(format!("the network gate in {}", dir.display())))?;
+        mounts.read_write.push(dir.clone());
+        let mut prefix = vec![
+            self.settings.executor.to_string_lossy().into_owned(),
+            "sandbox-bridge".to_string(),
+            "--listen".to_string(),
+            format!("{proxy_port}={}", proxy::proxy_socket(&dir).display()),
+        ];
+        for port in &loopback {
+            prefix.push("--listen".to_string());
+            prefix.push(format!(
+                "{port}={}",
+                proxy::forward_socket(&dir, *port).display()
+            ));
+        }
+        prefix.push("--".to_string());
+        let url = format!("http://127.0.0.1:{proxy_port}");
+        for key in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+            spec.env.insert(key.to_string(), url.clone());
+        }
+        for key in ["NO_PROXY", "no_proxy"] {
+            spec.env
+                .insert(key.to_string(), "localhost,127.0.0.1,::1".to_string());
+        }
+        // Node's own fetch honours the proxy variables only when asked (Node 24+).
+        spec.env
+            .insert("NODE_USE_ENV_PROXY".to_string(), "1".to_string());
+        Ok((prefix, Some(gate)))
     }
 
     /// The agent's configuration to copy into a new home: `[sandbox] agent_config`, else
