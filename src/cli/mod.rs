@@ -7,6 +7,7 @@
 mod analyze;
 mod chat;
 mod daemon;
+pub(crate) mod doctor;
 pub(crate) mod hook;
 mod import;
 mod init;
@@ -121,6 +122,13 @@ enum Command {
         /// Why, kept in the task's history
         #[arg(long)]
         reason: Option<String>,
+    },
+    /// Checks before any work: the agent CLI, git, the repository and its base branch, the
+    /// verify command, the store, the confinement; each line ok, warn or FAIL with the fix
+    /// (exit 1 when any failed)
+    Doctor {
+        #[arg(long)]
+        json: bool,
     },
     /// Health: daemon, queue, live workers, pending escalations, intake errors
     Status {
@@ -638,6 +646,17 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         }
         Command::Decide { id, answer, note } => {
             decide(settings, store, id, answer, note.as_deref()).await
+        }
+        Command::Doctor { json } => {
+            let checks = doctor::checks(settings, store).await;
+            let healthy = if json {
+                output::print_json(&checks)?;
+                checks.iter().all(|c| c.level != doctor::Level::Fail)
+            } else {
+                doctor::print(&checks)
+            };
+            anyhow::ensure!(healthy, "executor doctor: a check failed (see above)");
+            Ok(())
         }
         Command::Status { json } => {
             let summary = store.summary().await?;

@@ -10,6 +10,7 @@ mod conductor;
 mod confinement;
 mod daemon;
 mod dispatch;
+mod doctor;
 mod escalations;
 mod fake_asana;
 mod fake_gitea;
