@@ -260,22 +260,7 @@ fn a_worker_that_leaves_the_repository_alone_is_committed_as_before() {
 #[test]
 fn the_orchestrators_worktree_add_runs_no_planted_hook() {
     let repo = tempfile::tempdir().expect("temp dir");
-    git(repo.path(), &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.path().join("README.md"), "hello\n").expect("write");
-    git(repo.path(), &["add", "."]);
-    git(
-        repo.path(),
-        &[
-            "-c",
-            "user.name=Owner",
-            "-c",
-            "user.email=o@example.com",
-            "commit",
-            "-q",
-            "-m",
-            "first",
-        ],
-    );
+    crate::support::init_repo(repo.path());
     let markers = tempfile::tempdir().expect("temp dir");
     let marker = markers.path().join("post-checkout");
     hook(&repo.path().join(".git/hooks"), "post-checkout", &marker);

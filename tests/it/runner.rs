@@ -16,22 +16,7 @@ pub(crate) fn workspace(worker: &[&str], verify: &[&str], extra: &str) -> Worksp
     let ws = Workspace::init();
     let repo = ws.path().join("repo");
     std::fs::create_dir_all(&repo).expect("mkdir");
-    git(&repo, &["init", "-q", "-b", "main"]);
-    std::fs::write(repo.join("README.md"), "project\n").expect("write");
-    git(&repo, &["add", "."]);
-    git(
-        &repo,
-        &[
-            "-c",
-            "user.name=Owner",
-            "-c",
-            "user.email=o@example.com",
-            "commit",
-            "-q",
-            "-m",
-            "first",
-        ],
-    );
+    crate::support::init_repo(&repo);
     let list = |items: &[&str]| {
         items
             .iter()

@@ -150,6 +150,26 @@ impl Workspace {
     }
 }
 
+/// Makes `dir` a git repository on `main` with one commit (a README) by the owner.
+pub fn init_repo(dir: &Path) {
+    git(dir, &["init", "-q", "-b", "main"]);
+    std::fs::write(dir.join("README.md"), "project\n").expect("write");
+    git(dir, &["add", "."]);
+    git(
+        dir,
+        &[
+            "-c",
+            "user.name=Owner",
+            "-c",
+            "user.email=o@example.com",
+            "commit",
+            "-q",
+            "-m",
+            "first",
+        ],
+    );
+}
+
 /// Runs `git -C dir args…`, asserts it worked, returns its trimmed stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
