@@ -263,10 +263,6 @@ impl Wall {
         matches!(self.posture, Posture::Confined { .. })
     }
 
-    pub fn settings(&self) -> &WallSettings {
-        &self.settings
-    }
-
     /// One line for the log, `status` and run records.
     pub fn describe(&self) -> String {
         match &self.posture {

@@ -656,12 +656,13 @@ fn the_hook_in_the_wall_answers_within_its_deadline_when_the_runner_hangs() {
     let ws = crate::runner::workspace(&["/bin/true"], &[], "");
     let socket = ws.path().join("slow.sock");
     let listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
-    // Accepts and never answers.
+    // Accepts and never answers, for longer than Claude Code waits for a hook: without its
+    // own deadline the hook would still be waiting when the assertion below looks.
     let held = std::thread::spawn(move || {
         let mut held = Vec::new();
         for stream in listener.incoming().take(1) {
             held.push(stream);
-            std::thread::sleep(Duration::from_secs(40));
+            std::thread::sleep(Duration::from_secs(120));
         }
     });
     let started = std::time::Instant::now();

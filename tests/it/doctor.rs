@@ -78,14 +78,19 @@ fn the_example_worker_and_a_missing_wall_are_warnings() {
         "\n[sandbox]\nbwrap = \"/nonexistent/bwrap\"\n",
         1,
     ));
-    let (_, report) = doctor(&ws);
+    // No agent CLI on this PATH: `auto` falls back to the bundled example worker.
+    let out = crate::support::confined(&mut ws.command(&["doctor"]))
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .expect("doctor");
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
     let agent = line(&report, "agent");
-    if agent.contains("executor-example-worker") {
-        assert!(
-            agent.starts_with("warn") && agent.contains("no real work"),
-            "{agent}"
-        );
-    }
+    assert!(
+        agent.starts_with("warn")
+            && agent.contains("executor-example-worker")
+            && agent.contains("no real work"),
+        "{agent}"
+    );
     let wall = line(&report, "confinement");
     assert!(
         wall.starts_with("warn") && wall.contains("/nonexistent/bwrap"),
