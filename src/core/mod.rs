@@ -10,6 +10,7 @@ pub mod facts;
 pub mod filter;
 pub mod gid;
 pub mod lease;
+pub mod lifecycle;
 pub mod outbox;
 pub mod pr;
 pub mod queue;

@@ -30,6 +30,14 @@ pub struct Run {
     pub worker_last_update: Option<DateTime<Utc>>,
     pub worker_pid: Option<i64>,
     pub worker_stuck_count: i64,
+    /// The run's lifecycle (stage and counters), as the engine stored it; `None` for a run
+    /// from before executor kept one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<crate::core::lifecycle::RunView>,
+    /// The epoch of the lease this copy was claimed under: a save of it lands only while
+    /// the run's epoch is still this one.
+    #[serde(skip)]
+    pub lease_epoch: i64,
 }
 
 /// One entry of a task's history (`executor_events`).

@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 
 use crate::agents::Adapter;
 use crate::core::clock::{Clock, SystemClock};
+use crate::core::lifecycle;
 use crate::core::queue::{QueueEvent, QueueStatus};
 use crate::core::record::{Run, WorkerRecord};
 use crate::core::run::{next_state, RunEvent, RunState};
@@ -226,12 +227,13 @@ fn lease_until() -> chrono::DateTime<Utc> {
 }
 
 /// Takes run `run_id`'s lease for this runner if no live runner holds it (see
-/// [`crate::core::lease::claim`]); false, after saying who holds it, when one does.
+/// [`crate::core::lease::claim`]): the lease epoch every save of the run is then fenced
+/// by; `None`, after saying who holds it, when a live runner does.
 async fn take_run(
     store: &dyn Store,
     holder: &crate::core::lease::Holder,
     run_id: i64,
-) -> Result<bool> {
+) -> Result<Option<i64>> {
     use crate::core::lease::{claim, Claim};
     let lease = store.lease(run_id).await?;
     let now = Utc::now();
@@ -243,7 +245,7 @@ async fn take_run(
         Claim::TakeOver { from } => Some(from),
         Claim::Held { holder, until } => {
             tracing::info!(run = run_id, %holder, until = %until, "another runner carries this run; leaving it");
-            return Ok(false);
+            return Ok(None);
         }
     };
     Ok(store
@@ -331,11 +333,9 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
         };
         let r = runner.clone();
         runs.spawn(async move {
-            let _slot = permit;
             let gid = task.task_gid.clone();
-            drive(&r, task)
+            drive(&r, task, permit)
                 .await
-                .map(Some)
                 .with_context(|| format!("run of task {gid}"))
         });
     }
@@ -386,8 +386,14 @@ async fn claim_next(store: &dyn Store) -> Result<Option<Task>> {
     }
 }
 
-/// Carries one claimed task (already `in_progress`) through a new run.
-async fn drive(runner: &Runner, task: Task) -> Result<RunResult> {
+/// Carries one claimed task (already `in_progress`) through a new run; `slot` is the
+/// worker slot its first worker takes. `None` when another runner claimed the run
+/// meanwhile (this one stood down).
+async fn drive(
+    runner: &Runner,
+    task: Task,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Result<Option<RunResult>> {
     let (store, adapter, prompts, settings) = (
         runner.store.as_ref(),
         &runner.adapter,
@@ -396,10 +402,10 @@ async fn drive(runner: &Runner, task: Task) -> Result<RunResult> {
     );
     let clock = SystemClock;
     let gid = task.task_gid.clone();
-    let run = store.create_run(&gid, clock.now()).await?;
+    let mut run = store.create_run(&gid, clock.now()).await?;
     let run_id = run.id;
     // A new run is nobody else's; the lease tells other runners so.
-    store
+    run.lease_epoch = store
         .take_lease(
             run_id,
             &runner.holder.id(),
@@ -407,7 +413,8 @@ async fn drive(runner: &Runner, task: Task) -> Result<RunResult> {
             lease_until(),
             None,
         )
-        .await?;
+        .await?
+        .context("another runner holds the lease of a run just created")?;
     let started = async {
         let mut run = run;
         let wt = prepare_worktree(store, settings, &task).await?;
@@ -418,34 +425,39 @@ async fn drive(runner: &Runner, task: Task) -> Result<RunResult> {
         }
         move_run(store, &mut run, RunEvent::WorkerStarted).await?;
         if conduct::needs_split(store, settings, &task).await? {
+            let _planner = slot;
             return conduct::decompose(store, adapter, prompts, settings, task, run, wt, None)
                 .await;
         }
-        carry(
-            store,
-            adapter,
-            prompts,
-            settings,
-            task,
-            run,
-            wt,
-            Start::new(Phase::Queued, None),
-        )
-        .await
+        run.lifecycle = Some(lifecycle::RunView::default());
+        let start = Start {
+            slot: Some(slot),
+            ..Start::new(lifecycle::Event::Begin)
+        };
+        carry(runner, task, run, wt, start).await
     }
     .await;
     release_run(store, &runner.holder, run_id).await;
-    match started {
-        Ok(result) => Ok(result),
+    settle(store, &runner.settings.notices, run_id, &gid, started).await
+}
+
+/// How a carried run's pass ends: a run another runner claimed meanwhile is left to it
+/// (`None`, nothing written); one that failed for a reason no worker can fix is abandoned.
+async fn settle(
+    store: &dyn Store,
+    notices: &crate::chat::Notices,
+    run_id: i64,
+    gid: &str,
+    carried: Result<RunResult>,
+) -> Result<Option<RunResult>> {
+    match carried {
+        Ok(result) => Ok(Some(result)),
+        Err(error) if fenced(&error) => {
+            tracing::warn!(gid = %gid, run = run_id, "another runner claimed this run; this runner stopped its worker and stands down");
+            Ok(None)
+        }
         Err(error) => {
-            give_up(
-                store,
-                &runner.settings.notices,
-                run_id,
-                &gid,
-                &format!("{error:#}"),
-            )
-            .await;
+            give_up(store, notices, run_id, gid, &format!("{error:#}")).await;
             Err(error)
         }
     }
@@ -500,34 +512,53 @@ async fn prepare_worktree(
 }
 
 /// Where [`carry`] starts a run's next worker.
+/// How a runner takes a run up.
 struct Start {
-    phase: Phase,
-    resume_reason: Option<String>,
+    /// The lifecycle event the run is carried on from.
+    event: lifecycle::Event,
     /// Continue the agent's session with no new prompt: the agent re-asks about the tool
     /// call it parked (its hook now finds the owner's answer).
     continue_parked: bool,
-    /// The owner's answer to the integration gate: integrate now (`Some(true)`) or not.
-    integrate: Option<bool>,
+    /// A worker slot already taken for the run's next worker.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Start {
-    fn new(phase: Phase, resume_reason: Option<String>) -> Self {
+    fn new(event: lifecycle::Event) -> Self {
         Self {
-            phase,
-            resume_reason,
+            event,
             continue_parked: false,
-            integrate: None,
+            slot: None,
         }
     }
+
+    /// What the next worker (or a goal's planner) is told about why it starts.
+    fn reason(&self) -> Option<String> {
+        match &self.event {
+            lifecycle::Event::Resumed { reason }
+            | lifecycle::Event::Answered(lifecycle::Answer::Continue { reason }) => {
+                Some(reason.clone())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Whether `error` says the run's lease was claimed by another runner: this runner then
+/// writes nothing more for the run (not even its abandonment).
+fn fenced(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<crate::store::StoreError>(),
+            Some(crate::store::StoreError::Fenced { .. })
+        )
+    })
 }
 
 /// The source of tasks `executor dispatch` creates.
 pub const DISPATCH: &str = "dispatch";
 
-/// Why a run is abandoned when the owner declines to integrate it.
-pub const DECLINED_BY_OWNER: &str = "the owner declined to integrate it";
-/// Why a run is abandoned when the conductor's contract denies integrating it.
-pub const DENIED_BY_CONTRACT: &str = "the conductor's contract denies integrating it";
+pub use lifecycle::{DECLINED_BY_OWNER, DENIED_BY_CONTRACT};
 
 /// How many of a run's latest messages an escalation shows the owner.
 pub const MESSAGE_WINDOW: u32 = 20;
@@ -742,7 +773,7 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
         let Some(gid) = escalation.task_gid.clone() else {
             continue;
         };
-        let Some(run) = store
+        let Some(mut run) = store
             .runs(Some(&gid))
             .await?
             .into_iter()
@@ -757,9 +788,10 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             continue;
         };
         let permit = Arc::clone(&runner.slots).acquire_owned().await?;
-        if !take_run(store, &runner.holder, run_id).await? {
+        let Some(epoch) = take_run(store, &runner.holder, run_id).await? else {
             continue;
-        }
+        };
+        run.lease_epoch = epoch;
         if !store.apply_escalation(escalation.id, Utc::now()).await? {
             release_run(store, &runner.holder, run_id).await;
             continue;
@@ -770,26 +802,38 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             .as_deref()
             .map(|n| format!(" Their note: {n}"))
             .unwrap_or_default();
-        let reason = format!(
-            "The owner answered your escalation ({}: {}): {resolution}.{note}",
-            escalation.action,
-            escalation.detail.as_deref().unwrap_or("")
-        );
         tracing::info!(gid = %gid, run = run_id, escalation = escalation.id, %resolution, "resuming a run with the owner's decision");
         let parked = escalation.tool_use_id.is_some()
             && run.worker_session_id.is_some()
             && matches!(runner.adapter, Adapter::Claude { .. });
+        let gate =
+            [review::INTEGRATE, review::REVIEW_EXHAUSTED].contains(&escalation.action.as_str());
+        let answer = match (gate, escalation.resolution.as_deref()) {
+            (true, Some("approve")) => lifecycle::Answer::Integrate,
+            (true, _) => lifecycle::Answer::Decline,
+            (false, _) => lifecycle::Answer::Continue {
+                reason: format!(
+                    "The owner answered your escalation ({}: {}): {resolution}.{note}",
+                    escalation.action,
+                    escalation.detail.as_deref().unwrap_or("")
+                ),
+            },
+        };
+        // The answer is what the run waits on, whatever stage an older executor (or the
+        // hook, for a parked tool call) left in its view.
+        run.lifecycle = Some(lifecycle::RunView {
+            stage: lifecycle::Stage::WaitingOnOwner {
+                escalation: escalation.id,
+            },
+            ..view_of(&run)
+        });
         let start = Start {
-            phase: Phase::InProgress,
-            resume_reason: Some(reason),
+            event: lifecycle::Event::Answered(answer),
             continue_parked: parked,
-            integrate: [review::INTEGRATE, review::REVIEW_EXHAUSTED]
-                .contains(&escalation.action.as_str())
-                .then(|| escalation.resolution.as_deref() == Some("approve")),
+            slot: Some(permit),
         };
         runs.spawn(continue_run(
             runner.clone(),
-            permit,
             task,
             run,
             start,
@@ -799,17 +843,15 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
     Ok(collect(runs, "a resumed run failed").await)
 }
 
-/// Carries an existing run on from `start` in its worktree, holding `slot`; a run that
-/// fails for a reason no worker can fix is abandoned. `what` names the task in errors.
+/// Carries an existing run on from `start` in its worktree (its lease already taken).
+/// `what` names the task in errors.
 async fn continue_run(
     r: Runner,
-    slot: tokio::sync::OwnedSemaphorePermit,
     task: Task,
     run: Run,
-    start: Start,
+    mut start: Start,
     what: &'static str,
 ) -> Result<Option<RunResult>> {
-    let _slot = slot;
     let gid = task.task_gid.clone();
     let run_id = run.id;
     let carried = async {
@@ -817,6 +859,10 @@ async fn continue_run(
         // A goal still to be split goes back to its planner (told the owner's answer, or
         // why it stopped), never to a worker that would do the whole goal at once.
         if conduct::needs_split(r.store.as_ref(), &r.settings, &task).await? {
+            let _planner = match start.slot.take() {
+                Some(held) => held,
+                None => Arc::clone(&r.slots).acquire_owned().await?,
+            };
             return conduct::decompose(
                 r.store.as_ref(),
                 &r.adapter,
@@ -825,36 +871,16 @@ async fn continue_run(
                 task,
                 run,
                 wt,
-                start.resume_reason,
+                start.reason(),
             )
             .await;
         }
-        carry(
-            r.store.as_ref(),
-            &r.adapter,
-            &r.prompts,
-            &r.settings,
-            task,
-            run,
-            wt,
-            start,
-        )
-        .await
+        carry(&r, task, run, wt, start).await
     }
     .await;
-    if let Err(error) = &carried {
-        give_up(
-            r.store.as_ref(),
-            &r.settings.notices,
-            run_id,
-            &gid,
-            &format!("{error:#}"),
-        )
-        .await;
-    }
     release_run(r.store.as_ref(), &r.holder, run_id).await;
-    carried
-        .map(Some)
+    settle(r.store.as_ref(), &r.settings.notices, run_id, &gid, carried)
+        .await
         .with_context(|| format!("{what} of task {gid}"))
 }
 
@@ -948,264 +974,300 @@ pub async fn has_decided(store: &dyn Store) -> Result<bool> {
         .any(|e| e.run_id.is_some()))
 }
 
-/// Drives a started run, from `phase`, to `complete` or `abandoned`.
-#[allow(clippy::too_many_arguments)]
+/// The owner's limits, as the lifecycle of run `run_id` judges by them.
+fn rules(settings: &RunnerSettings, run_id: i64) -> lifecycle::Rules {
+    lifecycle::Rules {
+        max_worker_attempts: settings.max_worker_attempts,
+        max_ci_attempts: settings.max_ci_attempts,
+        // On GitHub the PR's own review (`pr_review`) is the review.
+        review_rounds: if settings.github.is_none() {
+            settings.conductor.review_rounds
+        } else {
+            0
+        },
+        retry_base: settings.retry_base,
+        run_id,
+    }
+}
+
+/// The phase (and prompt) of a worker the lifecycle starts.
+fn phase_of(work: lifecycle::Work) -> Phase {
+    match work {
+        lifecycle::Work::Start => Phase::Queued,
+        lifecycle::Work::Resume => Phase::InProgress,
+        lifecycle::Work::FixCi => Phase::FixCi,
+    }
+}
+
+/// The view of a run from before executor kept one: working, with the counters its
+/// columns hold.
+fn view_of(run: &Run) -> lifecycle::RunView {
+    run.lifecycle.clone().unwrap_or_else(|| lifecycle::RunView {
+        stage: lifecycle::Stage::Working {
+            work: lifecycle::Work::Resume,
+        },
+        ci_attempts: u32::try_from(run.ci_attempts).unwrap_or(0),
+        stuck: u32::try_from(run.worker_stuck_count).unwrap_or(0),
+        ..lifecycle::RunView::default()
+    })
+}
+
+/// Carries a claimed run from `start` by its lifecycle: the lifecycle decides each next
+/// action (`core::lifecycle`), the view is stored, the action is performed here, and its
+/// outcome is the next event. Returns when the run ends or waits on something outside (the
+/// owner, its PR). A worker holds one of the runner's slots only while it lives.
 async fn carry(
-    store: &dyn Store,
-    adapter: &Adapter,
-    prompts: &PromptSet,
-    settings: &RunnerSettings,
+    r: &Runner,
     task: Task,
     mut run: Run,
     wt: worktree::Worktree,
     start: Start,
 ) -> Result<RunResult> {
+    let (store, settings) = (r.store.as_ref(), r.settings.as_ref());
     let gid = task.task_gid.clone();
-    let branch = wt.branch.clone();
-    let mut phase = start.phase;
-    let mut ci: Option<CiFailure> = None;
-    let mut resume_reason: Option<String> = start.resume_reason;
-    let mut continue_parked = start.continue_parked;
-    let mut failed_workers = 0u32;
-    let reviewing = settings.conductor.review_rounds > 0 && settings.github.is_none();
-    let mut rejections = 0u32;
-    // The owner answered the integration gate: integrate, or stop here.
-    match start.integrate {
-        Some(true) => match complete_local(store, settings, &task, &mut run, &wt).await? {
-            None => return Ok(result_now(&gid, &run, None)),
-            Some(failed) => {
-                resume_reason = Some(failed);
-                phase = Phase::InProgress;
-            }
-        },
-        Some(false) => {
-            abandon(store, &settings.notices, &mut run, &gid, DECLINED_BY_OWNER).await?;
-            return Ok(result_now(&gid, &run, None));
-        }
-        None => {}
-    }
+    let rules = rules(settings, run.id);
+    let Start {
+        mut event,
+        mut continue_parked,
+        mut slot,
+    } = start;
+    // The last worker, whose snapshot of the repository the orchestrator checks before it
+    // commits, and what it (or the orchestrator's check) left for the owner.
+    let mut worked: Option<Worked> = None;
+    let mut asked: Option<Asked> = None;
+    let mut waiting_on = None;
     loop {
-        let mut ctx = PromptContext::new(
-            phase,
-            TaskContext::from_task(&task),
-            RunContext {
-                id: run.id,
-                branch: branch.clone(),
-                base_branch: settings.base_branch.clone(),
-                worktree: wt.path.display().to_string(),
-                pr_url: None,
-                pr_number: None,
-                ci_attempts: run.ci_attempts,
-                worker_stuck_count: run.worker_stuck_count,
-            },
-        );
-        ctx.attempt = match phase {
-            Phase::FixCi => u32::try_from(run.ci_attempts).unwrap_or(u32::MAX),
-            _ => failed_workers + 1,
-        };
-        ctx.ci = ci.clone();
-        ctx.resume_reason = resume_reason.clone();
-        ctx.messages = store
-            .messages(run.id, settings.window)
-            .await?
-            .into_iter()
-            .map(|m| crate::prompts::PromptMessage {
-                at: m.at,
-                from: m.source,
-                text: m.line,
-            })
-            .collect();
-        let prompt = if std::mem::take(&mut continue_parked) {
-            String::new()
-        } else {
-            prompts.render(phase, &ctx)?
-        };
-        let worked = work(
-            store, adapter, settings, &mut run, &gid, phase, &wt.path, prompt,
-        )
-        .await?;
-        write_run_record(settings, &gid, run.id, phase, &wt.path, &worked).await?;
-
-        // A question for the owner: the run waits for the answer holding no worker slot,
-        // and a later pass resumes it (`resume_decided`).
-        if let Some(asked) = &worked.asked {
-            run.updated_at = Utc::now();
-            store.save_run(&run).await?;
-            let escalation = open_escalation(store, adapter, settings, &run, &gid, asked).await?;
-            return Ok(RunResult {
-                task_gid: gid,
-                run_id: run.id,
-                state: run.state.clone(),
-                ci_attempts: run.ci_attempts,
-                waiting_on: Some(escalation),
-            });
-        }
-
-        if worked.done.is_some() {
-            let verdict = verify(store, settings, run.id, &gid, &wt.path).await?;
-            if verdict.passed && reviewing {
-                match review::review(
+        let (view, action) = lifecycle::decide(&view_of(&run), event, &rules, Utc::now())?;
+        tracing::debug!(gid = %gid, run = run.id, stage = view.stage_name(), ?action, "lifecycle");
+        run.ci_attempts = i64::from(view.ci_attempts);
+        run.worker_stuck_count = i64::from(view.stuck);
+        run.lifecycle = Some(view);
+        run.updated_at = Utc::now();
+        store.save_run(&run).await?;
+        event = match action {
+            lifecycle::Action::StartWorker { work, attempt } => {
+                let slot = match slot.take() {
+                    Some(held) => held,
+                    None => Arc::clone(&r.slots).acquire_owned().await?,
+                };
+                let phase = phase_of(work);
+                let prompt = if std::mem::take(&mut continue_parked) {
+                    String::new()
+                } else {
+                    prompt_for(r, &task, &run, &wt, phase, attempt).await?
+                };
+                let done = self::work(
+                    store, &r.adapter, settings, &mut run, &gid, phase, &wt.path, prompt,
+                )
+                .await?;
+                drop(slot);
+                write_run_record(settings, &gid, run.id, phase, &wt.path, &done).await?;
+                let ended = lifecycle::Event::WorkerEnded {
+                    done: done.done.is_some(),
+                    asked: done.asked.is_some(),
+                    no_output: done.stopped == Some(StopReason::NoOutput),
+                    why: done.why.clone(),
+                };
+                if done.done.is_none() && done.asked.is_none() {
+                    tracing::warn!(gid = %gid, run = run.id, why = %done.why, "worker ended without [DONE]");
+                }
+                asked = done.asked.clone();
+                worked = Some(done);
+                ended
+            }
+            lifecycle::Action::WaitUntil(until) => {
+                tracing::info!(gid = %gid, run = run.id, until = %until, "waiting before the next worker (holding no worker slot)");
+                drop(slot.take());
+                let wait = (until - Utc::now()).to_std().unwrap_or_default();
+                tokio::time::sleep(wait).await;
+                lifecycle::Event::RetryDue
+            }
+            lifecycle::Action::Verify => {
+                let verdict = verify(store, settings, run.id, &gid, &wt.path).await?;
+                if !verdict.passed {
+                    tracing::warn!(gid = %gid, run = run.id, "verification failed");
+                }
+                lifecycle::Event::Verified {
+                    failure: (!verdict.passed).then_some(lifecycle::Failure {
+                        summary: verdict.summary,
+                        excerpt: verdict.excerpt,
+                    }),
+                }
+            }
+            lifecycle::Action::Review { round } => {
+                let slot = match slot.take() {
+                    Some(held) => held,
+                    None => Arc::clone(&r.slots).acquire_owned().await?,
+                };
+                let reviewed = review::review(
                     store,
-                    adapter,
-                    prompts,
+                    &r.adapter,
+                    &r.prompts,
                     settings,
                     &task,
                     &mut run,
                     &wt,
-                    rejections + 1,
-                    worked.baseline.as_ref(),
-                )
-                .await?
-                {
-                    review::Reviewed::Accepted => {}
-                    review::Reviewed::Asked(escalation) => {
-                        return Ok(result_now(&gid, &run, Some(escalation)));
-                    }
-                    review::Reviewed::Rejected(findings) => {
-                        rejections += 1;
-                        let max = settings.conductor.review_rounds;
-                        if rejections >= max {
-                            if settings.worktrees {
-                                if let Some(asked) =
-                                    commit(settings, &wt.path, &task, run.id, &worked).await?
-                                {
-                                    return wait_on(store, adapter, settings, &run, &gid, &asked)
-                                        .await;
-                                }
-                            }
-                            let asked = Asked::Message(format!(
-                                "[ESCALATE:{}] the review rejected the diff {rejections} time(s); approve integrates it as it is, deny abandons it. The last findings: {}",
-                                review::REVIEW_EXHAUSTED,
-                                findings.replace('\n', " ")
-                            ));
-                            let escalation =
-                                open_escalation(store, adapter, settings, &run, &gid, &asked)
-                                    .await?;
-                            return Ok(result_now(&gid, &run, Some(escalation)));
-                        }
-                        resume_reason = Some(format!(
-                            "Your patch had these problems (review round {rejections} of {max}); fix them, then end with [DONE:implemented] again:\n{findings}"
-                        ));
-                        phase = Phase::InProgress;
-                        continue;
-                    }
-                }
-                // Integrate only where the conductor's contract allows it; otherwise the
-                // owner says go.
-                match review::integration(settings, &gid, &run) {
-                    crate::policy::Decision::Approve => {}
-                    crate::policy::Decision::Deny => {
-                        abandon(store, &settings.notices, &mut run, &gid, DENIED_BY_CONTRACT)
-                            .await?;
-                        break;
-                    }
-                    crate::policy::Decision::Escalate => {
-                        if settings.worktrees {
-                            if let Some(asked) =
-                                commit(settings, &wt.path, &task, run.id, &worked).await?
-                            {
-                                return wait_on(store, adapter, settings, &run, &gid, &asked).await;
-                            }
-                        }
-                        let asked = Asked::Message(format!(
-                            "[ESCALATE:{}] the reviewed diff of run {} is ready to integrate; `executor go {gid}` integrates it",
-                            review::INTEGRATE,
-                            run.id
-                        ));
-                        let escalation =
-                            open_escalation(store, adapter, settings, &run, &gid, &asked).await?;
-                        return Ok(result_now(&gid, &run, Some(escalation)));
-                    }
-                }
-            }
-            if verdict.passed {
-                if settings.worktrees {
-                    if let Some(asked) = commit(settings, &wt.path, &task, run.id, &worked).await? {
-                        return wait_on(store, adapter, settings, &run, &gid, &asked).await;
-                    }
-                }
-                if let Some(github) = &settings.github {
-                    if let Some(asked) =
-                        open_pr(store, github, settings, &task, &mut run, &wt, &worked).await?
-                    {
-                        return wait_on(store, adapter, settings, &run, &gid, &asked).await;
-                    }
-                    tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
-                    break;
-                }
-                match complete_local(store, settings, &task, &mut run, &wt).await? {
-                    None => break,
-                    // Merged into the parent, the suites failed: undone, back to the worker
-                    // (and its review), counted like a failed verification.
-                    Some(failed) => {
-                        run.ci_attempts += 1;
-                        run.updated_at = Utc::now();
-                        store.save_run(&run).await?;
-                        if run.ci_attempts > i64::from(settings.max_ci_attempts) {
-                            abandon(store, &settings.notices, &mut run, &gid, &failed).await?;
-                            break;
-                        }
-                        resume_reason = Some(failed);
-                        phase = Phase::InProgress;
-                        continue;
-                    }
-                }
-            }
-            run.ci_attempts += 1;
-            run.updated_at = Utc::now();
-            store.save_run(&run).await?;
-            if run.ci_attempts > i64::from(settings.max_ci_attempts) {
-                abandon(
-                    store,
-                    &settings.notices,
-                    &mut run,
-                    &gid,
-                    "verification kept failing",
+                    round,
+                    worked.as_ref().and_then(|w| w.baseline.as_ref()),
                 )
                 .await?;
+                drop(slot);
+                match reviewed {
+                    review::Reviewed::Accepted => lifecycle::Event::ReviewAccepted {
+                        gate: match review::integration(settings, &gid, &run) {
+                            crate::policy::Decision::Approve => lifecycle::Gate::Approve,
+                            crate::policy::Decision::Deny => lifecycle::Gate::Deny,
+                            crate::policy::Decision::Escalate => lifecycle::Gate::Escalate,
+                        },
+                    },
+                    review::Reviewed::Rejected(findings) => {
+                        lifecycle::Event::ReviewRejected { findings }
+                    }
+                    review::Reviewed::Asked(escalation) => {
+                        waiting_on = Some(escalation);
+                        lifecycle::Event::ReviewAsked { escalation }
+                    }
+                }
+            }
+            lifecycle::Action::Integrate => {
+                let (event, stopped) =
+                    integrate(store, settings, &task, &mut run, &wt, worked.as_ref()).await?;
+                if stopped.is_some() {
+                    asked = stopped;
+                }
+                event
+            }
+            lifecycle::Action::AskOwner { ask, commit_first } => {
+                let mut question = match ask {
+                    lifecycle::Ask::Worker => asked.take().context(
+                        "the lifecycle asks the owner about a worker's question that is gone",
+                    )?,
+                    lifecycle::Ask::ReviewExhausted {
+                        rejections,
+                        findings,
+                    } => Asked::Message(format!(
+                        "[ESCALATE:{}] the review rejected the diff {rejections} time(s); approve integrates it as it is, deny abandons it. The last findings: {}",
+                        review::REVIEW_EXHAUSTED,
+                        findings.replace('\n', " ")
+                    )),
+                    lifecycle::Ask::Integrate => Asked::Message(format!(
+                        "[ESCALATE:{}] the reviewed diff of run {} is ready to integrate; `executor go {gid}` integrates it",
+                        review::INTEGRATE,
+                        run.id
+                    )),
+                };
+                if commit_first && settings.worktrees {
+                    let baseline = worked.as_ref().and_then(|w| w.baseline.as_ref());
+                    if let Some(stopped) =
+                        commit_checked(settings, &wt.path, &task, run.id, baseline).await?
+                    {
+                        question = stopped;
+                    }
+                }
+                let escalation =
+                    open_escalation(store, &r.adapter, settings, &run, &gid, &question).await?;
+                waiting_on = Some(escalation);
+                lifecycle::Event::Escalated { escalation }
+            }
+            lifecycle::Action::Abandon { reason } => {
+                abandon(store, &settings.notices, &mut run, &gid, &reason).await?;
                 break;
             }
-            tracing::warn!(gid = %gid, run = run.id, attempt = run.ci_attempts, "verification failed; starting a fix_ci worker");
-            ci = Some(CiFailure {
-                checks: vec![FailedCheck {
-                    name: "verify".to_string(),
-                    summary: verdict.summary,
-                }],
-                failing_step: Some(settings.verify.join(" ")),
-                log_excerpt: verdict.excerpt,
-                run_url: None,
-            });
-            phase = Phase::FixCi;
-            continue;
-        }
-
-        failed_workers += 1;
-        if worked.stopped == Some(StopReason::NoOutput) {
-            run.worker_stuck_count += 1;
-        }
-        run.updated_at = Utc::now();
-        store.save_run(&run).await?;
-        if failed_workers >= settings.max_worker_attempts {
-            abandon(store, &settings.notices, &mut run, &gid, &worked.why).await?;
-            break;
-        }
-        let wait = backoff(
-            settings.retry_base,
-            failed_workers,
-            jitter_seed(run.id, failed_workers),
-        );
-        tracing::warn!(gid = %gid, run = run.id, why = %worked.why, retry_in = ?wait, "worker ended without [DONE]; resuming");
-        tokio::time::sleep(wait).await;
-        resume_reason = Some(worked.why);
-        phase = Phase::InProgress;
+            lifecycle::Action::Wait => break,
+        };
     }
     Ok(RunResult {
         task_gid: gid,
         run_id: run.id,
         state: run.state.clone(),
         ci_attempts: run.ci_attempts,
-        waiting_on: None,
+        waiting_on,
     })
+}
+
+/// The prompt of a `phase` worker of the run, with the lifecycle's reason and failure.
+async fn prompt_for(
+    r: &Runner,
+    task: &Task,
+    run: &Run,
+    wt: &worktree::Worktree,
+    phase: Phase,
+    attempt: u32,
+) -> Result<String> {
+    let settings = r.settings.as_ref();
+    let view = view_of(run);
+    let mut ctx = PromptContext::new(
+        phase,
+        TaskContext::from_task(task),
+        RunContext {
+            id: run.id,
+            branch: wt.branch.clone(),
+            base_branch: settings.base_branch.clone(),
+            worktree: wt.path.display().to_string(),
+            pr_url: None,
+            pr_number: None,
+            ci_attempts: run.ci_attempts,
+            worker_stuck_count: run.worker_stuck_count,
+        },
+    );
+    ctx.attempt = attempt;
+    ctx.ci = view.failure.map(|failure| CiFailure {
+        checks: vec![FailedCheck {
+            name: "verify".to_string(),
+            summary: failure.summary,
+        }],
+        failing_step: Some(settings.verify.join(" ")),
+        log_excerpt: failure.excerpt,
+        run_url: None,
+    });
+    ctx.resume_reason = view.reason;
+    ctx.messages = r
+        .store
+        .messages(run.id, settings.window)
+        .await?
+        .into_iter()
+        .map(|m| crate::prompts::PromptMessage {
+            at: m.at,
+            from: m.source,
+            text: m.line,
+        })
+        .collect();
+    Ok(r.prompts.render(phase, &ctx)?)
+}
+
+/// Commits the verified (and reviewed) change, then opens its PR or completes the run on
+/// the local forge; the event for the lifecycle, and what stopped it for the owner.
+async fn integrate(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+    run: &mut Run,
+    wt: &worktree::Worktree,
+    worked: Option<&Worked>,
+) -> Result<(lifecycle::Event, Option<Asked>)> {
+    // Without a worker of this pass the change was committed before the owner was asked
+    // (the review gate); nothing newer is committed without a snapshot to check against.
+    if let (true, Some(worked)) = (settings.worktrees, worked) {
+        if let Some(asked) = commit(settings, &wt.path, task, run.id, worked).await? {
+            return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
+        }
+    }
+    if let Some(github) = &settings.github {
+        let worked = worked.context("a PR is opened only for a worker's verified change")?;
+        if let Some(asked) = open_pr(store, github, settings, task, run, wt, worked).await? {
+            return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
+        }
+        tracing::info!(gid = %task.task_gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
+        return Ok((lifecycle::Event::PrOpened, None));
+    }
+    Ok(
+        match complete_local(store, settings, task, run, wt).await? {
+            None => (lifecycle::Event::Completed, None),
+            // Merged into the parent, the suites failed: undone, back to the worker (and its
+            // review), counted like a failed verification.
+            Some(reason) => (lifecycle::Event::IntegrationFailed { reason }, None),
+        },
+    )
 }
 
 /// Whether a finished run's worktree has been kept long enough to be removed.
@@ -1259,27 +1321,26 @@ pub fn host() -> String {
     gethostname::gethostname().to_string_lossy().into_owned()
 }
 
-/// Reconciles what a runner that died (killed, crashed, the machine rebooted) left behind
-/// on this host: each of its workers still alive (the same pid *and* start time: a reused
-/// pid is never touched) is stopped with its whole group, and each run left `in_progress`
-/// that no live runner holds the lease of continues with a resume worker in its worktree
-/// (a run of a dead runner on another host waits for its lease to expire). Call it once at start,
+/// Reconciles what a runner that died (killed, crashed, the machine rebooted, or frozen
+/// past its lease) left behind on this host. Only runs whose lease is free, expired or
+/// held by a dead runner are touched, and only the workers recorded for them: each still
+/// alive (the same pid *and* start time: a reused pid is never touched) is stopped with
+/// its whole group; a live runner's workers and runs are left alone. Each such run left
+/// `in_progress` is then claimed (a new lease epoch, so the runner that left it writes
+/// nothing more) and carried on from its stored stage in its worktree. Call it at start,
 /// with the runner lock held, before any new run starts.
 pub async fn recover(runner: &Runner) -> Result<Passed> {
     let Runner {
         store, settings, ..
     } = runner;
     for worker in store.open_workers(&host()).await? {
+        if carried_by_live_runner(store.as_ref(), &runner.holder, worker.run_id).await? {
+            continue;
+        }
         let Ok(pid) = u32::try_from(worker.pid) else {
             continue;
         };
-        let alive = supervisor::group::start_time(pid).and_then(|t| i64::try_from(t).ok());
-        let leader_is_ours = alive.is_some() && alive == worker.start_time;
-        // A dead leader's group id stays taken while any member lives, so members of
-        // group `pid` are still the worker's children.
-        let children_left = alive.is_none() && !supervisor::group::members(pid).is_empty();
-        let outcome = if leader_is_ours || children_left {
-            stop_leftover(pid, settings.grace).await;
+        let outcome = if stop_recorded(&worker, settings.grace).await {
             tracing::warn!(
                 run = worker.run_id,
                 pid,
@@ -1293,7 +1354,7 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
     }
 
     let mut runs = tokio::task::JoinSet::new();
-    for run in store.runs(None).await? {
+    for mut run in store.runs(None).await? {
         if run.state != RunState::InProgress {
             continue;
         }
@@ -1307,10 +1368,21 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         if conduct::is_waiting_parent(store.as_ref(), &task.task_gid).await? {
             continue;
         }
+        // This runner's own runs are carried already.
+        if store
+            .lease(run.id)
+            .await?
+            .is_some_and(|lease| lease.holder == runner.holder.id())
+        {
+            continue;
+        }
         // A dispatched worker runs with its task file's tools and timeout, which only its
         // `executor dispatch` knows: an interrupted one ends here, to be dispatched again.
         if task.source.as_deref() == Some(DISPATCH) {
-            if take_run(store.as_ref(), &runner.holder, run.id).await? {
+            if take_run(store.as_ref(), &runner.holder, run.id)
+                .await?
+                .is_some()
+            {
                 give_up(
                     store.as_ref(),
                     &settings.notices,
@@ -1333,25 +1405,75 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
             continue;
         }
         // On a shared queue another host's runner may be carrying it right now.
-        if !take_run(store.as_ref(), &runner.holder, run.id).await? {
+        let Some(epoch) = take_run(store.as_ref(), &runner.holder, run.id).await? else {
             continue;
+        };
+        run.lease_epoch = epoch;
+        // A worker of a runner frozen past its lease was left running: gone before this
+        // runner starts one in the same worktree.
+        for worker in store.open_workers(&host()).await? {
+            if worker.run_id == run.id {
+                stop_recorded(&worker, settings.grace).await;
+                store
+                    .end_worker(
+                        worker.id,
+                        Utc::now(),
+                        "stopped: its runner's lease was taken over",
+                    )
+                    .await?;
+            }
         }
-        let permit = Arc::clone(&runner.slots).acquire_owned().await?;
-        tracing::info!(gid = %task.task_gid, run = run.id, "resuming a run its runner left in progress");
-        let start = Start::new(
-            Phase::InProgress,
-            Some("the runner stopped while this run's worker was working".to_string()),
-        );
-        runs.spawn(continue_run(
-            runner.clone(),
-            permit,
-            task,
-            run,
-            start,
-            "recovery",
-        ));
+        tracing::info!(gid = %task.task_gid, run = run.id, stage = view_of(&run).stage_name(), "carrying on a run its runner left");
+        let start = Start::new(lifecycle::Event::Resumed {
+            reason: "the runner stopped while this run's worker was working".to_string(),
+        });
+        runs.spawn(continue_run(runner.clone(), task, run, start, "recovery"));
     }
     Ok(collect(runs, "a recovered run failed").await)
+}
+
+/// Whether a live runner other than `me` holds run `run_id`'s lease (its workers are its
+/// own business).
+async fn carried_by_live_runner(
+    store: &dyn Store,
+    me: &crate::core::lease::Holder,
+    run_id: i64,
+) -> Result<bool> {
+    use crate::core::lease::{claim, Claim};
+    let lease = store.lease(run_id).await?;
+    if lease.as_ref().is_some_and(|l| l.holder == me.id()) {
+        return Ok(true);
+    }
+    let alive = |h: &crate::core::lease::Holder| {
+        h.start.is_some() && supervisor::group::start_time(h.pid) == h.start
+    };
+    Ok(matches!(
+        claim(lease.as_ref(), me, Utc::now(), alive),
+        Claim::Held { .. }
+    ))
+}
+
+/// Stops a recorded worker's group if the worker (same pid and start time) or members of
+/// its group still live; true when something was stopped.
+async fn stop_recorded(worker: &WorkerRecord, grace: Duration) -> bool {
+    let Ok(pid) = u32::try_from(worker.pid) else {
+        return false;
+    };
+    // Never a group that is not a worker's: 0 is the caller's own, 1 is init's.
+    if pid <= 1 {
+        return false;
+    }
+    let alive = supervisor::group::start_time(pid).and_then(|t| i64::try_from(t).ok());
+    let leader_is_ours = alive.is_some() && alive == worker.start_time;
+    // A dead leader's group id stays taken while any member lives, so members of group
+    // `pid` are still the worker's children.
+    let children_left = alive.is_none() && !supervisor::group::members(pid).is_empty();
+    if leader_is_ours || children_left {
+        stop_leftover(pid, grace).await;
+        true
+    } else {
+        false
+    }
 }
 
 /// Waits for every run of a pass. A run that failed or panicked is counted, never allowed
@@ -1425,25 +1547,6 @@ async fn abandon(
         )
         .await;
     Ok(())
-}
-
-/// The wait before retry `n` (from 1): `base · 2^(n-1)`, capped at a minute, with up to a
-/// quarter of it added as jitter so runs that failed together do not retry together.
-pub fn backoff(base: Duration, n: u32, jitter_seed: u64) -> Duration {
-    let exponential = base.saturating_mul(1u32 << n.saturating_sub(1).min(16));
-    let capped = exponential.min(Duration::from_secs(60));
-    let quarter = capped.as_millis() as u64 / 4;
-    let jitter = if quarter == 0 {
-        0
-    } else {
-        jitter_seed % quarter
-    };
-    capped + Duration::from_millis(jitter)
-}
-
-fn jitter_seed(run_id: i64, attempt: u32) -> u64 {
-    let nanos = u64::from(Utc::now().timestamp_subsec_nanos());
-    nanos ^ (run_id as u64).rotate_left(17) ^ u64::from(attempt)
 }
 
 /// What a worker left for the owner to decide.
@@ -2021,17 +2124,6 @@ async fn complete_local(
     Ok(None)
 }
 
-/// The result of a run that stops here (waiting on `escalation`, when given).
-fn result_now(gid: &str, run: &Run, escalation: Option<i64>) -> RunResult {
-    RunResult {
-        task_gid: gid.to_string(),
-        run_id: run.id,
-        state: run.state.clone(),
-        ci_attempts: run.ci_attempts,
-        waiting_on: escalation,
-    }
-}
-
 /// The record step for a run that completed in `worktree`.
 async fn record(
     store: &dyn Store,
@@ -2424,19 +2516,6 @@ async fn tampered(baseline: Option<&Baseline>) -> Result<Option<Asked>> {
     Ok(tampered_since(baseline).await?.map(|(asked, _)| asked))
 }
 
-/// Opens the escalation for `asked` and ends this pass of the run waiting on it.
-async fn wait_on(
-    store: &dyn Store,
-    adapter: &Adapter,
-    settings: &RunnerSettings,
-    run: &Run,
-    gid: &str,
-    asked: &Asked,
-) -> Result<RunResult> {
-    let escalation = open_escalation(store, adapter, settings, run, gid, asked).await?;
-    Ok(result_now(gid, run, Some(escalation)))
-}
-
 /// Commits the worktree's changes on the run's branch as the orchestrator, unless the
 /// repository's git data changed since `worked`'s worker started: then nothing is
 /// committed and the escalation for the owner is returned.
@@ -2582,6 +2661,8 @@ mod tests {
             worker_last_update: None,
             worker_pid: None,
             worker_stuck_count: 0,
+            lifecycle: None,
+            lease_epoch: 0,
         }
     }
 
@@ -2614,15 +2695,5 @@ mod tests {
             now,
             hour
         ));
-    }
-
-    #[test]
-    fn backoff_doubles_is_capped_and_jittered_within_a_quarter() {
-        let base = Duration::from_secs(1);
-        assert_eq!(backoff(base, 1, 0), Duration::from_secs(1));
-        assert_eq!(backoff(base, 3, 0), Duration::from_secs(4));
-        assert_eq!(backoff(base, 20, 0), Duration::from_secs(60));
-        let jittered = backoff(base, 3, 999_999);
-        assert!(jittered >= Duration::from_secs(4) && jittered < Duration::from_secs(5));
     }
 }

@@ -666,6 +666,8 @@ mod tests {
             worker_last_update: None,
             worker_pid: None,
             worker_stuck_count: 0,
+            lifecycle: None,
+            lease_epoch: 0,
         }
     }
 

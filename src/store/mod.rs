@@ -63,6 +63,10 @@ pub enum StoreError {
         "the database has schema version {found}, newer than this executor knows ({known}); upgrade executor"
     )]
     SchemaTooNew { found: i64, known: i64 },
+    #[error(
+        "run {run_id}'s lease was taken by another runner: this runner writes nothing more for it"
+    )]
+    Fenced { run_id: i64 },
     #[error("store worker stopped unexpectedly: {0}")]
     Worker(String),
     #[error("task `{0}` already has a parent: a task is linked into one decomposition only")]
@@ -239,7 +243,9 @@ pub trait Store: Send + Sync {
     /// Creates a `queued` run for a task and links it as the task's `executor_run_id`.
     async fn create_run(&self, gid: &str, at: DateTime<Utc>) -> StoreResult<Run>;
 
-    /// Writes every column of `run` but its id and task (found by id). The run's state is
+    /// Writes every column of `run` but its id, task and lease epoch (found by id), if the
+    /// run's lease epoch is still `run.lease_epoch`; otherwise writes nothing and fails with
+    /// [`StoreError::Fenced`]: another runner claimed the run since. The run's state is
     /// decided by the run machine before this is called; the store only records it.
     async fn save_run(&self, run: &Run) -> StoreResult<()>;
 
@@ -324,8 +330,10 @@ pub trait Store: Send + Sync {
 
     /// Takes run `run_id`'s lease for `holder` until `until`, if it is free: no lease, an
     /// expired one (`expires_at` before `now`), one `holder` already has, or one held by
-    /// `steal_from` (a holder the caller found dead). One statement, so two runners racing
-    /// for a run get it once. True when `holder` holds it now.
+    /// `steal_from` (a holder the caller found dead). One transaction, so two runners
+    /// racing for a run get it once. The run's new lease epoch when `holder` holds it now
+    /// (every claim raises it, fencing out the saves of earlier claimants); `None` when
+    /// another holds it.
     async fn take_lease(
         &self,
         run_id: i64,
@@ -333,7 +341,7 @@ pub trait Store: Send + Sync {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
         steal_from: Option<&str>,
-    ) -> StoreResult<bool>;
+    ) -> StoreResult<Option<i64>>;
 
     /// Run `run_id`'s lease, if any (expired or not).
     async fn lease(&self, run_id: i64) -> StoreResult<Option<Lease>>;
@@ -537,6 +545,25 @@ pub(crate) fn check_decomposition(
         return Err(refuse(format!("`{}` depends on itself", edge.task_gid)));
     }
     Ok(())
+}
+
+/// The `lifecycle` column's text for a run's view.
+pub(crate) fn lifecycle_column(view: Option<&crate::core::lifecycle::RunView>) -> Option<String> {
+    view.and_then(|v| serde_json::to_string(v).ok())
+}
+
+/// A run's view from its `lifecycle` column. A view this version cannot read is logged
+/// and taken as none (the run is carried on from its state), never an error that would
+/// hide the run.
+pub(crate) fn lifecycle_from_column(text: Option<&str>) -> Option<crate::core::lifecycle::RunView> {
+    let text = text?;
+    match serde_json::from_str(text) {
+        Ok(view) => Some(view),
+        Err(error) => {
+            tracing::warn!(%error, lifecycle = %text, "a run's stored lifecycle cannot be read; it is carried on from its state");
+            None
+        }
+    }
 }
 
 #[cfg(test)]

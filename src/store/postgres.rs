@@ -36,7 +36,7 @@ const RUN_COLUMNS: &str = "id::bigint, COALESCE(task_gid::text, ''), worktree_pa
      COALESCE(updated_at::timestamptz, started_at::timestamptz, 'epoch'::timestamptz), \
      completed_at::timestamptz, COALESCE(state::text, ''), COALESCE(ci_attempts::bigint, 0), \
      worker_session_id::text, worker_last_update::timestamptz, worker_pid::bigint, \
-     COALESCE(worker_stuck_count::bigint, 0)";
+     COALESCE(worker_stuck_count::bigint, 0), lifecycle, lease_epoch";
 const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
 const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
      detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
@@ -176,6 +176,10 @@ fn run_from_row(row: &PgRow) -> Result<Run, sqlx::Error> {
         worker_last_update: row.try_get(13)?,
         worker_pid: row.try_get(14)?,
         worker_stuck_count: row.try_get(15)?,
+        lifecycle: crate::store::lifecycle_from_column(
+            row.try_get::<Option<String>, _>(16)?.as_deref(),
+        ),
+        lease_epoch: row.try_get(17)?,
     })
 }
 
@@ -540,11 +544,11 @@ impl Store for PgStore {
     }
 
     async fn save_run(&self, r: &Run) -> StoreResult<()> {
-        sqlx::query(
+        let changed = sqlx::query(
             "UPDATE executor_runs SET worktree_path = $2, branch_name = $3, pr_url = $4, pr_number = $5, \
              thread_id = $6, started_at = $7, updated_at = $8, completed_at = $9, state = $10, \
              ci_attempts = $11, worker_session_id = $12, worker_last_update = $13, worker_pid = $14, \
-             worker_stuck_count = $15 WHERE id = $1",
+             worker_stuck_count = $15, lifecycle = $16 WHERE id = $1 AND lease_epoch = $17",
         )
         .bind(r.id)
         .bind(&r.worktree_path)
@@ -561,8 +565,14 @@ impl Store for PgStore {
         .bind(r.worker_last_update)
         .bind(r.worker_pid)
         .bind(r.worker_stuck_count)
+        .bind(crate::store::lifecycle_column(r.lifecycle.as_ref()))
+        .bind(r.lease_epoch)
         .execute(&self.pool)
-        .await?;
+        .await?
+        .rows_affected();
+        if changed == 0 {
+            return Err(StoreError::Fenced { run_id: r.id });
+        }
         Ok(())
     }
 
@@ -897,7 +907,8 @@ impl Store for PgStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
         steal_from: Option<&str>,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Option<i64>> {
+        let mut tx = self.pool.begin().await?;
         let changed = sqlx::query(
             "INSERT INTO executor_run_leases (run_id, holder, expires_at) VALUES ($1, $2, $4) \
              ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
@@ -910,10 +921,21 @@ impl Store for PgStore {
         .bind(now)
         .bind(until)
         .bind(steal_from)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?
         .rows_affected();
-        Ok(changed == 1)
+        if changed != 1 {
+            return Ok(None);
+        }
+        // Every claim starts a new epoch: a save by an earlier claimant no longer lands.
+        let epoch: Option<i64> = sqlx::query_scalar(
+            "UPDATE executor_runs SET lease_epoch = lease_epoch + 1 WHERE id = $1 RETURNING lease_epoch",
+        )
+        .bind(run_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Some(epoch.unwrap_or(0)))
     }
 
     async fn lease(&self, run_id: i64) -> StoreResult<Option<Lease>> {

@@ -35,7 +35,7 @@ const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, descript
      status, priority, complexity, feasibility, analysis_summary, executor_run_id";
 const RUN_COLUMNS: &str = "id, task_gid, worktree_path, branch_name, pr_url, pr_number, \
      thread_id, started_at, updated_at, completed_at, state, ci_attempts, worker_session_id, \
-     worker_last_update, worker_pid, worker_stuck_count";
+     worker_last_update, worker_pid, worker_stuck_count, lifecycle, lease_epoch";
 const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
 const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
      detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
@@ -277,6 +277,10 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         worker_last_update: ts_opt(row, 13)?,
         worker_pid: row.get(14)?,
         worker_stuck_count: row.get(15)?,
+        lifecycle: crate::store::lifecycle_from_column(
+            row.get::<_, Option<String>>(16)?.as_deref(),
+        ),
+        lease_epoch: row.get(17)?,
     })
 }
 
@@ -558,12 +562,12 @@ impl Store for SqliteStore {
 
     async fn save_run(&self, run: &Run) -> StoreResult<()> {
         let r = run.clone();
-        self.call(move |conn| {
-            conn.prepare_cached(
+        self.call_store(move |conn| {
+            let changed = conn.prepare_cached(
                 "UPDATE executor_runs SET worktree_path = ?2, branch_name = ?3, pr_url = ?4, pr_number = ?5, \
                  thread_id = ?6, started_at = ?7, updated_at = ?8, completed_at = ?9, state = ?10, \
                  ci_attempts = ?11, worker_session_id = ?12, worker_last_update = ?13, worker_pid = ?14, \
-                 worker_stuck_count = ?15 WHERE id = ?1",
+                 worker_stuck_count = ?15, lifecycle = ?16 WHERE id = ?1 AND lease_epoch = ?17",
             )?
             .execute(params![
                 r.id,
@@ -580,8 +584,13 @@ impl Store for SqliteStore {
                 r.worker_session_id,
                 r.worker_last_update.as_ref().map(text),
                 r.worker_pid,
-                r.worker_stuck_count
+                r.worker_stuck_count,
+                crate::store::lifecycle_column(r.lifecycle.as_ref()),
+                r.lease_epoch
             ])?;
+            if changed == 0 {
+                return Err(StoreError::Fenced { run_id: r.id }.into());
+            }
             Ok(())
         })
         .await
@@ -924,10 +933,11 @@ impl Store for SqliteStore {
         now: DateTime<Utc>,
         until: DateTime<Utc>,
         steal_from: Option<&str>,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Option<i64>> {
         let (holder, steal_from) = (holder.to_string(), steal_from.map(str::to_string));
         self.call(move |conn| {
-            let changed = conn
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let changed = tx
                 .prepare_cached(
                     "INSERT INTO executor_run_leases (run_id, holder, expires_at) VALUES (?1, ?2, ?4) \
                      ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
@@ -936,7 +946,19 @@ impl Store for SqliteStore {
                      OR executor_run_leases.holder = ?5",
                 )?
                 .execute(params![run_id, holder, text(&now), text(&until), steal_from])?;
-            Ok(changed == 1)
+            if changed != 1 {
+                return Ok(None);
+            }
+            // Every claim starts a new epoch: a save by an earlier claimant no longer lands.
+            let epoch: i64 = tx
+                .prepare_cached(
+                    "UPDATE executor_runs SET lease_epoch = lease_epoch + 1 WHERE id = ?1 RETURNING lease_epoch",
+                )?
+                .query_row([run_id], |row| row.get(0))
+                .optional()?
+                .unwrap_or(0);
+            tx.commit()?;
+            Ok(Some(epoch))
         })
         .await
     }

@@ -316,8 +316,68 @@ async fn a_saved_run_reads_back_with_every_column(store: &dyn Store) {
     run.worker_last_update = Some(t0() + Duration::seconds(8));
     run.worker_pid = Some(4242);
     run.worker_stuck_count = 1;
+    run.lifecycle = Some(executor::core::lifecycle::RunView {
+        stage: executor::core::lifecycle::Stage::RetryDelay {
+            until: t0() + Duration::seconds(30),
+        },
+        failed_workers: 2,
+        reason: Some("exited 1 without [DONE]".into()),
+        ..Default::default()
+    });
     store.save_run(&run).await.expect("save");
     assert_eq!(store.runs(Some("T-1")).await.expect("runs"), vec![run]);
+}
+
+async fn a_save_lands_only_under_the_runs_current_lease_epoch(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let run = store.create_run("T-1", t0()).await.expect("run");
+    let (a, b) = ("host-a:10:1", "host-b:20:2");
+    let minutes = |m: i64| t0() + Duration::minutes(m);
+    let first = store
+        .take_lease(run.id, a, t0(), minutes(1), None)
+        .await
+        .expect("take")
+        .expect("free");
+    let mut held_by_a = run.clone();
+    held_by_a.lease_epoch = first;
+    held_by_a.ci_attempts = 1;
+    store.save_run(&held_by_a).await.expect("a holds the lease");
+
+    // a's lease expires; b claims the run: a new epoch.
+    let second = store
+        .take_lease(run.id, b, minutes(2), minutes(3), None)
+        .await
+        .expect("take")
+        .expect("expired");
+    assert!(second > first, "{second} after {first}");
+    held_by_a.ci_attempts = 9;
+    held_by_a.state = RunState::Abandoned;
+    let refused = store.save_run(&held_by_a).await.expect_err("fenced");
+    assert!(
+        matches!(refused, executor::store::StoreError::Fenced { run_id } if run_id == run.id),
+        "{refused}"
+    );
+    let stored = store.runs(Some("T-1")).await.expect("runs").remove(0);
+    assert_eq!(
+        (stored.ci_attempts, stored.state.clone()),
+        (1, RunState::Queued),
+        "nothing of a's late save landed"
+    );
+    assert_eq!(stored.lease_epoch, second);
+    let mut held_by_b = stored;
+    held_by_b.ci_attempts = 2;
+    store.save_run(&held_by_b).await.expect("b holds the lease");
+    // Taking a lease one holds already is a claim too: older copies are fenced.
+    let third = store
+        .take_lease(run.id, b, minutes(2), minutes(4), None)
+        .await
+        .expect("take")
+        .expect("b's own");
+    assert!(third > second);
+    assert!(store.save_run(&held_by_b).await.is_err());
 }
 
 async fn workers_are_recorded_and_open_ones_listed_per_host(store: &dyn Store) {
@@ -890,19 +950,22 @@ async fn a_run_lease_is_taken_once_renewed_expired_and_released(store: &dyn Stor
     assert!(store
         .take_lease(1, a, t0(), minutes(1), None)
         .await
-        .expect("take"));
+        .expect("take")
+        .is_some());
     assert!(
-        !store
+        store
             .take_lease(1, b, t0(), minutes(1), None)
             .await
-            .expect("take"),
+            .expect("take")
+            .is_none(),
         "held by a, not expired"
     );
     assert!(
         store
             .take_lease(1, a, t0(), minutes(2), None)
             .await
-            .expect("take"),
+            .expect("take")
+            .is_some(),
         "a holds it already"
     );
     let lease = store.lease(1).await.expect("read").expect("a lease");
@@ -912,24 +975,27 @@ async fn a_run_lease_is_taken_once_renewed_expired_and_released(store: &dyn Stor
     assert_eq!(store.renew_leases(a, minutes(5)).await.expect("renew"), 1);
     assert_eq!(store.renew_leases(b, minutes(9)).await.expect("renew"), 0);
     assert!(
-        !store
+        store
             .take_lease(1, b, minutes(4), minutes(6), None)
             .await
-            .expect("take"),
+            .expect("take")
+            .is_none(),
         "renewed past minute 4"
     );
     assert!(
         store
             .take_lease(1, b, minutes(6), minutes(7), None)
             .await
-            .expect("take"),
+            .expect("take")
+            .is_some(),
         "expired at minute 5"
     );
     assert!(
         store
             .take_lease(1, a, minutes(6), minutes(7), Some(b))
             .await
-            .expect("take"),
+            .expect("take")
+            .is_some(),
         "taken over from a holder found dead"
     );
 
@@ -1102,7 +1168,10 @@ async fn competing_runners_take_a_run_lease_once(a: &dyn Store, b: &dyn Store) {
             ),
         );
         let (x, y) = (x.expect("a takes"), y.expect("b takes"));
-        assert!(x ^ y, "run {run}: exactly one runner holds it ({x}, {y})");
+        assert!(
+            x.is_some() ^ y.is_some(),
+            "run {run}: exactly one runner holds it ({x:?}, {y:?})"
+        );
     }
 }
 
@@ -2035,6 +2104,7 @@ conformance!(
     task_pages_follow_ids_and_keep_the_filter,
     a_run_is_created_queued_and_linked_to_its_task,
     a_saved_run_reads_back_with_every_column,
+    a_save_lands_only_under_the_runs_current_lease_epoch,
     workers_are_recorded_and_open_ones_listed_per_host,
     decisions_are_recorded_and_pending_escalations_counted,
     each_decision_keeps_whether_its_worker_was_confined,

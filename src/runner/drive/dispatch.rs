@@ -113,7 +113,7 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
         .await
         .with_context(|| format!("task {gid} cannot start again (a worker task id runs once; give the next round its own id and the same session)"))?;
     let mut run = store.create_run(&gid, clock.now()).await?;
-    store
+    run.lease_epoch = store
         .take_lease(
             run.id,
             &runner.holder.id(),
@@ -121,7 +121,8 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
             lease_until(),
             None,
         )
-        .await?;
+        .await?
+        .context("another runner holds the lease of a run just created")?;
     anyhow::ensure!(
         settings.worktrees,
         "executor dispatch needs runner.worktrees: a worker task runs in the worktree its file names"

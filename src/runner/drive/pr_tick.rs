@@ -25,12 +25,16 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
     let mut passed = Passed::default();
 
     let mut taken: Vec<(Run, PrMemory)> = Vec::new();
-    for run in store.runs(None).await? {
+    for mut run in store.runs(None).await? {
         let watched =
             run.pr_number.is_some() && matches!(run.state, RunState::Pr | RunState::Complete);
-        if !watched || !take_run(store, &runner.holder, run.id).await? {
+        if !watched {
             continue;
         }
+        let Some(epoch) = take_run(store, &runner.holder, run.id).await? else {
+            continue;
+        };
+        run.lease_epoch = epoch;
         match memory_of(store, &run).await {
             Ok(memory) => taken.push((run, memory)),
             Err(error) => {

@@ -1,0 +1,617 @@
+//! One row per transition of the lifecycle table, plus the properties that make a restart
+//! change no decision.
+
+use super::*;
+use chrono::TimeZone;
+
+fn t0() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).unwrap()
+}
+
+fn rules() -> Rules {
+    Rules {
+        max_worker_attempts: 3,
+        max_ci_attempts: 2,
+        review_rounds: 0,
+        retry_base: Duration::from_secs(2),
+        run_id: 7,
+    }
+}
+
+fn reviewing_rules() -> Rules {
+    Rules {
+        review_rounds: 2,
+        ..rules()
+    }
+}
+
+fn at(stage: Stage) -> RunView {
+    RunView {
+        stage,
+        ..RunView::default()
+    }
+}
+
+fn working(work: Work) -> RunView {
+    at(Stage::Working { work })
+}
+
+fn failed(why: &str) -> Event {
+    Event::WorkerEnded {
+        done: false,
+        asked: false,
+        no_output: false,
+        why: why.to_string(),
+    }
+}
+
+fn done() -> Event {
+    Event::WorkerEnded {
+        done: true,
+        asked: false,
+        no_output: false,
+        why: "done".to_string(),
+    }
+}
+
+fn failure() -> Failure {
+    Failure {
+        summary: Some("1 failed".to_string()),
+        excerpt: "assertion failed".to_string(),
+    }
+}
+
+fn step(view: &RunView, event: Event, rules: &Rules) -> (RunView, Action) {
+    decide(view, event, rules, t0()).expect("a legal event")
+}
+
+#[test]
+fn a_new_run_starts_its_first_worker() {
+    let (view, action) = step(&RunView::default(), Event::Begin, &rules());
+    assert_eq!(view.stage, Stage::Working { work: Work::Start });
+    assert_eq!(
+        action,
+        Action::StartWorker {
+            work: Work::Start,
+            attempt: 1
+        }
+    );
+}
+
+#[test]
+fn a_worker_that_says_done_is_verified() {
+    let (view, action) = step(&working(Work::Start), done(), &rules());
+    assert_eq!(view.stage, Stage::Verifying);
+    assert_eq!(action, Action::Verify);
+}
+
+#[test]
+fn a_worker_that_asks_goes_to_the_owner_and_waits_once_the_escalation_is_open() {
+    let asked = Event::WorkerEnded {
+        done: false,
+        asked: true,
+        no_output: false,
+        why: "the worker escalated".to_string(),
+    };
+    let (view, action) = step(&working(Work::Resume), asked, &rules());
+    assert_eq!(
+        action,
+        Action::AskOwner {
+            ask: Ask::Worker,
+            commit_first: false
+        }
+    );
+    assert_eq!(view.failed_workers, 0, "a question is not a failure");
+    let (view, action) = step(&view, Event::Escalated { escalation: 4 }, &rules());
+    assert_eq!(view.stage, Stage::WaitingOnOwner { escalation: 4 });
+    assert_eq!(action, Action::Wait);
+}
+
+#[test]
+fn a_failed_worker_waits_out_a_back_off_holding_no_slot() {
+    let (view, action) = step(&working(Work::Start), failed("exited 1"), &rules());
+    let until = t0() + chrono_of(backoff(&rules(), 1));
+    assert_eq!(view.stage, Stage::RetryDelay { until });
+    assert_eq!(action, Action::WaitUntil(until));
+    assert_eq!(view.failed_workers, 1);
+    assert_eq!(view.reason.as_deref(), Some("exited 1"));
+}
+
+#[test]
+fn the_last_allowed_failed_worker_abandons_the_run() {
+    let view = RunView {
+        failed_workers: 2,
+        ..working(Work::Resume)
+    };
+    let (view, action) = step(&view, failed("hard timeout"), &rules());
+    assert_eq!(view.stage, Stage::Ended { complete: false });
+    assert_eq!(
+        action,
+        Action::Abandon {
+            reason: "hard timeout".to_string()
+        }
+    );
+    assert_eq!(view.failed_workers, 3);
+}
+
+#[test]
+fn a_silent_worker_counts_as_stuck() {
+    let silent = Event::WorkerEnded {
+        done: false,
+        asked: false,
+        no_output: true,
+        why: "no output for too long".to_string(),
+    };
+    let (view, _) = step(&working(Work::Start), silent, &rules());
+    assert_eq!(view.stuck, 1);
+}
+
+#[test]
+fn the_retry_waits_until_its_time_then_resumes() {
+    let until = t0() + chrono::Duration::seconds(5);
+    let view = RunView {
+        failed_workers: 1,
+        ..at(Stage::RetryDelay { until })
+    };
+    let (same, action) = step(&view, Event::RetryDue, &rules());
+    assert_eq!(action, Action::WaitUntil(until));
+    assert_eq!(same, view);
+    let (view, action) = decide(&view, Event::RetryDue, &rules(), until).unwrap();
+    assert_eq!(view.stage, Stage::Working { work: Work::Resume });
+    assert_eq!(
+        action,
+        Action::StartWorker {
+            work: Work::Resume,
+            attempt: 2
+        }
+    );
+}
+
+#[test]
+fn a_runner_taking_up_a_run_in_back_off_waits_for_the_same_time() {
+    let until = t0() + chrono::Duration::seconds(5);
+    let view = at(Stage::RetryDelay { until });
+    let (_, action) = step(
+        &view,
+        Event::Resumed {
+            reason: "runner restarted".to_string(),
+        },
+        &rules(),
+    );
+    assert_eq!(action, Action::WaitUntil(until));
+}
+
+#[test]
+fn a_verified_change_is_integrated_or_reviewed() {
+    let (view, action) = step(
+        &at(Stage::Verifying),
+        Event::Verified { failure: None },
+        &rules(),
+    );
+    assert_eq!(
+        (view.stage, action),
+        (Stage::Integrating, Action::Integrate)
+    );
+    let (view, action) = step(
+        &at(Stage::Verifying),
+        Event::Verified { failure: None },
+        &reviewing_rules(),
+    );
+    assert_eq!(
+        (view.stage, action),
+        (Stage::Reviewing { round: 1 }, Action::Review { round: 1 })
+    );
+}
+
+#[test]
+fn a_failed_verification_starts_a_fix_ci_worker_with_the_failure() {
+    let (view, action) = step(
+        &at(Stage::Verifying),
+        Event::Verified {
+            failure: Some(failure()),
+        },
+        &rules(),
+    );
+    assert_eq!(view.ci_attempts, 1);
+    assert_eq!(view.failure, Some(failure()));
+    assert_eq!(
+        action,
+        Action::StartWorker {
+            work: Work::FixCi,
+            attempt: 1
+        }
+    );
+}
+
+#[test]
+fn verification_failing_past_the_cap_abandons() {
+    let view = RunView {
+        ci_attempts: 2,
+        ..at(Stage::Verifying)
+    };
+    let (view, action) = step(
+        &view,
+        Event::Verified {
+            failure: Some(failure()),
+        },
+        &rules(),
+    );
+    assert_eq!(view.stage, Stage::Ended { complete: false });
+    assert_eq!(
+        action,
+        Action::Abandon {
+            reason: VERIFICATION_KEPT_FAILING.to_string()
+        }
+    );
+}
+
+#[test]
+fn the_gate_answers_an_accepted_review() {
+    let reviewing = at(Stage::Reviewing { round: 1 });
+    let cases = [
+        (Gate::Approve, Action::Integrate),
+        (
+            Gate::Deny,
+            Action::Abandon {
+                reason: DENIED_BY_CONTRACT.to_string(),
+            },
+        ),
+        (
+            Gate::Escalate,
+            Action::AskOwner {
+                ask: Ask::Integrate,
+                commit_first: true,
+            },
+        ),
+    ];
+    for (gate, expected) in cases {
+        let (_, action) = step(
+            &reviewing,
+            Event::ReviewAccepted { gate },
+            &reviewing_rules(),
+        );
+        assert_eq!(action, expected, "{gate:?}");
+    }
+}
+
+#[test]
+fn a_rejected_review_goes_back_to_a_worker_until_the_rounds_run_out() {
+    let (view, action) = step(
+        &at(Stage::Reviewing { round: 1 }),
+        Event::ReviewRejected {
+            findings: "no test".to_string(),
+        },
+        &reviewing_rules(),
+    );
+    assert_eq!(view.review_rejections, 1);
+    assert!(view.reason.as_deref().unwrap().contains("no test"));
+    assert_eq!(
+        action,
+        Action::StartWorker {
+            work: Work::Resume,
+            attempt: 1
+        }
+    );
+    let view = RunView {
+        review_rejections: 1,
+        ..at(Stage::Reviewing { round: 2 })
+    };
+    let (view, action) = step(
+        &view,
+        Event::ReviewRejected {
+            findings: "still no test".to_string(),
+        },
+        &reviewing_rules(),
+    );
+    assert_eq!(
+        action,
+        Action::AskOwner {
+            ask: Ask::ReviewExhausted {
+                rejections: 2,
+                findings: "still no test".to_string()
+            },
+            commit_first: true
+        }
+    );
+    let (view, _) = step(
+        &view,
+        Event::Escalated { escalation: 9 },
+        &reviewing_rules(),
+    );
+    assert_eq!(view.stage, Stage::WaitingOnOwner { escalation: 9 });
+}
+
+#[test]
+fn a_review_that_asks_waits_on_the_owner() {
+    let (view, action) = step(
+        &at(Stage::Reviewing { round: 1 }),
+        Event::ReviewAsked { escalation: 3 },
+        &reviewing_rules(),
+    );
+    assert_eq!(view.stage, Stage::WaitingOnOwner { escalation: 3 });
+    assert_eq!(action, Action::Wait);
+}
+
+#[test]
+fn integrating_completes_opens_the_pr_retries_or_asks() {
+    let integrating = at(Stage::Integrating);
+    let (view, action) = step(&integrating, Event::Completed, &rules());
+    assert_eq!(
+        (view.stage, action),
+        (Stage::Ended { complete: true }, Action::Wait)
+    );
+    let (view, action) = step(&integrating, Event::PrOpened, &rules());
+    assert_eq!((view.stage, action), (Stage::InPr, Action::Wait));
+    let failed = Event::IntegrationFailed {
+        reason: "the parent's suites failed".to_string(),
+    };
+    let (view, action) = step(&integrating, failed.clone(), &rules());
+    assert_eq!(view.ci_attempts, 1);
+    assert_eq!(
+        action,
+        Action::StartWorker {
+            work: Work::Resume,
+            attempt: 1
+        }
+    );
+    let spent = RunView {
+        ci_attempts: 2,
+        ..integrating.clone()
+    };
+    let (_, action) = step(&spent, failed, &rules());
+    assert_eq!(
+        action,
+        Action::Abandon {
+            reason: "the parent's suites failed".to_string()
+        }
+    );
+    let (_, action) = step(&integrating, Event::IntegrationAsked, &rules());
+    assert_eq!(
+        action,
+        Action::AskOwner {
+            ask: Ask::Worker,
+            commit_first: false
+        }
+    );
+}
+
+#[test]
+fn the_owners_answer_moves_a_waiting_run_on() {
+    let waiting = at(Stage::WaitingOnOwner { escalation: 2 });
+    let (view, action) = step(
+        &waiting,
+        Event::Answered(Answer::Continue {
+            reason: "approved".to_string(),
+        }),
+        &rules(),
+    );
+    assert_eq!(view.reason.as_deref(), Some("approved"));
+    assert_eq!(
+        action,
+        Action::StartWorker {
+            work: Work::Resume,
+            attempt: 1
+        }
+    );
+    let (view, action) = step(&waiting, Event::Answered(Answer::Integrate), &rules());
+    assert_eq!(
+        (view.stage, action),
+        (Stage::Integrating, Action::Integrate)
+    );
+    let (_, action) = step(&waiting, Event::Answered(Answer::Decline), &rules());
+    assert_eq!(
+        action,
+        Action::Abandon {
+            reason: DECLINED_BY_OWNER.to_string()
+        }
+    );
+}
+
+#[test]
+fn cancel_ends_a_run_at_every_stage_but_the_end() {
+    let stages = [
+        Stage::Working { work: Work::Start },
+        Stage::RetryDelay { until: t0() },
+        Stage::Verifying,
+        Stage::Reviewing { round: 1 },
+        Stage::Integrating,
+        Stage::WaitingOnOwner { escalation: 1 },
+        Stage::InPr,
+    ];
+    for stage in stages {
+        let (view, action) = step(
+            &at(stage.clone()),
+            Event::Cancelled {
+                reason: "cancelled by the owner".to_string(),
+            },
+            &rules(),
+        );
+        assert_eq!(view.stage, Stage::Ended { complete: false }, "{stage:?}");
+        assert_eq!(
+            view.ended_because.as_deref(),
+            Some("cancelled by the owner")
+        );
+        assert!(matches!(action, Action::Abandon { .. }), "{stage:?}");
+    }
+    let ended = at(Stage::Ended { complete: true });
+    let (view, action) = step(
+        &ended,
+        Event::Cancelled {
+            reason: "late".to_string(),
+        },
+        &rules(),
+    );
+    assert_eq!((view, action), (ended, Action::Wait));
+}
+
+#[test]
+fn a_runner_taking_up_a_run_carries_it_on_from_its_stage() {
+    let resumed = || Event::Resumed {
+        reason: "the runner stopped".to_string(),
+    };
+    let (view, action) = step(&working(Work::Start), resumed(), &rules());
+    assert_eq!(view.reason.as_deref(), Some("the runner stopped"));
+    assert_eq!(
+        action,
+        Action::StartWorker {
+            work: Work::Resume,
+            attempt: 1
+        }
+    );
+    let fixing = RunView {
+        ci_attempts: 1,
+        failure: Some(failure()),
+        ..working(Work::FixCi)
+    };
+    let (view, action) = step(&fixing, resumed(), &rules());
+    assert_eq!(
+        view.failure,
+        Some(failure()),
+        "the fix_ci worker is told the failure again"
+    );
+    assert_eq!(
+        action,
+        Action::StartWorker {
+            work: Work::FixCi,
+            attempt: 1
+        }
+    );
+    for unchecked in [
+        Stage::Verifying,
+        Stage::Reviewing { round: 1 },
+        Stage::Integrating,
+    ] {
+        let (view, action) = step(&at(unchecked.clone()), resumed(), &rules());
+        assert_eq!(
+            view.stage,
+            Stage::Working { work: Work::Resume },
+            "{unchecked:?}"
+        );
+        assert!(matches!(action, Action::StartWorker { .. }));
+    }
+    for waiting in [Stage::WaitingOnOwner { escalation: 1 }, Stage::InPr] {
+        let (_, action) = step(&at(waiting), resumed(), &rules());
+        assert_eq!(action, Action::Wait);
+    }
+}
+
+#[test]
+fn the_same_runner_beginning_again_repeats_the_stage() {
+    for (stage, expected) in [
+        (Stage::Verifying, Action::Verify),
+        (Stage::Reviewing { round: 2 }, Action::Review { round: 2 }),
+        (Stage::Integrating, Action::Integrate),
+        (Stage::WaitingOnOwner { escalation: 1 }, Action::Wait),
+    ] {
+        let (_, action) = step(&at(stage), Event::Begin, &reviewing_rules());
+        assert_eq!(action, expected);
+    }
+}
+
+#[test]
+fn events_that_do_not_belong_to_the_stage_are_refused() {
+    let refused = [
+        (at(Stage::Verifying), done()),
+        (working(Work::Start), Event::Verified { failure: None }),
+        (at(Stage::InPr), Event::RetryDue),
+        (at(Stage::Ended { complete: true }), done()),
+        (at(Stage::Integrating), Event::Answered(Answer::Integrate)),
+    ];
+    for (view, event) in refused {
+        let err = decide(&view, event.clone(), &rules(), t0()).expect_err("refused");
+        assert_eq!(err.stage, view.stage_name(), "{event:?}");
+    }
+}
+
+/// The view as the store keeps it: through JSON text.
+fn stored(view: &RunView) -> RunView {
+    serde_json::from_str(&serde_json::to_string(view).unwrap()).unwrap()
+}
+
+#[test]
+fn a_runner_restarted_after_every_failed_worker_still_stops_at_the_cap() {
+    let rules = rules();
+    let mut view = RunView::default();
+    let mut now = t0();
+    let mut workers = 0;
+    let mut event = Event::Begin;
+    loop {
+        let (next, action) = decide(&stored(&view), event, &rules, now).unwrap();
+        view = next;
+        event = match action {
+            Action::StartWorker { .. } => {
+                workers += 1;
+                failed("exited 1")
+            }
+            // The runner dies during every back-off; the next one takes the run up.
+            Action::WaitUntil(until) => {
+                now = until;
+                Event::Resumed {
+                    reason: "the runner died".to_string(),
+                }
+            }
+            Action::Abandon { .. } => break,
+            other => panic!("unexpected {other:?}"),
+        };
+        assert!(workers <= 10, "the run never ended");
+    }
+    assert_eq!(workers, rules.max_worker_attempts);
+}
+
+#[test]
+fn review_rejections_survive_a_restart() {
+    let rules = reviewing_rules();
+    let mut view = RunView::default();
+    let mut reviews = 0;
+    let mut event = Event::Begin;
+    loop {
+        let (next, action) = decide(&stored(&view), event, &rules, t0()).unwrap();
+        view = next;
+        event = match action {
+            Action::StartWorker { .. } => done(),
+            Action::Verify => Event::Verified { failure: None },
+            Action::Review { .. } => {
+                reviews += 1;
+                Event::ReviewRejected {
+                    findings: "no".to_string(),
+                }
+            }
+            Action::AskOwner { .. } => break,
+            other => panic!("unexpected {other:?}"),
+        };
+        assert!(reviews <= 10);
+    }
+    assert_eq!(reviews, rules.review_rounds);
+}
+
+#[test]
+fn the_stored_view_reads_back_the_same_and_names_its_stage() {
+    let view = RunView {
+        failed_workers: 2,
+        reason: Some("exited 1".to_string()),
+        ..at(Stage::RetryDelay { until: t0() })
+    };
+    let text = serde_json::to_string(&view).unwrap();
+    assert!(text.contains("\"stage\":\"retry_delay\""), "{text}");
+    assert_eq!(stored(&view), view);
+}
+
+#[test]
+fn backoff_doubles_is_capped_and_jittered_within_a_quarter() {
+    let rules = Rules {
+        retry_base: Duration::from_secs(10),
+        ..rules()
+    };
+    for n in 1..=8 {
+        let wait = backoff(&rules, n);
+        let base = Duration::from_secs(10 * (1 << (n - 1))).min(Duration::from_secs(60));
+        assert!(wait >= base && wait <= base + base / 4, "{n}: {wait:?}");
+        assert_eq!(
+            wait,
+            backoff(&rules, n),
+            "the same run and attempt wait the same"
+        );
+    }
+    let other = Rules { run_id: 8, ..rules };
+    assert!((1..=8).any(|n| backoff(&rules, n) != backoff(&other, n)));
+}
