@@ -1477,6 +1477,7 @@ fn git_common_dir(repository: &Path) -> Option<PathBuf> {
 
 fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSettings> {
     let runner = &settings.raw.runner;
+    crate::runner::drive::set_lease_ttl(runner.lease_ttl);
     let agent = &settings.raw.agent;
     let hook = if agent.hooks {
         Some(crate::runner::drive::HookTarget {

@@ -163,6 +163,11 @@ pub struct RunnerSection {
     /// The first wait before a failed worker is retried (it doubles, up to a minute).
     #[serde(default = "default_retry_backoff", with = "humantime_serde")]
     pub retry_backoff: Duration,
+    /// How long a runner's claim on a run lasts without renewal (renewed three times in
+    /// that span): after it, another runner may take the run over. Shorter finds a frozen
+    /// or lost runner sooner; longer rides out longer store outages.
+    #[serde(default = "default_lease_ttl", with = "humantime_serde")]
+    pub lease_ttl: Duration,
     /// Workers a run may start that end without `[DONE:…]` before it is abandoned.
     #[serde(default = "default_max_worker_attempts")]
     pub max_worker_attempts: u32,
@@ -186,6 +191,9 @@ fn default_stop_grace() -> Duration {
 fn default_retry_backoff() -> Duration {
     Duration::from_secs(5)
 }
+fn default_lease_ttl() -> Duration {
+    Duration::from_secs(60)
+}
 fn default_max_worker_attempts() -> u32 {
     3
 }
@@ -204,6 +212,7 @@ impl Default for RunnerSection {
             logs_dir: default_logs_dir(),
             stop_grace: default_stop_grace(),
             retry_backoff: default_retry_backoff(),
+            lease_ttl: default_lease_ttl(),
             max_worker_attempts: default_max_worker_attempts(),
             keep_worktrees: default_keep_worktrees(),
             worktrees: true,

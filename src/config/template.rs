@@ -23,6 +23,7 @@ url = "sqlite://executor.db"
 # logs_dir = "logs"
 # stop_grace = "10s"            # between TERM and KILL when a worker is stopped
 # retry_backoff = "5s"          # first wait before retrying a worker (doubles, max 1 min)
+# lease_ttl = "60s"             # a runner's claim on a run; another runner may take it over after
 # max_worker_attempts = 3       # workers ending without [DONE] before the run is abandoned
 # keep_worktrees = "7d"         # a finished run's worktree is removed after this (branch kept)
 # worktrees = true              # false: workers run in the repository itself, nothing committed

@@ -199,6 +199,19 @@ pub struct Runner {
 /// that span while the runner lives.
 pub const LEASE_TTL: Duration = Duration::from_secs(60);
 
+/// This process's lease span (`[runner] lease_ttl`): one per process, set when its runner
+/// is built; [`LEASE_TTL`] until then.
+static LEASE_SPAN: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// Sets this process's lease span (the first call wins).
+pub fn set_lease_ttl(ttl: Duration) {
+    let _ = LEASE_SPAN.set(ttl.max(Duration::from_secs(1)));
+}
+
+fn lease_ttl() -> Duration {
+    LEASE_SPAN.get().copied().unwrap_or(LEASE_TTL)
+}
+
 /// The holder of this process's leases.
 pub fn this_runner() -> crate::core::lease::Holder {
     let pid = std::process::id();
@@ -213,7 +226,7 @@ pub fn this_runner() -> crate::core::lease::Holder {
 /// and tried again at the next beat (the lease lasts three beats).
 pub async fn keep_leases(store: Arc<dyn Store>, holder: Arc<crate::core::lease::Holder>) {
     let id = holder.id();
-    let mut beat = tokio::time::interval(LEASE_TTL / 3);
+    let mut beat = tokio::time::interval(lease_ttl() / 3);
     loop {
         beat.tick().await;
         if let Err(error) = store.renew_leases(&id, lease_until()).await {
@@ -223,7 +236,7 @@ pub async fn keep_leases(store: Arc<dyn Store>, holder: Arc<crate::core::lease::
 }
 
 fn lease_until() -> chrono::DateTime<Utc> {
-    Utc::now() + chrono::Duration::from_std(LEASE_TTL).unwrap_or(chrono::Duration::seconds(60))
+    Utc::now() + chrono::Duration::from_std(lease_ttl()).unwrap_or(chrono::Duration::seconds(60))
 }
 
 /// Takes run `run_id`'s lease for this runner if no live runner holds it (see
@@ -1346,7 +1359,7 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
                 pid,
                 "stopped a worker a previous runner left running"
             );
-            "stopped at recovery: its runner had died"
+            "stopped at recovery: its runner had died or lost its lease"
         } else {
             "gone when its runner was recovered"
         };

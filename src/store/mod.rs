@@ -255,7 +255,8 @@ pub trait Store: Send + Sync {
     /// Records a worker that just started; returns its id.
     async fn record_worker(&self, worker: &WorkerRecord) -> StoreResult<i64>;
 
-    /// Records how worker `id` ended.
+    /// Records how worker `id` ended, once: a worker already recorded as ended (stopped at
+    /// a takeover, say) keeps its first record.
     async fn end_worker(&self, id: i64, at: DateTime<Utc>, outcome: &str) -> StoreResult<()>;
 
     /// Workers started on `host` that have no end recorded, oldest first.

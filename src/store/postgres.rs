@@ -614,7 +614,7 @@ impl Store for PgStore {
     }
 
     async fn end_worker(&self, id: i64, at: DateTime<Utc>, outcome: &str) -> StoreResult<()> {
-        sqlx::query("UPDATE executor_workers SET ended_at = $2, outcome = $3 WHERE id = $1")
+        sqlx::query("UPDATE executor_workers SET ended_at = $2, outcome = $3 WHERE id = $1 AND ended_at IS NULL")
             .bind(id)
             .bind(at)
             .bind(outcome)

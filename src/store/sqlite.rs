@@ -639,7 +639,7 @@ impl Store for SqliteStore {
         let outcome = outcome.to_string();
         self.call(move |conn| {
             conn.prepare_cached(
-                "UPDATE executor_workers SET ended_at = ?2, outcome = ?3 WHERE id = ?1",
+                "UPDATE executor_workers SET ended_at = ?2, outcome = ?3 WHERE id = ?1 AND ended_at IS NULL",
             )?
             .execute(params![id, text(&at), outcome])?;
             Ok(())

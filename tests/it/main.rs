@@ -11,6 +11,7 @@ mod confinement;
 mod daemon;
 mod dispatch;
 mod doctor;
+mod engine;
 mod escalations;
 mod fake_asana;
 mod fake_gitea;

@@ -1,0 +1,267 @@
+//! The run engine's promises across runner processes, with real runners, real workers and
+//! the real stores: a restart changes no decision, a back-off holds no worker slot, a
+//! runner starting beside a live one leaves its workers alone, and a runner whose lease
+//! was taken over (frozen past it) stands down and writes nothing more.
+
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::runner::workspace;
+use crate::support::{eventually, PgSchema, Workspace};
+
+const LONG: Duration = Duration::from_secs(90);
+
+/// Every worker record: (run, started, ended, outcome), oldest first.
+fn sqlite_workers(db: &Path) -> Vec<(i64, String, Option<String>, Option<String>)> {
+    let conn = rusqlite::Connection::open(db).expect("open the database");
+    let mut statement = conn
+        .prepare("SELECT run_id, started_at, ended_at, outcome FROM executor_workers ORDER BY id")
+        .expect("prepare");
+    statement
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows")
+}
+
+fn run_of(ws: &Workspace, gid: &str) -> Value {
+    ws.json(&["show", gid, "--json"])["runs"][0].clone()
+}
+
+fn kill(child: &mut Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([format!("-{signal}"), child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{signal}");
+}
+
+#[test]
+fn a_runner_killed_during_every_back_off_still_abandons_after_max_worker_attempts() {
+    let ws = workspace(
+        &["/bin/sh", "-c", "echo '[STATUS:working] trying'; exit 1"],
+        &[],
+        "max_worker_attempts = 3\nretry_backoff = \"2s\"\n",
+    );
+    // The workspace's own retry_backoff comes first in the file; this one is the last word.
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replace("retry_backoff = \"10ms\"\n", ""));
+    ws.ok(&["add", "--title", "Never finishes", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    let db = ws.path().join("executor.db");
+    let mut restarts = 0;
+    loop {
+        let mut runner = ws
+            .command(&["run", "--once"])
+            .spawn()
+            .expect("start a runner");
+        // Wait for the next failed worker and its back-off, or for the end.
+        let seen = sqlite_workers(&db).len();
+        let ended = eventually(LONG, "a failed worker's back-off or the run's end", || {
+            let run = run_of(&ws, "T-1");
+            if run["state"] == "abandoned" {
+                return Some(true);
+            }
+            let waiting = run["lifecycle"]["stage"] == "retry_delay";
+            (waiting && sqlite_workers(&db).len() > seen).then_some(false)
+        });
+        if ended {
+            let _ = runner.wait();
+            break;
+        }
+        // The runner dies during the back-off; the next one takes the run up.
+        kill(&mut runner, "KILL");
+        let _ = runner.wait();
+        restarts += 1;
+        assert!(restarts <= 5, "the run never ended: {restarts} restarts");
+    }
+    let workers = sqlite_workers(&db);
+    assert_eq!(
+        workers.len(),
+        3,
+        "exactly max_worker_attempts workers: {workers:?}"
+    );
+    assert_eq!(restarts, 2, "a restart after the first two failures");
+    let run = run_of(&ws, "T-1");
+    assert_eq!(run["lifecycle"]["failed_workers"], 3, "{run}");
+    assert_eq!(
+        ws.json(&["show", "T-1", "--json"])["task"]["status"],
+        "for_review"
+    );
+}
+
+#[test]
+fn a_run_waiting_out_its_back_off_holds_no_worker_slot() {
+    // One slot. The first task's worker fails and waits a minute before its retry; the
+    // second task's worker takes the slot meanwhile and completes.
+    let ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "if grep -q FAILS; then exit 1; fi; echo '[DONE:implemented] fine'",
+        ],
+        &[],
+        "max_workers = 1\n",
+    );
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replace("retry_backoff = \"10ms\"", "retry_backoff = \"60s\""));
+    ws.ok(&["add", "--title", "This one FAILS", "--gid", "T-1"]);
+    ws.ok(&["add", "--title", "This one works", "--gid", "T-2"]);
+    ws.ok(&["go", "T-1"]);
+    ws.ok(&["go", "T-2"]);
+    let mut runner = ws
+        .command(&["run", "--once"])
+        .spawn()
+        .expect("start a runner");
+    eventually(LONG, "the second task complete", || {
+        (ws.json(&["show", "T-2", "--json"])["task"]["status"] == "done").then_some(())
+    });
+    let first = run_of(&ws, "T-1");
+    kill(&mut runner, "KILL");
+    let _ = runner.wait();
+    assert_eq!(first["lifecycle"]["stage"], "retry_delay", "{first}");
+    assert_eq!(first["lifecycle"]["failed_workers"], 1, "{first}");
+}
+
+/// Two workspaces on one Postgres queue (one schema), each with its own runner.
+fn shared_queue(schema: &PgSchema, worker: &[&str], extra: &str) -> (Workspace, Workspace) {
+    let make = || {
+        let mut ws = workspace(worker, &[], extra);
+        ws.env
+            .push(("EXECUTOR_STORAGE_URL".into(), schema.url_with_schema()));
+        ws
+    };
+    (make(), make())
+}
+
+async fn pg_workers(
+    schema: &PgSchema,
+) -> Vec<(
+    i64,
+    chrono::DateTime<chrono::Utc>,
+    Option<chrono::DateTime<chrono::Utc>>,
+    Option<String>,
+)> {
+    let pool = schema.admin().await;
+    let rows = sqlx::query_as(
+        "SELECT run_id, started_at, ended_at, outcome FROM executor_workers ORDER BY id",
+    )
+    .fetch_all(&pool)
+    .await
+    .expect("workers");
+    pool.close().await;
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_starting_beside_a_live_one_stops_none_of_its_workers() {
+    let Some(schema) = PgSchema::create("engine_beside").await else {
+        return;
+    };
+    let (first, second) = shared_queue(
+        &schema,
+        &[
+            "/bin/sh",
+            "-c",
+            "sleep 6; echo '[DONE:implemented] slow but sure'",
+        ],
+        "",
+    );
+    first.ok(&["add", "--title", "Slow work", "--gid", "T-1"]);
+    first.ok(&["go", "T-1"]);
+    let mut live = first.command(&["run", "--once"]).spawn().expect("start");
+    let (mut tries, runtime) = (0, tokio::runtime::Handle::current());
+    tokio::task::block_in_place(|| {
+        eventually(LONG, "the first runner's worker", || {
+            tries += 1;
+            let workers = runtime.block_on(pg_workers(&schema));
+            (!workers.is_empty()).then_some(())
+        })
+    });
+    // Three idle runners of the second workspace start (and recover) beside it.
+    for _ in 0..3 {
+        let out = second.run(&["run", "--once"]);
+        crate::support::assert_success(&out, "an idle runner beside a live one");
+    }
+    let status = tokio::task::block_in_place(|| live.wait()).expect("wait");
+    assert!(status.success());
+    let workers = pg_workers(&schema).await;
+    assert_eq!(workers.len(), 1, "{workers:?}");
+    assert_eq!(workers[0].3.as_deref(), Some("done"), "{workers:?}");
+    assert_eq!(
+        first.json(&["show", "T-1", "--json"])["task"]["status"],
+        "done"
+    );
+    schema.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_runner_frozen_past_its_lease_stands_down_and_the_run_completes_once() {
+    let Some(schema) = PgSchema::create("engine_frozen").await else {
+        return;
+    };
+    let (first, second) = shared_queue(
+        &schema,
+        &["/bin/sh", "-c", "sleep 5; echo '[DONE:implemented] done'"],
+        "lease_ttl = \"2s\"\n",
+    );
+    first.ok(&["add", "--title", "Contested work", "--gid", "T-1"]);
+    first.ok(&["go", "T-1"]);
+    let mut frozen = first
+        .command(&["run", "--once"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start");
+    let runtime = tokio::runtime::Handle::current();
+    let workers = |at_least: usize| {
+        tokio::task::block_in_place(|| {
+            eventually(LONG, "a worker record", || {
+                let workers = runtime.block_on(pg_workers(&schema));
+                (workers.len() >= at_least).then_some(workers)
+            })
+        })
+    };
+    workers(1);
+    kill(&mut frozen, "STOP");
+    // Past the frozen runner's lease: the second runner takes the run over.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut taker = second.command(&["run", "--once"]).spawn().expect("start");
+    let taken = workers(2);
+    assert!(
+        taken[0].2.is_some(),
+        "the frozen runner's worker was stopped before the new one started: {taken:?}"
+    );
+    assert!(taken[0].2.unwrap() <= taken[1].1, "no overlap: {taken:?}");
+    kill(&mut frozen, "CONT");
+    let out = tokio::task::block_in_place(|| frozen.wait_with_output()).expect("wait");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("stands down"), "{said}");
+    assert!(!said.contains("cannot apply"), "{said}");
+    let status = tokio::task::block_in_place(|| taker.wait()).expect("wait");
+    assert!(status.success());
+    let shown = second.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let completions = shown["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "run_completed")
+        .count();
+    assert_eq!(completions, 1, "{shown}");
+    let workers = pg_workers(&schema).await;
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    assert!(
+        workers[0]
+            .3
+            .as_deref()
+            .is_some_and(|o| o.starts_with("stopped")),
+        "the frozen runner's late end did not overwrite the takeover's record: {workers:?}"
+    );
+    schema.drop().await;
+}
