@@ -116,6 +116,19 @@ enum Command {
     },
     /// The owner's approval: the task may be worked on
     Go { gid: String },
+    /// The owner stops a run now: its worker is stopped (by whichever runner carries it,
+    /// within a second), the run ends abandoned with the reason, the task goes back to the
+    /// owner (`for_review`)
+    Cancel {
+        /// A run id, or a task gid (its latest run)
+        target: String,
+        /// Why, kept with the run and told in chat
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// A fresh run of a task whose last run ended (complete or abandoned): the task is
+    /// approved again and the runner takes it
+    Retry { gid: String },
     /// The owner's rejection: the task is skipped
     Skip {
         gid: String,
@@ -615,6 +628,34 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
         }
         Command::Skip { gid, reason } => {
             owner_move(store, &clock, &gid, QueueEvent::Skip, reason).await
+        }
+        Command::Cancel { target, reason } => {
+            let notices = crate::chat::Notices::new(chat::routing(settings));
+            let cancelled = crate::runner::drive::cancel(
+                store,
+                &notices,
+                &crate::runner::drive::this_runner(),
+                &target,
+                reason.as_deref().unwrap_or("no reason given"),
+            )
+            .await?;
+            let run = &cancelled.run;
+            match &cancelled.carried_by {
+                Some(holder) => println!(
+                    "run {} of {}: cancelled; its runner ({holder}) stops its worker within a second",
+                    run.id, run.task_gid
+                ),
+                None => println!("run {} of {}: cancelled", run.id, run.task_gid),
+            }
+            Ok(())
+        }
+        Command::Retry { gid } => {
+            let moved = crate::runner::drive::retry(store, &gid).await?;
+            println!(
+                "{gid}: {} -> {} (a fresh run starts when a runner takes it)",
+                moved.from, moved.to
+            );
+            Ok(())
         }
         Command::Import { file } => import::run(store, &file).await,
         Command::Reanalyze {

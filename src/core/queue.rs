@@ -149,6 +149,8 @@ pub enum QueueEvent {
     RunAbandoned,
     /// The task is put back in front of the analyzer.
     Reanalyze,
+    /// The owner asks for a fresh run of a task whose last run ended.
+    Retry,
 }
 
 impl QueueEvent {
@@ -163,6 +165,7 @@ impl QueueEvent {
             QueueEvent::RunCompleted => "run_completed",
             QueueEvent::RunAbandoned => "run_abandoned",
             QueueEvent::Reanalyze => "reanalyze",
+            QueueEvent::Retry => "retry",
         }
     }
 
@@ -178,6 +181,7 @@ impl QueueEvent {
             QueueEvent::RunCompleted => &[InProgress],
             QueueEvent::RunAbandoned => &[InProgress],
             QueueEvent::Reanalyze => &[Skip],
+            QueueEvent::Retry => &[Done, ForReview],
         }
     }
 
@@ -192,6 +196,7 @@ impl QueueEvent {
             QueueEvent::RunCompleted => QueueStatus::Done,
             QueueEvent::RunAbandoned => QueueStatus::ForReview,
             QueueEvent::Reanalyze => QueueStatus::Pending,
+            QueueEvent::Retry => QueueStatus::Approved,
         }
     }
 }
@@ -228,7 +233,7 @@ mod tests {
     use super::QueueStatus::*;
     use super::*;
 
-    const ALL_EVENTS: [QueueEvent; 10] = [
+    const ALL_EVENTS: [QueueEvent; 11] = [
         QueueEvent::Analyzed(Verdict::ForReview),
         QueueEvent::Analyzed(Verdict::AwaitingGo),
         QueueEvent::Analyzed(Verdict::Skip),
@@ -239,10 +244,11 @@ mod tests {
         QueueEvent::RunCompleted,
         QueueEvent::RunAbandoned,
         QueueEvent::Reanalyze,
+        QueueEvent::Retry,
     ];
 
     /// Every legal move, written out by hand from DESIGN section 3.
-    const LEGAL: [(QueueStatus, QueueEvent, QueueStatus); 16] = [
+    const LEGAL: [(QueueStatus, QueueEvent, QueueStatus); 18] = [
         (Pending, QueueEvent::Analyzed(Verdict::ForReview), ForReview),
         (
             Pending,
@@ -263,6 +269,8 @@ mod tests {
         (InProgress, QueueEvent::RunCompleted, Done),
         (InProgress, QueueEvent::RunAbandoned, ForReview),
         (Skip, QueueEvent::Reanalyze, Pending),
+        (Done, QueueEvent::Retry, Approved),
+        (ForReview, QueueEvent::Retry, Approved),
     ];
 
     #[test]

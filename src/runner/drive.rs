@@ -36,10 +36,12 @@ use crate::runner::worktree;
 use crate::store::Store;
 use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
 
+mod cancel;
 mod conduct;
 mod dispatch;
 mod pr_tick;
 mod review;
+pub use cancel::{cancel, retry, Cancelled};
 pub use conduct::tick_parents;
 pub use dispatch::{agent_tools, dispatch, Dispatched};
 pub use pr_tick::tick_prs;
@@ -309,6 +311,11 @@ pub struct RunResult {
     pub waiting_on: Option<i64>,
 }
 
+/// How often a runner looks whether its claim on a run it carries still holds (a cancel
+/// or a takeover raises the run's lease epoch): a worker of a run claimed elsewhere is
+/// stopped within this.
+const CLAIM_CHECK: Duration = Duration::from_secs(1);
+
 /// Longest output line kept from a worker.
 const MAX_LINE: usize = 1024 * 1024;
 /// Lines of verification output a `fix_ci` worker is shown.
@@ -466,7 +473,7 @@ async fn settle(
     match carried {
         Ok(result) => Ok(Some(result)),
         Err(error) if fenced(&error) => {
-            tracing::warn!(gid = %gid, run = run_id, "another runner claimed this run; this runner stopped its worker and stands down");
+            tracing::warn!(gid = %gid, run = run_id, "the run was claimed elsewhere (the owner cancelled it, or another runner took it over); this runner stopped its worker and stands down");
             Ok(None)
         }
         Err(error) => {
@@ -1091,8 +1098,17 @@ async fn carry(
             lifecycle::Action::WaitUntil(until) => {
                 tracing::info!(gid = %gid, run = run.id, until = %until, "waiting before the next worker (holding no worker slot)");
                 drop(slot.take());
-                let wait = (until - Utc::now()).to_std().unwrap_or_default();
-                tokio::time::sleep(wait).await;
+                // In short steps, so a cancel (or a takeover) is noticed within a second.
+                loop {
+                    let left = (until - Utc::now()).to_std().unwrap_or_default();
+                    if left.is_zero() {
+                        break;
+                    }
+                    tokio::time::sleep(left.min(CLAIM_CHECK)).await;
+                    if !cancel::still_ours(store, &run).await? {
+                        return Err(crate::store::StoreError::Fenced { run_id: run.id }.into());
+                    }
+                }
                 lifecycle::Event::RetryDue
             }
             lifecycle::Action::Verify => {
@@ -1829,9 +1845,20 @@ async fn work(
             None,
         );
         tokio::pin!(supervised);
+        let mut claim_check = tokio::time::interval(CLAIM_CHECK);
+        claim_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 outcome = &mut supervised => break outcome?,
+                _ = claim_check.tick() => {
+                    // Claimed elsewhere (the owner's cancel, a runner that took it over):
+                    // the worker is stopped as the supervisor is dropped, nothing more is
+                    // written for the run.
+                    if !cancel::still_ours(store, run).await? {
+                        tracing::warn!(gid = %gid, run = run.id, "the run was claimed elsewhere; stopping its worker");
+                        return Err(crate::store::StoreError::Fenced { run_id: run.id }.into());
+                    }
+                }
                 () = &mut relay_served => {}
                 Some((line, message)) = message_rx.recv() => {
                     take_message(store, settings, contract.as_deref(), run, gid, &scope, (&line, &message)).await?;

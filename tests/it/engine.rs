@@ -265,3 +265,60 @@ async fn a_runner_frozen_past_its_lease_stands_down_and_the_run_completes_once()
     );
     schema.drop().await;
 }
+
+#[test]
+fn cancel_stops_a_live_worker_gives_the_task_back_and_retry_starts_a_fresh_run() {
+    let ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "if [ -e @MARK@ ]; then echo '[DONE:implemented] quick this time'; else echo '[STATUS:working] slow'; exec sleep 120; fi",
+        ],
+        &[],
+        "",
+    );
+    let mark = ws.path().join("go-fast");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replace("@MARK@", &mark.display().to_string()));
+    ws.ok(&["add", "--title", "Takes too long", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    let mut runner = ws
+        .command(&["run", "--once"])
+        .spawn()
+        .expect("start a runner");
+    let pid = eventually(LONG, "the worker running", || {
+        run_of(&ws, "T-1")["worker_pid"].as_i64()
+    });
+
+    let said = ws.ok(&["cancel", "T-1", "--reason", "wrong approach"]);
+    assert!(said.contains("run 1 of T-1: cancelled"), "{said}");
+    let status = eventually(LONG, "the runner to stand down and exit", || {
+        runner.try_wait().expect("wait")
+    });
+    assert!(status.success(), "{status}");
+    eventually(LONG, "the worker stopped", || {
+        (!Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+    });
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "for_review", "{shown}");
+    assert_eq!(shown["runs"][0]["state"], "abandoned", "{shown}");
+    assert!(
+        shown["runs"][0]["lifecycle"]["ended_because"]
+            .as_str()
+            .is_some_and(|why| why.contains("wrong approach")),
+        "{shown}"
+    );
+    let again = ws.fails_with(1, &["cancel", "1"]);
+    assert!(again.contains("already abandoned"), "{again}");
+
+    std::fs::write(&mark, "").expect("mark");
+    let said = ws.ok(&["retry", "T-1"]);
+    assert!(said.contains("for_review -> approved"), "{said}");
+    let out = ws.run(&["run", "--once"]);
+    crate::support::assert_success(&out, "the retried run");
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    assert_eq!(shown["runs"][1]["state"], "complete", "{shown}");
+    let busy = ws.fails_with(1, &["retry", "NOPE-1"]);
+    assert!(!busy.is_empty());
+}
