@@ -56,6 +56,23 @@
 //!   anything whether resolved or not.
 //! - **Escalations are sent once per head and reason**; after that the run waits for the
 //!   owner (a push, a raised cap in [`PrMemory::max_ci_attempts`], a review thread).
+//! - **One `fix_ci` worker per failed head.** The attempt is tied to the head it was made
+//!   for ([`PrMemory::ci_fix`], remembered before the worker starts). A look that still shows
+//!   that head (GitHub has not caught up with the push, or an answer from before it) waits
+//!   while the fix's own commit is not yet the head; a worker that pushed nothing for the
+//!   head (or was cut off by a crash) is the owner's, once. A worker that ended without
+//!   `[DONE]` unties the head (the caller clears it), so the next tick may try again within
+//!   `max_ci_attempts`.
+//! - **A review verdict is kept before it is posted.** [`PrMemory::record_review`] stores it
+//!   unposted; [`PrStep::PostReview`] posts a kept verdict again, so a failed post never
+//!   costs a second review worker.
+//! - **A completion owes its effects.** [`remember`] of `Complete` (or `Merged` from `pr`)
+//!   writes [`PrMemory::completion`]: the @mention (not for a merge: the owner merged it),
+//!   then the record step. The caller performs them in that order and marks each done; the
+//!   comment's marker lets a retry find a comment whose answer was lost.
+//! - **Failed writes are counted, not fatal.** [`PrMemory::effect_failed`] counts failures
+//!   in a row and says when to ask the owner (once per streak, at `max_failures`);
+//!   [`PrMemory::effect_done`] ends the streak.
 //! - **Mergeability never blocks.** `mergeable: null` is GitHub still computing it; a
 //!   conflict is the owner's call. Either is reported in [`PrStep::Complete`] so the owner's
 //!   notification can say so.
@@ -628,15 +645,17 @@ impl PrStep {
 /// 5. A worker of the run is alive → wait.
 /// 6. No CI run for the head → trigger it (after the grace; once per head, then escalate).
 /// 7. Any check not completed → wait.
-/// 8. A check failed → `fix_ci` worker, or escalate past the cap.
+/// 8. A check failed → `fix_ci` worker, or escalate past the cap; never a second one for
+///    the head a fix was made for (wait for the pushed fix, or escalate if none was pushed).
 /// 9. Checks cancelled or stale → trigger CI again (once per head, then escalate).
 /// 10. A check needs approval (`action_required`) → escalate.
 /// 11. A required check missing → trigger CI (once per head, then escalate); one that
 ///     completed without running → escalate.
 /// 12. Threads needing work → `fix_comments` worker with exactly those, unless that set was
 ///     already sent (then wait).
-/// 13. No review of this head → `pr_review` worker; review passed → [`PrStep::Complete`];
-///     review failed with nothing left to fix → escalate.
+/// 13. No review of this head → `pr_review` worker; a verdict kept but not posted →
+///     [`PrStep::PostReview`]; review passed → [`PrStep::Complete`]; review failed with
+///     nothing left to fix → escalate.
 pub fn next_pr_step(obs: &PrObservation, memory: &PrMemory, config: &PrConfig) -> PrStep {
     match obs.state {
         PrState::Merged => return PrStep::Merged,
