@@ -1373,6 +1373,7 @@ fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::Gith
         owner_login: owner.to_string(),
         ci_workflow: forge.ci_workflow.clone(),
         ci_start_grace: forge.ci_start_grace,
+        max_effect_failures: forge.max_effect_failures.max(1),
     }))
 }
 

@@ -431,6 +431,14 @@ pub struct ForgeSection {
     /// How long CI may take to show up after a push or a trigger before executor acts.
     #[serde(default = "default_ci_start_grace", with = "humantime_serde")]
     pub ci_start_grace: Duration,
+    /// Failures in a row of a GitHub write (opening the PR, the completion comment, a
+    /// review) before the owner is asked; executor keeps trying after.
+    #[serde(default = "default_max_effect_failures")]
+    pub max_effect_failures: u32,
+}
+
+fn default_max_effect_failures() -> u32 {
+    5
 }
 
 fn default_ci_start_grace() -> Duration {
@@ -469,6 +477,7 @@ impl Default for ForgeSection {
             resolve_acknowledged: false,
             ci_workflow: None,
             ci_start_grace: default_ci_start_grace(),
+            max_effect_failures: default_max_effect_failures(),
         }
     }
 }

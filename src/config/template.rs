@@ -62,6 +62,7 @@ url = "sqlite://executor.db"
 # resolve_acknowledged = false  # resolve threads ending in [ACKNOWLEDGED: ...]
 # ci_workflow = "ci.yml"        # dispatched when a head has no CI at all
 # ci_start_grace = "5m"         # CI may take this long to appear after a push
+# max_effect_failures = 5       # failed GitHub writes in a row before the owner is asked
 
 [sources.plans]
 # One task per markdown note; front matter keys: title, priority, source, gid.

@@ -47,6 +47,9 @@ pub enum Stage {
     Integrating,
     /// A question is with the owner; the answer moves the run on.
     WaitingOnOwner { escalation: i64 },
+    /// The branch is pushed and the draft PR is an intent GitHub has not taken yet; the
+    /// PR tick opens it (and asks the owner if it keeps failing).
+    OpeningPr,
     /// The draft PR is open; the PR machine drives the run from here.
     InPr,
     /// The run is over.
@@ -114,6 +117,7 @@ impl RunView {
             Stage::Reviewing { .. } => "reviewing",
             Stage::Integrating => "integrating",
             Stage::WaitingOnOwner { .. } => "waiting_on_owner",
+            Stage::OpeningPr => "opening_pr",
             Stage::InPr => "in_pr",
             Stage::Ended { .. } => "ended",
         }
@@ -170,6 +174,9 @@ pub enum Event {
     Completed,
     /// Committed and pushed; the draft PR is open.
     PrOpened,
+    /// Committed and pushed; opening the draft PR failed for now and is left to the PR
+    /// tick, which tries again.
+    PrPending,
     /// Integrating failed in a way a worker can fix (the parent's suites failed).
     IntegrationFailed { reason: String },
     /// Integrating stopped for the owner (the repository's git data changed).
@@ -395,7 +402,11 @@ pub fn decide(
             next.stage = Stage::Ended { complete: true };
             Action::Wait
         }
-        (Stage::Integrating, Event::PrOpened) => {
+        (Stage::Integrating, Event::PrPending) => {
+            next.stage = Stage::OpeningPr;
+            Action::Wait
+        }
+        (Stage::Integrating | Stage::OpeningPr | Stage::InPr, Event::PrOpened) => {
             next.stage = Stage::InPr;
             Action::Wait
         }
@@ -446,7 +457,9 @@ fn resume_at_stage(next: &mut RunView, now: DateTime<Utc>) -> Action {
         Stage::Verifying => Action::Verify,
         Stage::Reviewing { round } => Action::Review { round },
         Stage::Integrating => Action::Integrate,
-        Stage::WaitingOnOwner { .. } | Stage::InPr | Stage::Ended { .. } => Action::Wait,
+        Stage::WaitingOnOwner { .. } | Stage::OpeningPr | Stage::InPr | Stage::Ended { .. } => {
+            Action::Wait
+        }
     }
 }
 

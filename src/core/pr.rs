@@ -6,7 +6,8 @@
 //! [`next_pr_step`] for exactly one [`PrStep`]. It carries the step out (add labels, trigger
 //! CI, spawn a `fix_ci` / `fix_comments` / `pr_review` worker, mark the run complete, ...),
 //! then stores [`remember`]`(memory, step, observation)` as the new memory. The outcome of a
-//! `pr_review` worker is stored with [`PrMemory::record_review`] when that worker ends. The
+//! `pr_review` worker is stored with [`PrMemory::record_review`] when that worker ends, before
+//! its review is posted ([`PrStep::PostReview`] posts a kept verdict again). The
 //! whole table of the design is [`next_pr_step`]; its priority order is written at the top
 //! of that function and tested row by row below.
 //!
@@ -55,6 +56,23 @@
 //!   anything whether resolved or not.
 //! - **Escalations are sent once per head and reason**; after that the run waits for the
 //!   owner (a push, a raised cap in [`PrMemory::max_ci_attempts`], a review thread).
+//! - **One `fix_ci` worker per failed head.** The attempt is tied to the head it was made
+//!   for ([`PrMemory::ci_fix`], remembered before the worker starts). A look that still shows
+//!   that head (GitHub has not caught up with the push, or an answer from before it) waits
+//!   while the fix's own commit is not yet the head; a worker that pushed nothing for the
+//!   head (or was cut off by a crash) is the owner's, once. A worker that ended without
+//!   `[DONE]` unties the head (the caller clears it), so the next tick may try again within
+//!   `max_ci_attempts`.
+//! - **A review verdict is kept before it is posted.** [`PrMemory::record_review`] stores it
+//!   unposted; [`PrStep::PostReview`] posts a kept verdict again, so a failed post never
+//!   costs a second review worker.
+//! - **A completion owes its effects.** [`remember`] of `Complete` (or `Merged` from `pr`)
+//!   writes [`PrMemory::completion`]: the @mention (not for a merge: the owner merged it),
+//!   then the record step. The caller performs them in that order and marks each done; the
+//!   comment's marker lets a retry find a comment whose answer was lost.
+//! - **Failed writes are counted, not fatal.** [`PrMemory::effect_failed`] counts failures
+//!   in a row and says when to ask the owner (once per streak, at `max_failures`);
+//!   [`PrMemory::effect_done`] ends the streak.
 //! - **Mergeability never blocks.** `mergeable: null` is GitHub still computing it; a
 //!   conflict is the owner's call. Either is reported in [`PrStep::Complete`] so the owner's
 //!   notification can say so.
@@ -273,6 +291,73 @@ pub struct PrMemory {
     /// The owner's conversation comments that sent the complete run back to `pr`, for the
     /// next `fix_comments` worker; emptied when one is sent.
     pub owner_asks: Vec<OwnerComment>,
+    /// The draft PR this run opens, decided when its verified branch was pushed and kept
+    /// until the PR is open (a transient error leaves it here for the next tick).
+    pub opening: Option<Opening>,
+    /// What the run's completion still owes the outside world (the owner's @mention on
+    /// the PR, the record step and the owner's notice), set with the decision to complete
+    /// and emptied as each lands.
+    pub completion: Option<Completion>,
+    /// The `fix_ci` worker started for a failed head: one per head, whatever the ticks see.
+    pub ci_fix: Option<CiFix>,
+    /// Transient failures in a row of the outside effect being tried now (opening the PR,
+    /// the completion comment, posting a review); reset when one lands.
+    pub effect_failures: u32,
+    /// The owner was asked about those failures (once per streak).
+    pub effect_escalated: bool,
+}
+
+/// A draft PR to open: what `POST /pulls` is sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Opening {
+    pub title: String,
+    /// The run's branch.
+    pub head: String,
+    pub base: String,
+    pub body: String,
+}
+
+/// The completion's effects still owed. Each is done at most once: the comment carries a
+/// marker a retry looks for first, and the record step is marked done right after it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Completion {
+    /// The head the run completed on (the record step's commit).
+    pub head_sha: String,
+    /// The @mention comment on the PR is still to be posted.
+    pub comment: bool,
+    /// The record step and the owner's notice are still to be done.
+    pub record: bool,
+    /// The PR was merged (rather than found complete): the owner merged it, so no @mention.
+    pub merged: bool,
+}
+
+/// The one completion effect to do next, in order: the comment, then the record step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owed {
+    Comment,
+    Record,
+}
+
+impl Completion {
+    pub fn next(&self) -> Option<Owed> {
+        if self.comment {
+            Some(Owed::Comment)
+        } else if self.record {
+            Some(Owed::Record)
+        } else {
+            None
+        }
+    }
+}
+
+/// The `fix_ci` worker made for a head, and what it pushed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CiFix {
+    /// The failed head the worker was started for.
+    pub head_sha: String,
+    /// The commit its fix was pushed as; `None` while it works, or when it pushed nothing.
+    pub pushed: Option<String>,
 }
 
 /// The run state while this machine drives it: the two [`RunState`]s it moves between.
@@ -297,6 +382,17 @@ impl Stage {
 pub struct ReviewRecord {
     pub head_sha: String,
     pub passed: bool,
+    /// The review is on the PR. A verdict whose post failed is kept and posted again,
+    /// never reviewed again. (Records from before this field were posted.)
+    #[serde(default = "posted_before")]
+    pub posted: bool,
+    /// The review's text, as it is posted.
+    #[serde(default)]
+    pub body: String,
+}
+
+fn posted_before() -> bool {
+    true
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -313,13 +409,47 @@ pub struct Escalated {
 }
 
 impl PrMemory {
-    /// The memory after a `pr_review` worker ended with a verdict on `head_sha`.
-    pub fn record_review(&self, head_sha: &str, passed: bool) -> PrMemory {
+    /// The memory after a `pr_review` worker ended with a verdict on `head_sha`, whose
+    /// review `body` is still to be posted.
+    pub fn record_review(&self, head_sha: &str, passed: bool, body: &str) -> PrMemory {
         PrMemory {
             review: Some(ReviewRecord {
                 head_sha: head_sha.to_string(),
                 passed,
+                posted: false,
+                body: body.to_string(),
             }),
+            ..self.clone()
+        }
+    }
+
+    /// The memory after the recorded review was posted.
+    pub fn review_posted(&self) -> PrMemory {
+        let mut next = self.clone();
+        if let Some(review) = next.review.as_mut() {
+            review.posted = true;
+        }
+        next
+    }
+
+    /// The memory after an outside effect failed for a reason that may pass (a 5xx, a
+    /// timeout, a rate limit), and whether the owner is to be asked now: once, when the
+    /// streak reaches `max_failures`.
+    pub fn effect_failed(&self, max_failures: u32) -> (PrMemory, bool) {
+        let mut next = self.clone();
+        next.effect_failures = self.effect_failures.saturating_add(1);
+        let ask = !self.effect_escalated && next.effect_failures >= max_failures.max(1);
+        if ask {
+            next.effect_escalated = true;
+        }
+        (next, ask)
+    }
+
+    /// The memory after an outside effect landed: the failure streak is over.
+    pub fn effect_done(&self) -> PrMemory {
+        PrMemory {
+            effect_failures: 0,
+            effect_escalated: false,
             ..self.clone()
         }
     }
@@ -397,6 +527,8 @@ pub enum PrStep {
     },
     /// Spawn a `pr_review` worker.
     SpawnReview { inputs: ReviewInputs },
+    /// Post the review a `pr_review` worker already gave this head (its first post failed).
+    PostReview { head_sha: String, body: String },
     /// CI green, review passed, nothing unresolved: the run is complete; @mention the owner
     /// (saying whether the PR can be merged).
     Complete { mergeable: Mergeability },
@@ -434,6 +566,9 @@ pub enum WaitReason {
     Escalated { kind: EscalationKind },
     /// The run is complete; waiting for the owner to merge, close or comment.
     AwaitingOwner,
+    /// A `fix_ci` worker pushed its fix of the failed head; GitHub does not show the new
+    /// head yet.
+    CiFixPushed { pushed: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -453,6 +588,10 @@ pub enum EscalationKind {
     RequiredCheckNotRun,
     /// The review of this head did not pass and left nothing to fix.
     ReviewNotPassed,
+    /// A `fix_ci` worker was run for the failed head and pushed no fix.
+    CiFixPushedNothing,
+    /// An outside effect (opening the PR, a comment, a review) kept failing.
+    EffectFailing,
 }
 
 /// The thread set sent to a `fix_comments` worker: sorted `thread@comment` entries, where
@@ -506,15 +645,17 @@ impl PrStep {
 /// 5. A worker of the run is alive → wait.
 /// 6. No CI run for the head → trigger it (after the grace; once per head, then escalate).
 /// 7. Any check not completed → wait.
-/// 8. A check failed → `fix_ci` worker, or escalate past the cap.
+/// 8. A check failed → `fix_ci` worker, or escalate past the cap; never a second one for
+///    the head a fix was made for (wait for the pushed fix, or escalate if none was pushed).
 /// 9. Checks cancelled or stale → trigger CI again (once per head, then escalate).
 /// 10. A check needs approval (`action_required`) → escalate.
 /// 11. A required check missing → trigger CI (once per head, then escalate); one that
 ///     completed without running → escalate.
 /// 12. Threads needing work → `fix_comments` worker with exactly those, unless that set was
 ///     already sent (then wait).
-/// 13. No review of this head → `pr_review` worker; review passed → [`PrStep::Complete`];
-///     review failed with nothing left to fix → escalate.
+/// 13. No review of this head → `pr_review` worker; a verdict kept but not posted →
+///     [`PrStep::PostReview`]; review passed → [`PrStep::Complete`]; review failed with
+///     nothing left to fix → escalate.
 pub fn next_pr_step(obs: &PrObservation, memory: &PrMemory, config: &PrConfig) -> PrStep {
     match obs.state {
         PrState::Merged => return PrStep::Merged,
@@ -605,6 +746,10 @@ pub fn next_pr_step(obs: &PrObservation, memory: &PrMemory, config: &PrConfig) -
                 required_checks: required_statuses(obs, config),
             },
         },
+        Some(review) if !review.posted => PrStep::PostReview {
+            head_sha: review.head_sha.clone(),
+            body: review.body.clone(),
+        },
         Some(review) if review.passed => PrStep::Complete {
             mergeable: obs.mergeability(),
         },
@@ -622,9 +767,21 @@ pub fn remember(memory: &PrMemory, step: &PrStep, obs: &PrObservation) -> PrMemo
     let mut next = memory.clone();
     match step {
         PrStep::Merged | PrStep::Complete { .. } => {
+            // The completion's effects are owed from the moment it is decided; a run that
+            // was complete already (merged later) owes nothing more.
+            if memory.stage == Stage::Pr {
+                let merged = matches!(step, PrStep::Merged);
+                next.completion = Some(Completion {
+                    head_sha: obs.head_sha.clone(),
+                    comment: !merged,
+                    record: true,
+                    merged,
+                });
+            }
             next.stage = Stage::Complete;
             next.last_owner_comment = newest_owner_comment(obs, memory);
         }
+        PrStep::PostReview { .. } => next = next.review_posted(),
         PrStep::BackToPr { comment_ids } => {
             next.stage = Stage::Pr;
             next.last_owner_comment = newest_owner_comment(obs, memory);
@@ -641,7 +798,13 @@ pub fn remember(memory: &PrMemory, step: &PrStep, obs: &PrObservation) -> PrMemo
                 at: obs.observed_at,
             });
         }
-        PrStep::SpawnFixCi { .. } => next.ci_attempts += 1,
+        PrStep::SpawnFixCi { .. } => {
+            next.ci_attempts += 1;
+            next.ci_fix = Some(CiFix {
+                head_sha: obs.head_sha.clone(),
+                pushed: None,
+            });
+        }
         PrStep::SpawnFixComments { fingerprint, .. } => {
             next.sent_threads = Some(fingerprint.clone());
             next.owner_asks.clear();
@@ -725,6 +888,31 @@ fn ci_step(obs: &PrObservation, memory: &PrMemory, config: &PrConfig) -> Option<
         CheckConclusion::Unknown,
     ]);
     if !failed.is_empty() {
+        // One `fix_ci` worker per failed head: a look that still shows the head a fix was
+        // made for (GitHub not caught up, or a cached answer) starts no second one.
+        if let Some(fix) = memory
+            .ci_fix
+            .as_ref()
+            .filter(|f| f.head_sha == obs.head_sha)
+        {
+            return Some(match &fix.pushed {
+                Some(pushed) if *pushed != obs.head_sha => PrStep::Wait {
+                    reason: WaitReason::CiFixPushed {
+                        pushed: pushed.clone(),
+                    },
+                },
+                _ => escalate_once(
+                    obs,
+                    memory,
+                    EscalationKind::CiFixPushedNothing,
+                    format!(
+                        "a fix_ci worker was run for head {} and pushed no fix; CI still fails ({})",
+                        obs.head_sha,
+                        names(&failed).join(", ")
+                    ),
+                ),
+            });
+        }
         let max = memory.max_ci_attempts.unwrap_or(config.max_ci_attempts);
         if memory.ci_attempts >= max {
             let detail = format!(
@@ -1217,7 +1405,9 @@ mod tests {
     }
 
     fn reviewed(head: &str) -> PrMemory {
-        PrMemory::default().record_review(head, true)
+        PrMemory::default()
+            .record_review(head, true, "")
+            .review_posted()
     }
 
     fn owner_comment(id: u64, hour: u32, minute: u32) -> OwnerComment {
@@ -1754,7 +1944,9 @@ mod tests {
 
     #[test]
     fn a_failed_review_with_nothing_left_to_fix_escalates() {
-        let memory = PrMemory::default().record_review(FIX_HEAD, false);
+        let memory = PrMemory::default()
+            .record_review(FIX_HEAD, false, "")
+            .review_posted();
         assert!(matches!(
             step(&open_draft(), &memory),
             PrStep::Escalate {
@@ -2073,6 +2265,8 @@ mod tests {
             review: Some(ReviewRecord {
                 head_sha: FIX_HEAD.into(),
                 passed: true,
+                posted: false,
+                body: "executor's review: green".into(),
             }),
             last_owner_comment: Some(owner_comment(4061238457, 10, 5)),
             ci_triggered: Some(CiTriggered {
@@ -2084,6 +2278,24 @@ mod tests {
                 kind: EscalationKind::CiAttemptsExhausted,
             }),
             owner_asks: vec![owner_comment(4061400000, 11, 0)],
+            opening: Some(Opening {
+                title: "Fix tab preview".into(),
+                head: "fix/tab-preview-stuck".into(),
+                base: "main".into(),
+                body: "The preview sticks.".into(),
+            }),
+            completion: Some(Completion {
+                head_sha: FIX_HEAD.into(),
+                comment: true,
+                record: true,
+                merged: false,
+            }),
+            ci_fix: Some(CiFix {
+                head_sha: HEAD.into(),
+                pushed: Some(FIX_HEAD.into()),
+            }),
+            effect_failures: 2,
+            effect_escalated: true,
         };
         let json = serde_json::to_string(&memory).expect("serialises");
         assert!(json.contains("\"stage\":\"complete\""), "{json}");
@@ -2150,7 +2362,7 @@ mod tests {
             tick(&obs, &mut memory),
             PrStep::SpawnReview { .. }
         ));
-        memory = memory.record_review(FIX_HEAD, true);
+        memory = memory.record_review(FIX_HEAD, true, "").review_posted();
         assert!(matches!(tick(&obs, &mut memory), PrStep::Complete { .. }));
         assert!(matches!(tick(&obs, &mut memory), PrStep::Wait { .. }));
 
@@ -2167,9 +2379,177 @@ mod tests {
             tick(&obs, &mut memory),
             PrStep::SpawnReview { .. }
         ));
-        memory = memory.record_review("after-the-owners-comment", true);
+        memory = memory
+            .record_review("after-the-owners-comment", true, "")
+            .review_posted();
         assert!(matches!(tick(&obs, &mut memory), PrStep::Complete { .. }));
         assert_eq!(memory.stage, Stage::Complete);
         assert_eq!(memory.ci_attempts, 1);
+    }
+
+    // ----- outside effects: one fix per head, kept verdicts, owed completions -----
+
+    fn failed_on(head: &str) -> PrObservation {
+        PrObservation {
+            head_sha: head.into(),
+            checks: failed_checks(),
+            ..open_draft()
+        }
+    }
+
+    #[test]
+    fn a_fix_ci_worker_is_tied_to_the_head_it_was_started_for() {
+        let obs = failed_on(HEAD);
+        let first = step(&obs, &PrMemory::default());
+        assert!(
+            matches!(first, PrStep::SpawnFixCi { attempt: 1, .. }),
+            "{first:?}"
+        );
+        let mut memory = remember(&PrMemory::default(), &first, &obs);
+        assert_eq!(
+            memory.ci_fix,
+            Some(CiFix {
+                head_sha: HEAD.into(),
+                pushed: None
+            })
+        );
+
+        // Its fix pushed, but the look still shows the old head (GitHub not caught up, a
+        // cached answer): no second worker for that head.
+        memory.ci_fix = Some(CiFix {
+            head_sha: HEAD.into(),
+            pushed: Some(FIX_HEAD.into()),
+        });
+        assert_eq!(
+            step(&obs, &memory),
+            PrStep::Wait {
+                reason: WaitReason::CiFixPushed {
+                    pushed: FIX_HEAD.into()
+                }
+            }
+        );
+
+        // The fix's own head failing is a new head: the next attempt.
+        assert!(matches!(
+            step(&failed_on(FIX_HEAD), &memory),
+            PrStep::SpawnFixCi { attempt: 2, .. }
+        ));
+
+        // A worker that pushed nothing for the head: the owner is asked, once.
+        memory.ci_fix = Some(CiFix {
+            head_sha: HEAD.into(),
+            pushed: None,
+        });
+        let asked = step(&obs, &memory);
+        assert!(
+            matches!(
+                asked,
+                PrStep::Escalate {
+                    kind: EscalationKind::CiFixPushedNothing,
+                    ..
+                }
+            ),
+            "{asked:?}"
+        );
+        let memory = remember(&memory, &asked, &obs);
+        assert!(matches!(step(&obs, &memory), PrStep::Wait { .. }));
+    }
+
+    #[test]
+    fn a_verdict_whose_post_failed_is_posted_again_and_never_reviewed_again() {
+        let obs = open_draft();
+        let memory = PrMemory::default().record_review(FIX_HEAD, true, "executor's review: green");
+        let post = step(&obs, &memory);
+        assert_eq!(
+            post,
+            PrStep::PostReview {
+                head_sha: FIX_HEAD.into(),
+                body: "executor's review: green".into()
+            }
+        );
+        let memory = remember(&memory, &post, &obs);
+        assert!(memory.review.as_ref().is_some_and(|r| r.posted));
+        assert!(matches!(step(&obs, &memory), PrStep::Complete { .. }));
+        // A record from before `posted` existed was posted.
+        let old: ReviewRecord =
+            serde_json::from_str(&format!(r#"{{"head_sha":"{FIX_HEAD}","passed":true}}"#))
+                .expect("an old record");
+        assert!(old.posted);
+    }
+
+    #[test]
+    fn completing_owes_the_comment_then_the_record_and_a_merge_owes_the_record_only() {
+        let obs = open_draft();
+        let memory = reviewed(FIX_HEAD);
+        let complete = step(&obs, &memory);
+        let after = remember(&memory, &complete, &obs);
+        let owed = after.completion.clone().expect("owed effects");
+        assert_eq!(
+            (owed.comment, owed.record, owed.merged),
+            (true, true, false)
+        );
+        assert_eq!(owed.head_sha, FIX_HEAD);
+        assert_eq!(owed.next(), Some(Owed::Comment));
+        let commented = Completion {
+            comment: false,
+            ..owed
+        };
+        assert_eq!(commented.next(), Some(Owed::Record));
+        assert_eq!(
+            Completion {
+                record: false,
+                ..commented
+            }
+            .next(),
+            None
+        );
+
+        let merged = PrObservation {
+            state: PrState::Merged,
+            ..open_draft()
+        };
+        let after = remember(&PrMemory::default(), &PrStep::Merged, &merged);
+        let owed = after.completion.expect("owed effects");
+        assert_eq!(
+            (owed.comment, owed.record, owed.merged),
+            (false, true, true)
+        );
+
+        // Merged after it was complete: nothing more is owed.
+        let complete = PrMemory {
+            stage: Stage::Complete,
+            ..PrMemory::default()
+        };
+        assert_eq!(
+            remember(&complete, &PrStep::Merged, &merged).completion,
+            None
+        );
+    }
+
+    #[test]
+    fn transient_failures_ask_the_owner_once_per_streak() {
+        let table: [(u32, bool, u32, bool, bool); 5] = [
+            // failures before, escalated before, max -> failures after, ask, escalated after
+            (0, false, 5, false, false),
+            (3, false, 5, false, false),
+            (4, false, 5, true, true),
+            (5, true, 5, false, true),
+            (0, false, 1, true, true),
+        ];
+        for (before, escalated, max, ask, escalated_after) in
+            table.map(|(b, e, m, a, ea)| (b, e, m, a, ea))
+        {
+            let memory = PrMemory {
+                effect_failures: before,
+                effect_escalated: escalated,
+                ..PrMemory::default()
+            };
+            let (next, asked) = memory.effect_failed(max);
+            assert_eq!(next.effect_failures, before + 1);
+            assert_eq!(asked, ask, "{before} failures, max {max}");
+            assert_eq!(next.effect_escalated, escalated_after);
+            let done = next.effect_done();
+            assert_eq!((done.effect_failures, done.effect_escalated), (0, false));
+        }
     }
 }

@@ -39,6 +39,7 @@ use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
 mod cancel;
 mod conduct;
 mod dispatch;
+mod opening;
 mod pr_tick;
 mod review;
 pub use cancel::{cancel, retry, Cancelled};
@@ -157,6 +158,9 @@ pub struct GithubForge {
     /// The workflow dispatched when a head has no CI at all.
     pub ci_workflow: Option<String>,
     pub ci_start_grace: Duration,
+    /// Failures in a row of an outside effect (opening the PR, the completion comment, a
+    /// review) before the owner is asked; executor keeps trying after.
+    pub max_effect_failures: u32,
 }
 
 /// Where `executor hook claude` is: the binary and the config it reads.
@@ -905,7 +909,9 @@ async fn continue_run(
 }
 
 /// Pushes the run's branch and opens its draft PR (once: a run that has one keeps it),
-/// labels it, and moves the run to `pr`.
+/// labels it, and moves the run to `pr`. The PR is an intent written before it is sent
+/// (`opening`): a GitHub failure leaves the run `in_progress` with its branch pushed, and
+/// the PR tick opens it later (or asks the owner after `max_effect_failures` tries).
 async fn open_pr(
     store: &dyn Store,
     github: &GithubForge,
@@ -918,7 +924,9 @@ async fn open_pr(
     if let Some(asked) = push(settings, &wt.path, &github.remote, &wt.branch, worked).await? {
         return Ok(Some(asked));
     }
-    if run.pr_number.is_none() {
+    // The push moved the PR's head: no cached look at it is current any more.
+    github.client.expire_cache();
+    let tried = if run.pr_number.is_none() {
         let summary = worked
             .done
             .as_deref()
@@ -936,28 +944,23 @@ async fn open_pr(
                 format!("\n\nThe worker's summary: {summary}")
             }
         );
-        let pr = github
-            .client
-            .create_draft_pr(&crate::forge::github::NewPullRequest {
-                title: task.title(),
-                head: wt.branch.clone(),
-                base: settings.base_branch.clone(),
-                body,
-            })
-            .await
-            .context("cannot open the draft PR")?;
-        run.pr_number = Some(i64::try_from(pr.number).unwrap_or(i64::MAX));
-        run.pr_url = Some(pr.html_url.clone());
-        if !github.required_labels.is_empty() {
-            let labels: Vec<&str> = github.required_labels.iter().map(String::as_str).collect();
-            github
-                .client
-                .add_labels(pr.number, &labels)
-                .await
-                .context("cannot label the draft PR")?;
-        }
+        let opening = crate::core::pr::Opening {
+            title: task.title(),
+            head: wt.branch.clone(),
+            base: settings.base_branch.clone(),
+            body,
+        };
+        opening::decide(store, github, run, opening).await?
+    } else {
+        let memory = opening::memory_of_run(store, run.id).await?;
+        opening::try_open(store, github, run, memory).await?
+    };
+    if let opening::Tried::Failed {
+        error, failures, ..
+    } = tried
+    {
+        tracing::warn!(gid = %task.task_gid, run = run.id, branch = %wt.branch, failures, %error, "cannot open the draft PR now; the run stays in progress with its branch pushed, and the PR tick tries again");
     }
-    move_run(store, run, RunEvent::PrOpened).await?;
     Ok(None)
 }
 
@@ -1286,8 +1289,12 @@ async fn integrate(
         if let Some(asked) = open_pr(store, github, settings, task, run, wt, worked).await? {
             return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
         }
-        tracing::info!(gid = %task.task_gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
-        return Ok((lifecycle::Event::PrOpened, None));
+        // Opened, or left to the PR tick as an intent GitHub has not taken yet.
+        return Ok(if run.state == RunState::Pr {
+            (lifecycle::Event::PrOpened, None)
+        } else {
+            (lifecycle::Event::PrPending, None)
+        });
     }
     Ok(
         match complete_local(store, settings, task, run, wt).await? {
@@ -1431,6 +1438,10 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
             .iter()
             .any(|e| e.applied_at.is_none())
         {
+            continue;
+        }
+        // A run whose pushed branch waits for its draft PR is the PR tick's, not a worker's.
+        if opening::opens_pr(store.as_ref(), run.id).await? {
             continue;
         }
         // On a shared queue another host's runner may be carrying it right now.

@@ -125,6 +125,9 @@ pub enum Fault {
     GraphQlErrors,
     /// The real answer, this much later (for client timeouts).
     Delay(Duration),
+    /// The request is carried out (the PR made, the comment saved), then this status is
+    /// answered instead: a 502 from in front of GitHub after GitHub did the write.
+    AfterApplying(u16),
 }
 
 /// One request as the fake saw it.
@@ -174,6 +177,8 @@ struct FakePr {
 struct FaultRule {
     fault: Fault,
     path_contains: Option<String>,
+    /// Only requests of this method whose path ends with `path_contains`.
+    method: Option<Method>,
 }
 
 struct StateData {
@@ -365,14 +370,38 @@ impl FakeGithub {
         self.push_faults(count, fault, Some(path_part.into()));
     }
 
+    /// Serves `fault` for the next `count` requests of `method` whose path ends with
+    /// `path_end` (`"/pulls"` is `POST /repos/{o}/{r}/pulls` and nothing else): a fault on
+    /// one route of the flow, the rest answered as usual.
+    pub fn fail_route(&self, method: &str, path_end: &str, count: usize, fault: Fault) {
+        let method = Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+        let mut state = self.shared.state();
+        for _ in 0..count {
+            state.faults.push_back(FaultRule {
+                fault: fault.clone(),
+                path_contains: Some(path_end.into()),
+                method: Some(method.clone()),
+            });
+        }
+    }
+
     fn push_faults(&self, count: usize, fault: Fault, path_contains: Option<String>) {
         let mut state = self.shared.state();
         for _ in 0..count {
             state.faults.push_back(FaultRule {
                 fault: fault.clone(),
                 path_contains: path_contains.clone(),
+                method: None,
             });
         }
+    }
+
+    /// Requests of `method` whose path ends with `path_end`, answered or not.
+    pub fn count(&self, method: &str, path_end: &str) -> usize {
+        self.requests()
+            .iter()
+            .filter(|r| r.method == method && r.path.ends_with(path_end))
+            .count()
     }
 
     /// A push to the PR's branch: the head moves to `sha` and `updated_at` to now.
@@ -732,7 +761,7 @@ fn fault_reply(fault: &Fault) -> Reply {
         }
         Fault::Status(status) => Reply::error(*status, "Server Error"),
         Fault::GraphQlErrors => Reply::json(200, &fixture_json("graphql_error.json")),
-        Fault::Delay(_) => Reply::empty(500),
+        Fault::Delay(_) | Fault::AfterApplying(_) => Reply::empty(500),
     }
 }
 
@@ -769,10 +798,18 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
 
     let fault = if authorized && !is_log_blob {
         let mut state = shared.state();
-        let at = state.faults.iter().position(|rule| {
-            rule.path_contains
+        let at = state.faults.iter().position(|rule| match &rule.method {
+            Some(method) => {
+                *method == parts.method
+                    && rule
+                        .path_contains
+                        .as_deref()
+                        .is_some_and(|end| path.ends_with(end))
+            }
+            None => rule
+                .path_contains
                 .as_deref()
-                .is_none_or(|part| path.contains(part))
+                .is_none_or(|part| path.contains(part)),
         });
         at.and_then(|i| state.faults.remove(i))
             .map(|rule| rule.fault)
@@ -792,7 +829,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
         serve_log(&state, &path)
     } else if !authorized {
         Reply::error(401, "Bad credentials")
-    } else if let Some(fault) = &fault {
+    } else if let Some(fault) = fault
+        .as_ref()
+        .filter(|f| !matches!(f, Fault::AfterApplying(_)))
+    {
         fault_reply(fault)
     } else {
         let body_json: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -828,6 +868,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
             state.rate_used += 1;
         }
         let used = state.rate_used;
+        let reply = match &fault {
+            Some(Fault::AfterApplying(status)) => Reply::error(*status, "Server Error"),
+            _ => reply,
+        };
         reply
             .header("x-ratelimit-limit", "5000")
             .header(
@@ -909,6 +953,7 @@ fn route(
             let post = method == Method::POST;
             match rest {
                 ["pulls"] if post => create_pr(state, body),
+                ["pulls"] if get => list_prs(state, base, path, query),
                 ["pulls", n] if get => {
                     number(n).map_or_else(Reply::not_found, |n| get_pr(state, n))
                 }
@@ -1089,9 +1134,19 @@ fn create_pr(state: &mut StateData, body: &Value) -> Reply {
         .values()
         .any(|pr| !pr.deleted && pr.json["state"] == "open" && pr.json["head"]["ref"] == head);
     if exists {
-        return Reply::error(
+        // GitHub's answer to a second PR for one head: a validation failure.
+        return Reply::json(
             422,
-            &format!("A pull request already exists for {OWNER}:{head}."),
+            &json!({
+                "message": "Validation Failed",
+                "errors": [{
+                    "resource": "PullRequest",
+                    "code": "custom",
+                    "message": format!("A pull request already exists for {OWNER}:{head}."),
+                }],
+                "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request",
+                "status": "422",
+            }),
         );
     }
     let number = state.prs.keys().next_back().map_or(PR, |n| n + 1);
@@ -1129,6 +1184,46 @@ fn create_pr(state: &mut StateData, body: &Value) -> Reply {
         },
     );
     Reply::json(201, &pr)
+}
+
+/// `GET …/pulls` ("List pull requests"): `state` (`open` by default, `closed`, `all`) and
+/// `head` (`user:ref-name`) filter, newest first, paginated. A PR listed here has no
+/// `mergeable` fields, as on GitHub (only the single-PR answer computes them).
+fn list_prs(state: &StateData, base: &str, path: &str, query: &HashMap<String, String>) -> Reply {
+    let wanted = query.get("state").map_or("open", String::as_str);
+    let head = query.get("head").map(String::as_str);
+    let items: Vec<Value> = state
+        .prs
+        .values()
+        .rev()
+        .filter(|pr| !pr.deleted)
+        .map(|pr| &pr.json)
+        .filter(|pr| wanted == "all" || pr["state"] == wanted)
+        .filter(|pr| head.is_none_or(|h| pr["head"]["label"] == h))
+        .map(|pr| {
+            let mut pr = pr.clone();
+            if let Some(fields) = pr.as_object_mut() {
+                for key in [
+                    "merged",
+                    "mergeable",
+                    "rebaseable",
+                    "mergeable_state",
+                    "merged_by",
+                    "comments",
+                    "review_comments",
+                    "maintainer_can_modify",
+                    "commits",
+                    "additions",
+                    "deletions",
+                    "changed_files",
+                ] {
+                    fields.remove(key);
+                }
+            }
+            pr
+        })
+        .collect();
+    paginate(state, base, path, query, items, None)
 }
 
 fn add_labels(state: &mut StateData, number: u64, body: &Value) -> Reply {
@@ -1363,11 +1458,15 @@ fn reply_to_review_comment(
     if !live(state, number) {
         return Reply::not_found();
     }
+    // GitHub: "This must be the ID of a top-level review comment, not a reply to that
+    // comment. Replies to replies are not supported." Its documented answers are 201 and
+    // 404; a reply's id finds no top-level comment, so it is the 404.
     let Some(thread) = state.threads.get_mut(&number).and_then(|threads| {
         threads.iter_mut().find(|t| {
             t["comments"]["nodes"]
                 .as_array()
-                .is_some_and(|c| c.iter().any(|c| c["databaseId"] == comment_id))
+                .and_then(|c| c.first())
+                .is_some_and(|first| first["databaseId"] == comment_id)
         })
     }) else {
         return Reply::not_found();

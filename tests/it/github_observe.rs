@@ -582,8 +582,15 @@ fn the_review_is_a_comment_and_completion_mentions_the_owner() {
     );
 
     let comment = h
-        .run(steps::notify_complete_comment(&h.client, PR, "@mkowalski"))
-        .expect("notify");
+        .run(steps::notify_complete_comment(
+            &h.client,
+            PR,
+            "@mkowalski",
+            42,
+            FIX_HEAD,
+        ))
+        .expect("notify")
+        .expect("posted");
     assert!(
         comment.body.starts_with(&format!("@{OWNER} ")),
         "{}",
@@ -595,12 +602,28 @@ fn the_review_is_a_comment_and_completion_mentions_the_owner() {
         .as_str()
         .is_some_and(|b| b.contains(&format!("@{OWNER}"))));
 
+    // Told again (a retry after a failure that came after GitHub saved it): the marker is
+    // found and nothing more is posted.
+    let again = h
+        .run(steps::notify_complete_comment(
+            &h.client,
+            PR,
+            "@mkowalski",
+            42,
+            FIX_HEAD,
+        ))
+        .expect("notify again");
+    assert_eq!(again, None);
+    assert_eq!(h.fake.issue_comments(PR).len(), posted.len());
+
     // The notification is never read back as an owner comment.
     let obs = h.observe(&PrMemory::default(), true);
     assert!(!obs.owner_comments.iter().any(|c| c.id == comment.id));
 
     let error = h
-        .run(steps::notify_complete_comment(&h.client, PR, "  "))
+        .run(steps::notify_complete_comment(
+            &h.client, PR, "  ", 42, FIX_HEAD,
+        ))
         .expect_err("no login");
     assert!(matches!(error, GithubError::Settings(_)), "{error:?}");
     assert_eq!(h.fake.issue_comments(PR).len(), posted.len());

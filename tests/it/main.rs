@@ -24,6 +24,7 @@ mod gitea;
 mod gitea_intake;
 mod github_batch;
 mod github_client;
+mod github_faults;
 mod github_issues;
 mod github_issues_intake;
 mod github_observe;

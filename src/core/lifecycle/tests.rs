@@ -342,6 +342,19 @@ fn integrating_completes_opens_the_pr_retries_or_asks() {
     );
     let (view, action) = step(&integrating, Event::PrOpened, &rules());
     assert_eq!((view.stage, action), (Stage::InPr, Action::Wait));
+    let (view, action) = step(&integrating, Event::PrPending, &rules());
+    assert_eq!(
+        (view.stage.clone(), action),
+        (Stage::OpeningPr, Action::Wait)
+    );
+    let (_, action) = step(
+        &view,
+        Event::Resumed {
+            reason: "restart".to_string(),
+        },
+        &rules(),
+    );
+    assert_eq!(action, Action::Wait, "the PR tick opens it, not a worker");
     let failed = Event::IntegrationFailed {
         reason: "the parent's suites failed".to_string(),
     };
@@ -416,6 +429,7 @@ fn cancel_ends_a_run_at_every_stage_but_the_end() {
         Stage::Reviewing { round: 1 },
         Stage::Integrating,
         Stage::WaitingOnOwner { escalation: 1 },
+        Stage::OpeningPr,
         Stage::InPr,
     ];
     for stage in stages {

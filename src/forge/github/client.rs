@@ -355,6 +355,19 @@ impl GithubClient {
         self.get_json(url, "a pull request").await
     }
 
+    /// The open PR whose head is `branch` of this repository's owner, if there is one
+    /// (`GET /repos/{o}/{r}/pulls?head={owner}:{branch}&state=open`): GitHub allows one open
+    /// PR per head, so this is the PR a create that may have landed made.
+    pub async fn open_pr_for_head(&self, branch: &str) -> Result<Option<PullRequest>, GithubError> {
+        let mut url = self.repo_url(&["pulls"]);
+        url.query_pairs_mut()
+            .append_pair("head", &format!("{}:{branch}", self.inner.owner))
+            .append_pair("state", "open")
+            .append_pair("per_page", "100");
+        let prs: Vec<PullRequest> = self.list(url, "pull requests").await?;
+        Ok(prs.into_iter().find(|pr| pr.head.branch == branch))
+    }
+
     /// `POST /repos/{o}/{r}/pulls` with `draft: true`.
     pub async fn create_draft_pr(&self, pr: &NewPullRequest) -> Result<PullRequest, GithubError> {
         let url = self.repo_url(&["pulls"]);
@@ -858,15 +871,18 @@ impl GithubClient {
 
     async fn write(&self, method: Method, url: Url, body: &Value) -> Result<Vec<u8>, GithubError> {
         let path = url.path().to_owned();
-        let response = self.send(Api::Rest, method, url, Some(body), None).await?;
+        let sent = self.send(Api::Rest, method, url, Some(body), None).await;
+        // Whatever was read before this write may have changed, even when it failed: a 502
+        // or a timeout can come after GitHub applied the write, and the retry first looks
+        // (for the PR of a head, for a comment's marker) with fresh reads.
+        self.expire_cache();
+        let response = sent?;
         let status = response.status();
         let headers = response.headers().clone();
         let bytes = self.read_body(response).await?;
         if !status.is_success() {
             return Err(self.failure(Api::Rest, status, &headers, &bytes, &path));
         }
-        // Whatever was read before this write may have changed.
-        self.expire_cache();
         Ok(bytes)
     }
 

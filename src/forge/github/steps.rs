@@ -151,15 +151,21 @@ pub async fn post_review(
     client.post_review(pr, body, ReviewEvent::Comment).await
 }
 
-/// Tells the owner the run is complete: a conversation comment on PR `pr` that
+/// Tells the owner run `run_id` is complete: a conversation comment on PR `pr` that
 /// @mentions `owner_login` (with or without a leading `@`), so GitHub notifies them. It
-/// carries the executor's marker, so it is never read back as the owner's comment. A
-/// login GitHub could not have (empty, spaces) is a settings error, and nothing is posted.
+/// carries the executor's marker for this run's completion on `head_sha`
+/// ([`complete_marker`]), so it is
+/// never read back as the owner's comment, and a retry after a failure (a 502 may come
+/// after GitHub saved the comment) first looks for it and posts nothing when it is there:
+/// the owner is @mentioned once (`None`: it was there already). A login GitHub could not have (empty, spaces) is a
+/// settings error, and nothing is posted.
 pub async fn notify_complete_comment(
     client: &GithubClient,
     pr: u64,
     owner_login: &str,
-) -> Result<IssueComment, GithubError> {
+    run_id: i64,
+    head_sha: &str,
+) -> Result<Option<IssueComment>, GithubError> {
     let login = owner_login.trim().trim_start_matches('@');
     let valid = !login.is_empty() && login.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
     if !valid {
@@ -167,16 +173,33 @@ pub async fn notify_complete_comment(
             "cannot @mention {owner_login:?}: not a GitHub login"
         )));
     }
+    let marker = complete_marker(run_id, head_sha);
+    if client
+        .issue_comments(pr)
+        .await?
+        .iter()
+        .any(|c| c.body.contains(&marker))
+    {
+        return Ok(None);
+    }
     client
-        .post_issue_comment(pr, &complete_comment_body(login))
+        .post_issue_comment(pr, &complete_comment_body(login, run_id, head_sha))
         .await
+        .map(Some)
+}
+
+/// The hidden marker of run `run_id`'s completion comment on head `head_sha`: a run sent
+/// back by the owner and complete again on a new head tells the owner again.
+pub fn complete_marker(run_id: i64, head_sha: &str) -> String {
+    format!("{EXECUTOR_MARKER}run-{run_id}:complete:{head_sha} -->")
 }
 
 /// The text of [`notify_complete_comment`].
-pub fn complete_comment_body(owner_login: &str) -> String {
+pub fn complete_comment_body(owner_login: &str, run_id: i64, head_sha: &str) -> String {
     format!(
         "@{owner_login} this draft PR is ready for you: CI is green, the review passed and \
          no review thread is waiting. Mark it ready and merge it when you are happy, or \
-         comment here to send it back for more work.\n\n{EXECUTOR_MARKER}complete -->"
+         comment here to send it back for more work.\n\n{}",
+        complete_marker(run_id, head_sha)
     )
 }

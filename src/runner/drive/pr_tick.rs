@@ -5,8 +5,19 @@
 //! commits and pushes), completion with the owner told, the end of a merged or closed PR,
 //! or an escalation. The machine's memory is kept in the store between ticks.
 //!
+//! Outside effects are written before they are performed and marked done after, in the
+//! run's PR memory, so a failure or a crash between the two is healed by the next tick:
+//! a run whose pushed branch waits for its PR has it opened (`opening`); a review verdict
+//! is kept by head and posted again rather than reviewed again; a `fix_ci` worker is tied
+//! to the head it was made for. A completion is decided first (the run `complete`, its
+//! task `done`, with the completion's effects owed in the memory), then each owed effect
+//! is performed and marked done: the owner's @mention on the PR (found by its marker
+//! before it is posted again), then the record step and the owner's notice. So the owner
+//! is told once, and the run never says the owner was told before the comment landed.
+//!
 //! What it must never do: let a GitHub failure lose a run's state. A rate limit, a 5xx or a
-//! timeout leaves the run as it was for a later tick; only a PR that is gone ends the run.
+//! timeout leaves the run as it was for a later tick (after `max_effect_failures` failed
+//! writes in a row the owner is asked, once); only a PR that is gone ends the run.
 
 use super::*;
 use crate::core::pr::{next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep, Stage};
@@ -26,6 +37,24 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
 
     let mut taken: Vec<(Run, PrMemory)> = Vec::new();
     for mut run in store.runs(None).await? {
+        // A run whose branch is pushed and whose PR is still to be opened.
+        if run.state == RunState::InProgress
+            && run.branch_name.is_some()
+            && opening::opens_pr(store, run.id).await?
+        {
+            if let Some(epoch) = take_run(store, &runner.holder, run.id).await? {
+                run.lease_epoch = epoch;
+                let (gid, run_id) = (run.task_gid.clone(), run.id);
+                let opened = open_one(runner, &github, run).await;
+                release_run(store, &runner.holder, run_id).await;
+                match opened {
+                    Ok(Some(result)) => passed.results.push(result),
+                    Ok(None) => {}
+                    Err(error) => passed.failed.push(format!("{gid}: {error:#}")),
+                }
+            }
+            continue;
+        }
         let watched =
             run.pr_number.is_some() && matches!(run.state, RunState::Pr | RunState::Complete);
         if !watched {
@@ -94,13 +123,48 @@ fn pr_number(run: &Run) -> u64 {
     u64::try_from(run.pr_number.unwrap_or_default()).unwrap_or_default()
 }
 
+/// Tries to open the PR of a run whose branch is pushed; `Some` when the run moved to `pr`
+/// or the owner was asked.
+async fn open_one(
+    runner: &Runner,
+    github: &GithubForge,
+    mut run: Run,
+) -> Result<Option<RunResult>> {
+    let store = runner.store.as_ref();
+    let memory = opening::memory_of_run(store, run.id).await?;
+    match opening::try_open(store, github, &mut run, memory).await? {
+        opening::Tried::Opened => {
+            tracing::info!(gid = %run.task_gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
+            Ok(Some(result_of(&run, None)))
+        }
+        opening::Tried::Failed {
+            error,
+            failures,
+            ask,
+        } => {
+            tracing::warn!(gid = %run.task_gid, run = run.id, failures, %error, "cannot open the draft PR now; the next tick tries again");
+            if !ask {
+                return Ok(None);
+            }
+            let branch = run.branch_name.clone().unwrap_or_default();
+            let line = opening::failing_line(&branch, failures, &error);
+            let id = open_escalation(
+                store,
+                &runner.adapter,
+                &runner.settings,
+                &run,
+                &run.task_gid.clone(),
+                &Asked::Message(line),
+            )
+            .await?;
+            Ok(Some(result_of(&run, Some(id))))
+        }
+    }
+}
+
 /// The `pr` machine's memory of a run, as the store keeps it between ticks.
 async fn memory_of(store: &dyn Store, run: &Run) -> Result<PrMemory> {
-    let mut memory: PrMemory = match store.pr_memory(run.id).await? {
-        Some(json) => serde_json::from_str(&json)
-            .with_context(|| format!("run {}'s PR memory does not read back", run.id))?,
-        None => PrMemory::default(),
-    };
+    let mut memory = opening::memory_of_run(store, run.id).await?;
     if run.state == RunState::Complete {
         memory.stage = Stage::Complete;
     }
@@ -121,12 +185,36 @@ fn pr_config(settings: &RunnerSettings, github: &GithubForge) -> PrConfig {
 }
 
 /// One run's step on what was observed of its PR; `Some` when the run moved (a worker
-/// ran, or its state changed).
+/// ran, or its state changed). Effects a completion still owes come first, whatever the
+/// look found.
 async fn tick_one(
     runner: &Runner,
     github: &GithubForge,
     config: &PrConfig,
     mut run: Run,
+    memory: PrMemory,
+    observed: Result<PrObservation, github::GithubError>,
+) -> Result<Option<RunResult>> {
+    let store = runner.store.as_ref();
+    let gid = run.task_gid.clone();
+    let Some(task) = store.task(&gid).await? else {
+        anyhow::bail!("run {} has no task {gid}", run.id);
+    };
+    // A completion's owed effects first; the machine steps again on the next tick.
+    if memory.completion.is_some() {
+        let (_, settled) = settle_completion(runner, github, &mut run, memory).await?;
+        return Ok(settled);
+    }
+    tick_step(runner, github, config, run, task, memory, observed).await
+}
+
+/// The `pr` machine's one step on the look at the run's PR.
+async fn tick_step(
+    runner: &Runner,
+    github: &GithubForge,
+    config: &PrConfig,
+    mut run: Run,
+    task: Task,
     memory: PrMemory,
     observed: Result<PrObservation, github::GithubError>,
 ) -> Result<Option<RunResult>> {
@@ -155,9 +243,6 @@ async fn tick_one(
     };
     let step = next_pr_step(&obs, &memory, config);
     tracing::info!(gid = %gid, run = run.id, step = ?step, "PR tick");
-    let Some(task) = store.task(&gid).await? else {
-        anyhow::bail!("run {} has no task {gid}", run.id);
-    };
     let mut moved = false;
     let mut after = remember(&memory, &step, &obs);
     match &step {
@@ -182,11 +267,25 @@ async fn tick_one(
         } => {
             run.ci_attempts = i64::from(*attempt);
             store.save_run(&run).await?;
+            // The attempt is tied to this head before the worker starts, so no later tick
+            // (nor a crash and a restart) starts a second one for it.
+            opening::save_memory(store, run.id, &after).await?;
             let failure = failure.clone();
-            pr_worker(runner, github, &task, &mut run, Phase::FixCi, |ctx| {
-                ctx.ci = Some(failure);
-            })
-            .await?;
+            let (worked, pushed) =
+                pr_worker(runner, github, &task, &mut run, Phase::FixCi, |ctx| {
+                    ctx.ci = Some(failure);
+                })
+                .await?;
+            after.ci_fix = if worked.done.is_none() {
+                // It ended without a fix (it crashed, timed out): the head may be tried
+                // again, within `max_ci_attempts`.
+                None
+            } else {
+                Some(crate::core::pr::CiFix {
+                    head_sha: obs.head_sha.clone(),
+                    pushed,
+                })
+            };
             moved = true;
         }
         PrStep::SpawnFixComments { threads, .. } => {
@@ -201,7 +300,7 @@ async fn tick_one(
         }
         PrStep::SpawnReview { inputs } => {
             let inputs = inputs.clone();
-            let worked = pr_worker(runner, github, &task, &mut run, Phase::PrReview, |ctx| {
+            let (worked, _) = pr_worker(runner, github, &task, &mut run, Phase::PrReview, |ctx| {
                 ctx.review = Some(inputs);
             })
             .await?;
@@ -215,73 +314,29 @@ async fn tick_one(
                     "executor's review: {}\n\n{summary}",
                     if passed { "green" } else { "changes requested" }
                 );
-                steps::post_review(&github.client, pr, &body).await?;
-                after = after.record_review(&obs.head_sha, passed);
+                // The verdict is kept before it is posted: a failed post is posted again
+                // by a later tick, never reviewed again.
+                after = after.record_review(&obs.head_sha, passed, &body);
+                opening::save_memory(store, run.id, &after).await?;
+                after = post_kept_review(runner, github, &run, after, &body).await?;
             }
             moved = true;
         }
-        PrStep::Complete { .. } => {
-            run.completed_at = Some(Utc::now());
-            move_run(store, &mut run, RunEvent::Completed).await?;
-            // A run back in `pr` after the owner's comment completes again; its task is
-            // `done` already.
-            if task.status == QueueStatus::InProgress {
-                queue_ops::apply(
-                    store,
-                    &SystemClock,
-                    &gid,
-                    QueueEvent::RunCompleted,
-                    "runner",
-                    None,
-                )
-                .await?;
-            }
-            steps::notify_complete_comment(&github.client, pr, &github.owner_login).await?;
-            tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "run complete: CI green, reviewed, nothing unresolved; the owner was told on the PR");
-            if let Some(task) = store.task(&gid).await? {
-                settings
-                    .recorder
-                    .record(
-                        store,
-                        &settings.notices,
-                        crate::runner::record::Completion {
-                            task: &task,
-                            run: &run,
-                            commit: Some(obs.head_sha.clone()),
-                            verification: vec!["CI green, reviewed, no thread unresolved".into()],
-                        },
-                    )
-                    .await;
-            }
-            settings
-                .notices
-                .tell(
-                    store,
-                    crate::chat::Notice::orchestrator(
-                        crate::core::outbox::Priority::Action,
-                        gid.clone(),
-                        Some(run.id),
-                        crate::chat::text::completed(run.id, &gid, run.pr_url.as_deref()),
-                    ),
-                )
-                .await;
-            moved = true;
+        PrStep::PostReview { body, .. } => {
+            // `remember` marked it posted; it is only once the post lands.
+            let kept = memory.clone();
+            after = post_kept_review(runner, github, &run, kept, body).await?;
         }
-        PrStep::Merged => {
+        PrStep::Complete { .. } | PrStep::Merged => {
             if run.state == RunState::Pr {
-                run.completed_at = Some(Utc::now());
-                move_run(store, &mut run, RunEvent::Completed).await?;
-                queue_ops::apply(
-                    store,
-                    &SystemClock,
-                    &gid,
-                    QueueEvent::RunCompleted,
-                    "runner",
-                    None,
-                )
-                .await?;
+                // Decided first (the effects it owes are in `after.completion`), then the
+                // effects, each marked done as it lands.
+                opening::save_memory(store, run.id, &after).await?;
+                complete_run(store, &mut run, &task).await?;
+                settle_completion(runner, github, &mut run, after).await?;
+                return Ok(Some(result_of(&run, None)));
             }
-            moved = true;
+            moved = matches!(step, PrStep::Merged);
         }
         PrStep::Closed => {
             abandon(
@@ -309,16 +364,192 @@ async fn tick_one(
                 &Asked::Message(line),
             )
             .await?;
-            store
-                .save_pr_memory(run.id, &serde_json::to_string(&after)?, Utc::now())
-                .await?;
+            opening::save_memory(store, run.id, &after).await?;
             return Ok(Some(result_of(&run, Some(id))));
         }
     }
-    store
-        .save_pr_memory(run.id, &serde_json::to_string(&after)?, Utc::now())
-        .await?;
+    opening::save_memory(store, run.id, &after).await?;
     Ok(moved.then(|| result_of(&run, None)))
+}
+
+/// The run `complete` and its task `done` (a run back in `pr` after the owner's comment
+/// completes again; its task is `done` already).
+async fn complete_run(store: &dyn Store, run: &mut Run, task: &Task) -> Result<()> {
+    if run.state == RunState::Pr {
+        run.completed_at = Some(Utc::now());
+        move_run(store, run, RunEvent::Completed).await?;
+    }
+    if task.status == QueueStatus::InProgress {
+        queue_ops::apply(
+            store,
+            &SystemClock,
+            &task.task_gid,
+            QueueEvent::RunCompleted,
+            "runner",
+            None,
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// Posts the review kept in `memory` (`body`); answers the memory after: posted, or the
+/// failure counted (and the owner asked once the failures reach `max_effect_failures`).
+async fn post_kept_review(
+    runner: &Runner,
+    github: &GithubForge,
+    run: &Run,
+    memory: PrMemory,
+    body: &str,
+) -> Result<PrMemory> {
+    match steps::post_review(&github.client, pr_number(run), body).await {
+        Ok(_) => Ok(memory.review_posted().effect_done()),
+        Err(error) => {
+            let memory =
+                effect_failed(runner, github, run, memory, "post the review", &error).await?;
+            Ok(memory)
+        }
+    }
+}
+
+/// Counts a failed outside effect in `memory` and saves it; asks the owner (once) when the
+/// failures in a row reach `max_effect_failures` (at once for an error that cannot pass).
+async fn effect_failed(
+    runner: &Runner,
+    github: &GithubForge,
+    run: &Run,
+    memory: PrMemory,
+    what: &str,
+    error: &github::GithubError,
+) -> Result<PrMemory> {
+    let max = if error.is_transient() {
+        github.max_effect_failures
+    } else {
+        1
+    };
+    let (memory, ask) = memory.effect_failed(max);
+    tracing::warn!(gid = %run.task_gid, run = run.id, failures = memory.effect_failures, %error, "cannot {what} now; the next tick tries again");
+    opening::save_memory(runner.store.as_ref(), run.id, &memory).await?;
+    if ask {
+        let line = format!(
+            "[ESCALATE:EffectFailing] cannot {what} on PR {} ({} failed tries; executor keeps trying): {error}",
+            run.pr_url.as_deref().unwrap_or(""),
+            memory.effect_failures
+        );
+        open_escalation(
+            runner.store.as_ref(),
+            &runner.adapter,
+            &runner.settings,
+            run,
+            &run.task_gid,
+            &Asked::Message(line),
+        )
+        .await?;
+    }
+    Ok(memory)
+}
+
+/// Performs what the run's completion still owes, in order, each marked done in the memory
+/// as it lands: the run and task moved (if a crash came between the decision and the move),
+/// the owner's @mention on the PR (not for a merged PR: the owner merged it), then the
+/// record step and the owner's notice. A failed comment stops here for the next tick.
+/// Answers the memory after, and `Some` when the run moved.
+async fn settle_completion(
+    runner: &Runner,
+    github: &GithubForge,
+    run: &mut Run,
+    mut memory: PrMemory,
+) -> Result<(PrMemory, Option<RunResult>)> {
+    use crate::core::pr::Owed;
+    let store = runner.store.as_ref();
+    let settings = runner.settings.as_ref();
+    let gid = run.task_gid.clone();
+    let Some(task) = store.task(&gid).await? else {
+        anyhow::bail!("run {} has no task {gid}", run.id);
+    };
+    let mut moved = None;
+    if run.state == RunState::Pr || task.status == QueueStatus::InProgress {
+        complete_run(store, run, &task).await?;
+        moved = Some(result_of(run, None));
+    }
+    while let Some(owed) = memory.completion.as_ref().and_then(|c| c.next()) {
+        let Some(completion) = memory.completion.clone() else {
+            break;
+        };
+        match owed {
+            Owed::Comment => {
+                let told = steps::notify_complete_comment(
+                    &github.client,
+                    pr_number(run),
+                    &github.owner_login,
+                    run.id,
+                    &completion.head_sha,
+                )
+                .await;
+                if let Err(error) = told {
+                    let memory =
+                        effect_failed(runner, github, run, memory, "@mention the owner", &error)
+                            .await?;
+                    return Ok((memory, moved));
+                }
+                tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "run complete: CI green, reviewed, nothing unresolved; the owner was told on the PR");
+                memory = memory.effect_done();
+                memory.completion = Some(crate::core::pr::Completion {
+                    comment: false,
+                    ..completion
+                });
+            }
+            Owed::Record => {
+                if let Some(task) = store.task(&gid).await? {
+                    let verification = if completion.merged {
+                        "merged on GitHub"
+                    } else {
+                        "CI green, reviewed, no thread unresolved"
+                    };
+                    settings
+                        .recorder
+                        .record(
+                            store,
+                            &settings.notices,
+                            crate::runner::record::Completion {
+                                task: &task,
+                                run,
+                                commit: Some(completion.head_sha.clone()),
+                                verification: vec![verification.into()],
+                            },
+                        )
+                        .await;
+                }
+                settings
+                    .notices
+                    .tell(
+                        store,
+                        crate::chat::Notice::orchestrator(
+                            crate::core::outbox::Priority::Action,
+                            gid.clone(),
+                            Some(run.id),
+                            crate::chat::text::completed(run.id, &gid, run.pr_url.as_deref()),
+                        ),
+                    )
+                    .await;
+                if completion.merged {
+                    tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "run complete: its PR was merged");
+                }
+                memory.completion = None;
+            }
+        }
+        opening::save_memory(store, run.id, &memory).await?;
+        moved = Some(result_of(run, None));
+    }
+    if memory
+        .completion
+        .as_ref()
+        .is_some_and(|c| c.next().is_none())
+    {
+        memory.completion = None;
+        opening::save_memory(store, run.id, &memory).await?;
+    }
+    Ok((memory, moved))
 }
 
 /// Answers on the PR, for the worker, each thread it took up (its
@@ -379,12 +610,14 @@ async fn answer_threads(
                 .await?;
             continue;
         }
-        let last = threads
+        // GitHub takes replies to a thread's top-level comment only (replies to replies
+        // are not supported): the answer goes to the thread's first comment.
+        let top = threads
             .iter()
             .find(|t| t.id == thread)
-            .and_then(|t| t.comments.last())
+            .and_then(|t| t.comments.first())
             .and_then(|c| c.database_id);
-        match last {
+        match top {
             Some(comment) => {
                 github
                     .client
@@ -410,7 +643,9 @@ fn result_of(run: &Run, waiting_on: Option<i64>) -> RunResult {
 }
 
 /// Runs one worker of a PR phase in the run's worktree (holding a worker slot), then
-/// commits and pushes what it changed (a review changes nothing).
+/// commits and pushes what it changed (a review changes nothing). Answers what the worker
+/// did and the commit it pushed, if it pushed; a push expires the client's cached looks,
+/// so the next look at the PR sees the new head.
 async fn pr_worker(
     runner: &Runner,
     github: &GithubForge,
@@ -418,7 +653,7 @@ async fn pr_worker(
     run: &mut Run,
     phase: Phase,
     fill: impl FnOnce(&mut PromptContext),
-) -> Result<Worked> {
+) -> Result<(Worked, Option<String>)> {
     let _slot = Arc::clone(&runner.slots).acquire_owned().await?;
     let store = runner.store.as_ref();
     let settings = runner.settings.as_ref();
@@ -469,13 +704,23 @@ async fn pr_worker(
     )
     .await?;
     write_run_record(settings, &gid, run.id, phase, &wt.path, &worked).await?;
+    let mut pushed = None;
     if worked.done.is_some() && phase != Phase::PrReview {
+        let before = full_head(settings, &wt.path).await;
         let asked = match commit(settings, &wt.path, task, run.id, &worked).await? {
             Some(asked) => Some(asked),
             None => push(settings, &wt.path, &github.remote, &wt.branch, &worked).await?,
         };
-        if let Some(asked) = asked {
-            open_escalation(store, &runner.adapter, settings, run, &gid, &asked).await?;
+        match asked {
+            Some(asked) => {
+                open_escalation(store, &runner.adapter, settings, run, &gid, &asked).await?;
+            }
+            None => {
+                github.client.expire_cache();
+                let after = full_head(settings, &wt.path).await;
+                // A worker that changed nothing pushed nothing new.
+                pushed = after.filter(|head| Some(head) != before.as_ref());
+            }
         }
     }
     // The worker tampered with the repository: nothing was committed or pushed; the owner
@@ -486,5 +731,19 @@ async fn pr_worker(
     if worked.done.is_none() {
         tracing::warn!(gid = %gid, run = run.id, phase = phase.as_str(), why = %worked.why, "a PR worker ended without [DONE]; the next tick looks again");
     }
-    Ok(worked)
+    Ok((worked, pushed))
+}
+
+/// The worktree's `HEAD` commit, in full.
+async fn full_head(settings: &RunnerSettings, worktree: &Path) -> Option<String> {
+    let git = orchestrator_git(settings, worktree).ok()?;
+    tokio::task::spawn_blocking(move || {
+        let out = git.output(&["rev-parse", "HEAD"]).ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    })
+    .await
+    .ok()
+    .flatten()
 }

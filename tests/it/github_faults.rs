@@ -1,0 +1,330 @@
+//! GitHub failing in the middle of executor's normal flow, against the fake GitHub with a
+//! fault on one route: nothing is abandoned for a 5xx, no PR is orphaned, the owner's
+//! @mention and the record step happen once, one `fix_ci` worker per failed head, replies
+//! go to a thread's top-level comment, and a review verdict is posted once, by one review
+//! worker.
+
+use crate::fake_github::{Ci, FakeGithub, Fault, FIRST_HEAD, OWNER, PR, REPO, TOKEN};
+use crate::runner::workspace;
+use crate::support::{git, Workspace};
+
+/// Each phase appends its name to `phases.log` (so a test counts workers), then does its
+/// part: the implementation writes a file, `fix_ci` commits a fix, `fix_comments` fixes the
+/// first thread it is given, the review is green.
+const WORKER: &str = "prompt=$(cat); \
+    case \"$prompt\" in \
+      *'# Make CI green'*) echo fix_ci >> ../../phases.log; \
+         echo fixed >> ci-fix.txt; echo '[DONE:ci_fixed] fixed the UI test';; \
+      *'# Address review comments'*) echo fix_comments >> ../../phases.log; \
+         echo addressed >> comments.txt; \
+         t=$(printf '%s' \"$prompt\" | grep -o 'PRRT_[A-Za-z0-9_-]*' | head -n 1); \
+         echo \"[STATUS:thread_fixed] thread=$t the area is reset first\"; \
+         echo '[DONE:comments_addressed] fixed the thread';; \
+      *'# Review a pull request'*) echo review >> ../../phases.log; \
+         echo '[DONE:review_green] a clean change';; \
+      *) echo implement >> ../../phases.log; echo hello > greeting.txt; \
+         echo '[DONE:implemented] wrote the greeting';; \
+    esac";
+
+/// A GitHub-forge workspace on `github` with a bare remote, the record step's build log,
+/// and `forge_extra` in `[forge]`; task `G-1` approved.
+fn faults_workspace(github: &FakeGithub, forge_extra: &str) -> Workspace {
+    let mut ws = workspace(
+        &["/bin/sh", "-c", WORKER],
+        &[],
+        "\n[conductor]\nbuild_log = \"BUILD_LOG.md\"\n",
+    );
+    let remote = ws.path().join("remote.git");
+    let remote_path = remote.to_str().expect("utf-8 path");
+    git(ws.path(), &["init", "-q", "--bare", remote_path]);
+    git(
+        &ws.path().join("repo"),
+        &["remote", "add", "origin", remote_path],
+    );
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replacen(
+        "[forge]\n",
+        &format!(
+            "[forge]\nkind = \"github\"\ngithub_repository = \"{OWNER}/{REPO}\"\napi_url = \"{}\"\ntoken_env = \"TEST_GITHUB_TOKEN\"\n{forge_extra}",
+            github.url()
+        ),
+        1,
+    ));
+    ws.env.push(("TEST_GITHUB_TOKEN".into(), TOKEN.into()));
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-1"]);
+    ws.ok(&["go", "G-1"]);
+    ws
+}
+
+fn pass(ws: &Workspace) -> String {
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
+fn shown(ws: &Workspace) -> serde_json::Value {
+    ws.json(&["show", "G-1", "--json"])
+}
+
+/// How many workers of `phase` ran.
+fn workers(ws: &Workspace, phase: &str) -> usize {
+    std::fs::read_to_string(ws.path().join("phases.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| *l == phase)
+        .count()
+}
+
+fn mentions(github: &FakeGithub) -> usize {
+    github
+        .issue_comments(PR)
+        .iter()
+        .filter(|c| {
+            c["body"]
+                .as_str()
+                .unwrap_or("")
+                .contains(&format!("@{OWNER}"))
+        })
+        .count()
+}
+
+/// The record step's entries for run `run`.
+fn recorded(ws: &Workspace) -> usize {
+    std::fs::read_to_string(ws.path().join("BUILD_LOG.md"))
+        .unwrap_or_default()
+        .matches("`G-1`")
+        .count()
+}
+
+#[test]
+fn a_502_on_opening_the_pr_keeps_the_run_and_a_later_pass_opens_it() {
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::InProgress);
+    let ws = faults_workspace(&github, "");
+    // The run's own try and the same pass's PR tick both meet the 502.
+    github.fail_route("POST", "/pulls", 2, Fault::Status(502));
+    let stderr = pass(&ws);
+    let now = shown(&ws);
+    assert_eq!(now["runs"][0]["state"], "in_progress", "{stderr}");
+    assert_eq!(now["runs"][0]["pr_number"], serde_json::Value::Null);
+    assert_eq!(now["task"]["status"], "in_progress");
+    let branch = now["runs"][0]["branch_name"]
+        .as_str()
+        .expect("a branch")
+        .to_string();
+    git(
+        &ws.path().join("remote.git"),
+        &["cat-file", "-e", &format!("{branch}:greeting.txt")],
+    );
+
+    // The next pass opens it; no worker ran again, one PR exists.
+    let stderr = pass(&ws);
+    let now = shown(&ws);
+    assert_eq!(now["runs"][0]["state"], "pr", "{stderr}");
+    assert_eq!(now["runs"][0]["pr_number"], PR);
+    assert_eq!(workers(&ws, "implement"), 1);
+    assert_eq!(github.count("POST", "/pulls"), 3);
+    assert!(github.pr(PR + 1).is_none());
+}
+
+#[test]
+fn a_pr_that_keeps_failing_asks_the_owner_once_and_is_never_abandoned() {
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::InProgress);
+    let ws = faults_workspace(&github, "max_effect_failures = 2\n");
+    github.fail_route("POST", "/pulls", 10, Fault::Status(502));
+    for _ in 0..3 {
+        pass(&ws);
+    }
+    let now = shown(&ws);
+    assert_eq!(now["runs"][0]["state"], "in_progress", "{now}");
+    assert_eq!(now["task"]["status"], "in_progress");
+    let asked = ws.json(&["escalations", "--json"]);
+    let asked = asked.as_array().expect("escalations");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let text = asked[0].to_string();
+    assert!(text.contains("cannot open the draft PR"), "{text}");
+    assert!(text.contains("502"), "{text}");
+    assert_eq!(workers(&ws, "implement"), 1);
+}
+
+#[test]
+fn a_create_whose_answer_was_lost_or_a_failed_label_call_leaves_no_orphan_pr() {
+    // GitHub made the PR, then a 502 came back: the run adopts it.
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::InProgress);
+    let ws = faults_workspace(&github, "required_labels = [\"executor\"]\n");
+    github.fail_route("POST", "/pulls", 1, Fault::AfterApplying(502));
+    let stderr = pass(&ws);
+    assert_eq!(shown(&ws)["runs"][0]["state"], "pr", "{stderr}");
+    assert_eq!(shown(&ws)["runs"][0]["pr_number"], PR);
+    assert_eq!(github.count("POST", "/pulls"), 1);
+    assert!(github.pr(PR + 1).is_none());
+    assert_eq!(github.labels(PR), ["executor"]);
+
+    // The labels call fails after the create: the number is saved, the labels come later.
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::InProgress);
+    let ws = faults_workspace(&github, "required_labels = [\"executor\"]\n");
+    github.fail_route("POST", "/labels", 1, Fault::Status(502));
+    let stderr = pass(&ws);
+    assert_eq!(shown(&ws)["runs"][0]["state"], "pr", "{stderr}");
+    assert_eq!(shown(&ws)["runs"][0]["pr_number"], PR);
+    pass(&ws);
+    assert_eq!(github.labels(PR), ["executor"]);
+    assert_eq!(github.count("POST", "/pulls"), 1);
+    assert_eq!(shown(&ws)["task"]["status"], "in_progress");
+}
+
+#[test]
+fn the_owner_is_mentioned_and_the_run_recorded_once_after_a_502_on_the_comment() {
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::Success);
+    let ws = faults_workspace(&github, "");
+    // PR opened, CI green, reviewed.
+    pass(&ws);
+    assert_eq!(workers(&ws, "review"), 1);
+    assert_eq!(github.reviews().len(), 1);
+
+    // The comment is saved by GitHub, but a 502 comes back.
+    github.fail_route(
+        "POST",
+        &format!("/issues/{PR}/comments"),
+        1,
+        Fault::AfterApplying(502),
+    );
+    let stderr = pass(&ws);
+    let now = shown(&ws);
+    assert_eq!(now["runs"][0]["state"], "complete", "{stderr}");
+    assert_eq!(now["task"]["status"], "done");
+    assert_eq!(recorded(&ws), 0, "the record step waits for the comment");
+
+    // The retry finds the comment by its marker: one @mention, one record.
+    for _ in 0..2 {
+        pass(&ws);
+        assert_eq!(mentions(&github), 1);
+        assert_eq!(recorded(&ws), 1);
+    }
+    assert_eq!(github.count("POST", &format!("/issues/{PR}/comments")), 1);
+    assert_eq!(shown(&ws)["runs"][0]["state"], "complete");
+}
+
+#[test]
+fn one_fix_ci_worker_per_failed_head() {
+    let github = FakeGithub::start_empty();
+    let ws = faults_workspace(&github, "");
+    // CI failed on the first head: one fix_ci worker, pushed.
+    let stderr = pass(&ws);
+    assert_eq!(workers(&ws, "fix_ci"), 1, "{stderr}");
+    // GitHub still shows the failed head (it has not caught up with the push): no second.
+    for _ in 0..3 {
+        pass(&ws);
+    }
+    assert_eq!(workers(&ws, "fix_ci"), 1);
+    let now = shown(&ws);
+    assert_eq!(now["runs"][0]["ci_attempts"], 1, "{now}");
+    assert_eq!(now["runs"][0]["state"], "pr");
+    let asked = ws.json(&["escalations", "--json"]);
+    assert_eq!(asked.as_array().map(Vec::len), Some(0), "{asked}");
+}
+
+#[test]
+fn a_502_on_the_review_keeps_the_verdict_and_posts_it_once() {
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::Success);
+    let ws = faults_workspace(&github, "");
+    github.fail_route(
+        "POST",
+        &format!("/pulls/{PR}/reviews"),
+        1,
+        Fault::Status(502),
+    );
+    pass(&ws);
+    assert_eq!(workers(&ws, "review"), 1);
+    assert!(github.reviews().is_empty());
+
+    // The kept verdict is posted; no second review worker.
+    pass(&ws);
+    assert_eq!(workers(&ws, "review"), 1);
+    assert_eq!(github.reviews().len(), 1);
+    assert!(github.reviews()[0]
+        .body
+        .starts_with("executor's review: green"));
+
+    // Then complete, the owner told once.
+    pass(&ws);
+    assert_eq!(shown(&ws)["runs"][0]["state"], "complete");
+    assert_eq!(mentions(&github), 1);
+    assert_eq!(github.reviews().len(), 1);
+}
+
+#[test]
+fn a_fixed_thread_with_a_reply_is_answered_on_its_top_level_comment() {
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::Success);
+    // The fixtures' thread that needs work, with a reviewer's follow-up reply.
+    let mut threads = crate::fake_github::fixture_json("graphql_review_threads.json");
+    let nodes = threads["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"].take();
+    let mut thread = nodes
+        .as_array()
+        .and_then(|n| n.last())
+        .cloned()
+        .expect("a thread");
+    let first = thread["comments"]["nodes"][0].clone();
+    let top = first["databaseId"].as_u64().expect("a comment id");
+    let mut follow_up = first.clone();
+    follow_up["id"] = serde_json::json!("PRRC_followup");
+    follow_up["databaseId"] = serde_json::json!(top + 1000);
+    follow_up["body"] = serde_json::json!("Also: the hover state sticks too.");
+    let comments = thread["comments"]["nodes"]
+        .as_array_mut()
+        .expect("comments");
+    comments.truncate(1);
+    comments.push(follow_up);
+    let thread_id = thread["id"].as_str().expect("an id").to_string();
+    let ws = faults_workspace(&github, "");
+    github.set_threads(PR, vec![thread]);
+
+    let stderr = pass(&ws);
+    assert_eq!(workers(&ws, "fix_comments"), 1, "{stderr}");
+    let replies: Vec<_> = github
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/replies"))
+        .collect();
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(
+        replies[0].path,
+        format!("/repos/{OWNER}/{REPO}/pulls/{PR}/comments/{top}/replies")
+    );
+    assert_eq!(replies[0].status, 201);
+    let answered = github
+        .threads(PR)
+        .into_iter()
+        .find(|t| t["id"] == thread_id.as_str())
+        .expect("the thread");
+    assert_eq!(
+        answered["comments"]["nodes"].as_array().map(Vec::len),
+        Some(3)
+    );
+}
+
+#[test]
+fn a_merged_pr_is_recorded_and_told_once() {
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::InProgress);
+    let ws = faults_workspace(&github, "");
+    pass(&ws);
+    assert_eq!(shown(&ws)["runs"][0]["state"], "pr");
+    github.merge_pr(PR);
+    for _ in 0..2 {
+        pass(&ws);
+        let now = shown(&ws);
+        assert_eq!(now["runs"][0]["state"], "complete", "{now}");
+        assert_eq!(now["task"]["status"], "done");
+        assert_eq!(recorded(&ws), 1);
+    }
+    // The owner merged it: no @mention on the PR.
+    assert_eq!(mentions(&github), 0);
+}
