@@ -115,11 +115,7 @@ fn distinct(bots: &[Bot]) -> Result<()> {
 /// `notices` is the runner's, so what it stores wakes this deliverer.
 pub(crate) fn build(settings: &Settings, notices: Notices) -> Result<ChatParts> {
     let chat = &settings.raw.chat;
-    let holder = format!(
-        "{}:{}",
-        gethostname::gethostname().to_string_lossy(),
-        std::process::id()
-    );
+    let holder = crate::runner::drive::this_runner();
     let mut webhooks = Vec::new();
     for hook in &chat.webhooks {
         let name = hook.name.get_ref();

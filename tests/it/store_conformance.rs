@@ -1340,6 +1340,62 @@ async fn a_live_claim_of_another_holder_blocks_an_expired_one_does_not(store: &d
     assert_eq!((c.id, c.attempts), (a.id, 1));
 }
 
+async fn a_dead_holders_claim_is_taken_over_and_shows_who_had_it(store: &dyn Store) {
+    store
+        .enqueue_outgoing(&[outgoing("zulip", "one", t0())])
+        .await
+        .expect("enqueue");
+    let until = t0() + Duration::minutes(2);
+    let first = store
+        .claim_outgoing("zulip", "host-a:1:1", until, t0())
+        .await
+        .expect("claim")
+        .expect("a takes the head");
+    assert_eq!((first.claimed_by, first.claimed_until), (None, None));
+    // The head as inspection shows it: who claims it, and until when.
+    let head = store.outbox(Some("zulip"), true, 1).await.expect("outbox");
+    assert_eq!(head[0].claimed_by.as_deref(), Some("host-a:1:1"));
+    assert_eq!(head[0].claimed_until, Some(until));
+    // Only from the holder named: a wrong guess takes nothing.
+    assert!(!store
+        .take_over_outgoing(first.id, "host-a:9:9", "host-a:2:2", until)
+        .await
+        .expect("take over"));
+    assert!(store
+        .take_over_outgoing(first.id, "host-a:1:1", "host-a:2:2", until)
+        .await
+        .expect("take over"));
+    assert!(!store
+        .take_over_outgoing(first.id, "host-a:1:1", "host-a:3:3", until)
+        .await
+        .expect("take over"));
+    // The claim is the new holder's now, long before a's would have run out; the row says
+    // it was claimed and never let go.
+    let row = store
+        .claim_outgoing("zulip", "host-a:2:2", until, t0())
+        .await
+        .expect("claim")
+        .expect("b holds it");
+    assert_eq!(row.id, first.id);
+    assert_eq!(row.claimed_by.as_deref(), Some("host-a:2:2"));
+    store
+        .outgoing_delivered(row.id, t0())
+        .await
+        .expect("delivered");
+    assert!(!store
+        .take_over_outgoing(first.id, "host-a:2:2", "host-a:3:3", until)
+        .await
+        .expect("take over"));
+    let all = store
+        .outbox(Some("zulip"), false, 10)
+        .await
+        .expect("outbox");
+    assert_eq!(
+        (all[0].claimed_by.clone(), all[0].claimed_until),
+        (None, None)
+    );
+}
+
 async fn notifiers_have_lines_of_their_own_and_a_backlog(store: &dyn Store) {
     assert_eq!(store.outbox_backlog().await.expect("backlog"), Vec::new());
     let ids = store
@@ -2047,6 +2103,7 @@ conformance!(
     the_outbox_keeps_every_column_in_enqueue_order,
     claiming_takes_only_the_head_of_a_notifiers_line,
     a_live_claim_of_another_holder_blocks_an_expired_one_does_not,
+    a_dead_holders_claim_is_taken_over_and_shows_who_had_it,
     notifiers_have_lines_of_their_own_and_a_backlog,
     a_chat_message_is_claimed_once,
     a_decomposition_reads_back_in_the_planners_order,
