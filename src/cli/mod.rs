@@ -924,7 +924,7 @@ async fn owner_move(
 
 async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
     let runner = build_runner(settings, Arc::clone(&store))?;
-    let chat = chat::build(settings, runner.settings.notices.clone())?;
+    let chat = chat::build(settings, runner.settings.notices.clone()).await?;
     // The owner's replies since the last run, first, so an answer resumes its run now.
     if let (Some(receiver), false) = (
         &chat.receiver,

@@ -608,8 +608,9 @@ fn an_answer_is_taken_even_when_the_very_first_read_of_the_topic_failed() {
     let ws = chat_workspace(&fake, MERGING_WORKER, "", "");
     ws.ok(&["add", "--title", "Merge when allowed", "--gid", "F-1"]);
     ws.ok(&["go", "F-1"]);
-    // The first request of the first run (its read of the topic) fails; the posts work.
-    fake.fail_next(Fault::Status(500), 1);
+    // The first requests of the first run (the owner's lookup, then its read of the topic)
+    // fail; the posts work.
+    fake.fail_next(Fault::Status(500), 2);
     let out = ws.run(&["run", "--once"]);
     let stderr = stderr_of(&out);
     assert!(out.status.success(), "{stderr}");
@@ -717,4 +718,60 @@ fn a_message_claimed_by_a_dead_process_is_taken_over_at_once_and_never_posted_tw
     let mut unique = marks.clone();
     unique.dedup();
     assert_eq!(marks, unique, "{:#?}", topic(&fake));
+}
+
+/// A chat workspace whose `[chat.owner]` gives `owner_line` instead of the API email.
+fn owner_workspace(fake: &FakeZulip, owner_line: &str) -> Workspace {
+    let ws = chat_workspace(fake, STEPPING_WORKER, "", "");
+    let config = ws.path().join("executor.toml");
+    let text = std::fs::read_to_string(&config).expect("read config");
+    ws.write_config(&text.replace(&format!("email = \"{OWNER_EMAIL}\""), owner_line));
+    ws
+}
+
+#[test]
+fn an_owner_given_by_a_hidden_real_address_is_found_and_recognised_by_user_id() {
+    let fake = FakeZulip::start();
+    let ws = owner_workspace(
+        &fake,
+        &format!("email = \"{}\"", crate::fake_zulip::OWNER_DELIVERY_EMAIL),
+    );
+    // Executor speaks in the topic first: what the owner says after it counts.
+    ws.ok(&["add", "--title", "Warm up", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    ws.ok(&["run", "--once"]);
+    ws.ok(&["add", "--title", "Later", "--gid", "T-2"]);
+    ws.ok(&["skip", "T-2"]);
+    // Zulip shows the owner as `user8@…`, never as the address in the config.
+    fake.post_as_owner(STREAM, TOPIC, "go T-2");
+    let out = ws.run(&["run", "--once"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let t2 = ws.json(&["show", "T-2", "--json"]);
+    assert_ne!(t2["task"]["status"], "skip", "the owner's go counted: {t2}");
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.method == "GET" && r.path == "/api/v1/users"),
+        "looked up among all users"
+    );
+}
+
+#[test]
+fn an_owner_nobody_in_zulip_has_refuses_the_start_and_says_to_set_user_id() {
+    let fake = FakeZulip::start();
+    let ws = owner_workspace(&fake, "email = \"nobody@lumen.example\"");
+    for command in [&["run", "--once"][..], &["daemon"][..]] {
+        let err = ws.fails_with(2, command);
+        assert!(err.contains("nobody@lumen.example"), "{command:?}: {err}");
+        assert!(err.contains("user_id"), "{command:?}: {err}");
+    }
+    // With the user id given, nothing is looked up and the start goes on.
+    let ws = owner_workspace(
+        &fake,
+        &format!(
+            "email = \"nobody@lumen.example\"\nuser_id = {}",
+            crate::fake_zulip::OWNER_ID
+        ),
+    );
+    ws.ok(&["run", "--once"]);
 }
