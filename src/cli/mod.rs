@@ -939,10 +939,13 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         }
     }
     let mut sources = source_intakes(settings)?;
+    // Notes not taken in: named now, the approved work runs all the same, exit 1 at the end.
+    let mut not_taken_in = 0;
     if let Some(plans) = &settings.plans {
         let mut intake = PlansIntake::new(plans.clone());
         let report = intake.ingest(store.as_ref(), clock).await?;
         output::print_ingest(intake.dir(), &report);
+        not_taken_in = report.errors.len();
     }
     // A source that cannot be read is reported (here, in the log and in `executor status`)
     // and the pass goes on with the others.
@@ -1021,6 +1024,15 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
     clean_worktrees(runner.store.as_ref(), &runner.settings).await;
     if let Some(deliverer) = &chat.deliverer {
         deliver_chat(deliverer, runner.store.as_ref()).await;
+    }
+    if not_taken_in > 0 {
+        let runs = match failed.len() {
+            0 => String::new(),
+            n => format!("; {n} run(s) failed: {}", failed.join("; ")),
+        };
+        return Err(anyhow::anyhow!(
+            "{not_taken_in} plan note(s) not taken in (named above, and in `executor status`){runs}"
+        ));
     }
     fail_if_any(failed)
 }

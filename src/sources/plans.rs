@@ -39,6 +39,8 @@ pub enum NoteError {
     NotUtf8(usize),
     #[error("the note is empty")]
     Empty,
+    #[error("the note holds a NUL byte on line {0}, which the database cannot store; remove it")]
+    NulByte(usize),
     #[error("front matter opened with `---` on line 1 is never closed by a `---` line")]
     UnclosedFrontMatter,
     #[error("front matter is not valid YAML: {0}")]
@@ -58,6 +60,10 @@ pub enum NoteError {
 pub fn parse_note(relative_path: &str, bytes: &[u8]) -> Result<PlanNote, NoteError> {
     let text = std::str::from_utf8(bytes).map_err(|e| NoteError::NotUtf8(e.valid_up_to()))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if let Some(at) = text.find('\0') {
+        // Postgres refuses NUL in text; SQLite would keep it. Refused the same on both.
+        return Err(NoteError::NulByte(text[..at].matches('\n').count() + 1));
+    }
     if text.trim().is_empty() {
         return Err(NoteError::Empty);
     }

@@ -71,6 +71,36 @@ pub enum StoreError {
     InvalidDecomposition { parent: String, reason: String },
 }
 
+impl StoreError {
+    /// Whether the database refused the values of this one row (Postgres's data
+    /// exceptions, class 22: a NUL in text, a value out of range; SQLite's too-big value),
+    /// as opposed to being out of reach or broken: the other rows can still be written.
+    pub fn is_refused_value(&self) -> bool {
+        match self {
+            Self::Postgres(sqlx::Error::Database(error)) => {
+                error.code().is_some_and(|code| code.starts_with("22"))
+            }
+            Self::Sqlite {
+                source: rusqlite::Error::SqliteFailure(error, _),
+                ..
+            } => error.code == rusqlite::ErrorCode::TooBig,
+            _ => false,
+        }
+    }
+
+    /// The error with its causes, `: `-separated, for a report that names why.
+    pub fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// Where the state lives, as resolved from `storage.url`. Its `Debug` and

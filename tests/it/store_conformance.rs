@@ -2310,3 +2310,26 @@ async fn postgres_decisions_from_before_confined_was_kept_stay_not_known() {
     admin.close().await;
     schema.drop().await;
 }
+
+#[tokio::test]
+async fn postgres_refuses_a_nul_in_text_as_this_rows_value_only() {
+    let Some(schema) = PgSchema::create("refused_value").await else {
+        return;
+    };
+    let store = PgStore::connect_with(schema.options())
+        .await
+        .expect("open Postgres");
+    let error = store
+        .upsert_task(&new_task("T-1", "# A\n\nnul \0 here"), "cli", t0())
+        .await
+        .expect_err("Postgres cannot store NUL");
+    assert!(error.is_refused_value(), "{}", error.with_causes());
+    // The store itself is fine: the next row goes in.
+    store
+        .upsert_task(&new_task("T-2", "# B"), "cli", t0())
+        .await
+        .expect("the next row");
+    assert!(!StoreError::TaskNotFound("T-9".into()).is_refused_value());
+    store.pool().close().await;
+    schema.drop().await;
+}

@@ -1,0 +1,118 @@
+//! Hostile input at intake, through the binary: one bad plan note or import line (a NUL
+//! byte, which Postgres cannot store) is named and skipped while everything else is taken in
+//! and the approved work runs, on SQLite and on Postgres alike.
+
+use crate::runner::{workspace, EXAMPLE_WORKER};
+use crate::support::{PgSchema, Workspace};
+
+/// A runner workspace, on Postgres when `schema` is given.
+fn runner_workspace(schema: Option<&PgSchema>) -> Workspace {
+    let mut ws = workspace(&[EXAMPLE_WORKER], &["true"], "");
+    if let Some(schema) = schema {
+        ws.env
+            .push(("EXECUTOR_STORAGE_URL".into(), schema.url_with_schema()));
+    }
+    ws
+}
+
+fn status_of(ws: &Workspace, gid: &str) -> String {
+    ws.json(&["show", gid, "--json"])["task"]["status"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn a_nul_byte_in_one_note_blocks_nothing_else(ws: &Workspace) {
+    ws.ok(&["add", "--title", "From the CLI", "--gid", "X-1"]);
+    ws.ok(&["go", "X-1"]);
+    let plans = ws.plans();
+    std::fs::write(plans.join("a.md"), "---\ngid: A-1\n---\n# Before it\n").expect("write");
+    std::fs::write(
+        plans.join("b.md"),
+        b"---\ngid: B-1\n---\n# Poisoned\n\nline three\x00\n".as_slice(),
+    )
+    .expect("write");
+    std::fs::write(plans.join("c.md"), "---\ngid: C-1\n---\n# After it\n").expect("write");
+
+    let stderr = ws.fails_with(1, &["run", "--once"]);
+    assert!(
+        stderr.contains("b.md: the note holds a NUL byte on line 6"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("1 plan note(s) not taken in"), "{stderr}");
+    let gids: Vec<String> = ws
+        .queue()
+        .iter()
+        .filter_map(|t| t["task_gid"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(gids, ["X-1", "A-1", "C-1"], "{stderr}");
+    for gid in ["X-1", "A-1", "C-1"] {
+        assert_eq!(status_of(ws, gid), "done", "{gid} ran: {stderr}");
+    }
+    let status = ws.json(&["status", "--json"]);
+    let errors = status["intake_errors"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(errors.len(), 1, "{status}");
+    assert!(errors[0]["path"]
+        .as_str()
+        .is_some_and(|p| p.ends_with("b.md")));
+}
+
+fn a_nul_in_one_import_line_blocks_nothing_else(ws: &Workspace) {
+    let file = ws.path().join("tasks.jsonl");
+    std::fs::write(
+        &file,
+        "{\"gid\":\"I-1\",\"title\":\"One\"}\n\
+         {\"gid\":\"I-2\",\"title\":\"Two\",\"body\":\"poison \\u0000 here\"}\n\
+         {\"gid\":\"I-3\",\"title\":\"Three\"}\n",
+    )
+    .expect("write");
+    let stderr = ws.fails_with(2, &["import", "tasks.jsonl"]);
+    assert!(
+        stderr.contains("tasks.jsonl line 2: `body` holds a NUL character"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("1 line(s)"), "{stderr}");
+    let gids: Vec<String> = ws
+        .queue()
+        .iter()
+        .filter_map(|t| t["task_gid"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(gids, ["I-1", "I-3"], "{stderr}");
+}
+
+#[test]
+fn a_nul_byte_in_one_plan_note_on_sqlite() {
+    a_nul_byte_in_one_note_blocks_nothing_else(&runner_workspace(None));
+}
+
+#[test]
+fn a_nul_in_one_import_line_on_sqlite() {
+    a_nul_in_one_import_line_blocks_nothing_else(&runner_workspace(None));
+}
+
+#[tokio::test]
+async fn a_nul_byte_in_one_plan_note_on_postgres() {
+    let Some(schema) = PgSchema::create("nul_note").await else {
+        return;
+    };
+    let ws = runner_workspace(Some(&schema));
+    tokio::task::spawn_blocking(move || a_nul_byte_in_one_note_blocks_nothing_else(&ws))
+        .await
+        .expect("the test ran");
+    schema.drop().await;
+}
+
+#[tokio::test]
+async fn a_nul_in_one_import_line_on_postgres() {
+    let Some(schema) = PgSchema::create("nul_import").await else {
+        return;
+    };
+    let ws = runner_workspace(Some(&schema));
+    tokio::task::spawn_blocking(move || a_nul_in_one_import_line_blocks_nothing_else(&ws))
+        .await
+        .expect("the test ran");
+    schema.drop().await;
+}
