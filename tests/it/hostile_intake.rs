@@ -1,6 +1,6 @@
-//! Hostile input at intake, through the binary: one bad plan note or import line (a NUL
-//! byte, which Postgres cannot store) is named and skipped while everything else is taken in
-//! and the approved work runs, on SQLite and on Postgres alike.
+//! Hostile input, through the binary: a config error never prints a secret; one bad plan
+//! note or import line (a NUL byte, which Postgres cannot store) is named and skipped while
+//! everything else is taken in and the approved work runs, on SQLite and on Postgres alike.
 
 use crate::runner::{workspace, EXAMPLE_WORKER};
 use crate::support::{PgSchema, Workspace};
@@ -115,4 +115,21 @@ async fn a_nul_in_one_import_line_on_postgres() {
         .await
         .expect("the test ran");
     schema.drop().await;
+}
+
+#[test]
+fn a_config_error_on_a_line_with_a_secret_never_prints_the_secret() {
+    let ws = Workspace::init();
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    for line in [
+        "token = \"FAKEtok3nVALUE9\" trailing",
+        "webhook = { name = \"ops\", url = \"https://hooks.example/FAKEtok3nVALUE9\" ",
+        "password = \"FAKEtok3nVALUE9",
+    ] {
+        ws.write_config(&format!("{config}\n[extra]\n{line}\n"));
+        let stderr = ws.fails_with(2, &["status"]);
+        assert!(!stderr.contains("FAKEtok3nVALUE9"), "{line}: {stderr}");
+        assert!(stderr.contains("***"), "{line}: {stderr}");
+        assert!(stderr.contains("executor.toml"), "{line}: {stderr}");
+    }
 }
