@@ -153,6 +153,9 @@ fn read_line(text: &str) -> Result<(NewTask, Option<TaskFacts>), String> {
     if source.is_empty() {
         return Err("`source` must not be empty".into());
     }
+    if let Some(why) = crate::core::task::reserved_source(source) {
+        return Err(format!("`source`: {why}"));
+    }
     Ok((
         NewTask {
             task_gid: gid.to_string(),
@@ -200,6 +203,10 @@ mod tests {
                 "invalid type",
             ),
             ("not json", "not a task"),
+            (
+                r#"{"gid":"T-1","title":"A","source":"dispatch"}"#,
+                "`source`: `dispatch` is reserved",
+            ),
             (
                 r#"{"gid":"T-1","title":"A","body":"x\u0000y"}"#,
                 "`body` holds a NUL",

@@ -749,6 +749,9 @@ async fn add(
     if source.is_empty() {
         return Err(BadInput("--source must not be empty".into()).into());
     }
+    if let Some(why) = crate::core::task::reserved_source(source) {
+        return Err(BadInput(format!("--source: {why}")).into());
+    }
     let task_gid = match &args.gid {
         Some(given) => gid::validate(given)
             .map_err(|e| BadInput(format!("--gid: {e}")))?

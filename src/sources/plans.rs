@@ -54,6 +54,8 @@ pub enum NoteError {
     },
     #[error("front matter `gid`: {0}")]
     BadGid(GidError),
+    #[error("front matter `source`: {0}")]
+    ReservedSource(String),
 }
 
 /// Reads one note. `relative_path` is its path inside the plans folder, with `/` separators.
@@ -80,6 +82,12 @@ pub fn parse_note(relative_path: &str, bytes: &[u8]) -> Result<PlanNote, NoteErr
 
     let title = take_string(&mut fields, "title")?;
     let source = take_string(&mut fields, "source")?;
+    if let Some(why) = source
+        .as_deref()
+        .and_then(crate::core::task::reserved_source)
+    {
+        return Err(NoteError::ReservedSource(why));
+    }
     let priority = match fields.shift_remove("priority") {
         None | Some(Value::Null) => None,
         Some(Value::Number(n)) => Some(n.as_i64().ok_or(NoteError::BadField {

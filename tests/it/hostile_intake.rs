@@ -133,3 +133,54 @@ fn a_config_error_on_a_line_with_a_secret_never_prints_the_secret() {
         assert!(stderr.contains("executor.toml"), "{line}: {stderr}");
     }
 }
+
+#[test]
+fn a_reserved_source_is_refused_at_intake_naming_the_note_line_or_flag() {
+    // What `executor dispatch` marks its own tasks with is among the reserved.
+    assert!(executor::core::task::RESERVED_SOURCES.contains(&executor::runner::drive::DISPATCH));
+    let ws = runner_workspace(None);
+    std::fs::write(
+        ws.plans().join("sneaky.md"),
+        "---\ngid: R-1\nsource: dispatch\n---\n# Approved, never run\n",
+    )
+    .expect("write");
+    std::fs::write(ws.plans().join("fine.md"), "---\ngid: R-2\n---\n# Fine\n").expect("write");
+    let stderr = ws.fails_with(1, &["run", "--once"]);
+    assert!(
+        stderr.contains("sneaky.md: front matter `source`: `dispatch` is reserved"),
+        "{stderr}"
+    );
+    let gids: Vec<String> = ws
+        .queue()
+        .iter()
+        .filter_map(|t| t["task_gid"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(gids, ["R-2"], "{stderr}");
+
+    std::fs::write(
+        ws.path().join("tasks.jsonl"),
+        "{\"gid\":\"I-1\",\"title\":\"One\",\"source\":\"dispatch\"}\n{\"gid\":\"I-2\",\"title\":\"Two\"}\n",
+    )
+    .expect("write");
+    let stderr = ws.fails_with(2, &["import", "tasks.jsonl"]);
+    assert!(
+        stderr.contains("tasks.jsonl line 1: `source`: `dispatch` is reserved"),
+        "{stderr}"
+    );
+    let stderr = ws.fails_with(
+        2,
+        &[
+            "add",
+            "--title",
+            "X",
+            "--gid",
+            "X-1",
+            "--source",
+            "conductor",
+        ],
+    );
+    assert!(
+        stderr.contains("--source: `conductor` is reserved"),
+        "{stderr}"
+    );
+}
