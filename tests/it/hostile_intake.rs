@@ -184,3 +184,27 @@ fn a_reserved_source_is_refused_at_intake_naming_the_note_line_or_flag() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_plan_note_linked_to_the_environment_is_reported_and_never_read() {
+    let mut ws = runner_workspace(None);
+    ws.env
+        .push(("EXECUTOR_TEST_CANARY".into(), "CANARYvalue4711".into()));
+    std::os::unix::fs::symlink("/proc/self/environ", ws.plans().join("env.md")).expect("link");
+    std::fs::write(
+        ws.plans().join("real.md"),
+        "---\ngid: P-1\n---\n# Real work\n",
+    )
+    .expect("write");
+    let stderr = ws.fails_with(1, &["run", "--once"]);
+    assert!(
+        stderr.contains("env.md: a symbolic link to /proc/"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("outside the plans folder"), "{stderr}");
+    let queue = ws.queue();
+    assert_eq!(queue.len(), 1, "{queue:?}");
+    assert_eq!(queue[0]["task_gid"], "P-1");
+    assert!(!ws.ok(&["queue", "--json"]).contains("CANARYvalue4711"));
+    assert_eq!(status_of(&ws, "P-1"), "done", "{stderr}");
+}
