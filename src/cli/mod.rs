@@ -141,14 +141,17 @@ enum Command {
         #[arg(long, required = true)]
         once: bool,
     },
-    /// Run in the foreground: watch the plans folder and keep the queue up to date
+    /// Run in the foreground until stopped: take in the plans folder (watched) and the
+    /// polled sources, analyze pending tasks, run approved ones and tend their PRs, and talk
+    /// with the owner in chat
     Daemon,
     /// Keep executor running under systemd, launchd or cron
     Service {
         #[command(subcommand)]
         action: ServiceAction,
     },
-    /// Take in tasks from a JSON lines file, one task per line (README: "Importing")
+    /// Take in tasks from a JSON lines file, one task per line (README: "Analyzer: rule
+    /// filters, importing, re-analysis")
     Import {
         /// The file: {"gid": …, "title": …, "body"?, "source"?, "priority"?, "notes"?, "facts"?} per line
         file: PathBuf,
