@@ -3,7 +3,11 @@
 //! `next_attempt_at` (doubling from `retry_base` up to `retry_max`, or the server's
 //! `Retry-After` when longer), so nothing behind it overtakes it and nothing is lost, across
 //! restarts too. Rows are claimed with a lease, so two processes sharing a Postgres outbox
-//! never post the same row at once.
+//! never post the same row at once; the claim of a process on this host that is gone (a
+//! `kill -9`, a crash) is taken over at once. Every Zulip post carries its row's hidden mark
+//! ([`crate::core::outbox::post_mark`]); before posting a row whose claim was never let go
+//! (the process may have posted it and died before recording so), the topic is searched
+//! for that mark, and a post found there counts as the delivery: nothing is posted twice.
 //!
 //! What it must never do: drop a row because its notifier failed, or put a credential in
 //! the store or the log (errors come from the clients, which leave keys and URLs out).
@@ -16,7 +20,8 @@ use crate::chat::inbox::topic_key;
 use crate::chat::notices::{Persona, ZULIP};
 use crate::chat::webhook::{WebhookNotice, WebhookNotifier};
 use crate::chat::zulip::ZulipClient;
-use crate::core::outbox::{retry_delay, Outgoing};
+use crate::core::lease::Holder;
+use crate::core::outbox::{dead_claim, find_post_mark, post_mark, retry_delay, Outgoing};
 use crate::store::{Store, StoreResult};
 
 /// How long a claimed row is held before another process may take it (a post that hangs
@@ -25,6 +30,10 @@ const CLAIM: Duration = Duration::from_secs(120);
 
 /// Refusals (4xx) after which a message is dropped rather than block its notifier.
 pub const MAX_REFUSALS: i64 = 10;
+
+/// How many of the topic's latest messages are searched for an earlier post of a row
+/// whose delivery was never recorded (the crash was moments ago; the post is recent).
+const LOOK_BACK: u32 = 100;
 
 /// The Zulip topic and the bots that post into it.
 #[derive(Clone, Debug)]
@@ -45,8 +54,8 @@ pub struct Deliverer {
     pub webhooks: Vec<WebhookNotifier>,
     pub retry_base: Duration,
     pub retry_max: Duration,
-    /// Who claims rows (host and pid).
-    pub holder: String,
+    /// Who claims rows: this process (host, pid and start time).
+    pub holder: Holder,
 }
 
 /// What one delivery pass did.
@@ -86,14 +95,28 @@ impl Deliverer {
         let mut report = Delivered::default();
         for notifier in self.notifiers() {
             loop {
-                let now = Utc::now();
-                let until = now + chrono::Duration::from_std(CLAIM).unwrap_or_default();
-                let Some(row) = store
-                    .claim_outgoing(&notifier, &self.holder, until, now)
-                    .await?
-                else {
+                let Some(row) = self.claim(store, &notifier).await? else {
                     break;
                 };
+                if row.claimed_by.is_some() && notifier == ZULIP {
+                    // Claimed before and never let go: the holder may have posted it.
+                    match self.find_earlier_post(&row).await {
+                        Ok(Some(posted)) => {
+                            tracing::info!(outbox = row.id, zulip_message = posted, "a message claimed by a process that stopped was already in the topic; counted as delivered, not posted again");
+                            store.outgoing_delivered(row.id, Utc::now()).await?;
+                            report.sent += 1;
+                            continue;
+                        }
+                        Ok(None) => {}
+                        Err(error) => {
+                            // Not knowing, posting could post it twice: the claim stays
+                            // ours, so the next pass looks again before it posts.
+                            tracing::warn!(outbox = row.id, %error, "cannot read the topic to see whether a message was posted before a crash; it waits");
+                            report.failing.push(notifier.clone());
+                            break;
+                        }
+                    }
+                }
                 match self.send(&notifier, &row).await {
                     Ok(posted) => {
                         store.outgoing_delivered(row.id, Utc::now()).await?;
@@ -143,6 +166,63 @@ impl Deliverer {
         Ok(report)
     }
 
+    /// Claims the head of `notifier`'s line; first takes it over from a process on this
+    /// host that claimed it and is gone, rather than wait for that claim to run out.
+    async fn claim(&self, store: &dyn Store, notifier: &str) -> StoreResult<Option<Outgoing>> {
+        let now = Utc::now();
+        let until = now + chrono::Duration::from_std(CLAIM).unwrap_or_default();
+        let me = self.holder.id();
+        if let Some(row) = store.claim_outgoing(notifier, &me, until, now).await? {
+            return Ok(Some(row));
+        }
+        let head = store.outbox(Some(notifier), true, 1).await?;
+        let Some(dead) = head
+            .first()
+            .and_then(|head| dead_claim(head, &self.holder, now, alive))
+        else {
+            return Ok(None);
+        };
+        let Some(head) = head.first() else {
+            return Ok(None);
+        };
+        if store.take_over_outgoing(head.id, &dead, &me, until).await? {
+            tracing::info!(outbox = head.id, from = %dead, "took over a message claimed by a process that is gone");
+        }
+        store.claim_outgoing(notifier, &me, until, now).await
+    }
+
+    /// Executor's own post of `row` among the topic's latest messages, by its hidden mark
+    /// and its bot: the message id if it was posted.
+    async fn find_earlier_post(
+        &self,
+        row: &Outgoing,
+    ) -> Result<Option<u64>, crate::chat::zulip::ZulipError> {
+        let Some(zulip) = &self.zulip else {
+            return Ok(None);
+        };
+        let client = self.zulip_client(zulip, row);
+        let recent = client
+            .topic_window(&zulip.stream, &zulip.topic, LOOK_BACK)
+            .await?;
+        Ok(recent
+            .iter()
+            .rev()
+            .find(|m| {
+                m.sender_email.eq_ignore_ascii_case(client.bot_email())
+                    && find_post_mark(&m.content) == Some(row.id)
+            })
+            .map(|m| m.id))
+    }
+
+    /// The bot that posts `row`.
+    fn zulip_client<'a>(&self, zulip: &'a ZulipTopic, row: &Outgoing) -> &'a ZulipClient {
+        let worker = row.persona.as_deref() == Some(Persona::Worker.as_str());
+        match (&zulip.worker, worker) {
+            (Some(bot), true) => bot,
+            _ => &zulip.orchestrator,
+        }
+    }
+
     /// Before executor's first post in a topic it never read, the topic's read cursor is
     /// set just below that post: every answer to it is taken, nothing said before is.
     async fn note_first_post(
@@ -171,13 +251,11 @@ impl Deliverer {
                 });
             };
             let worker = row.persona.as_deref() == Some(Persona::Worker.as_str());
-            let (client, body) = match (&zulip.worker, worker) {
-                (Some(bot), true) => (bot, row.body.clone()),
-                (None, true) => (
-                    &zulip.orchestrator,
-                    format!("**{}** · {}", zulip.worker_name, row.body),
-                ),
-                _ => (&zulip.orchestrator, row.body.clone()),
+            let client = self.zulip_client(zulip, row);
+            let mark = post_mark(row.id);
+            let body = match (&zulip.worker, worker) {
+                (None, true) => format!("**{}** · {}{mark}", zulip.worker_name, row.body),
+                _ => format!("{}{mark}", row.body),
             };
             return match client
                 .post_to_topic(&zulip.stream, &zulip.topic, &body)
@@ -236,4 +314,10 @@ impl Deliverer {
                 message: error.to_string(),
             })
     }
+}
+
+/// Whether `holder`, a process on this host, still runs: the same pid with the same start
+/// time (a reused pid has another).
+fn alive(holder: &Holder) -> bool {
+    holder.start.is_some() && crate::supervisor::group::start_time(holder.pid) == holder.start
 }

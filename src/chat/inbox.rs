@@ -36,13 +36,16 @@ pub struct ChatOwner {
 }
 
 impl ChatOwner {
-    /// Whether `message` was sent by the owner.
+    /// Whether `message` was sent by the owner: by user id when it is known (an email may
+    /// be hidden or changed), by the email only when it is not.
     pub fn sent(&self, message: &ZulipMessage) -> bool {
-        self.user_id == Some(message.sender_id)
-            || self
+        match self.user_id {
+            Some(id) => id == message.sender_id,
+            None => self
                 .email
                 .as_deref()
-                .is_some_and(|e| e.eq_ignore_ascii_case(&message.sender_email))
+                .is_some_and(|e| e.eq_ignore_ascii_case(&message.sender_email)),
+        }
     }
 }
 

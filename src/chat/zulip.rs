@@ -220,6 +220,27 @@ struct Posted {
     id: u64,
 }
 
+/// A user as `GET /users/{email}` and `GET /users` give them; `delivery_email` (the real
+/// address) only where the realm lets this bot see it.
+#[derive(Deserialize)]
+struct User {
+    user_id: u64,
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    delivery_email: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct OneUser {
+    user: User,
+}
+
+#[derive(Deserialize)]
+struct Members {
+    members: Vec<User>,
+}
+
 #[derive(Deserialize)]
 struct Messages {
     messages: Vec<ZulipMessage>,
@@ -394,6 +415,40 @@ impl ZulipClient {
         let bytes = self.send(Method::GET, url, None, None).await?;
         let page: Messages = decode(&bytes, "the messages of the topic")?;
         Ok((page.messages, page.found_newest))
+    }
+
+    /// The user id of the person with address `email`: first as their Zulip API email
+    /// (`GET /users/{email}`), then, where the realm hides real addresses (API emails like
+    /// `user8@…`), by their `delivery_email` among all users (`GET /users`). `None` when
+    /// nobody this bot can see has that address.
+    pub async fn user_id_of(&self, email: &str) -> Result<Option<u64>, ZulipError> {
+        let mut url = self.url("users");
+        if let Ok(mut path) = url.path_segments_mut() {
+            path.push(email);
+        }
+        match self.send(Method::GET, url, None, None).await {
+            Ok(bytes) => {
+                let found: OneUser = decode(&bytes, "the user")?;
+                return Ok(Some(found.user.user_id));
+            }
+            // "No such user" (400, or 404 on other versions): perhaps not an API email.
+            Err(ZulipError::Api { status, .. }) if status != 401 && status != 403 => {}
+            Err(error) => return Err(error),
+        }
+        let bytes = self
+            .send(Method::GET, self.url("users"), None, None)
+            .await?;
+        let all: Members = decode(&bytes, "the users of the realm")?;
+        Ok(all
+            .members
+            .iter()
+            .find(|u| {
+                u.email.eq_ignore_ascii_case(email)
+                    || u.delivery_email
+                        .as_deref()
+                        .is_some_and(|d| d.eq_ignore_ascii_case(email))
+            })
+            .map(|u| u.user_id))
     }
 
     /// A new event queue for the messages of `stream`.

@@ -2,7 +2,9 @@
 //! and, for the runner and the daemon, the deliverer and the receiver with the personas'
 //! credentials read from the environment or their files. Start-up refuses two personas that
 //! share one bot: the topic could not tell the orchestrator's decisions from a worker's
-//! lines.
+//! lines. An owner given by `email` alone is looked up in Zulip at start, and recognised by
+//! user id from then on (realms that hide real addresses show them as `userN@…`); one that
+//! cannot be found refuses the start.
 //!
 //! What it must never do: put a credential in an error message.
 
@@ -49,6 +51,30 @@ pub(crate) struct ChatParts {
     pub receive: Receive,
     /// The outgoing webhook's address and token, with `receive = "webhook"`.
     pub webhook: Option<(SocketAddr, Secret)>,
+}
+
+/// The Zulip user id of the owner configured by `email`. Nobody with that address: bad
+/// input naming `user_id` as the fix. Zulip out of reach for now: `None` with a warning,
+/// and the owner is recognised by the email meanwhile.
+async fn owner_user_id(client: &ZulipClient, email: &str) -> Result<Option<u64>> {
+    match client.user_id_of(email).await {
+        Ok(Some(id)) => Ok(Some(id)),
+        Ok(None) => Err(BadInput(format!(
+            "[chat.owner] email `{email}`: no Zulip user the orchestrator's bot can see has \
+             that address (a realm that hides addresses shows them as `userN@…`); set \
+             [chat.owner] user_id to the owner's Zulip user id (their profile shows it)"
+        ))
+        .into()),
+        Err(error) if error.is_transient() => {
+            tracing::warn!(%error, "cannot look the owner up in Zulip now; the owner is recognised by [chat.owner] email until the next start (set [chat.owner] user_id to not depend on it)");
+            Ok(None)
+        }
+        Err(error) => Err(BadInput(format!(
+            "[chat.owner] email `{email}`: cannot look the owner up in Zulip ({error}); set \
+             [chat.owner] user_id to the owner's Zulip user id"
+        ))
+        .into()),
+    }
 }
 
 /// One persona's bot.
@@ -113,13 +139,9 @@ fn distinct(bots: &[Bot]) -> Result<()> {
 
 /// Reads the credentials and builds the deliverer and the receiver.
 /// `notices` is the runner's, so what it stores wakes this deliverer.
-pub(crate) fn build(settings: &Settings, notices: Notices) -> Result<ChatParts> {
+pub(crate) async fn build(settings: &Settings, notices: Notices) -> Result<ChatParts> {
     let chat = &settings.raw.chat;
-    let holder = format!(
-        "{}:{}",
-        gethostname::gethostname().to_string_lossy(),
-        std::process::id()
-    );
+    let holder = crate::runner::drive::this_runner();
     let mut webhooks = Vec::new();
     for hook in &chat.webhooks {
         let name = hook.name.get_ref();
@@ -186,11 +208,16 @@ pub(crate) fn build(settings: &Settings, notices: Notices) -> Result<ChatParts> 
         .owner
         .as_ref()
         .ok_or_else(|| BadInput("[chat.zulip] needs [chat.owner]".to_string()))?;
+    let user_id = match (owner.user_id, &owner.email) {
+        (Some(id), _) => Some(id),
+        (None, Some(email)) => owner_user_id(&orchestrator, email).await?,
+        (None, None) => None,
+    };
     let inbox = Inbox {
         owner: ChatOwner {
             name: owner.name.clone(),
             email: owner.email.clone(),
-            user_id: owner.user_id,
+            user_id,
         },
         own_emails: bots.iter().map(|b| b.email.clone()).collect(),
         stream: zulip.stream.clone(),

@@ -40,7 +40,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let store = shared.as_ref();
     let runner = super::build_runner(settings, Arc::clone(&shared))?;
     let _leases = super::LeaseKeeper::start(&runner);
-    let chat = super::chat::build(settings, runner.settings.notices.clone())?;
+    let chat = super::chat::build(settings, runner.settings.notices.clone()).await?;
     let chat_tasks = start_chat(chat, &shared).await?;
     let mut passes: Vec<JoinHandle<()>> = Vec::new();
     let mut pr_tick: Option<JoinHandle<()>> = None;

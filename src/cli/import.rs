@@ -75,13 +75,22 @@ pub async fn run(store: &dyn Store, file: &Path) -> Result<()> {
                 e.valid_up_to()
             )),
         };
+        let read = match read {
+            Ok((new, facts)) => match store.upsert_task(&new, "import", Utc::now()).await {
+                Ok((_, outcome)) => Ok((new, facts, outcome)),
+                // This line's values, not the store: the other lines go on.
+                Err(error) if error.is_refused_value() => {
+                    Err(format!("the database refused it: {}", error.with_causes()))
+                }
+                Err(error) => return Err(error.into()),
+            },
+            Err(why) => Err(why),
+        };
         match read {
-            Ok((new, facts)) => {
-                let at = Utc::now();
-                let (_, outcome) = store.upsert_task(&new, "import", at).await?;
+            Ok((new, facts, outcome)) => {
                 if let Some(facts) = facts {
                     store
-                        .save_task_facts(&new.task_gid, &serde_json::to_string(&facts)?, at)
+                        .save_task_facts(&new.task_gid, &serde_json::to_string(&facts)?, Utc::now())
                         .await?;
                 }
                 match outcome {
@@ -122,6 +131,19 @@ pub async fn run(store: &dyn Store, file: &Path) -> Result<()> {
 fn read_line(text: &str) -> Result<(NewTask, Option<TaskFacts>), String> {
     let line: Line = serde_json::from_str(text).map_err(|e| format!("not a task: {e}"))?;
 
+    // Postgres refuses NUL in text (SQLite would keep it): refused the same on both.
+    for (field, value) in [
+        ("title", Some(line.title.as_str())),
+        ("body", line.body.as_deref()),
+        ("notes", line.notes.as_deref()),
+        ("source", line.source.as_deref()),
+    ] {
+        if value.is_some_and(|v| v.contains('\0')) {
+            return Err(format!(
+                "`{field}` holds a NUL character (\\u0000), which the database cannot store"
+            ));
+        }
+    }
     let gid = gid::validate(&line.gid).map_err(|e| format!("`gid`: {e}"))?;
     let title = line.title.trim();
     if title.is_empty() || title.contains('\n') {
@@ -130,6 +152,9 @@ fn read_line(text: &str) -> Result<(NewTask, Option<TaskFacts>), String> {
     let source = line.source.as_deref().map(str::trim).unwrap_or(SOURCE);
     if source.is_empty() {
         return Err("`source` must not be empty".into());
+    }
+    if let Some(why) = crate::core::task::reserved_source(source) {
+        return Err(format!("`source`: {why}"));
     }
     Ok((
         NewTask {
@@ -178,6 +203,14 @@ mod tests {
                 "invalid type",
             ),
             ("not json", "not a task"),
+            (
+                r#"{"gid":"T-1","title":"A","source":"dispatch"}"#,
+                "`source`: `dispatch` is reserved",
+            ),
+            (
+                r#"{"gid":"T-1","title":"A","body":"x\u0000y"}"#,
+                "`body` holds a NUL",
+            ),
             (
                 r#"{"gid":"T-1","title":"A","facts":{"label":["macOS"]}}"#,
                 "label",

@@ -154,14 +154,17 @@ enum Command {
         #[arg(long, required = true)]
         once: bool,
     },
-    /// Run in the foreground: watch the plans folder and keep the queue up to date
+    /// Run in the foreground until stopped: take in the plans folder (watched) and the
+    /// polled sources, analyze pending tasks, run approved ones and tend their PRs, and talk
+    /// with the owner in chat
     Daemon,
     /// Keep executor running under systemd, launchd or cron
     Service {
         #[command(subcommand)]
         action: ServiceAction,
     },
-    /// Take in tasks from a JSON lines file, one task per line (README: "Importing")
+    /// Take in tasks from a JSON lines file, one task per line (README: "Analyzer: rule
+    /// filters, importing, re-analysis")
     Import {
         /// The file: {"gid": …, "title": …, "body"?, "source"?, "priority"?, "notes"?, "facts"?} per line
         file: PathBuf,
@@ -790,6 +793,9 @@ async fn add(
     if source.is_empty() {
         return Err(BadInput("--source must not be empty".into()).into());
     }
+    if let Some(why) = crate::core::task::reserved_source(source) {
+        return Err(BadInput(format!("--source: {why}")).into());
+    }
     let task_gid = match &args.gid {
         Some(given) => gid::validate(given)
             .map_err(|e| BadInput(format!("--gid: {e}")))?
@@ -965,7 +971,7 @@ async fn owner_move(
 
 async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
     let runner = build_runner(settings, Arc::clone(&store))?;
-    let chat = chat::build(settings, runner.settings.notices.clone())?;
+    let chat = chat::build(settings, runner.settings.notices.clone()).await?;
     // The owner's replies since the last run, first, so an answer resumes its run now.
     if let (Some(receiver), false) = (
         &chat.receiver,
@@ -980,10 +986,13 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         }
     }
     let mut sources = source_intakes(settings)?;
+    // Notes not taken in: named now, the approved work runs all the same, exit 1 at the end.
+    let mut not_taken_in = 0;
     if let Some(plans) = &settings.plans {
         let mut intake = PlansIntake::new(plans.clone());
         let report = intake.ingest(store.as_ref(), clock).await?;
         output::print_ingest(intake.dir(), &report);
+        not_taken_in = report.errors.len();
     }
     // A source that cannot be read is reported (here, in the log and in `executor status`)
     // and the pass goes on with the others.
@@ -1062,6 +1071,15 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
     clean_worktrees(runner.store.as_ref(), &runner.settings).await;
     if let Some(deliverer) = &chat.deliverer {
         deliver_chat(deliverer, runner.store.as_ref()).await;
+    }
+    if not_taken_in > 0 {
+        let runs = match failed.len() {
+            0 => String::new(),
+            n => format!("; {n} run(s) failed: {}", failed.join("; ")),
+        };
+        return Err(anyhow::anyhow!(
+            "{not_taken_in} plan note(s) not taken in (named above, and in `executor status`){runs}"
+        ));
     }
     fail_if_any(failed)
 }

@@ -9,6 +9,7 @@
 pub mod chat;
 pub mod conductor;
 pub mod gitea;
+mod redact;
 pub mod sandbox;
 mod template;
 
@@ -700,7 +701,8 @@ pub fn load(path: &Path, env: &Env) -> Result<Settings, ConfigError> {
 pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError> {
     let raw: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
         path: path.to_path_buf(),
-        message: e.to_string().trim_end().to_string(),
+        // toml quotes the line it stopped on: a secret written there is not repeated.
+        message: redact::redact(e.to_string().trim_end(), text),
     })?;
     let absolute = if path.is_absolute() {
         path.to_path_buf()

@@ -41,7 +41,8 @@ url = "sqlite://executor.db"
 # command = []                  # argv of the worker when kind = "command"
 # program = "claude"            # the claude / codex CLI, when not on PATH by that name
 # model = "..."                 # unset: the agent's own default
-# allowed_tools = []            # claude: tools that skip the hook (--allowedTools)
+# allowed_tools = []            # claude: pre-approved tools (--allowedTools); the hook
+#                               # still judges every call; pi: its only tools (--tools)
 # max_turns = 100              # claude: --max-turns (unset: no cap)
 # env = []                      # variables workers get from executor's environment, e.g.
 #                               # ["ANTHROPIC_API_KEY", "CODEX_HOME"]; executor's own

@@ -103,6 +103,12 @@ pub struct Outgoing {
     pub delivered_at: Option<DateTime<Utc>>,
     /// What went wrong the last time (redacted by the notifier).
     pub last_error: Option<String>,
+    /// Who claimed it for delivery and has not let go yet (`host:pid:start`, see
+    /// [`crate::core::lease::Holder`]), as the row stood when it was read: a claim never let
+    /// go means a delivery may have been made that was never recorded.
+    pub claimed_by: Option<String>,
+    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    pub claimed_until: Option<DateTime<Utc>>,
 }
 
 /// What one notifier still has to deliver, for `executor status`.
@@ -135,9 +141,160 @@ pub fn retry_delay(failures: u32, base: Duration, max: Duration) -> Duration {
     delay.min(max)
 }
 
+/// The invisible mark around an outbox id in a post: U+2063 (invisible separator) on both
+/// sides, the id's bits between them as U+200B (0) and U+200C (1), zero-width characters
+/// Zulip keeps in the raw Markdown and shows as nothing.
+const MARK_EDGE: char = '\u{2063}';
+const MARK_ZERO: char = '\u{200B}';
+const MARK_ONE: char = '\u{200C}';
+
+/// The hidden mark executor appends to its post of outbox row `id`, so that after a crash
+/// between posting and recording it the post can be found in the topic
+/// ([`find_post_mark`]) instead of being made a second time.
+pub fn post_mark(id: i64) -> String {
+    let bits = format!("{:b}", id.max(0));
+    let mut mark = String::with_capacity(bits.len() * 3 + 6);
+    mark.push(MARK_EDGE);
+    mark.extend(
+        bits.chars()
+            .map(|b| if b == '1' { MARK_ONE } else { MARK_ZERO }),
+    );
+    mark.push(MARK_EDGE);
+    mark
+}
+
+/// The outbox id a post's raw text carries in its hidden mark, if it carries one (the last,
+/// should there be several).
+pub fn find_post_mark(content: &str) -> Option<i64> {
+    let (before, _) = content.rsplit_once(MARK_EDGE)?;
+    let (_, bits) = before.rsplit_once(MARK_EDGE)?;
+    if bits.is_empty() || bits.chars().count() > 63 {
+        return None;
+    }
+    bits.chars().try_fold(0i64, |id, c| match c {
+        MARK_ZERO => Some(id << 1),
+        MARK_ONE => Some((id << 1) | 1),
+        _ => None,
+    })
+}
+
+/// `content` without the hidden mark at its end, if it has one.
+pub fn without_post_mark(content: &str) -> &str {
+    let Some(body) = content.strip_suffix(MARK_EDGE) else {
+        return content;
+    };
+    match body.rsplit_once(MARK_EDGE) {
+        Some((text, bits)) if bits.chars().all(|c| c == MARK_ZERO || c == MARK_ONE) => text,
+        _ => content,
+    }
+}
+
+/// Whether the claim on outbox row `head` belongs to a process on this host that is gone,
+/// so `me` may take it over at once instead of waiting for it to run out: the same rule as
+/// a run's lease ([`crate::core::lease::claim`]). The dead holder's id when so; `None` for
+/// no claim, an expired one, ours, a live holder's, or another host's.
+pub fn dead_claim(
+    head: &Outgoing,
+    me: &crate::core::lease::Holder,
+    now: DateTime<Utc>,
+    alive: impl Fn(&crate::core::lease::Holder) -> bool,
+) -> Option<String> {
+    let (Some(holder), Some(until)) = (&head.claimed_by, head.claimed_until) else {
+        return None;
+    };
+    let lease = crate::core::record::Lease {
+        run_id: head.id,
+        holder: holder.clone(),
+        expires_at: until,
+    };
+    match crate::core::lease::claim(Some(&lease), me, now, alive) {
+        crate::core::lease::Claim::TakeOver { from } => Some(from),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::lease::Holder;
+    use chrono::TimeZone;
+
+    #[test]
+    fn a_post_mark_is_invisible_and_read_back() {
+        for id in [0, 1, 2, 7, 48_217, i64::MAX] {
+            let mark = post_mark(id);
+            assert!(mark
+                .chars()
+                .all(|c| !c.is_alphanumeric() && !c.is_whitespace()));
+            assert_eq!(
+                find_post_mark(&format!("**Executor** · done{mark}")),
+                Some(id)
+            );
+        }
+        assert_eq!(find_post_mark("no mark here"), None);
+        assert_eq!(without_post_mark(&format!("done{}", post_mark(5))), "done");
+        assert_eq!(without_post_mark("done"), "done");
+        assert_eq!(find_post_mark("\u{2063}\u{2063}"), None);
+        assert_eq!(find_post_mark("\u{2063}x\u{2063}"), None);
+        // The last mark counts: a quoted earlier post does not hide this one's.
+        let text = format!("> quoted{}\n\nnew{}", post_mark(3), post_mark(9));
+        assert_eq!(find_post_mark(&text), Some(9));
+    }
+
+    fn row(claimed_by: Option<&str>, until: i64) -> Outgoing {
+        let at = |s: i64| {
+            Utc.timestamp_opt(1_800_000_000 + s, 0)
+                .single()
+                .expect("time")
+        };
+        Outgoing {
+            id: 4,
+            notifier: "zulip".into(),
+            persona: None,
+            priority: Priority::Info,
+            task_gid: None,
+            run_id: None,
+            body: "hi".into(),
+            created_at: at(0),
+            attempts: 0,
+            next_attempt_at: at(0),
+            delivered_at: None,
+            last_error: None,
+            claimed_by: claimed_by.map(str::to_string),
+            claimed_until: claimed_by.map(|_| at(until)),
+        }
+    }
+
+    #[test]
+    fn only_a_dead_holder_on_this_host_loses_its_claim_at_once() {
+        let now = Utc.timestamp_opt(1_800_000_000, 0).single().expect("time");
+        let me = Holder {
+            host: "build-1".into(),
+            pid: 100,
+            start: Some(5),
+        };
+        let dead = |h: &Holder| h.pid != 200;
+        assert_eq!(
+            dead_claim(&row(Some("build-1:200:7"), 120), &me, now, dead),
+            Some("build-1:200:7".into())
+        );
+        // Alive, another host, expired, ours or none: nothing to take over.
+        let live = |_: &Holder| true;
+        assert_eq!(
+            dead_claim(&row(Some("build-1:200:7"), 120), &me, now, live),
+            None
+        );
+        assert_eq!(
+            dead_claim(&row(Some("build-2:200:7"), 120), &me, now, dead),
+            None
+        );
+        assert_eq!(
+            dead_claim(&row(Some("build-1:200:7"), -1), &me, now, dead),
+            None
+        );
+        assert_eq!(dead_claim(&row(Some(&me.id()), 120), &me, now, dead), None);
+        assert_eq!(dead_claim(&row(None, 0), &me, now, dead), None);
+    }
 
     const SEC: Duration = Duration::from_secs(1);
 

@@ -114,6 +114,25 @@ impl TaskChanges {
     }
 }
 
+/// Sources executor gives its own tasks and treats apart: `dispatch` (run by its
+/// `executor dispatch` alone, never by the run loop) and `conductor` (a goal's subtasks).
+/// A task taken in from outside may not claim one: it would be queued and never run.
+pub const RESERVED_SOURCES: [&str; 2] = ["dispatch", "conductor"];
+
+/// Why `source` may not be given to a task from outside, if it may not.
+pub fn reserved_source(source: &str) -> Option<String> {
+    let source = source.trim();
+    RESERVED_SOURCES
+        .iter()
+        .any(|reserved| reserved.eq_ignore_ascii_case(source))
+        .then(|| {
+            format!(
+                "`{source}` is reserved for executor's own tasks (reserved: {}); name another source",
+                RESERVED_SOURCES.join(", ")
+            )
+        })
+}
+
 /// The description of a task titled `title` with body `body`.
 pub fn compose_description(title: &str, body: &str) -> String {
     let title = title.trim();
@@ -147,6 +166,17 @@ pub fn body_of(description: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reserved_sources_are_refused_whatever_their_case() {
+        for source in ["dispatch", " Dispatch ", "conductor"] {
+            let why = reserved_source(source).expect(source);
+            assert!(why.contains("reserved"), "{why}");
+        }
+        for source in ["plans", "asana", "dispatcher", "obsidian"] {
+            assert_eq!(reserved_source(source), None, "{source}");
+        }
+    }
 
     #[test]
     fn title_round_trips_through_the_description() {

@@ -3,7 +3,8 @@
 //! Every scan reads the whole folder, but a note whose bytes did not change since the last
 //! scan of this process costs no write. A note that cannot be read stays exactly as it is;
 //! it is recorded as an intake error (shown by `executor status`) until it is fixed or
-//! removed. Deleting a note never deletes its task.
+//! removed, and the other notes are taken in all the same: one bad note (a NUL byte, a value
+//! the database refuses) never blocks the rest. Deleting a note never deletes its task.
 
 use std::collections::HashMap;
 
@@ -75,6 +76,7 @@ impl PlansIntake {
         let mut gid_owner: HashMap<String, String> = HashMap::new();
         let mut seen_now = HashMap::new();
         for scanned_note in scanned {
+            let mut refused: Option<String> = None;
             let display_path = scanned_note.path.display().to_string();
             let previous = self.seen.get(&scanned_note.relative_path);
             let unchanged_bytes =
@@ -102,21 +104,30 @@ impl PlansIntake {
                                 priority: note.priority,
                                 initial_status: self.settings.initial_status.clone(),
                             };
-                            let (_, outcome) =
-                                store.upsert_task(&new, plans::SOURCE, clock.now()).await?;
-                            match outcome {
-                                UpsertOutcome::Created => {
+                            match store.upsert_task(&new, plans::SOURCE, clock.now()).await {
+                                Ok((_, UpsertOutcome::Created)) => {
                                     tracing::info!(gid = %note.gid, path = %display_path, "plan note added to the queue");
                                     report.created.push(note.gid.clone());
                                 }
-                                UpsertOutcome::Updated => {
+                                Ok((_, UpsertOutcome::Updated)) => {
                                     tracing::info!(gid = %note.gid, path = %display_path, "plan note updated its task");
                                     report.updated.push(note.gid.clone());
                                 }
-                                UpsertOutcome::Unchanged => report.unchanged += 1,
+                                Ok((_, UpsertOutcome::Unchanged)) => report.unchanged += 1,
+                                // This note's values, not the store: the other notes go on.
+                                Err(error) if error.is_refused_value() => {
+                                    refused = Some(format!(
+                                        "the database refused it: {}",
+                                        error.with_causes()
+                                    ));
+                                }
+                                Err(error) => return Err(error.into()),
                             }
                         }
-                        Ok(note.gid)
+                        match refused.take() {
+                            Some(reason) => Err(reason),
+                            None => Ok(note.gid),
+                        }
                     }
                 },
             };

@@ -5,7 +5,10 @@
 //! A failed poll (a 401, the service unreachable, a rate limit) is recorded as an intake
 //! error of that source (shown by `executor status`) and logged; it moves no cursor and
 //! touches no task, so the next poll reads the same changes again. The next successful poll
-//! clears the error. Other sources never wait on it.
+//! clears the error. Other sources never wait on it. A source that asked for a wait (a 429's
+//! `Retry-After`) is not due again before the wait is over, whatever its poll interval.
+//! A task that comes again unchanged (a poll inside the cursor's margin reads the last
+//! poll's changes again) writes nothing: neither its row nor its facts.
 //!
 //! What it must never do: move the cursor past changes it did not take in, or delete a
 //! task because the source no longer lists it (closed upstream is a fact, not a deletion).
@@ -27,6 +30,10 @@ use crate::store::{Store, StoreError};
 /// How far the cursor stays behind the start of the poll that set it: for the clocks of
 /// this host and the source's to differ, and for GitHub's and Gitea's whole seconds.
 const CURSOR_MARGIN_SECS: i64 = 60;
+
+/// The longest wait a source's answer is believed: a far-off `Retry-After` must not stop
+/// the source for days.
+const MAX_SOURCE_WAIT: Duration = Duration::from_secs(60 * 60);
 
 /// What one poll did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -50,6 +57,19 @@ pub enum SourceIntakeError {
     Store(#[from] StoreError),
     #[error("cannot write a task's facts: {0}")]
     Facts(#[from] serde_json::Error),
+}
+
+impl SourceIntakeError {
+    /// How long the source asked not to be called (a 429's `Retry-After`), capped at
+    /// [`MAX_SOURCE_WAIT`].
+    pub fn wait(&self) -> Option<Duration> {
+        match self {
+            Self::Asana(AsanaError::RateLimited { retry_after }) => {
+                Some((*retry_after).min(MAX_SOURCE_WAIT))
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A task closed or completed upstream (seen open before) that no run has started (pending, for review,
@@ -126,6 +146,8 @@ pub struct SourceIntake {
     key: String,
     interval: Duration,
     last_poll: Option<Instant>,
+    /// Not polled before this: the source asked for a wait.
+    not_before: Option<Instant>,
 }
 
 impl SourceIntake {
@@ -145,6 +167,7 @@ impl SourceIntake {
             key,
             interval,
             last_poll: None,
+            not_before: None,
         }
     }
 
@@ -153,10 +176,18 @@ impl SourceIntake {
         &self.key
     }
 
-    /// Whether the poll interval has passed since the last poll (always, before the first).
+    /// Whether the poll interval has passed since the last poll (always, before the first)
+    /// and the wait the source asked for, if any, is over.
     pub fn due(&self) -> bool {
-        self.last_poll
-            .is_none_or(|last| last.elapsed() >= self.interval)
+        self.due_at(Instant::now())
+    }
+
+    /// [`SourceIntake::due`] at `now`.
+    pub fn due_at(&self, now: Instant) -> bool {
+        let interval_passed = self
+            .last_poll
+            .is_none_or(|last| now.saturating_duration_since(last) >= self.interval);
+        interval_passed && self.not_before.is_none_or(|until| now >= until)
     }
 
     /// Polls once; see the module notes for what a failure does.
@@ -166,6 +197,7 @@ impl SourceIntake {
         clock: &dyn Clock,
     ) -> Result<SourceReport, SourceIntakeError> {
         self.last_poll = Some(Instant::now());
+        self.not_before = None;
         let started = clock.now();
         let since: Option<DateTime<Utc>> = store
             .source_cursor(&self.key)
@@ -175,6 +207,10 @@ impl SourceIntake {
         let polled = match self.read(since).await {
             Ok(polled) => polled,
             Err(error) => {
+                if let Some(wait) = error.wait() {
+                    self.not_before = Instant::now().checked_add(wait);
+                    tracing::warn!(source = %self.key, %error, wait = ?wait, "the source asked for a wait; it is not polled before it is over");
+                }
                 tracing::warn!(source = %self.key, %error, "cannot read the source; its tasks wait for the next poll");
                 store
                     .report_intake_error(&self.key, &self.key, &error.to_string(), clock.now())
@@ -188,15 +224,19 @@ impl SourceIntake {
             let at = clock.now();
             // Whether it was known open before: a closing is a change seen, not a task
             // that came in closed (those go through the analyzer's rules).
-            let was_open = store
-                .task_facts(&task.task_gid)
-                .await?
-                .and_then(|json| serde_json::from_str::<TaskFacts>(&json).ok())
+            let stored = store.task_facts(&task.task_gid).await?;
+            let was_open = stored
+                .as_deref()
+                .and_then(|json| serde_json::from_str::<TaskFacts>(json).ok())
                 .is_some_and(|before| !before.closed);
             let (_, outcome) = store.upsert_task(task, &task.source, at).await?;
-            store
-                .save_task_facts(&task.task_gid, &serde_json::to_string(facts)?, at)
-                .await?;
+            let facts_json = serde_json::to_string(facts)?;
+            // Read again unchanged (inside the cursor's margin): its facts keep their time.
+            if stored.as_deref() != Some(facts_json.as_str()) {
+                store
+                    .save_task_facts(&task.task_gid, &facts_json, at)
+                    .await?;
+            }
             match outcome {
                 UpsertOutcome::Created => report.created += 1,
                 UpsertOutcome::Updated => report.updated += 1,
@@ -257,5 +297,52 @@ impl SourceIntake {
                 (polled.tasks, polled.newest_change)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn intake(interval: Duration) -> SourceIntake {
+        let settings =
+            crate::sources::asana::AsanaSettings::new(crate::forge::github::Secret::new("unused"));
+        let client = AsanaClient::new(settings).expect("client");
+        let scope = AsanaScope {
+            projects: vec!["1".into()],
+            ..AsanaScope::default()
+        };
+        SourceIntake::new(Polling::Asana { client, scope }, interval)
+    }
+
+    #[test]
+    fn a_source_is_due_after_its_interval_and_never_before_the_wait_it_asked_for() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut source = intake(5 * second);
+        assert!(source.due_at(start), "before the first poll");
+        source.last_poll = Some(start);
+        assert!(!source.due_at(start + 4 * second));
+        assert!(source.due_at(start + 5 * second));
+        // A 429 asked for 20 s: the 5 s interval does not make it due sooner.
+        source.not_before = Some(start + 20 * second);
+        assert!(!source.due_at(start + 5 * second));
+        assert!(!source.due_at(start + 19 * second));
+        assert!(source.due_at(start + 20 * second));
+    }
+
+    #[test]
+    fn only_a_rate_limit_asks_for_a_wait_and_a_huge_one_is_capped() {
+        let limited = |secs| {
+            SourceIntakeError::Asana(AsanaError::RateLimited {
+                retry_after: Duration::from_secs(secs),
+            })
+        };
+        assert_eq!(limited(20).wait(), Some(Duration::from_secs(20)));
+        assert_eq!(limited(u64::MAX).wait(), Some(MAX_SOURCE_WAIT));
+        let down = SourceIntakeError::Asana(AsanaError::Unreachable {
+            message: "refused".into(),
+        });
+        assert_eq!(down.wait(), None);
     }
 }

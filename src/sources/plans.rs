@@ -39,6 +39,8 @@ pub enum NoteError {
     NotUtf8(usize),
     #[error("the note is empty")]
     Empty,
+    #[error("the note holds a NUL byte on line {0}, which the database cannot store; remove it")]
+    NulByte(usize),
     #[error("front matter opened with `---` on line 1 is never closed by a `---` line")]
     UnclosedFrontMatter,
     #[error("front matter is not valid YAML: {0}")]
@@ -52,12 +54,22 @@ pub enum NoteError {
     },
     #[error("front matter `gid`: {0}")]
     BadGid(GidError),
+    #[error("front matter `source`: {0}")]
+    ReservedSource(String),
+    #[error("a symbolic link to {0}, outside the plans folder: not followed")]
+    LinkLeavesFolder(String),
+    #[error("a symbolic link to {0}, which cannot be followed (missing or unreadable)")]
+    LinkBroken(String),
 }
 
 /// Reads one note. `relative_path` is its path inside the plans folder, with `/` separators.
 pub fn parse_note(relative_path: &str, bytes: &[u8]) -> Result<PlanNote, NoteError> {
     let text = std::str::from_utf8(bytes).map_err(|e| NoteError::NotUtf8(e.valid_up_to()))?;
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    if let Some(at) = text.find('\0') {
+        // Postgres refuses NUL in text; SQLite would keep it. Refused the same on both.
+        return Err(NoteError::NulByte(text[..at].matches('\n').count() + 1));
+    }
     if text.trim().is_empty() {
         return Err(NoteError::Empty);
     }
@@ -74,6 +86,12 @@ pub fn parse_note(relative_path: &str, bytes: &[u8]) -> Result<PlanNote, NoteErr
 
     let title = take_string(&mut fields, "title")?;
     let source = take_string(&mut fields, "source")?;
+    if let Some(why) = source
+        .as_deref()
+        .and_then(crate::core::task::reserved_source)
+    {
+        return Err(NoteError::ReservedSource(why));
+    }
     let priority = match fields.shift_remove("priority") {
         None | Some(Value::Null) => None,
         Some(Value::Number(n)) => Some(n.as_i64().ok_or(NoteError::BadField {
@@ -207,14 +225,18 @@ pub struct ScannedNote {
 }
 
 /// Reads every `.md` note under `dir` (recursively, skipping hidden files and folders such
-/// as `.obsidian`), sorted by path. A missing folder reads as empty; a folder that cannot be
+/// as `.obsidian`), sorted by path. A symbolic link is followed only to a note inside the
+/// folder; one that leads outside it is returned as a note with its reason, unread. A missing folder reads as empty; a folder that cannot be
 /// listed is an error. A subfolder that cannot be listed, or a note whose name is not
 /// UTF-8, is returned as a note with its reason, so it is reported instead of skipped.
 pub fn scan(dir: &Path) -> std::io::Result<Vec<ScannedNote>> {
     let mut found = Vec::new();
     if dir.is_dir() {
         let entries = std::fs::read_dir(dir)?;
-        walk(dir, entries, &mut found);
+        // Where the folder really is, for telling a link that stays inside from one that
+        // leaves (the folder itself may be reached through a link).
+        let real_root = std::fs::canonicalize(dir)?;
+        walk(dir, &real_root, entries, &mut found);
     }
     found.sort_by(|a, b| a.relative_path.cmp(&b.relative_path));
     Ok(found)
@@ -238,7 +260,22 @@ fn unreadable(root: &Path, path: &Path, error: NoteError) -> ScannedNote {
     }
 }
 
-fn walk(root: &Path, entries: std::fs::ReadDir, found: &mut Vec<ScannedNote>) {
+/// Why the symbolic link `path` is not followed: it leads outside `real_root`, or nowhere
+/// it can tell. A link leaving the folder is never followed, so a note cannot make a task of
+/// `/proc/self/environ` or a file in the owner's home.
+fn link_outside(path: &Path, real_root: &Path) -> Option<NoteError> {
+    match std::fs::canonicalize(path) {
+        Ok(target) if target.starts_with(real_root) => None,
+        Ok(target) => Some(NoteError::LinkLeavesFolder(target.display().to_string())),
+        Err(_) => Some(NoteError::LinkBroken(
+            std::fs::read_link(path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "an unreadable target".into()),
+        )),
+    }
+}
+
+fn walk(root: &Path, real_root: &Path, entries: std::fs::ReadDir, found: &mut Vec<ScannedNote>) {
     for entry in entries {
         let entry = match entry {
             Ok(entry) => entry,
@@ -263,9 +300,22 @@ fn walk(root: &Path, entries: std::fs::ReadDir, found: &mut Vec<ScannedNote>) {
                 continue;
             }
         };
+        if file_type.is_symlink() {
+            if let Some(why) = link_outside(&path, real_root) {
+                // Only what would have been read is worth a report: a note, a folder.
+                if lossy_name.to_ascii_lowercase().ends_with(".md") || path.is_dir() {
+                    found.push(unreadable(root, &path, why));
+                }
+                continue;
+            }
+            // A link to a folder inside is not walked: what it leads to is walked already.
+            if path.is_dir() {
+                continue;
+            }
+        }
         if file_type.is_dir() {
             match std::fs::read_dir(&path) {
-                Ok(entries) => walk(root, entries, found),
+                Ok(entries) => walk(root, real_root, entries, found),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => found.push(unreadable(
                     root,

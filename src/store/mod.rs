@@ -75,6 +75,36 @@ pub enum StoreError {
     InvalidDecomposition { parent: String, reason: String },
 }
 
+impl StoreError {
+    /// Whether the database refused the values of this one row (Postgres's data
+    /// exceptions, class 22: a NUL in text, a value out of range; SQLite's too-big value),
+    /// as opposed to being out of reach or broken: the other rows can still be written.
+    pub fn is_refused_value(&self) -> bool {
+        match self {
+            Self::Postgres(sqlx::Error::Database(error)) => {
+                error.code().is_some_and(|code| code.starts_with("22"))
+            }
+            Self::Sqlite {
+                source: rusqlite::Error::SqliteFailure(error, _),
+                ..
+            } => error.code == rusqlite::ErrorCode::TooBig,
+            _ => false,
+        }
+    }
+
+    /// The error with its causes, `: `-separated, for a report that names why.
+    pub fn with_causes(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// Where the state lives, as resolved from `storage.url`. Its `Debug` and
@@ -399,8 +429,10 @@ pub trait Store: Send + Sync {
     /// after `now`), or when another holder's claim on it is still live (`claimed_until`
     /// after `now`); a later message is never handed out past it, so a notifier delivers in
     /// the order messages were written. Otherwise the head is claimed (or the claim
-    /// `holder` already has renewed) and returned. Atomic: of two callers racing for one
-    /// head, at most one gets it while the claim is live.
+    /// `holder` already has renewed) and returned, its `claimed_by` and `claimed_until` as
+    /// they stood before this claim (a claim never let go: a delivery may have been made).
+    /// Atomic: of two callers racing for one head, at most one gets it while the claim is
+    /// live.
     async fn claim_outgoing(
         &self,
         notifier: &str,
@@ -408,6 +440,18 @@ pub trait Store: Send + Sync {
         until: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<Outgoing>>;
+
+    /// Takes message `id`'s claim over from `dead` (a holder the caller found dead) for
+    /// `holder` until `until`, however long `dead`'s claim still had to run. True when
+    /// `holder` holds it now; false when `dead` no longer held it (it was let go, delivered
+    /// or taken by someone else meanwhile). One statement, so two callers get it once.
+    async fn take_over_outgoing(
+        &self,
+        id: i64,
+        dead: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool>;
 
     /// Records that message `id` was delivered at `at`, and lets go of its claim.
     async fn outgoing_delivered(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()>;

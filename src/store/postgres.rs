@@ -43,7 +43,7 @@ const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision
      message_window, confined";
 const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
-     created_at, attempts::bigint, next_attempt_at, delivered_at, last_error";
+     created_at, attempts::bigint, next_attempt_at, delivered_at, last_error, claimed_by, claimed_until";
 const LINK_COLUMNS: &str = "task_gid, parent_gid, depth::bigint, key, position::bigint, created_at";
 
 /// Arbitrary, fixed: the advisory lock key under which migrations run ("executor" in ASCII).
@@ -254,6 +254,8 @@ fn outgoing_from_row(row: &PgRow) -> Result<Outgoing, sqlx::Error> {
         next_attempt_at: row.try_get(9)?,
         delivered_at: row.try_get(10)?,
         last_error: row.try_get(11)?,
+        claimed_by: row.try_get(12)?,
+        claimed_until: row.try_get(13)?,
     })
 }
 
@@ -1119,7 +1121,7 @@ impl Store for PgStore {
         // The head row stays locked until the claim commits: a concurrent caller waits,
         // then reads the claim (or, once delivered, the next head).
         let row = sqlx::query(&format!(
-            "SELECT {OUTBOX_COLUMNS}, claimed_by, claimed_until FROM executor_outbox \
+            "SELECT {OUTBOX_COLUMNS} FROM executor_outbox \
              WHERE notifier = $1 AND delivered_at IS NULL ORDER BY id LIMIT 1 FOR UPDATE"
         ))
         .bind(notifier)
@@ -1130,10 +1132,8 @@ impl Store for PgStore {
             return Ok(None);
         };
         let head = outgoing_from_row(&row)?;
-        let claimed_by: Option<String> = row.try_get(12)?;
-        let claimed_until: Option<DateTime<Utc>> = row.try_get(13)?;
-        let held_by_another =
-            claimed_until.is_some_and(|until| until > now) && claimed_by.as_deref() != Some(holder);
+        let held_by_another = head.claimed_until.is_some_and(|until| until > now)
+            && head.claimed_by.as_deref() != Some(holder);
         if head.next_attempt_at > now || held_by_another {
             tx.rollback().await?;
             return Ok(None);
@@ -1146,6 +1146,27 @@ impl Store for PgStore {
             .await?;
         tx.commit().await?;
         Ok(Some(head))
+    }
+
+    async fn take_over_outgoing(
+        &self,
+        id: i64,
+        dead: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let changed = sqlx::query(
+            "UPDATE executor_outbox SET claimed_by = $3, claimed_until = $4 \
+             WHERE id = $1 AND claimed_by = $2 AND delivered_at IS NULL",
+        )
+        .bind(id)
+        .bind(dead)
+        .bind(holder)
+        .bind(until)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(changed == 1)
     }
 
     async fn outgoing_delivered(&self, id: i64, at: DateTime<Utc>) -> StoreResult<()> {

@@ -42,7 +42,7 @@ const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision
      message_window, confined";
 const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
-     created_at, attempts, next_attempt_at, delivered_at, last_error";
+     created_at, attempts, next_attempt_at, delivered_at, last_error, claimed_by, claimed_until";
 const LINK_COLUMNS: &str = "task_gid, parent_gid, depth, key, position, created_at";
 
 /// The SQLite implementation of [`Store`].
@@ -360,6 +360,8 @@ fn outgoing_from_row(row: &Row<'_>) -> rusqlite::Result<Outgoing> {
         next_attempt_at: ts(row, 9)?,
         delivered_at: ts_opt(row, 10)?,
         last_error: row.get(11)?,
+        claimed_by: row.get(12)?,
+        claimed_until: ts_opt(row, 13)?,
     })
 }
 
@@ -1158,19 +1160,16 @@ impl Store for SqliteStore {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let head = tx
                 .prepare_cached(&format!(
-                    "SELECT {OUTBOX_COLUMNS}, claimed_by, claimed_until FROM executor_outbox \
+                    "SELECT {OUTBOX_COLUMNS} FROM executor_outbox \
                      WHERE notifier = ?1 AND delivered_at IS NULL ORDER BY id LIMIT 1"
                 ))?
-                .query_row([&notifier], |row| {
-                    let claimed_by: Option<String> = row.get(12)?;
-                    Ok((outgoing_from_row(row)?, claimed_by, ts_opt(row, 13)?))
-                })
+                .query_row([&notifier], outgoing_from_row)
                 .optional()?;
-            let Some((head, claimed_by, claimed_until)) = head else {
+            let Some(head) = head else {
                 return Ok(None);
             };
-            let held_by_another = claimed_until.is_some_and(|until| until > now)
-                && claimed_by.as_deref() != Some(holder.as_str());
+            let held_by_another = head.claimed_until.is_some_and(|until| until > now)
+                && head.claimed_by.as_deref() != Some(holder.as_str());
             if head.next_attempt_at > now || held_by_another {
                 return Ok(None);
             }
@@ -1180,6 +1179,26 @@ impl Store for SqliteStore {
             .execute(params![head.id, holder, text(&until)])?;
             tx.commit()?;
             Ok(Some(head))
+        })
+        .await
+    }
+
+    async fn take_over_outgoing(
+        &self,
+        id: i64,
+        dead: &str,
+        holder: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let (dead, holder) = (dead.to_string(), holder.to_string());
+        self.call(move |conn| {
+            let changed = conn
+                .prepare_cached(
+                    "UPDATE executor_outbox SET claimed_by = ?3, claimed_until = ?4 \
+                     WHERE id = ?1 AND claimed_by = ?2 AND delivered_at IS NULL",
+                )?
+                .execute(params![id, dead, holder, text(&until)])?;
+            Ok(changed == 1)
         })
         .await
     }

@@ -602,3 +602,37 @@ fn the_fake_holds_a_client_to_what_each_endpoint_offers() {
     let other = format!("/projects/{PROJECT}/tasks?limit=2&offset={offset}");
     assert_eq!(get(&other).0, 400);
 }
+
+#[test]
+fn an_offset_that_expires_mid_list_reads_the_list_again_once() {
+    let fake = FakeAsana::start_empty();
+    let backlog = fake.seed_sections("Big backlog", &[250], TaskSeed::numbered);
+    let h = Harness::new(fake.settings());
+    fake.expire_offsets_at_the_next_pages(1);
+    let polled = h
+        .poll(&sections(&backlog.sections), None)
+        .expect("read again from the start");
+    assert_eq!(gids(&polled), backlog.tasks, "every task once, in order");
+    let statuses: Vec<(u16, bool)> = fake
+        .requests()
+        .iter()
+        .map(|r| (r.status, r.param("offset").is_some()))
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            (200, false),
+            (400, true),
+            (200, false),
+            (200, true),
+            (200, true)
+        ]
+    );
+    // Expired again on the second read: once is the limit, the poll fails.
+    fake.expire_offsets_at_the_next_pages(2);
+    let error = h
+        .poll(&sections(&backlog.sections), None)
+        .map(|_| ())
+        .expect_err("expired twice in one read");
+    assert!(error.is_expired_offset(), "{error}");
+}

@@ -3,11 +3,16 @@
 //! the next poll (and only those read again), and a 401 or an unreachable Asana reported in
 //! `executor status` while the plans folder keeps working.
 
+use std::time::{Duration, Instant};
+
+use executor::core::clock::{Clock, ManualClock, SystemClock};
 use executor::core::facts::TaskFacts;
+use executor::ops::source_intake::{Polling, SourceIntake, SourceIntakeError, SourceReport};
+use executor::sources::asana::{AsanaClient, AsanaScope};
 use executor::store::sqlite::SqliteStore;
 use executor::store::Store;
 
-use crate::fake_asana::{FakeAsana, TaskSeed, TOKEN};
+use crate::fake_asana::{FakeAsana, Fault, TaskSeed, TOKEN};
 use crate::support::Workspace;
 
 /// A workspace reading `sections` of the fake, with the token in `ASANA_TEST_TOKEN`.
@@ -63,6 +68,9 @@ fn a_thousand_asana_tasks_come_in_and_upstream_edits_follow() {
     let (ok, stderr) = run_once(&ws);
     assert!(ok, "{stderr}");
     assert!(stderr.contains("asana: 1000 new, 0 updated"), "{stderr}");
+    // The long read says how far it got: a line per page.
+    let pages = stderr.matches("read a page from Asana").count();
+    assert_eq!(pages, 10, "{stderr}");
     let queue = ws.queue();
     assert_eq!(queue.len(), 1000);
     assert!(queue
@@ -176,4 +184,98 @@ fn without_its_token_the_asana_source_does_not_start() {
     ws.env.clear();
     let stderr = ws.fails_with(2, &["run", "--once"]);
     assert!(stderr.contains("ASANA_TEST_TOKEN"), "{stderr}");
+}
+
+/// A source intake of the fake's `sections` in a store of its own, polled on `clock`.
+struct Intake {
+    runtime: tokio::runtime::Runtime,
+    store: SqliteStore,
+    source: SourceIntake,
+    _dir: tempfile::TempDir,
+}
+
+impl Intake {
+    fn new(asana: &FakeAsana, sections: &[String], interval: Duration) -> Self {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = runtime
+            .block_on(SqliteStore::open(&dir.path().join("executor.db")))
+            .expect("store");
+        let client = AsanaClient::new(asana.settings()).expect("client");
+        let scope = AsanaScope {
+            sections: sections.to_vec(),
+            ..AsanaScope::default()
+        };
+        let source = SourceIntake::new(Polling::Asana { client, scope }, interval);
+        Self {
+            runtime,
+            store,
+            source,
+            _dir: dir,
+        }
+    }
+
+    fn poll(&mut self, clock: &dyn Clock) -> Result<SourceReport, SourceIntakeError> {
+        self.runtime.block_on(self.source.poll(&self.store, clock))
+    }
+
+    fn db(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(self._dir.path().join("executor.db")).expect("open")
+    }
+}
+
+#[test]
+fn a_rate_limited_source_is_not_due_before_its_retry_after() {
+    let asana = FakeAsana::start_empty();
+    let backlog = asana.seed_sections("Backlog", &[3], TaskSeed::numbered);
+    let mut intake = Intake::new(&asana, &backlog.sections, Duration::from_millis(1));
+    asana.fail_next(
+        1,
+        Fault::RateLimited {
+            retry_after: Some(20),
+        },
+    );
+    let error = intake.poll(&SystemClock).expect_err("429");
+    assert_eq!(error.wait(), Some(Duration::from_secs(20)));
+    // The 1 ms interval passed long ago; the 20 s Asana asked for did not.
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(!intake.source.due(), "polled again before Retry-After");
+    assert!(intake
+        .source
+        .due_at(Instant::now() + Duration::from_secs(21)));
+}
+
+#[test]
+fn a_poll_inside_the_cursor_margin_leaves_unchanged_tasks_as_they_were() {
+    let asana = FakeAsana::start_empty();
+    let backlog = asana.seed_sections("Backlog", &[4], TaskSeed::numbered);
+    let mut intake = Intake::new(&asana, &backlog.sections, Duration::from_secs(1));
+    // This host's clock a few seconds past the fake's last change: the cursor's margin
+    // reaches back over every task, so the next poll reads them all again.
+    let clock = ManualClock::new(asana.now() + chrono::Duration::seconds(5));
+    let first = intake.poll(&clock).expect("first poll");
+    assert_eq!(first.created, 4);
+    let written_at = |db: &rusqlite::Connection| -> Vec<(String, String, String)> {
+        db.prepare(
+            "SELECT q.task_gid, q.updated_at, f.updated_at FROM executor_queue q \
+             JOIN executor_task_facts f ON f.task_gid = q.task_gid ORDER BY q.task_gid",
+        )
+        .expect("prepare")
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .expect("query")
+        .map(|row| row.expect("row"))
+        .collect()
+    };
+    let before = written_at(&intake.db());
+    clock.advance(chrono::Duration::seconds(30));
+    let again = intake.poll(&clock).expect("second poll");
+    assert_eq!(
+        (again.created, again.updated, again.unchanged),
+        (0, 0, 4),
+        "read again, all unchanged"
+    );
+    assert_eq!(written_at(&intake.db()), before, "nothing rewritten");
 }

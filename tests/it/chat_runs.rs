@@ -76,14 +76,18 @@ fn chat_workspace(fake: &FakeZulip, worker: &str, zulip_extra: &str, extra: &str
     ws
 }
 
-/// The topic's messages: (sender email, content), oldest first.
+/// The topic's messages: (sender email, content without executor's hidden mark), oldest
+/// first.
 fn topic(fake: &FakeZulip) -> Vec<(String, String)> {
     fake.messages(STREAM, TOPIC)
         .iter()
         .map(|m| {
             (
                 m["sender_email"].as_str().unwrap_or_default().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
+                executor::core::outbox::without_post_mark(
+                    m["content"].as_str().unwrap_or_default(),
+                )
+                .to_string(),
             )
         })
         .collect()
@@ -604,8 +608,9 @@ fn an_answer_is_taken_even_when_the_very_first_read_of_the_topic_failed() {
     let ws = chat_workspace(&fake, MERGING_WORKER, "", "");
     ws.ok(&["add", "--title", "Merge when allowed", "--gid", "F-1"]);
     ws.ok(&["go", "F-1"]);
-    // The first request of the first run (its read of the topic) fails; the posts work.
-    fake.fail_next(Fault::Status(500), 1);
+    // The first requests of the first run (the owner's lookup, then its read of the topic)
+    // fail; the posts work.
+    fake.fail_next(Fault::Status(500), 2);
     let out = ws.run(&["run", "--once"]);
     let stderr = stderr_of(&out);
     assert!(out.status.success(), "{stderr}");
@@ -622,4 +627,151 @@ fn an_answer_is_taken_even_when_the_very_first_read_of_the_topic_failed() {
         "done",
         "the approval after the failed first read was taken"
     );
+}
+
+/// Plants, on the head of the Zulip outbox, the claim of a process of this host that is
+/// gone (as a `kill -9` mid-post leaves it), running for an hour still; with `posted`, that
+/// process's post of the row is in the topic too. The head's outbox id.
+fn plant_dead_claim(fake: &FakeZulip, ws: &Workspace, posted: bool) -> i64 {
+    let mut gone = std::process::Command::new("true").spawn().expect("spawn");
+    let pid = gone.id();
+    gone.wait().expect("wait");
+    let db = rusqlite::Connection::open(ws.path().join("executor.db")).expect("open");
+    let (id, body, persona): (i64, String, Option<String>) = db
+        .query_row(
+            "SELECT id, body, persona FROM executor_outbox WHERE notifier = 'zulip' \
+             AND delivered_at IS NULL ORDER BY id LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .expect("a message waits");
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    let until =
+        executor::core::time::format_utc(&(chrono::Utc::now() + chrono::Duration::hours(1)));
+    db.execute(
+        // Due: the dead process claimed it when its attempt was due.
+        "UPDATE executor_outbox SET claimed_by = ?2, claimed_until = ?3, \
+         next_attempt_at = created_at WHERE id = ?1",
+        rusqlite::params![id, format!("{host}:{pid}:4242"), until],
+    )
+    .expect("plant the claim");
+    if posted {
+        let sender = if persona.as_deref() == Some("worker") {
+            (
+                crate::fake_zulip::FIRST_ADDED_BOT_ID,
+                WORKER_BOT,
+                WORKER_NAME,
+            )
+        } else {
+            (crate::fake_zulip::BOT_ID, BOT_EMAIL, "Executor")
+        };
+        let content = format!("{body}{}", executor::core::outbox::post_mark(id));
+        fake.post_as(sender, STREAM, TOPIC, &content);
+    }
+    id
+}
+
+/// How many posts in the topic carry outbox row `id`'s mark.
+fn posts_of(fake: &FakeZulip, id: i64) -> usize {
+    marks(fake).iter().filter(|m| **m == id).count()
+}
+
+/// The outbox ids the topic's posts carry, oldest first.
+fn marks(fake: &FakeZulip) -> Vec<i64> {
+    fake.messages(STREAM, TOPIC)
+        .iter()
+        .filter_map(|m| executor::core::outbox::find_post_mark(m["content"].as_str()?))
+        .collect()
+}
+
+#[test]
+fn a_message_claimed_by_a_dead_process_is_taken_over_at_once_and_never_posted_twice() {
+    let fake = FakeZulip::start();
+    let ws = chat_workspace(&fake, STEPPING_WORKER, "", "");
+    fake.set_down(Some(500));
+    ws.ok(&["add", "--title", "Five steps", "--gid", "S-1"]);
+    ws.ok(&["go", "S-1"]);
+    ws.ok(&["run", "--once"]);
+    assert!(outbox_waiting(&ws) >= 2);
+    fake.set_down(None);
+
+    // Killed right after its post went out: the post is found and not made again.
+    let posted = plant_dead_claim(&fake, &ws, true);
+    // Killed before its post went out: the row is posted, once.
+    let out = ws.run(&["run", "--once"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(outbox_waiting(&ws), 0, "{}", stderr_of(&out));
+    assert_eq!(posts_of(&fake, posted), 1, "{:#?}", topic(&fake));
+
+    fake.set_down(Some(500));
+    ws.ok(&["add", "--title", "Five more", "--gid", "S-2"]);
+    ws.ok(&["go", "S-2"]);
+    ws.ok(&["run", "--once"]);
+    fake.set_down(None);
+    let unsent = plant_dead_claim(&fake, &ws, false);
+    let out = ws.run(&["run", "--once"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(outbox_waiting(&ws), 0, "{}", stderr_of(&out));
+    assert_eq!(posts_of(&fake, unsent), 1, "{:#?}", topic(&fake));
+    // Every row went out once.
+    let marks = marks(&fake);
+    let mut unique = marks.clone();
+    unique.dedup();
+    assert_eq!(marks, unique, "{:#?}", topic(&fake));
+}
+
+/// A chat workspace whose `[chat.owner]` gives `owner_line` instead of the API email.
+fn owner_workspace(fake: &FakeZulip, owner_line: &str) -> Workspace {
+    let ws = chat_workspace(fake, STEPPING_WORKER, "", "");
+    let config = ws.path().join("executor.toml");
+    let text = std::fs::read_to_string(&config).expect("read config");
+    ws.write_config(&text.replace(&format!("email = \"{OWNER_EMAIL}\""), owner_line));
+    ws
+}
+
+#[test]
+fn an_owner_given_by_a_hidden_real_address_is_found_and_recognised_by_user_id() {
+    let fake = FakeZulip::start();
+    let ws = owner_workspace(
+        &fake,
+        &format!("email = \"{}\"", crate::fake_zulip::OWNER_DELIVERY_EMAIL),
+    );
+    // Executor speaks in the topic first: what the owner says after it counts.
+    ws.ok(&["add", "--title", "Warm up", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    ws.ok(&["run", "--once"]);
+    ws.ok(&["add", "--title", "Later", "--gid", "T-2"]);
+    ws.ok(&["skip", "T-2"]);
+    // Zulip shows the owner as `user8@…`, never as the address in the config.
+    fake.post_as_owner(STREAM, TOPIC, "go T-2");
+    let out = ws.run(&["run", "--once"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let t2 = ws.json(&["show", "T-2", "--json"]);
+    assert_ne!(t2["task"]["status"], "skip", "the owner's go counted: {t2}");
+    assert!(
+        fake.requests()
+            .iter()
+            .any(|r| r.method == "GET" && r.path == "/api/v1/users"),
+        "looked up among all users"
+    );
+}
+
+#[test]
+fn an_owner_nobody_in_zulip_has_refuses_the_start_and_says_to_set_user_id() {
+    let fake = FakeZulip::start();
+    let ws = owner_workspace(&fake, "email = \"nobody@lumen.example\"");
+    for command in [&["run", "--once"][..], &["daemon"][..]] {
+        let err = ws.fails_with(2, command);
+        assert!(err.contains("nobody@lumen.example"), "{command:?}: {err}");
+        assert!(err.contains("user_id"), "{command:?}: {err}");
+    }
+    // With the user id given, nothing is looked up and the start goes on.
+    let ws = owner_workspace(
+        &fake,
+        &format!(
+            "email = \"nobody@lumen.example\"\nuser_id = {}",
+            crate::fake_zulip::OWNER_ID
+        ),
+    );
+    ws.ok(&["run", "--once"]);
 }

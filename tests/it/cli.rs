@@ -470,3 +470,96 @@ fn init_names_a_prompt_override_that_does_not_load() {
     assert!(stderr.contains("executor-worker-queued.md"), "{stderr}");
     assert!(stderr.contains("task.nmae"), "{stderr}");
 }
+
+/// The README's headings, without their `#`s.
+fn readme_headings() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README");
+    readme
+        .lines()
+        .filter(|l| l.starts_with('#') && l.trim_start_matches('#').starts_with(' '))
+        .map(|l| l.trim_start_matches('#').trim().to_string())
+        .collect()
+}
+
+#[test]
+fn every_readme_section_the_help_and_the_config_template_name_exists() {
+    let headings = readme_headings();
+    let ws = Workspace::init();
+    let template = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    let mut texts = vec![template];
+    for command in [
+        "import",
+        "daemon",
+        "run",
+        "analyze",
+        "reanalyze",
+        "status",
+        "service",
+    ] {
+        let help = ws.ok(&[command, "--help"]);
+        texts.push(help.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    let mut named = 0;
+    for text in &texts {
+        for reference in text.split("README: ").skip(1) {
+            // `"Asana", "GitHub issues"`: each quoted name up to the closing parenthesis.
+            let list = reference.split(')').next().unwrap_or_default();
+            for name in list.split('"').skip(1).step_by(2) {
+                named += 1;
+                assert!(
+                    headings
+                        .iter()
+                        .any(|h| h == name || h.starts_with(&format!("{name}:"))),
+                    "README has no section `{name}`: {headings:?}"
+                );
+            }
+        }
+    }
+    assert!(named >= 6, "the references were found: {named}");
+}
+
+#[test]
+fn the_daemons_help_says_what_it_does() {
+    let ws = Workspace::init();
+    let help = ws.ok(&["daemon", "--help"]);
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for part in [
+        "plans folder",
+        "polled sources",
+        "analyze",
+        "run approved",
+        "chat",
+    ] {
+        assert!(help.contains(part), "{part}: {help}");
+    }
+}
+
+#[test]
+fn no_text_says_allowed_tools_skip_the_hook() {
+    // The hook judges every tool call, pre-approved or not (the safer behaviour).
+    let ws = Workspace::init();
+    let template = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README");
+    for (name, text) in [("the config template", &template), ("README", &readme)] {
+        // Comment markers and line breaks apart, as a reader reads it.
+        let text = text
+            .replace('#', " ")
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(!text.contains("skip the hook"), "{name}");
+        let line = text
+            .split("allowed_tools")
+            .nth(1)
+            .unwrap_or_default()
+            .chars()
+            .take(120)
+            .collect::<String>();
+        assert!(
+            line.contains("the hook still judges every call"),
+            "{name}: {line}"
+        );
+    }
+}

@@ -209,6 +209,8 @@ struct StateData {
     offsets: HashMap<String, Offset>,
     offsets_issued: u64,
     endless_pages: bool,
+    /// How many of the next requests that send an offset find every offset expired.
+    expire_offsets: usize,
     now: DateTime<Utc>,
     next_gid: u64,
     faults: VecDeque<FaultRule>,
@@ -228,6 +230,7 @@ impl StateData {
             offsets: HashMap::new(),
             offsets_issued: 0,
             endless_pages: false,
+            expire_offsets: 0,
             now,
             next_gid: 1_213_000_000_000_000,
             faults: VecDeque::new(),
@@ -506,6 +509,12 @@ impl FakeAsana {
     /// stops).
     pub fn set_endless_pages(&self, endless: bool) {
         self.shared.state().endless_pages = endless;
+    }
+
+    /// Every offset issued so far expires when each of the next `n` requests that send one
+    /// comes (as Asana's do "after some time, as data may have changed"): they get the 400.
+    pub fn expire_offsets_at_the_next_pages(&self, n: usize) {
+        self.shared.state().expire_offsets = n;
     }
 
     /// Serves `fault` for the next `count` API requests.
@@ -1108,6 +1117,10 @@ fn list_tasks(
         .collect();
     key_pairs.sort();
     let query_key = format!("/{}?{}", segments.join("/"), key_pairs.join("&"));
+    if param("offset").is_some() && state.expire_offsets > 0 {
+        state.expire_offsets -= 1;
+        state.offsets.clear();
+    }
     let start = match param("offset") {
         None => 0,
         Some(token) => match state.offsets.get(token) {

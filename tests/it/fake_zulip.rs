@@ -17,7 +17,10 @@
 //! [`FakeZulip::set_events_wait`] (1 s by default, where Zulip waits about a minute) for a
 //! message, which that poll then gets, and otherwise answers a `heartbeat`; `dont_block=true`
 //! answers at once (with no events if there are none). [`FakeZulip::outgoing_webhook_payload`]
-//! builds what Zulip's outgoing webhook would POST for a stored message.
+//! builds what Zulip's outgoing webhook would POST for a stored message. The realm hides
+//! real addresses: humans have API emails like [`OWNER_EMAIL`] (`user8@…`), and their real
+//! address ([`OWNER_DELIVERY_EMAIL`]) shows only as `delivery_email` in `GET /users`;
+//! `GET /users/{email}` knows API emails only (`No such user` otherwise).
 //!
 //! Simpler than Zulip: `GET /messages` knows only `anchor=newest` (with `num_before`) and
 //! a message id (with `num_after`), there is one realm with
@@ -60,7 +63,10 @@ pub const STREAM_ID: u64 = 12;
 pub const TOPIC: &str = "run 42 · fix/tab-preview-stuck";
 pub const OWNER_NAME: &str = "Marek Kowalski";
 pub const OWNER_ID: u64 = 8;
+/// The owner's Zulip API email: the realm hides real addresses, as Zulip does by default.
 pub const OWNER_EMAIL: &str = "user8@lumen.zulipchat.com";
+/// The owner's real address (`delivery_email`), which `GET /users/{email}` does not know.
+pub const OWNER_DELIVERY_EMAIL: &str = "marek.kowalski@lumen.example";
 /// The first id [`FakeZulip::add_bot`] gives (the fixtures' users are below it).
 pub const FIRST_ADDED_BOT_ID: u64 = 101;
 /// How long `GET /events` waits for a message by default.
@@ -139,6 +145,11 @@ impl Bot {
 #[derive(Clone)]
 struct User {
     id: u64,
+    /// The Zulip API email: the real one for a bot, `userN@…` for a human.
+    email: String,
+    /// The real address of a human, shown by `GET /users` (the bot may see it).
+    delivery_email: Option<String>,
+    is_bot: bool,
     full_name: String,
     avatar_url: Value,
     /// The `client` their messages show: a bot posts through the API as `executor`, a human
@@ -205,8 +216,13 @@ impl FakeZulip {
             if users.iter().any(|u| u.id == id) {
                 continue;
             }
+            let email = message["sender_email"].as_str().unwrap_or_default();
+            let client = message["client"].as_str().unwrap_or("executor");
             users.push(User {
                 id,
+                email: email.to_owned(),
+                delivery_email: (id == OWNER_ID).then(|| OWNER_DELIVERY_EMAIL.to_owned()),
+                is_bot: client == "executor" || !email.starts_with("user"),
                 full_name: message["sender_full_name"]
                     .as_str()
                     .unwrap_or_default()
@@ -283,6 +299,9 @@ impl FakeZulip {
         state.bots.push(bot);
         let user = User {
             id,
+            email: email.to_owned(),
+            delivery_email: None,
+            is_bot: true,
             full_name: full_name.to_owned(),
             avatar_url: Value::Null,
             client: "executor".to_owned(),
@@ -340,12 +359,15 @@ impl FakeZulip {
         topic: &str,
         content: &str,
     ) -> u64 {
-        let (id, _, full_name) = sender;
+        let (id, email, full_name) = sender;
         let id = {
             let mut state = self.shared.state();
             if !state.users.iter().any(|u| u.id == id) {
                 state.users.push(User {
                     id,
+                    email: email.to_owned(),
+                    delivery_email: None,
+                    is_bot: false,
                     full_name: full_name.to_owned(),
                     avatar_url: Value::Null,
                     client: "ZulipFlutter".to_owned(),
@@ -867,8 +889,70 @@ fn route(
                 .unwrap_or(-1);
             poll_events(state, &queue_id, last, true).unwrap_or_else(|| heartbeat(state, &queue_id))
         }
+        ("GET", "/api/v1/users") => {
+            let members: Vec<Value> = state.users.iter().map(user_json).collect();
+            (
+                200,
+                json!({"result": "success", "msg": "", "members": members}),
+            )
+        }
+        ("GET", user) if user.starts_with("/api/v1/users/") => {
+            // By the API email only, as Zulip does: a hidden real address is no such user.
+            let wanted = percent_decode(&user["/api/v1/users/".len()..]);
+            match state
+                .users
+                .iter()
+                .find(|u| u.email.eq_ignore_ascii_case(&wanted))
+            {
+                Some(found) => (
+                    200,
+                    json!({"result": "success", "msg": "", "user": user_json(found)}),
+                ),
+                None => (400, error_body("No such user", "BAD_REQUEST")),
+            }
+        }
         _ => (404, error_body("Endpoint does not exist", "BAD_REQUEST")),
     }
+}
+
+/// A user as `GET /users` lists them (the fields executor could use).
+fn user_json(user: &User) -> Value {
+    let mut value = json!({
+        "user_id": user.id,
+        "email": user.email,
+        "full_name": user.full_name,
+        "is_bot": user.is_bot,
+        "is_active": true,
+        "avatar_url": user.avatar_url,
+    });
+    if let (Some(object), Some(real)) = (value.as_object_mut(), &user.delivery_email) {
+        object.insert("delivery_email".into(), json!(real));
+    }
+    value
+}
+
+/// `%XX` escapes of a path segment, decoded.
+fn percent_decode(segment: &str) -> String {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `rendered_content` for raw Markdown `content`, as far as the fake goes: HTML escaped,

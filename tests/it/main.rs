@@ -30,6 +30,7 @@ mod github_issues_intake;
 mod github_observe;
 mod github_runs;
 mod hook;
+mod hostile_intake;
 mod model_server;
 mod pg_adoption;
 mod policy;

@@ -1409,6 +1409,62 @@ async fn a_live_claim_of_another_holder_blocks_an_expired_one_does_not(store: &d
     assert_eq!((c.id, c.attempts), (a.id, 1));
 }
 
+async fn a_dead_holders_claim_is_taken_over_and_shows_who_had_it(store: &dyn Store) {
+    store
+        .enqueue_outgoing(&[outgoing("zulip", "one", t0())])
+        .await
+        .expect("enqueue");
+    let until = t0() + Duration::minutes(2);
+    let first = store
+        .claim_outgoing("zulip", "host-a:1:1", until, t0())
+        .await
+        .expect("claim")
+        .expect("a takes the head");
+    assert_eq!((first.claimed_by, first.claimed_until), (None, None));
+    // The head as inspection shows it: who claims it, and until when.
+    let head = store.outbox(Some("zulip"), true, 1).await.expect("outbox");
+    assert_eq!(head[0].claimed_by.as_deref(), Some("host-a:1:1"));
+    assert_eq!(head[0].claimed_until, Some(until));
+    // Only from the holder named: a wrong guess takes nothing.
+    assert!(!store
+        .take_over_outgoing(first.id, "host-a:9:9", "host-a:2:2", until)
+        .await
+        .expect("take over"));
+    assert!(store
+        .take_over_outgoing(first.id, "host-a:1:1", "host-a:2:2", until)
+        .await
+        .expect("take over"));
+    assert!(!store
+        .take_over_outgoing(first.id, "host-a:1:1", "host-a:3:3", until)
+        .await
+        .expect("take over"));
+    // The claim is the new holder's now, long before a's would have run out; the row says
+    // it was claimed and never let go.
+    let row = store
+        .claim_outgoing("zulip", "host-a:2:2", until, t0())
+        .await
+        .expect("claim")
+        .expect("b holds it");
+    assert_eq!(row.id, first.id);
+    assert_eq!(row.claimed_by.as_deref(), Some("host-a:2:2"));
+    store
+        .outgoing_delivered(row.id, t0())
+        .await
+        .expect("delivered");
+    assert!(!store
+        .take_over_outgoing(first.id, "host-a:2:2", "host-a:3:3", until)
+        .await
+        .expect("take over"));
+    let all = store
+        .outbox(Some("zulip"), false, 10)
+        .await
+        .expect("outbox");
+    assert_eq!(
+        (all[0].claimed_by.clone(), all[0].claimed_until),
+        (None, None)
+    );
+}
+
 async fn notifiers_have_lines_of_their_own_and_a_backlog(store: &dyn Store) {
     assert_eq!(store.outbox_backlog().await.expect("backlog"), Vec::new());
     let ids = store
@@ -2117,6 +2173,7 @@ conformance!(
     the_outbox_keeps_every_column_in_enqueue_order,
     claiming_takes_only_the_head_of_a_notifiers_line,
     a_live_claim_of_another_holder_blocks_an_expired_one_does_not,
+    a_dead_holders_claim_is_taken_over_and_shows_who_had_it,
     notifiers_have_lines_of_their_own_and_a_backlog,
     a_chat_message_is_claimed_once,
     a_decomposition_reads_back_in_the_planners_order,
@@ -2321,5 +2378,28 @@ async fn postgres_decisions_from_before_confined_was_kept_stay_not_known() {
     assert_eq!(column, None, "the old row is NULL");
     store.pool().close().await;
     admin.close().await;
+    schema.drop().await;
+}
+
+#[tokio::test]
+async fn postgres_refuses_a_nul_in_text_as_this_rows_value_only() {
+    let Some(schema) = PgSchema::create("refused_value").await else {
+        return;
+    };
+    let store = PgStore::connect_with(schema.options())
+        .await
+        .expect("open Postgres");
+    let error = store
+        .upsert_task(&new_task("T-1", "# A\n\nnul \0 here"), "cli", t0())
+        .await
+        .expect_err("Postgres cannot store NUL");
+    assert!(error.is_refused_value(), "{}", error.with_causes());
+    // The store itself is fine: the next row goes in.
+    store
+        .upsert_task(&new_task("T-2", "# B"), "cli", t0())
+        .await
+        .expect("the next row");
+    assert!(!StoreError::TaskNotFound("T-9".into()).is_refused_value());
+    store.pool().close().await;
     schema.drop().await;
 }

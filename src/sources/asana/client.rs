@@ -281,14 +281,34 @@ impl AsanaClient {
         let mut guard = PageGuard::new(self.inner.options.max_pages);
         let mut tasks = Vec::new();
         let mut offset: Option<String> = None;
+        let mut pages = 0usize;
+        let mut restarted = false;
         loop {
             let mut page_url = url.clone();
             if let Some(offset) = &offset {
                 page_url.query_pairs_mut().append_pair("offset", offset);
             }
-            let bytes = self.send(Method::GET, page_url, None).await?;
+            let bytes = match self.send(Method::GET, page_url, None).await {
+                Err(error) if offset.is_some() && !restarted && error.is_expired_offset() => {
+                    // Asana: the offset "will expire after some time, as data may have
+                    // changed"; the list is read again from its start, once.
+                    tracing::warn!(%what, pages, %error, "Asana's page offset expired; reading the list again from its start");
+                    restarted = true;
+                    tasks.clear();
+                    offset = None;
+                    pages = 0;
+                    guard = PageGuard::new(self.inner.options.max_pages);
+                    continue;
+                }
+                other => other?,
+            };
             let page: Page<AsanaTask> = decode(&bytes, &what)?;
             tasks.extend(page.data);
+            pages += 1;
+            if pages > 1 || page.next_page.is_some() {
+                // A long read says how far it got, page by page.
+                tracing::info!(%what, pages, tasks = tasks.len(), more = page.next_page.is_some(), "read a page from Asana");
+            }
             match page.next_page {
                 None => return Ok(tasks),
                 Some(next) => {

@@ -74,6 +74,23 @@ impl AsanaError {
         )
     }
 
+    /// Whether this is Asana saying a pagination offset is no longer valid (a 400 whose
+    /// message names the offset or the pagination token as expired or invalid): the list
+    /// must be read again from its start.
+    pub fn is_expired_offset(&self) -> bool {
+        let Self::Http {
+            status: 400,
+            message,
+            ..
+        } = self
+        else {
+            return false;
+        };
+        let message = message.to_ascii_lowercase();
+        (message.contains("offset") || message.contains("pagination token"))
+            && (message.contains("expired") || message.contains("invalid"))
+    }
+
     /// The earliest moment to call again, or `None` when retrying cannot help.
     pub fn retry_at(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
@@ -196,6 +213,26 @@ mod tests {
             error.retry_at(now),
             Some(now + chrono::Duration::seconds(60))
         );
+    }
+
+    #[test]
+    fn an_expired_offset_is_told_from_other_bad_requests() {
+        let expired = classify(
+            400,
+            &HeaderMap::new(),
+            br#"{"errors":[{"message":"offset: Your pagination token is invalid or has expired."}]}"#,
+            "/tasks",
+        );
+        assert!(expired.is_expired_offset(), "{expired}");
+        let other = classify(
+            400,
+            &HeaderMap::new(),
+            br#"{"errors":[{"message":"opt_fields: Unknown field: colour"}]}"#,
+            "/tasks",
+        );
+        assert!(!other.is_expired_offset(), "{other}");
+        let server = classify(500, &HeaderMap::new(), b"offset expired", "/tasks");
+        assert!(!server.is_expired_offset());
     }
 
     #[test]

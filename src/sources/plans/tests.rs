@@ -171,3 +171,58 @@ fn an_unlistable_subfolder_is_reported_and_the_rest_still_read() {
     assert!(found[0].note.is_ok());
     assert!(matches!(found[1].note, Err(NoteError::Unreadable(_))));
 }
+
+#[test]
+fn a_link_leaving_the_folder_is_reported_unread_and_one_inside_is_followed() {
+    use std::os::unix::fs::symlink;
+    let outside = tempfile::tempdir().expect("tempdir");
+    std::fs::write(outside.path().join("secret.md"), "# SECRET=1").expect("write");
+    std::fs::create_dir_all(outside.path().join("folder")).expect("mkdir");
+    std::fs::write(outside.path().join("folder/x.md"), "# X").expect("write");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("sub")).expect("mkdir");
+    std::fs::write(dir.path().join("sub/real.md"), "# Real").expect("write");
+    symlink("/proc/self/environ", dir.path().join("env.md")).expect("link");
+    symlink(outside.path().join("secret.md"), dir.path().join("home.md")).expect("link");
+    symlink(outside.path().join("folder"), dir.path().join("linked")).expect("link");
+    symlink(
+        outside.path().join("secret.md"),
+        dir.path().join("note.txt"),
+    )
+    .expect("link");
+    symlink("sub/real.md", dir.path().join("alias.md")).expect("link");
+    symlink("sub", dir.path().join("sub-again")).expect("link");
+    symlink("nowhere.md", dir.path().join("dangling.md")).expect("link");
+
+    let found = scan(dir.path()).expect("scan");
+    let seen: Vec<(&str, Result<&str, String>)> = found
+        .iter()
+        .map(|n| {
+            (
+                n.relative_path.as_str(),
+                n.note
+                    .as_ref()
+                    .map(|note| note.title.as_str())
+                    .map_err(|e| e.to_string()),
+            )
+        })
+        .collect();
+    assert_eq!(seen.len(), 6, "{seen:#?}");
+    assert_eq!(seen[0], ("alias.md", Ok("Real")));
+    assert_eq!(seen[5], ("sub/real.md", Ok("Real")));
+    for (at, name) in [(2, "env.md"), (3, "home.md"), (4, "linked")] {
+        let (path, note) = &seen[at];
+        assert_eq!(*path, name, "{seen:#?}");
+        let reason = note.as_ref().expect_err(name);
+        assert!(
+            reason.contains("outside the plans folder"),
+            "{name}: {reason}"
+        );
+        assert!(!reason.contains("SECRET"), "{reason}");
+    }
+    let (path, note) = &seen[1];
+    assert_eq!(*path, "dangling.md");
+    assert!(note
+        .as_ref()
+        .is_err_and(|e| e.contains("nowhere.md, which cannot be followed")));
+}
