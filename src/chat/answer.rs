@@ -1,5 +1,6 @@
 //! What the owner says in the chat topic, read into a command: `approve 17`, `deny 17 not
-//! now`, `go T-123`, `skip T-123`; anything else is a note for a run. Pure: no I/O, no
+//! now`, `go T-123`, `skip T-123`, `cancel 4 [reason]`, `retry T-123`; anything else is a
+//! note for a run. Pure: no I/O, no
 //! store, no idea who is allowed to say it (the caller checks the sender first).
 //!
 //! Leading mentions (`@**Executor**`, `@_**Executor**`) are dropped, because an outgoing
@@ -26,6 +27,13 @@ pub enum OwnerReply {
     Go { gid: String },
     /// `skip GID`: the owner's rejection of a task.
     Skip { gid: String },
+    /// `cancel RUN|GID [reason]`: stop a run now.
+    Cancel {
+        target: String,
+        reason: Option<String>,
+    },
+    /// `retry GID`: a fresh run of a task whose last run ended.
+    Retry { gid: String },
     /// Anything else, kept as it was written (mentions dropped).
     Note(String),
 }
@@ -78,6 +86,29 @@ pub fn parse(content: &str) -> OwnerReply {
                 OwnerReply::Go { gid }
             } else {
                 OwnerReply::Skip { gid }
+            }
+        }
+        "cancel" => {
+            let (target, rest) = split_word(rest);
+            let target = target.trim_matches('`').trim_start_matches('#');
+            if target.is_empty() {
+                return OwnerReply::Note(text.to_string());
+            }
+            OwnerReply::Cancel {
+                target: target.to_string(),
+                reason: Some(rest.trim())
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_string),
+            }
+        }
+        "retry" => {
+            let (gid, rest) = split_word(rest);
+            let gid = gid.trim_matches('`');
+            if gid.is_empty() || !rest.trim().is_empty() {
+                return OwnerReply::Note(text.to_string());
+            }
+            OwnerReply::Retry {
+                gid: gid.to_string(),
             }
         }
         _ => OwnerReply::Note(text.to_string()),
@@ -161,6 +192,37 @@ mod tests {
         );
         assert_eq!(parse("go home now"), OwnerReply::Note("go home now".into()));
         assert_eq!(parse("go"), OwnerReply::Note("go".into()));
+    }
+
+    #[test]
+    fn cancel_takes_a_run_or_task_and_a_reason_retry_exactly_one_gid() {
+        assert_eq!(
+            parse("cancel 4 wrong approach"),
+            OwnerReply::Cancel {
+                target: "4".into(),
+                reason: Some("wrong approach".into())
+            }
+        );
+        assert_eq!(
+            parse("Cancel #4"),
+            OwnerReply::Cancel {
+                target: "4".into(),
+                reason: None
+            }
+        );
+        assert_eq!(
+            parse("cancel `T-1`"),
+            OwnerReply::Cancel {
+                target: "T-1".into(),
+                reason: None
+            }
+        );
+        assert_eq!(parse("cancel"), OwnerReply::Note("cancel".into()));
+        assert_eq!(parse("retry T-1"), OwnerReply::Retry { gid: "T-1".into() });
+        assert_eq!(
+            parse("retry it later"),
+            OwnerReply::Note("retry it later".into())
+        );
     }
 
     #[test]

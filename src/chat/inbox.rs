@@ -142,6 +142,30 @@ impl Inbox {
             }
             OwnerReply::Go { gid } => self.owner_move(store, &gid, QueueEvent::Go).await,
             OwnerReply::Skip { gid } => self.owner_move(store, &gid, QueueEvent::Skip).await,
+            OwnerReply::Cancel { target, reason } => {
+                let reason = reason.unwrap_or_else(|| "no reason given (from chat)".to_string());
+                match crate::ops::run::cancel(
+                    store,
+                    &crate::ops::run::this_process(),
+                    &target,
+                    &reason,
+                )
+                .await
+                {
+                    Ok(done) => format!(
+                        "Run {} of `{}` is cancelled; the task is back for your review (`retry {}` starts a fresh run).",
+                        done.run.id, done.run.task_gid, done.run.task_gid
+                    ),
+                    Err(error) => format!("`cancel {target}` did nothing: {error:#}."),
+                }
+            }
+            OwnerReply::Retry { gid } => match crate::ops::run::retry(store, &gid).await {
+                Ok(moved) => format!(
+                    "`{gid}`: {} → {}; a fresh run starts when a runner takes it.",
+                    moved.from, moved.to
+                ),
+                Err(error) => format!("`retry {gid}` did nothing: {error:#}."),
+            },
             OwnerReply::Note(note) => {
                 let run = self.note_run(store).await?;
                 let text = match &run {
@@ -164,7 +188,7 @@ impl Inbox {
                     }
                     None => {
                         tracing::info!(note = %note, "the owner wrote in the topic, but no run is open to keep it with");
-                        "Noted, but no run is open to keep it with. Answers: `approve N`, `deny N <reason>`, `go <task>`, `skip <task>`.".to_string()
+                        "Noted, but no run is open to keep it with. Answers: `approve N`, `deny N <reason>`, `go <task>`, `skip <task>`, `cancel <run> <reason>`, `retry <task>`.".to_string()
                     }
                 };
                 self.reply(store, &text, run.as_ref().map(|(id, _)| *id))

@@ -633,16 +633,31 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
             owner_move(store, &clock, &gid, QueueEvent::Skip, reason).await
         }
         Command::Cancel { target, reason } => {
-            let notices = crate::chat::Notices::new(chat::routing(settings));
-            let cancelled = crate::runner::drive::cancel(
+            let cancelled = crate::ops::run::cancel(
                 store,
-                &notices,
                 &crate::runner::drive::this_runner(),
                 &target,
                 reason.as_deref().unwrap_or("no reason given"),
             )
             .await?;
             let run = &cancelled.run;
+            let notices = crate::chat::Notices::new(chat::routing(settings));
+            notices
+                .tell(
+                    store,
+                    crate::chat::Notice::orchestrator(
+                        crate::core::outbox::Priority::Info,
+                        run.task_gid.clone(),
+                        Some(run.id),
+                        crate::chat::text::abandoned(
+                            notices.routing(),
+                            run.id,
+                            &run.task_gid,
+                            &cancelled.why,
+                        ),
+                    ),
+                )
+                .await;
             match &cancelled.carried_by {
                 Some(holder) => println!(
                     "run {} of {}: cancelled; its runner ({holder}) stops its worker within a second",
@@ -653,7 +668,7 @@ async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store
             Ok(())
         }
         Command::Retry { gid } => {
-            let moved = crate::runner::drive::retry(store, &gid).await?;
+            let moved = crate::ops::run::retry(store, &gid).await?;
             println!(
                 "{gid}: {} -> {} (a fresh run starts when a runner takes it)",
                 moved.from, moved.to

@@ -4,4 +4,5 @@
 
 pub mod intake;
 pub mod queue;
+pub mod run;
 pub mod source_intake;

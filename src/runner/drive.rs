@@ -36,13 +36,12 @@ use crate::runner::worktree;
 use crate::store::Store;
 use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
 
-mod cancel;
+mod claim;
 mod conduct;
 mod dispatch;
 mod opening;
 mod pr_tick;
 mod review;
-pub use cancel::{cancel, retry, Cancelled};
 pub use conduct::tick_parents;
 pub use dispatch::{agent_tools, dispatch, Dispatched};
 pub use pr_tick::tick_prs;
@@ -1108,7 +1107,7 @@ async fn carry(
                         break;
                     }
                     tokio::time::sleep(left.min(CLAIM_CHECK)).await;
-                    if !cancel::still_ours(store, &run).await? {
+                    if !claim::still_ours(store, &run).await? {
                         return Err(crate::store::StoreError::Fenced { run_id: run.id }.into());
                     }
                 }
@@ -1865,7 +1864,7 @@ async fn work(
                     // Claimed elsewhere (the owner's cancel, a runner that took it over):
                     // the worker is stopped as the supervisor is dropped, nothing more is
                     // written for the run.
-                    if !cancel::still_ours(store, run).await? {
+                    if !claim::still_ours(store, run).await? {
                         tracing::warn!(gid = %gid, run = run.id, "the run was claimed elsewhere; stopping its worker");
                         return Err(crate::store::StoreError::Fenced { run_id: run.id }.into());
                     }

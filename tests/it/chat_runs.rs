@@ -775,3 +775,55 @@ fn an_owner_nobody_in_zulip_has_refuses_the_start_and_says_to_set_user_id() {
     );
     ws.ok(&["run", "--once"]);
 }
+
+#[test]
+fn the_owner_cancels_a_waiting_run_and_retries_its_task_from_the_topic() {
+    let fake = FakeZulip::start();
+    let ws = chat_workspace(&fake, MERGING_WORKER, "", "");
+    ws.ok(&["add", "--title", "Merge when allowed", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    // The run waits on the owner's answer about merging.
+    ws.ok(&["run", "--once"]);
+    let run_id = ws.json(&["show", "T-1", "--json"])["runs"][0]["id"]
+        .as_i64()
+        .expect("a run");
+    // Someone else's cancel is not the owner's.
+    fake.post_as(
+        (55, "ci-bot@lumen.zulipchat.com", "CI bot"),
+        STREAM,
+        TOPIC,
+        &format!("cancel {run_id}"),
+    );
+    fake.post_as_owner(
+        STREAM,
+        TOPIC,
+        &format!("cancel {run_id} not needed after all"),
+    );
+    let out = ws.run(&["run", "--once"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "abandoned", "{shown}");
+    assert_eq!(shown["task"]["status"], "for_review", "{shown}");
+    assert!(
+        shown["runs"][0]["lifecycle"]["ended_because"]
+            .as_str()
+            .is_some_and(|why| why.contains("not needed after all")),
+        "{shown}"
+    );
+    fake.post_as_owner(STREAM, TOPIC, "retry T-1");
+    let out = ws.run(&["run", "--once"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["runs"].as_array().map(Vec::len), Some(2), "{shown}");
+    let said = topic(&fake);
+    assert!(
+        said.iter()
+            .any(|(_, t)| t.contains(&format!("Run {run_id} of `T-1` is cancelled"))),
+        "{said:#?}"
+    );
+    assert!(
+        said.iter()
+            .any(|(_, t)| t.contains("`T-1`: for_review → approved")),
+        "{said:#?}"
+    );
+}

@@ -1,13 +1,27 @@
-//! The owner's `cancel` and `retry`: stop a run now, or start a fresh run of a task whose
-//! last run ended.
+//! The owner's `cancel` and `retry`, from the CLI or the chat topic: stop a run now, or
+//! start a fresh run of a task whose last run ended.
 //!
 //! A cancel claims the run's lease whoever holds it, which raises the run's lease epoch:
 //! the runner carrying the run sees that within a second, stops its worker and writes
 //! nothing more for the run; the cancel then ends the run `abandoned` with the owner's
 //! reason and gives the task back to the owner. It never signals a process itself, so it
-//! works the same from another host.
+//! works the same from another host. Telling the owner is the caller's (the CLI tells the
+//! chat, the chat answers in its topic).
 
-use super::*;
+use anyhow::{Context, Result};
+use chrono::Utc;
+
+use crate::core::clock::SystemClock;
+use crate::core::lease::Holder;
+use crate::core::lifecycle::{RunView, Stage};
+use crate::core::queue::{QueueEvent, QueueStatus};
+use crate::core::record::Run;
+use crate::core::run::{next_state, RunEvent};
+use crate::ops::queue::{self as queue_ops, QueueMove};
+use crate::store::Store;
+
+/// How long the cancel holds the run's claim at most (it gives it back at once).
+const CLAIM: chrono::Duration = chrono::Duration::seconds(60);
 
 /// What `cancel` ended.
 #[derive(Debug, Clone)]
@@ -15,13 +29,14 @@ pub struct Cancelled {
     pub run: Run,
     /// The runner that carried the run when it was cancelled, if one did.
     pub carried_by: Option<String>,
+    /// Why, as recorded with the run and its task.
+    pub why: String,
 }
 
 /// Ends run `target` (a run id, or a task gid: its latest run) with `reason`, as `by`.
 pub async fn cancel(
     store: &dyn Store,
-    notices: &crate::chat::Notices,
-    by: &crate::core::lease::Holder,
+    by: &Holder,
     target: &str,
     reason: &str,
 ) -> Result<Cancelled> {
@@ -35,59 +50,52 @@ pub async fn cancel(
     );
     // Claim it from whoever carries it: their next look at the lease finds it gone.
     let carried_by = store.lease(run.id).await?.map(|lease| lease.holder);
+    let now = Utc::now();
     run.lease_epoch = store
-        .take_lease(
-            run.id,
-            &by.id(),
-            Utc::now(),
-            lease_until(),
-            carried_by.as_deref(),
-        )
+        .take_lease(run.id, &by.id(), now, now + CLAIM, carried_by.as_deref())
         .await?
         .with_context(|| format!("run {}'s lease changed hands meanwhile; try again", run.id))?;
     let why = format!("cancelled by the owner: {reason}");
-    let ended = async {
-        run.lifecycle = Some(lifecycle::RunView {
-            stage: lifecycle::Stage::Ended { complete: false },
-            ended_because: Some(why.clone()),
-            ..view_of(&run)
-        });
-        run.worker_pid = None;
-        move_run(store, &mut run, RunEvent::Abandoned).await?;
-        let task = store.task(&run.task_gid).await?;
-        if task.is_some_and(|t| t.status == QueueStatus::InProgress) {
-            queue_ops::apply(
-                store,
-                &SystemClock,
-                &run.task_gid,
-                QueueEvent::RunAbandoned,
-                "owner",
-                Some(why.clone()),
-            )
-            .await?;
-        }
-        anyhow::Ok(())
+    let ended = end(store, &mut run, &why).await;
+    if let Err(error) = store.release_lease(run.id, &by.id()).await {
+        tracing::warn!(run = run.id, %error, "cannot give the cancelled run's lease back; it expires on its own");
     }
-    .await;
-    release_run(store, by, run.id).await;
     ended?;
     tracing::info!(gid = %run.task_gid, run = run.id, %why, "run cancelled");
-    notices
-        .tell(
+    Ok(Cancelled {
+        run,
+        carried_by,
+        why,
+    })
+}
+
+async fn end(store: &dyn Store, run: &mut Run, why: &str) -> Result<()> {
+    run.lifecycle = Some(RunView {
+        stage: Stage::Ended { complete: false },
+        ended_because: Some(why.to_string()),
+        ..run.lifecycle.clone().unwrap_or_default()
+    });
+    run.worker_pid = None;
+    run.state = next_state(&run.state, RunEvent::Abandoned)?;
+    run.updated_at = Utc::now();
+    store.save_run(run).await?;
+    let task = store.task(&run.task_gid).await?;
+    if task.is_some_and(|t| t.status == QueueStatus::InProgress) {
+        queue_ops::apply(
             store,
-            crate::chat::Notice::orchestrator(
-                crate::core::outbox::Priority::Info,
-                run.task_gid.clone(),
-                Some(run.id),
-                crate::chat::text::abandoned(notices.routing(), run.id, &run.task_gid, &why),
-            ),
+            &SystemClock,
+            &run.task_gid,
+            QueueEvent::RunAbandoned,
+            "owner",
+            Some(why.to_string()),
         )
-        .await;
-    Ok(Cancelled { run, carried_by })
+        .await?;
+    }
+    Ok(())
 }
 
 /// Approves task `gid` again for a fresh run, once its last run has ended.
-pub async fn retry(store: &dyn Store, gid: &str) -> Result<queue_ops::QueueMove> {
+pub async fn retry(store: &dyn Store, gid: &str) -> Result<QueueMove> {
     let runs = store.runs(Some(gid)).await?;
     let Some(last) = runs.last() else {
         anyhow::bail!("task {gid} has no run yet: `executor go {gid}` starts its first");
@@ -111,6 +119,16 @@ pub async fn retry(store: &dyn Store, gid: &str) -> Result<queue_ops::QueueMove>
     Ok(moved)
 }
 
+/// This process, as a lease names its holder.
+pub fn this_process() -> Holder {
+    let pid = std::process::id();
+    Holder {
+        host: gethostname::gethostname().to_string_lossy().into_owned(),
+        pid,
+        start: crate::supervisor::group::start_time(pid),
+    }
+}
+
 /// The run `target` names: a run id, or a task gid (its latest run).
 async fn find(store: &dyn Store, target: &str) -> Result<Run> {
     if let Ok(id) = target.parse::<i64>() {
@@ -123,14 +141,4 @@ async fn find(store: &dyn Store, target: &str) -> Result<Run> {
         .await?
         .pop()
         .with_context(|| format!("no run and no task with a run is called `{target}`"))
-}
-
-/// Whether this runner still holds `run`'s claim (its lease epoch is unchanged).
-pub(super) async fn still_ours(store: &dyn Store, run: &Run) -> Result<bool> {
-    Ok(store
-        .runs(Some(&run.task_gid))
-        .await?
-        .iter()
-        .find(|r| r.id == run.id)
-        .is_some_and(|r| r.lease_epoch == run.lease_epoch))
 }
