@@ -40,6 +40,7 @@ mod claim;
 mod conduct;
 mod dispatch;
 mod opening;
+mod patience;
 mod pr_tick;
 mod review;
 pub use conduct::tick_parents;
@@ -1065,7 +1066,10 @@ async fn carry(
         run.worker_stuck_count = i64::from(view.stuck);
         run.lifecycle = Some(view);
         run.updated_at = Utc::now();
-        store.save_run(&run).await?;
+        patience::durably("the run's lifecycle", run.id, || async {
+            Ok(store.save_run(&run).await?)
+        })
+        .await?;
         event = match action {
             lifecycle::Action::StartWorker { work, attempt } => {
                 let slot = match slot.take() {
@@ -1864,30 +1868,34 @@ async fn work(
                     // Claimed elsewhere (the owner's cancel, a runner that took it over):
                     // the worker is stopped as the supervisor is dropped, nothing more is
                     // written for the run.
-                    if !claim::still_ours(store, run).await? {
+                    // A store out of reach says nothing about the claim: look again later.
+                    if let Ok(false) = claim::still_ours(store, run).await {
                         tracing::warn!(gid = %gid, run = run.id, "the run was claimed elsewhere; stopping its worker");
                         return Err(crate::store::StoreError::Fenced { run_id: run.id }.into());
                     }
                 }
                 () = &mut relay_served => {}
                 Some((line, message)) = message_rx.recv() => {
-                    take_message(store, settings, contract.as_deref(), run, gid, &scope, (&line, &message)).await?;
+                    patience::durably("a worker message", run_id, || {
+                        take_message(store, settings, contract.as_deref(), run, gid, &scope, (&line, &message))
+                    })
+                    .await?;
                     // A milestone is a sign of life the owner can see in `show`.
                     if message.tag == Tag::Status {
                         run.worker_last_update = Some(Utc::now());
                         run.updated_at = Utc::now();
-                        store.save_run(run).await?;
+                        patience::durably("the run", run_id, || async { Ok(store.save_run(run).await?) }).await?;
                     }
                 }
                 Some(id) = session_rx.recv() => {
                     if keeps_session && run.worker_session_id.as_deref() != Some(id.as_str()) {
                         run.worker_session_id = Some(id);
                         run.updated_at = Utc::now();
-                        store.save_run(run).await?;
+                        patience::durably("the run", run_id, || async { Ok(store.save_run(run).await?) }).await?;
                     }
                 }
                 Some((pid, start_time)) = started_rx.recv() => {
-                    worker_id = Some(store.record_worker(&WorkerRecord {
+                    let record = WorkerRecord {
                         id: 0,
                         run_id: run.id,
                         phase: phase.as_str().to_string(),
@@ -1897,25 +1905,31 @@ async fn work(
                         started_at: Utc::now(),
                         ended_at: None,
                         outcome: None,
-                    }).await?);
+                    };
+                    worker_id = Some(patience::durably("the worker's record", run_id, || async {
+                        Ok(store.record_worker(&record).await?)
+                    })
+                    .await?);
                     run.worker_pid = Some(i64::from(pid));
                     run.worker_last_update = Some(Utc::now());
                     run.updated_at = Utc::now();
-                    store.save_run(run).await?;
+                    patience::durably("the run", run_id, || async { Ok(store.save_run(run).await?) }).await?;
                 }
             }
         }
     };
     while let Ok((line, message)) = message_rx.try_recv() {
-        take_message(
-            store,
-            settings,
-            contract.as_deref(),
-            run,
-            gid,
-            &scope,
-            (&line, &message),
-        )
+        patience::durably("a worker message", run_id, || {
+            take_message(
+                store,
+                settings,
+                contract.as_deref(),
+                run,
+                gid,
+                &scope,
+                (&line, &message),
+            )
+        })
         .await?;
     }
     run.worker_pid = None;
@@ -1942,7 +1956,11 @@ async fn work(
     };
     logs_ok.message(&format!("worker ended: {why}"));
     if let Some(id) = worker_id {
-        store.end_worker(id, Utc::now(), &why).await?;
+        let at = Utc::now();
+        patience::durably("the worker's end", run_id, || async {
+            Ok(store.end_worker(id, at, &why).await?)
+        })
+        .await?;
     }
     let result = serde_json::json!({
         "run_id": run.id,

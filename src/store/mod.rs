@@ -92,6 +92,38 @@ impl StoreError {
         }
     }
 
+    /// Whether the store is out of reach for a while rather than refusing this write for
+    /// good: a read-only or full SQLite file, a busy or locked one, an I/O error; a lost or
+    /// refused Postgres connection (classes 08, 53 and 57P: connection, resources, the
+    /// server shutting down), a pool that timed out. Such a write is worth trying again.
+    pub fn is_transient(&self) -> bool {
+        use rusqlite::ErrorCode;
+        match self {
+            Self::Sqlite {
+                source: rusqlite::Error::SqliteFailure(error, _),
+                ..
+            } => matches!(
+                error.code,
+                ErrorCode::ReadOnly
+                    | ErrorCode::DiskFull
+                    | ErrorCode::DatabaseBusy
+                    | ErrorCode::DatabaseLocked
+                    | ErrorCode::SystemIoFailure
+                    | ErrorCode::CannotOpen
+            ),
+            Self::Postgres(sqlx::Error::Database(error)) => error.code().is_some_and(|code| {
+                code.starts_with("08") || code.starts_with("53") || code.starts_with("57P")
+            }),
+            Self::Postgres(
+                sqlx::Error::Io(_)
+                | sqlx::Error::PoolTimedOut
+                | sqlx::Error::Protocol(_)
+                | sqlx::Error::Tls(_),
+            ) => true,
+            _ => false,
+        }
+    }
+
     /// The error with its causes, `: `-separated, for a report that names why.
     pub fn with_causes(&self) -> String {
         let mut text = self.to_string();

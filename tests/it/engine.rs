@@ -322,3 +322,68 @@ fn cancel_stops_a_live_worker_gives_the_task_back_and_retry_starts_a_fresh_run()
     let busy = ws.fails_with(1, &["retry", "NOPE-1"]);
     assert!(!busy.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_worker_line() {
+    let Some(schema) = PgSchema::create("engine_outage").await else {
+        return;
+    };
+    let mut ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "for i in $(seq 1 30); do echo \"[STATUS:step] n=$i\"; sleep 0.2; done; echo '[DONE:implemented] all steps'",
+        ],
+        &[],
+        "",
+    );
+    // The runner's connections carry a name of their own, so only they are cut.
+    ws.env.push((
+        "EXECUTOR_STORAGE_URL".into(),
+        format!(
+            "{}&application_name=executor_outage",
+            schema.url_with_schema()
+        ),
+    ));
+    ws.ok(&["add", "--title", "Thirty steps", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    let mut runner = ws.command(&["run", "--once"]).spawn().expect("start");
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| {
+        eventually(LONG, "the worker running", || {
+            (!runtime.block_on(pg_workers(&schema)).is_empty()).then_some(())
+        })
+    });
+    // For three seconds of the worker's six, every connection the runner has is
+    // terminated by the server, again and again.
+    let admin = schema.admin().await;
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    let mut cut = 0i64;
+    while tokio::time::Instant::now() < until {
+        let killed: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = 'executor_outage' AND pid <> pg_backend_pid()",
+        )
+        .fetch_all(&admin)
+        .await
+        .expect("terminate");
+        cut += killed.len() as i64;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    admin.close().await;
+    assert!(cut > 0, "no connection of the runner was cut");
+    let status = tokio::task::block_in_place(|| runner.wait()).expect("wait");
+    assert!(status.success(), "{status}");
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    let admin = schema.admin().await;
+    let steps: Vec<String> =
+        sqlx::query_scalar("SELECT line FROM executor_messages WHERE kind = 'step' ORDER BY id")
+            .fetch_all(&admin)
+            .await
+            .expect("messages");
+    admin.close().await;
+    let expected: Vec<String> = (1..=30).map(|n| format!("[STATUS:step] n={n}")).collect();
+    assert_eq!(steps, expected, "every worker line stored, once, in order");
+    schema.drop().await;
+}
