@@ -13,6 +13,7 @@
 pub mod migrations;
 pub mod postgres;
 pub mod sqlite;
+pub mod wake;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -69,6 +70,12 @@ pub enum StoreError {
     AlreadyLinked(String),
     #[error("decomposition of `{parent}` refused: {reason}")]
     InvalidDecomposition { parent: String, reason: String },
+    #[error("wake-up socket {path}")]
+    WakeSocket {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -480,6 +487,14 @@ pub trait Store: Send + Sync {
 
     /// Everything `executor status` shows, in one read.
     async fn summary(&self) -> StoreResult<StoreSummary>;
+
+    /// Tells the daemons listening on this store that something changed (see [`wake`]).
+    /// Nobody listening is not an error; callers that must not fail use [`wake::notify`].
+    async fn wake(&self, wake: wake::Wake) -> StoreResult<()>;
+
+    /// Starts listening for wake-ups; fails when this store cannot be listened on (another
+    /// daemon holds the SQLite socket, Postgres refuses the connection).
+    async fn listen_wakes(&self) -> StoreResult<wake::Wakes>;
 }
 
 /// Opens (creating where needed) and migrates the store at `target`.

@@ -1412,4 +1412,18 @@ impl Store for PgStore {
             heartbeats,
         })
     }
+
+    async fn wake(&self, wake: super::wake::Wake) -> StoreResult<()> {
+        // Delivered by Postgres to every listener when this statement commits.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(super::wake::CHANNEL)
+            .bind(wake.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn listen_wakes(&self) -> StoreResult<super::wake::Wakes> {
+        super::wake::listen_postgres(self.pool.clone()).await
+    }
 }

@@ -1472,4 +1472,12 @@ impl Store for SqliteStore {
             heartbeats,
         })
     }
+
+    async fn wake(&self, wake: super::wake::Wake) -> StoreResult<()> {
+        super::wake::send_datagram(&self.path, wake)
+    }
+
+    async fn listen_wakes(&self) -> StoreResult<super::wake::Wakes> {
+        super::wake::listen_socket(&self.path)
+    }
 }

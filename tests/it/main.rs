@@ -42,6 +42,7 @@ mod store_conformance;
 mod supervisor;
 mod support;
 mod triage;
+mod wake;
 mod webhook;
 mod worktree;
 mod zulip;

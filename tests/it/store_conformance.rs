@@ -1949,6 +1949,27 @@ async fn competing_handlers_claim_a_chat_message_once(a: &dyn Store, b: &dyn Sto
     }
 }
 
+/// A wake-up sent through the store reaches its listener; with nobody listening it is no
+/// error. (Postgres's channel is shared by the whole database, so other tests' wake-ups may
+/// come first.)
+async fn a_wake_up_reaches_the_listener(store: &dyn Store) {
+    use executor::store::wake::{Heard, Wake};
+    store.wake(Wake::Queue).await.expect("nobody listening");
+    let mut wakes = store.listen_wakes().await.expect("listen");
+    store.wake(Wake::Answer).await.expect("wake");
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match wakes.recv().await {
+                Some(Heard::Wake(Wake::Answer)) => return true,
+                Some(_) => continue,
+                None => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(heard.ok(), Some(true), "the answer's wake-up arrived");
+}
+
 macro_rules! concurrent {
     ($($case:ident),* $(,)?) => {
         mod sqlite_two_connections {
@@ -2026,6 +2047,7 @@ macro_rules! conformance {
 
 conformance!(
     added_task_reads_back_with_every_column,
+    a_wake_up_reaches_the_listener,
     adding_the_same_gid_updates_instead_of_duplicating,
     an_identical_upsert_writes_nothing,
     a_new_task_enters_with_the_sources_initial_status,
