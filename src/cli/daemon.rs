@@ -1,6 +1,7 @@
 //! `executor daemon`: the long-running process. It keeps the queue in line with the plans
-//! folder (watched, so a new note is taken in at once; rescanned on a timer as well,
-//! because file watchers can miss events), runs approved tasks (a runner pass starts when
+//! folder (watched, so a note is taken in as soon as it has settled: one save is one event,
+//! see [`crate::core::settle`]; rescanned on a timer as well, because file watchers can miss
+//! events), runs approved tasks (a runner pass starts when
 //! an intake brings approved work, when a command from another process wakes it, see
 //! [`crate::store::wake`], and on the reconciling timer), and beats a heartbeat that
 //! `executor status` reads.
@@ -19,6 +20,7 @@
 //! A failure inside one pass (a busy database, an unreadable folder, Asana down) is logged
 //! and the daemon goes on; only a failure to start is fatal.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -29,6 +31,7 @@ use crate::config::Settings;
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::queue::QueueStatus;
 use crate::core::record::Heartbeat;
+use crate::core::settle::Settling;
 use crate::ops::intake::PlansIntake;
 use crate::ops::source_intake::SourceIntake;
 use crate::runner::drive::Runner;
@@ -38,9 +41,6 @@ use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
-/// Editors write a note in several steps; wait this long after the first event so one save
-/// is one scan.
-const SETTLE: Duration = Duration::from_millis(100);
 
 pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
     let store = shared.as_ref();
@@ -93,23 +93,26 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<Changed>();
     let mut deferred = false;
 
-    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<()>();
+    // The paths each file event names; a failed event names the folder (a full look).
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
     let mut intake = settings.plans.clone().map(PlansIntake::new);
+    // One save is one event: a note is taken in once it has gone `settle` unwritten.
+    let mut settling = Settling::new(intake.as_ref().map_or(Duration::ZERO, |i| i.settle()));
     // Keep the watcher alive for the daemon's lifetime: dropping it stops the events.
     let _watcher = match &intake {
         Some(intake) => {
             let dir = intake.dir().to_path_buf();
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create the plans folder {}", dir.display()))?;
+            let folder = dir.clone();
             let mut watcher =
                 notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                    let relevant = match &event {
-                        Ok(event) => !event.kind.is_access(),
-                        Err(_) => true,
+                    let paths = match event {
+                        Ok(event) if event.kind.is_access() => return,
+                        Ok(event) if !event.paths.is_empty() => event.paths,
+                        Ok(_) | Err(_) => vec![folder.clone()],
                     };
-                    if relevant {
-                        let _ = events_tx.send(());
-                    }
+                    let _ = events_tx.send(paths);
                 })
                 .context("cannot start the file watcher")?;
             watcher
@@ -123,7 +126,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
 
     tracing::info!(pid = heartbeat.pid, storage = %settings.storage.display(), "executor daemon started");
     if let Some(intake) = intake.as_mut() {
-        ingest(intake, store, clock).await;
+        ingest(intake, store, clock, &settling).await;
     }
     start_source_polls(&sources, &shared, &mut source_polls, &changed_tx);
     start_analysis(
@@ -149,13 +152,23 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                 tracing::info!(%signal, "stopping");
                 break;
             }
-            Some(()) = events_rx.recv() => {
-                tokio::time::sleep(SETTLE).await;
-                while events_rx.try_recv().is_ok() {}
-                if let Some(intake) = intake.as_mut() {
-                    ingest(intake, store, clock).await;
+            Some(mut paths) = events_rx.recv() => {
+                // A write starts its note's settle time again; nothing is taken in yet.
+                let now = std::time::Instant::now();
+                while let Ok(more) = events_rx.try_recv() {
+                    paths.extend(more);
                 }
-                deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                for path in &paths {
+                    settling.touch(path, now);
+                }
+            }
+            _ = settled(settling.next_due()) => {
+                if settling.take_settled(std::time::Instant::now()) {
+                    if let Some(intake) = intake.as_mut() {
+                        ingest(intake, store, clock, &settling).await;
+                    }
+                    deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                }
             }
             heard = next_wake(&mut wakes) => {
                 match heard {
@@ -167,7 +180,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                         tracing::debug!(?heard, "woken");
                         if heard == Heard::Reconnected {
                             if let Some(intake) = intake.as_mut() {
-                                ingest(intake, store, clock).await;
+                                ingest(intake, store, clock, &settling).await;
                             }
                         }
                         deferred |= wake(&runner, &mut passes, &changed_tx).await;
@@ -198,7 +211,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
             }
             _ = rescan_timer.tick() => {
                 if let Some(intake) = intake.as_mut() {
-                    ingest(intake, store, clock).await;
+                    ingest(intake, store, clock, &settling).await;
                 }
                 deferred |= wake(&runner, &mut passes, &changed_tx).await;
                 start_pr_tick(&runner, &mut pr_tick);
@@ -661,8 +674,23 @@ fn start_pass(
     }));
 }
 
-async fn ingest(intake: &mut PlansIntake, store: &dyn Store, clock: &SystemClock) {
-    if let Err(error) = intake.ingest(store, clock).await {
+/// Resolves when the next note settles; never while none is settling.
+async fn settled(due: Option<std::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Takes the plans folder in, leaving the notes still being written for when they settle.
+async fn ingest(
+    intake: &mut PlansIntake,
+    store: &dyn Store,
+    clock: &SystemClock,
+    settling: &Settling,
+) {
+    let unsettled = settling.unsettled(std::time::Instant::now());
+    if let Err(error) = intake.ingest_settled(store, clock, &unsettled).await {
         tracing::error!(%error, "plans folder scan failed; retrying on the next change or timer");
     }
 }

@@ -589,6 +589,10 @@ pub struct PlansSource {
     /// `approved` (the owner wrote these notes) or `pending` (send them to the analyzer).
     #[serde(default = "default_plans_status")]
     pub initial_status: Spanned<String>,
+    /// How long a note must go without a write before it is taken in, so an editor's
+    /// first write of a half-saved note is never taken for the whole note.
+    #[serde(default = "default_plans_settle", with = "humantime_serde")]
+    pub settle: Duration,
 }
 
 impl Default for PlansSource {
@@ -597,8 +601,13 @@ impl Default for PlansSource {
             enabled: true,
             path: default_plans_path(),
             initial_status: default_plans_status(),
+            settle: default_plans_settle(),
         }
     }
+}
+
+fn default_plans_settle() -> Duration {
+    Duration::from_millis(300)
 }
 
 fn default_true() -> bool {
@@ -649,6 +658,7 @@ pub struct Settings {
 pub struct PlansSettings {
     pub dir: PathBuf,
     pub initial_status: QueueStatus,
+    pub settle: Duration,
 }
 
 /// Where the process environment may weigh in; passed in so tests do not touch the real one.
@@ -1031,6 +1041,7 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
     let plans = plans_cfg.enabled.then(|| PlansSettings {
         dir: root.join(&plans_cfg.path),
         initial_status,
+        settle: plans_cfg.settle,
     });
 
     Ok(Settings {

@@ -67,6 +67,7 @@ url = "sqlite://executor.db"
 # enabled = true
 path = "plans"
 # initial_status = "approved"   # approved (the owner wrote these) | pending (analyze first)
+# settle = "300ms"              # the daemon takes a note in once it has gone this long unwritten
 # Asana and GitHub issues are read when you add [sources.asana] or [sources.github_issues]
 # (README: "Asana", "GitHub issues").
 
