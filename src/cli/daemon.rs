@@ -37,6 +37,7 @@ use crate::ops::source_intake::SourceIntake;
 use crate::runner::drive::Runner;
 use crate::store::wake::{Heard, Wakes};
 use crate::store::Store;
+use crate::web::github_webhook::PrLook;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
@@ -92,6 +93,12 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     // What this daemon's own background work tells the loop: approved work may be waiting.
     let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<Changed>();
     let mut deferred = false;
+    // GitHub's webhook deliveries, when a secret is configured: each asks for a PR look now.
+    let (looks_tx, mut looks_rx) = mpsc::unbounded_channel::<PrLook>();
+    let web = start_webhooks(settings, &runner, &shared, looks_tx).await?;
+    let webhook_poll = settings.raw.forge.webhook_poll;
+    let mut last_pr_tick: Option<std::time::Instant> = None;
+    let mut pr_again = false;
 
     // The paths each file event names; a failed event names the folder (a full look).
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
@@ -198,12 +205,38 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                     }
                 }
             }
+            Some(look) = looks_rx.recv() => {
+                while looks_rx.try_recv().is_ok() {}
+                tracing::debug!(event = %look.event, prs = ?look.prs, "a webhook asks for a PR look");
+                // The delivery says something changed: the next look reads GitHub again
+                // instead of the client's cached answers.
+                if let Some(github) = &runner.settings.github {
+                    github.client.expire_cache();
+                }
+                if start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
+                    last_pr_tick = Some(std::time::Instant::now());
+                } else {
+                    pr_again = true;
+                }
+            }
             Some(changed) = changed_rx.recv() => {
                 // A pass that ended while a wake-up was deferred to it: the work it was
                 // told of may have come after its last claim.
                 let look = match changed {
                     Changed::PassEnded => std::mem::take(&mut deferred),
                     Changed::NewWork => true,
+                    Changed::PrTickEnded => {
+                        // A delivery that came during the last look gets a look of its own.
+                        if std::mem::take(&mut pr_again) {
+                            if let Some(github) = &runner.settings.github {
+                                github.client.expire_cache();
+                            }
+                            if start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
+                                last_pr_tick = Some(std::time::Instant::now());
+                            }
+                        }
+                        false
+                    }
                 };
                 if look {
                     deferred |= claim_waiting(&runner, &mut passes, &changed_tx).await;
@@ -214,7 +247,12 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                     ingest(intake, store, clock, &settling).await;
                 }
                 deferred |= wake(&runner, &mut passes, &changed_tx).await;
-                start_pr_tick(&runner, &mut pr_tick);
+                // With webhooks, the poll only reconciles what a delivery missed.
+                let due = web.is_none()
+                    || last_pr_tick.is_none_or(|at| at.elapsed() >= webhook_poll);
+                if due && start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
+                    last_pr_tick = Some(std::time::Instant::now());
+                }
             }
             _ = beat_timer.tick() => {
                 reload_contract(&runner);
@@ -257,6 +295,9 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
 
     if let Some(tick) = pr_tick.take() {
         tick.abort();
+    }
+    if let Some(web) = web {
+        web.abort();
     }
     for task in chat_tasks {
         task.abort();
@@ -371,6 +412,8 @@ enum Changed {
     PassEnded,
     /// An analysis pass or a source poll may have approved tasks.
     NewWork,
+    /// A look at the open PRs ended.
+    PrTickEnded,
 }
 
 /// The next wake-up, or never when this daemon does not listen.
@@ -477,12 +520,18 @@ fn reload_contract(runner: &Runner) {
     }
 }
 
-/// Looks at the open PRs (every `runner.loop_sleep`), unless the last look is still going.
-fn start_pr_tick(runner: &Runner, tick: &mut Option<JoinHandle<()>>) {
+/// Looks at the open PRs (every `runner.loop_sleep`, or `forge.webhook_poll` with webhooks,
+/// and at each webhook delivery), unless the last look is still going; true when it started.
+fn start_pr_tick(
+    runner: &Runner,
+    tick: &mut Option<JoinHandle<()>>,
+    changed: &mpsc::UnboundedSender<Changed>,
+) -> bool {
     if runner.settings.github.is_none() || tick.as_ref().is_some_and(|t| !t.is_finished()) {
-        return;
+        return false;
     }
     let runner = runner.clone();
+    let changed = changed.clone();
     *tick = Some(tokio::spawn(async move {
         match crate::runner::drive::tick_prs(&runner).await {
             Ok(passed) => {
@@ -492,7 +541,39 @@ fn start_pr_tick(runner: &Runner, tick: &mut Option<JoinHandle<()>>) {
             }
             Err(error) => tracing::error!(error = format!("{error:#}"), "the PR tick failed"),
         }
+        let _ = changed.send(Changed::PrTickEnded);
     }));
+    true
+}
+
+/// Serves GitHub's webhook on `[web] listen` when the forge is GitHub and a webhook secret is
+/// configured (from the environment or a file, never the config file). A secret that cannot
+/// be read, or an address that cannot be bound, stops the daemon at its start.
+async fn start_webhooks(
+    settings: &Settings,
+    runner: &Runner,
+    store: &Arc<dyn Store>,
+    looks: mpsc::UnboundedSender<PrLook>,
+) -> Result<Option<JoinHandle<()>>> {
+    use crate::forge::github::Secret;
+    let forge = &settings.raw.forge;
+    let secret = match (&forge.webhook_secret_file, &forge.webhook_secret_env) {
+        (Some(file), _) => Secret::from_file(&settings.root.join(file)),
+        (None, Some(var)) => Secret::from_env(var),
+        (None, None) => return Ok(None),
+    }
+    .map_err(|e| super::BadInput(format!("the GitHub webhook secret: {e}")))?;
+    if runner.settings.github.is_none() {
+        tracing::warn!("a GitHub webhook secret is configured but [forge] kind is not \"github\"; no webhook is served");
+        return Ok(None);
+    }
+    let app = crate::web::github_webhook::router(secret, Arc::clone(store), looks);
+    let listen = &settings.raw.web.listen;
+    let (bound, task) = crate::web::serve(listen, app).await.with_context(|| {
+        format!("cannot listen for GitHub's webhook on {listen} ([web] listen)")
+    })?;
+    tracing::info!(address = %bound, path = crate::web::github_webhook::PATH, "listening for GitHub webhook deliveries");
+    Ok(Some(task))
 }
 
 /// Polls each source whose interval has passed, unless its last poll is still going. A

@@ -422,6 +422,21 @@ pub struct ForgeSection {
     /// How long CI may take to show up after a push or a trigger before executor acts.
     #[serde(default = "default_ci_start_grace", with = "humantime_serde")]
     pub ci_start_grace: Duration,
+    /// The environment variable holding GitHub's webhook secret; with it (or the file) the
+    /// daemon takes webhook deliveries on `[web] listen`.
+    #[serde(default)]
+    pub webhook_secret_env: Option<String>,
+    /// Or a file holding it (relative to this file); wins over `webhook_secret_env`.
+    #[serde(default)]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// How often the open PRs are polled while webhooks come in (the poll then only
+    /// reconciles what a delivery missed: GitHub never redelivers on its own).
+    #[serde(default = "default_webhook_poll", with = "humantime_serde")]
+    pub webhook_poll: Duration,
+}
+
+fn default_webhook_poll() -> Duration {
+    Duration::from_secs(10 * 60)
 }
 
 fn default_ci_start_grace() -> Duration {
@@ -460,6 +475,9 @@ impl Default for ForgeSection {
             resolve_acknowledged: false,
             ci_workflow: None,
             ci_start_grace: default_ci_start_grace(),
+            webhook_secret_env: None,
+            webhook_secret_file: None,
+            webhook_poll: default_webhook_poll(),
         }
     }
 }

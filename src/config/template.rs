@@ -61,6 +61,9 @@ url = "sqlite://executor.db"
 # resolve_acknowledged = false  # resolve threads ending in [ACKNOWLEDGED: ...]
 # ci_workflow = "ci.yml"        # dispatched when a head has no CI at all
 # ci_start_grace = "5m"         # CI may take this long to appear after a push
+# webhook_secret_env = "GITHUB_WEBHOOK_SECRET"  # or webhook_secret_file: GitHub's webhook
+#                               # deliveries on [web] listen, POST /webhooks/github (README: "GitHub")
+# webhook_poll = "10m"          # the PR poll while webhooks come in (else runner.loop_sleep)
 
 [sources.plans]
 # One task per markdown note; front matter keys: title, priority, source, gid.

@@ -64,6 +64,11 @@ pub const SQLITE: &[Migration] = &[
         name: "decision_confined",
         sql: include_str!("sql/sqlite/0010_decision_confined.sql"),
     },
+    Migration {
+        version: 12,
+        name: "webhook_deliveries",
+        sql: include_str!("sql/sqlite/0012_webhook_deliveries.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -116,6 +121,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 10,
         name: "decision_confined",
         sql: include_str!("sql/postgres/0010_decision_confined.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "webhook_deliveries",
+        sql: include_str!("sql/postgres/0012_webhook_deliveries.sql"),
     },
 ];
 

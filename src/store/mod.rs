@@ -488,6 +488,15 @@ pub trait Store: Send + Sync {
     /// Everything `executor status` shows, in one read.
     async fn summary(&self) -> StoreResult<StoreSummary>;
 
+    /// Records webhook delivery `delivery` of `source` as taken; false when it was taken
+    /// before (the delivery is then ignored), whichever runner took it.
+    async fn take_delivery(
+        &self,
+        source: &str,
+        delivery: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
     /// Tells the daemons listening on this store that something changed (see [`wake`]).
     /// Nobody listening is not an error; callers that must not fail use [`wake::notify`].
     async fn wake(&self, wake: wake::Wake) -> StoreResult<()>;

@@ -27,6 +27,7 @@ mod github_issues;
 mod github_issues_intake;
 mod github_observe;
 mod github_runs;
+mod github_webhook;
 mod hook;
 mod model_server;
 mod pg_adoption;

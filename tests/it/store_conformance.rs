@@ -1949,6 +1949,26 @@ async fn competing_handlers_claim_a_chat_message_once(a: &dyn Store, b: &dyn Sto
     }
 }
 
+/// A webhook delivery is taken once, per source.
+async fn a_webhook_delivery_is_taken_once(store: &dyn Store) {
+    assert!(store
+        .take_delivery("github", "d-1", t0())
+        .await
+        .expect("take"));
+    assert!(!store
+        .take_delivery("github", "d-1", t0())
+        .await
+        .expect("again"));
+    assert!(store
+        .take_delivery("github", "d-2", t0())
+        .await
+        .expect("another"));
+    assert!(store
+        .take_delivery("gitea", "d-1", t0())
+        .await
+        .expect("another source"));
+}
+
 /// A wake-up sent through the store reaches its listener; with nobody listening it is no
 /// error. (Postgres's channel is shared by the whole database, so other tests' wake-ups may
 /// come first.)
@@ -2048,6 +2068,7 @@ macro_rules! conformance {
 conformance!(
     added_task_reads_back_with_every_column,
     a_wake_up_reaches_the_listener,
+    a_webhook_delivery_is_taken_once,
     adding_the_same_gid_updates_instead_of_duplicating,
     an_identical_upsert_writes_nothing,
     a_new_task_enters_with_the_sources_initial_status,
