@@ -106,3 +106,50 @@ fn without_a_daemon_a_command_says_nothing_of_wake_ups() {
         "only a daemon makes the socket"
     );
 }
+
+#[tokio::test]
+async fn a_lost_postgres_listener_is_made_again_and_says_wake_ups_may_be_missed() {
+    use executor::store::wake::{Heard, Wake};
+    use executor::store::Store;
+    let Some(schema) = PgSchema::create("wake_lost").await else {
+        return;
+    };
+    let name = format!("executor_wake_lost_{}", std::process::id());
+    let store =
+        executor::store::postgres::PgStore::connect_with(schema.options().application_name(&name))
+            .await
+            .expect("open Postgres");
+    let mut wakes = store.listen_wakes().await.expect("listen");
+    let admin = schema.admin().await;
+    // The listener's connection is dropped by the server, as a restart or a proxy would.
+    let ended: Vec<bool> = sqlx::query_scalar(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+         WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+    )
+    .bind(&name)
+    .fetch_all(&admin)
+    .await
+    .expect("terminate the listener");
+    assert_eq!(ended, [true], "one listening connection");
+    assert_eq!(next(&mut wakes).await, Some(Heard::Reconnected));
+    store.wake(Wake::Answer).await.expect("wake");
+    loop {
+        // Other tests share the database's channel; theirs may come first.
+        match next(&mut wakes).await {
+            Some(Heard::Wake(Wake::Answer)) => break,
+            Some(_) => continue,
+            None => panic!("the listener stopped"),
+        }
+    }
+    drop(wakes);
+    admin.close().await;
+    store.pool().close().await;
+    schema.drop().await;
+}
+
+/// The next wake-up, within a generous bound (it waits for an event, it does not time it).
+async fn next(wakes: &mut executor::store::wake::Wakes) -> Option<executor::store::wake::Heard> {
+    tokio::time::timeout(WAIT, wakes.recv())
+        .await
+        .expect("a wake-up within the bound")
+}
