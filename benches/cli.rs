@@ -14,6 +14,9 @@
 //!
 //! 7. the wall: spawn to a worker's first line, confined (bubblewrap, with and without the
 //!    network bridge) and not; and the dispatch of item 6 with every worker confined.
+//! 8. wake-ups: a plan note saved, `executor go` and `executor decide` from another process,
+//!    each to the start of its worker (`-- wake` alone; Postgres too when
+//!    `EXECUTOR_TEST_PG` is set).
 //!
 //! Every timing is spawn-to-exit (or write-to-row) wall time from `std::time::Instant`.
 
@@ -93,6 +96,12 @@ fn main() {
     // `cargo bench --bench cli -- wall` runs the wall's start cost alone.
     if std::env::args().skip(1).any(|arg| arg == "wall") {
         let (rows, notes) = wall_start(&root.path().join("wall"));
+        print_table(&nproc, &rustc, &rows, &notes, bench_started);
+        return;
+    }
+    // `cargo bench --bench cli -- wake` runs the wake-up series alone.
+    if std::env::args().skip(1).any(|arg| arg == "wake") {
+        let (rows, notes) = wake_ups(&root.path().join("wake"));
         print_table(&nproc, &rustc, &rows, &notes, bench_started);
         return;
     }
@@ -269,7 +278,12 @@ fn main() {
     rows.extend(dispatch_rows);
     notes.extend(dispatch_notes);
 
-    // 8. The wall's start cost per worker.
+    // 8. Wake-ups: a note saved, `go` and `decide` from another process, to the worker.
+    let (wake_rows, wake_notes) = wake_ups(&root.path().join("wake"));
+    rows.extend(wake_rows);
+    notes.extend(wake_notes);
+
+    // 9. The wall's start cost per worker.
     let (wall_rows, wall_notes) = wall_start(&root.path().join("wall"));
     rows.extend(wall_rows);
     notes.extend(wall_notes);
@@ -1102,4 +1116,255 @@ fn hook_round_trip(dir: &Path) -> Row {
         samples,
         target: "median < 20 ms".into(),
     }
+}
+
+const WAKE_NOTES: usize = 10;
+const WAKE_GOS: usize = 10;
+const WAKE_DECIDES: usize = 5;
+const WAKE_SETTLE: Duration = Duration::from_millis(300);
+const WAKE_GIVE_UP: Duration = Duration::from_secs(30);
+const WAKE_POLL: Duration = Duration::from_millis(1);
+
+/// The worker of the wake-up series: it marks its start in `marks/` (named by the task's
+/// title in its prompt), asks the owner when the title says so, and on the resume marks that.
+fn wake_worker(marks: &Path) -> String {
+    let marks = marks.display();
+    format!(
+        "prompt=$(cat); n=$(printf '%s' \"$prompt\" | grep -o 'benchtask[a-z]*[0-9]*' | head -1); \
+         if printf '%s' \"$prompt\" | grep -q 'The owner answered your escalation'; then \
+           : > '{marks}'/resumed-$n; echo '[DONE:implemented] resumed'; \
+         elif [ \"${{n#benchtaskask}}\" != \"$n\" ]; then \
+           : > '{marks}'/$n; echo '[ESCALATE:needs_decision] may I?'; \
+         else : > '{marks}'/$n; echo '[DONE:implemented] ok'; fi"
+    )
+}
+
+/// A workspace whose daemon never reaches its own timer (`loop_sleep` of ten minutes), so
+/// every start below comes from a wake-up or the plans watcher.
+fn wake_workspace(dir: &Path) -> (PathBuf, PathBuf) {
+    let config = init_workspace(dir);
+    let marks = dir.join("marks");
+    std::fs::create_dir_all(&marks).expect("mkdir marks");
+    let worker = wake_worker(&marks);
+    let text = std::fs::read_to_string(&config).expect("read the config");
+    let text = text
+        .replacen(
+            "[runner]\n",
+            "[runner]\nmax_workers = 2\nworktrees = false\nloop_sleep = \"600s\"\n",
+            1,
+        )
+        .replacen(
+            "[agent]\n",
+            &format!(
+                "[agent]\nkind = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {}]\n",
+                serde_json::to_string(&worker).expect("a JSON string is a TOML string")
+            ),
+            1,
+        );
+    std::fs::write(&config, text).expect("write the config");
+    (config, marks)
+}
+
+/// Waits for `mark` to appear; how long since `started`.
+fn wait_for_mark(mark: &Path, started: Instant, log: &Path) -> Duration {
+    loop {
+        if mark.exists() {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < WAKE_GIVE_UP,
+            "no worker made {} within {}; the daemon's log is {}",
+            mark.display(),
+            seconds(WAKE_GIVE_UP),
+            log.display()
+        );
+        std::thread::sleep(WAKE_POLL);
+    }
+}
+
+/// A daemon of `config` with the workers unconfined and `storage` (a Postgres URL) if given.
+fn wake_daemon(config: &Path, log: &Path, storage: Option<&str>) -> Daemon {
+    let log_file = std::fs::File::create(log)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+    let mut command = executor(config);
+    command
+        .arg("daemon")
+        .env(SANDBOX_MODE_ENV, "off")
+        .stdout(Stdio::null())
+        .stderr(log_file);
+    if let Some(url) = storage {
+        command.env("EXECUTOR_STORAGE_URL", url);
+    }
+    Daemon(command.spawn().expect("cannot spawn executor daemon"))
+}
+
+fn wake_cli(config: &Path, storage: Option<&str>, args: &[&str]) -> Output {
+    let mut command = executor(config);
+    command.args(args);
+    if let Some(url) = storage {
+        command.env("EXECUTOR_STORAGE_URL", url);
+    }
+    let output = command.output().expect("cannot spawn executor");
+    expect_success(&output, &format!("executor {}", args.join(" ")));
+    output
+}
+
+/// `executor go` from another process to the worker's start.
+fn timed_gos(config: &Path, marks: &Path, log: &Path, storage: Option<&str>) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(WAKE_GOS);
+    for n in 1..=WAKE_GOS {
+        let title = format!("benchtaskgo{n}");
+        let gid = format!("GO-{n}");
+        wake_cli(config, storage, &["add", "--title", &title, "--gid", &gid]);
+        let started = Instant::now();
+        wake_cli(config, storage, &["go", &gid]);
+        samples.push(wait_for_mark(&marks.join(&title), started, log));
+    }
+    samples
+}
+
+/// A fresh schema on the bench's Postgres (`EXECUTOR_TEST_PG`), as a URL the binary takes.
+fn bench_schema() -> Option<String> {
+    let url = std::env::var("EXECUTOR_TEST_PG").ok()?;
+    let name = format!("executor_bench_wake_{}", std::process::id());
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&url)
+            .await
+            .unwrap_or_else(|e| panic!("EXECUTOR_TEST_PG is set but unreachable: {e}"));
+        sqlx::query(&format!("DROP SCHEMA IF EXISTS {name} CASCADE"))
+            .execute(&pool)
+            .await
+            .expect("drop an old bench schema");
+        sqlx::query(&format!("CREATE SCHEMA {name}"))
+            .execute(&pool)
+            .await
+            .expect("create the bench schema");
+        pool.close().await;
+    });
+    let separator = if url.contains('?') { '&' } else { '?' };
+    Some(format!("{url}{separator}options=-csearch_path%3D{name}"))
+}
+
+/// Wake-ups: a plan note saved, `executor go` and `executor decide` from another process, each
+/// to the start of the worker it brings.
+fn wake_ups(dir: &Path) -> (Vec<Row>, Vec<String>) {
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+
+    // SQLite: notes, then `go`, then `decide`, on one daemon.
+    let (config, marks) = wake_workspace(&dir.join("sqlite"));
+    let log = dir.join("sqlite-daemon.log");
+    let daemon = wake_daemon(&config, &log, None);
+    wait_for_daemon(&config);
+    let plans = config.parent().expect("workspace").join("plans");
+    let mut saved = Vec::with_capacity(WAKE_NOTES);
+    for n in 1..=WAKE_NOTES {
+        let title = format!("benchtasknote{n}");
+        let started = Instant::now();
+        std::fs::write(plans.join(format!("{title}.md")), format!("# {title}\n"))
+            .expect("write a note");
+        let elapsed = wait_for_mark(&marks.join(&title), started, &log);
+        saved.push(elapsed.saturating_sub(WAKE_SETTLE));
+    }
+    rows.push(Row {
+        name: "daemon: plan note saved to worker started, after the 300 ms settle time".into(),
+        met: median(&saved) <= Duration::from_millis(50),
+        samples: saved,
+        target: "median ≤ 50 ms".into(),
+    });
+    let gos = timed_gos(&config, &marks, &log, None);
+    rows.push(Row {
+        name: "daemon (SQLite): `executor go` from another process to worker started".into(),
+        met: median(&gos) <= Duration::from_millis(100),
+        samples: gos,
+        target: "median ≤ 100 ms".into(),
+    });
+    let mut decides = Vec::with_capacity(WAKE_DECIDES);
+    for n in 1..=WAKE_DECIDES {
+        let title = format!("benchtaskask{n}");
+        let gid = format!("ASK-{n}");
+        wake_cli(&config, None, &["add", "--title", &title, "--gid", &gid]);
+        let started = Instant::now();
+        wake_cli(&config, None, &["go", &gid]);
+        wait_for_mark(&marks.join(&title), started, &log);
+        let id = loop {
+            let listed = wake_cli(&config, None, &["escalations", "--json"]);
+            let listed: serde_json::Value =
+                serde_json::from_slice(&listed.stdout).expect("escalations --json");
+            let open = listed
+                .as_array()
+                .and_then(|all| all.iter().find(|e| e["task_gid"] == gid.as_str()))
+                .and_then(|e| e["id"].as_i64());
+            if let Some(id) = open {
+                break id;
+            }
+            assert!(started.elapsed() < WAKE_GIVE_UP, "no escalation for {gid}");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let started = Instant::now();
+        wake_cli(&config, None, &["decide", &id.to_string(), "approve"]);
+        decides.push(wait_for_mark(
+            &marks.join(format!("resumed-{title}")),
+            started,
+            &log,
+        ));
+    }
+    drop(daemon);
+    rows.push(Row {
+        name: "daemon (SQLite): `executor decide` to the resumed worker started".into(),
+        met: median(&decides) <= Duration::from_millis(200),
+        samples: decides,
+        target: "median ≤ 200 ms".into(),
+    });
+
+    // Postgres, when the bench has one.
+    match bench_schema() {
+        Some(url) => {
+            let (config, marks) = wake_workspace(&dir.join("postgres"));
+            let log = dir.join("postgres-daemon.log");
+            let daemon = wake_daemon(&config, &log, Some(&url));
+            // Running once its heartbeat is in the shared store.
+            let started = Instant::now();
+            loop {
+                let status = wake_cli(&config, Some(&url), &["status", "--json"]);
+                let status: serde_json::Value =
+                    serde_json::from_slice(&status.stdout).expect("status --json");
+                let running = status["components"].as_array().is_some_and(|all| {
+                    all.iter()
+                        .any(|c| c["component"] == "daemon" && c["state"] == "running")
+                });
+                if running {
+                    break;
+                }
+                assert!(
+                    started.elapsed() < DAEMON_START_GIVE_UP,
+                    "no daemon on Postgres"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let gos = timed_gos(&config, &marks, &log, Some(&url));
+            drop(daemon);
+            rows.push(Row {
+                name: "daemon (Postgres): `executor go` from another process to worker started"
+                    .into(),
+                met: median(&gos) <= Duration::from_millis(100),
+                samples: gos,
+                target: "median ≤ 100 ms".into(),
+            });
+        }
+        None => notes.push(
+            "wake-ups on Postgres: EXECUTOR_TEST_PG is not set, so that row is missing".into(),
+        ),
+    }
+    notes.push(format!(
+        "wake-ups: each daemon has `loop_sleep = \"600s\"`, so no start came from its timer; a worker's start is the file its first shell command makes; the note row subtracts the {} settle time from write-to-start.",
+        millis(WAKE_SETTLE)
+    ));
+    (rows, notes)
 }

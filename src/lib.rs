@@ -36,3 +36,4 @@ pub mod sandbox;
 pub mod sources;
 pub mod store;
 pub mod supervisor;
+pub mod web;

@@ -160,10 +160,13 @@ impl Inbox {
                 }
             }
             OwnerReply::Retry { gid } => match crate::ops::run::retry(store, &gid).await {
-                Ok(moved) => format!(
-                    "`{gid}`: {} → {}; a fresh run starts when a runner takes it.",
-                    moved.from, moved.to
-                ),
+                Ok(moved) => {
+                    crate::store::wake::notify(store, crate::store::wake::Wake::Queue).await;
+                    format!(
+                        "`{gid}`: {} → {}; a fresh run starts when a runner takes it.",
+                        moved.from, moved.to
+                    )
+                }
                 Err(error) => format!("`retry {gid}` did nothing: {error:#}."),
             },
             OwnerReply::Note(note) => {
@@ -228,6 +231,7 @@ impl Inbox {
                 ),
                 Some(Resolved::Recorded(d)) => {
                     tracing::info!(escalation = id, %resolution, gid = d.task_gid.as_deref().unwrap_or("-"), "the owner answered an escalation in chat");
+                    crate::store::wake::notify(store, crate::store::wake::Wake::Answer).await;
                     format!(
                         "Escalation {id}: {resolution} recorded. Run {} of `{}` resumes with it.",
                         d.run_id.map(|r| r.to_string()).unwrap_or_else(|| "-".into()),
@@ -250,7 +254,10 @@ impl Inbox {
         )
         .await
         {
-            Ok((moved, _)) => format!("`{gid}`: {} → {}.", moved.from, moved.to),
+            Ok((moved, _)) => {
+                crate::store::wake::notify(store, crate::store::wake::Wake::Queue).await;
+                format!("`{gid}`: {} → {}.", moved.from, moved.to)
+            }
             Err(error) => format!("`{what} {gid}` did nothing: {error}."),
         }
     }

@@ -1,9 +1,15 @@
 //! `executor daemon`: the long-running process. It keeps the queue in line with the plans
-//! folder (watched, so a new note is taken in at once; rescanned on a timer as well,
-//! because file watchers can miss events), runs approved tasks (a runner pass starts when
-//! an intake brings approved work and on every heartbeat that finds some, so an `executor
-//! go` from another process is picked up within seconds), and beats a heartbeat that
-//! `executor status` reads. It stops on SIGINT or SIGTERM; killed harder, it loses nothing
+//! folder (watched, so a note is taken in as soon as it has settled: one save is one event,
+//! see [`crate::core::settle`]; rescanned on a timer as well, because file watchers can miss
+//! events), runs approved tasks (a runner pass starts when
+//! an intake brings approved work, when a command from another process wakes it, see
+//! [`crate::store::wake`], and on the reconciling timer), and beats a heartbeat that
+//! `executor status` reads.
+//!
+//! While the wake-up channel is live, the full reconciling pass (approved tasks, answered
+//! escalations) runs every `runner.loop_sleep`; the heartbeat still looks at parents of
+//! subtasks and the record step's answers. Without the channel (another daemon holds the
+//! socket, Postgres refused to listen) every heartbeat is a full pass, as before. It stops on SIGINT or SIGTERM; killed harder, it loses nothing
 //! that was committed, and the next start takes in whatever changed meanwhile.
 //!
 //! Polled sources (Asana, GitHub issues), when configured, are read every `poll_interval` in
@@ -14,6 +20,7 @@
 //! A failure inside one pass (a busy database, an unreadable folder, Asana down) is logged
 //! and the daemon goes on; only a failure to start is fatal.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -24,17 +31,17 @@ use crate::config::Settings;
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::queue::QueueStatus;
 use crate::core::record::Heartbeat;
+use crate::core::settle::Settling;
 use crate::ops::intake::PlansIntake;
 use crate::ops::source_intake::SourceIntake;
 use crate::runner::drive::Runner;
+use crate::store::wake::{Heard, Wakes};
 use crate::store::Store;
+use crate::web::github_webhook::PrLook;
 use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
-/// Editors write a note in several steps; wait this long after the first event so one save
-/// is one scan.
-const SETTLE: Duration = Duration::from_millis(100);
 
 pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
     let store = shared.as_ref();
@@ -69,23 +76,50 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         .await
         .context("cannot record the daemon's heartbeat")?;
 
-    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<()>();
+    // Commands from other processes (`go`, `decide`, …) wake this daemon at once.
+    let mut wakes = match store.listen_wakes().await {
+        Ok(wakes) => {
+            tracing::info!(address = %wakes.address, "listening for wake-ups");
+            Some(wakes)
+        }
+        Err(error) => {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "cannot listen for wake-ups; commands from other processes are picked up on the heartbeat"
+            );
+            None
+        }
+    };
+    // What this daemon's own background work tells the loop: approved work may be waiting.
+    let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<Changed>();
+    let mut deferred = false;
+    // GitHub's webhook deliveries, when a secret is configured: each asks for a PR look now.
+    let (looks_tx, mut looks_rx) = mpsc::unbounded_channel::<PrLook>();
+    let web = start_webhooks(settings, &runner, &shared, looks_tx).await?;
+    let webhook_poll = settings.raw.forge.webhook_poll;
+    let mut last_pr_tick: Option<std::time::Instant> = None;
+    let mut pr_again = false;
+
+    // The paths each file event names; a failed event names the folder (a full look).
+    let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
     let mut intake = settings.plans.clone().map(PlansIntake::new);
+    // One save is one event: a note is taken in once it has gone `settle` unwritten.
+    let mut settling = Settling::new(intake.as_ref().map_or(Duration::ZERO, |i| i.settle()));
     // Keep the watcher alive for the daemon's lifetime: dropping it stops the events.
     let _watcher = match &intake {
         Some(intake) => {
             let dir = intake.dir().to_path_buf();
             std::fs::create_dir_all(&dir)
                 .with_context(|| format!("cannot create the plans folder {}", dir.display()))?;
+            let folder = dir.clone();
             let mut watcher =
                 notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                    let relevant = match &event {
-                        Ok(event) => !event.kind.is_access(),
-                        Err(_) => true,
+                    let paths = match event {
+                        Ok(event) if event.kind.is_access() => return,
+                        Ok(event) if !event.paths.is_empty() => event.paths,
+                        Ok(_) | Err(_) => vec![folder.clone()],
                     };
-                    if relevant {
-                        let _ = events_tx.send(());
-                    }
+                    let _ = events_tx.send(paths);
                 })
                 .context("cannot start the file watcher")?;
             watcher
@@ -99,17 +133,18 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
 
     tracing::info!(pid = heartbeat.pid, storage = %settings.storage.display(), "executor daemon started");
     if let Some(intake) = intake.as_mut() {
-        ingest(intake, store, clock).await;
+        ingest(intake, store, clock, &settling).await;
     }
-    start_source_polls(&sources, &shared, &mut source_polls);
+    start_source_polls(&sources, &shared, &mut source_polls, &changed_tx);
     start_analysis(
         analyzer.as_ref(),
         &shared,
         &mut analysis,
         settings.raw.runner.loop_sleep,
+        &changed_tx,
     );
     // The first pass reconciles what a previous runner left, then works approved tasks.
-    start_pass(&runner, &mut passes, true);
+    start_pass(&runner, &mut passes, true, &changed_tx);
 
     let mut beat_timer = tokio::time::interval(HEARTBEAT_EVERY);
     let mut rescan_timer = tokio::time::interval(settings.raw.runner.loop_sleep);
@@ -120,57 +155,149 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
 
     loop {
         tokio::select! {
-                signal = &mut shutdown => {
-                    tracing::info!(%signal, "stopping");
-                    break;
+            signal = &mut shutdown => {
+                tracing::info!(%signal, "stopping");
+                break;
+            }
+            Some(mut paths) = events_rx.recv() => {
+                // A write starts its note's settle time again; nothing is taken in yet.
+                let now = std::time::Instant::now();
+                while let Ok(more) = events_rx.try_recv() {
+                    paths.extend(more);
                 }
-                Some(()) = events_rx.recv() => {
-                    tokio::time::sleep(SETTLE).await;
-                    while events_rx.try_recv().is_ok() {}
-                    if let Some(intake) = intake.as_mut() {
-                        ingest(intake, store, clock).await;
-                    }
-                    wake(&runner, &mut passes).await;
-                }
-                _ = rescan_timer.tick() => {
-                    if let Some(intake) = intake.as_mut() {
-                        ingest(intake, store, clock).await;
-                    }
-                    wake(&runner, &mut passes).await;
-                    start_pr_tick(&runner, &mut pr_tick);
-                }
-                _ = beat_timer.tick() => {
-                    reload_contract(&runner);
-                    start_source_polls(&sources, &shared, &mut source_polls);
-                    take_analyzer(settings, &shared, &mut analyzer_lock, &mut analyzer, false)?;
-                    start_analysis(
-            analyzer.as_ref(),
-            &shared,
-            &mut analysis,
-            settings.raw.runner.loop_sleep,
-        );
-                    heartbeat.beat_at = clock.now();
-                    if let Err(error) = store.beat(&heartbeat).await {
-                        tracing::warn!(%error, "cannot record the heartbeat");
-                    }
-                    // The analyzer beats too while this daemon holds its lock, so `executor
-                    // status` says who analyzes.
-                    if analyzer_lock.is_some() {
-                        let analyzing = Heartbeat {
-                            component: "analyzer".to_string(),
-                            ..heartbeat.clone()
-                        };
-                        if let Err(error) = store.beat(&analyzing).await {
-                            tracing::warn!(%error, "cannot record the analyzer's heartbeat");
-                        }
-                    }
-                    wake(&runner, &mut passes).await;
+                for path in &paths {
+                    settling.touch(path, now);
                 }
             }
+            _ = settled(settling.next_due()) => {
+                if settling.take_settled(std::time::Instant::now()) {
+                    if let Some(intake) = intake.as_mut() {
+                        ingest(intake, store, clock, &settling).await;
+                    }
+                    deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                }
+            }
+            heard = next_wake(&mut wakes) => {
+                match heard {
+                    Some(heard) => {
+                        // One pass answers every wake-up that came meanwhile.
+                        if let Some(wakes) = wakes.as_mut() {
+                            wakes.drain();
+                        }
+                        tracing::debug!(?heard, "woken");
+                        if heard == Heard::Reconnected {
+                            if let Some(intake) = intake.as_mut() {
+                                ingest(intake, store, clock, &settling).await;
+                            }
+                        }
+                        deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                        start_analysis(
+                            analyzer.as_ref(),
+                            &shared,
+                            &mut analysis,
+                            settings.raw.runner.loop_sleep,
+                            &changed_tx,
+                        );
+                    }
+                    None => {
+                        tracing::warn!("the wake-up listener stopped; commands from other processes are picked up on the heartbeat");
+                        wakes = None;
+                    }
+                }
+            }
+            Some(look) = looks_rx.recv() => {
+                while looks_rx.try_recv().is_ok() {}
+                tracing::debug!(event = %look.event, prs = ?look.prs, "a webhook asks for a PR look");
+                // The delivery says something changed: the next look reads GitHub again
+                // instead of the client's cached answers.
+                if let Some(github) = &runner.settings.github {
+                    github.client.expire_cache();
+                }
+                if start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
+                    last_pr_tick = Some(std::time::Instant::now());
+                } else {
+                    pr_again = true;
+                }
+            }
+            Some(changed) = changed_rx.recv() => {
+                // A pass that ended while a wake-up was deferred to it: the work it was
+                // told of may have come after its last claim.
+                let look = match changed {
+                    Changed::PassEnded => std::mem::take(&mut deferred),
+                    Changed::NewWork => true,
+                    Changed::PrTickEnded => {
+                        // A delivery that came during the last look gets a look of its own.
+                        if std::mem::take(&mut pr_again) {
+                            if let Some(github) = &runner.settings.github {
+                                github.client.expire_cache();
+                            }
+                            if start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
+                                last_pr_tick = Some(std::time::Instant::now());
+                            }
+                        }
+                        false
+                    }
+                };
+                if look {
+                    deferred |= claim_waiting(&runner, &mut passes, &changed_tx).await;
+                }
+            }
+            _ = rescan_timer.tick() => {
+                if let Some(intake) = intake.as_mut() {
+                    ingest(intake, store, clock, &settling).await;
+                }
+                deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                // With webhooks, the poll only reconciles what a delivery missed.
+                let due = web.is_none()
+                    || last_pr_tick.is_none_or(|at| at.elapsed() >= webhook_poll);
+                if due && start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
+                    last_pr_tick = Some(std::time::Instant::now());
+                }
+            }
+            _ = beat_timer.tick() => {
+                reload_contract(&runner);
+                start_source_polls(&sources, &shared, &mut source_polls, &changed_tx);
+                take_analyzer(settings, &shared, &mut analyzer_lock, &mut analyzer, false)?;
+                start_analysis(
+                    analyzer.as_ref(),
+                    &shared,
+                    &mut analysis,
+                    settings.raw.runner.loop_sleep,
+                    &changed_tx,
+                );
+                heartbeat.beat_at = clock.now();
+                if let Err(error) = store.beat(&heartbeat).await {
+                    tracing::warn!(%error, "cannot record the heartbeat");
+                }
+                // The analyzer beats too while this daemon holds its lock, so `executor
+                // status` says who analyzes.
+                if analyzer_lock.is_some() {
+                    let analyzing = Heartbeat {
+                        component: "analyzer".to_string(),
+                        ..heartbeat.clone()
+                    };
+                    if let Err(error) = store.beat(&analyzing).await {
+                        tracing::warn!(%error, "cannot record the analyzer's heartbeat");
+                    }
+                }
+                if wakes.is_some() {
+                    // A wake-up left to a pass that was just ending its claims.
+                    if std::mem::take(&mut deferred) {
+                        deferred |= claim_waiting(&runner, &mut passes, &changed_tx).await;
+                    }
+                    deferred |= look_in_process(&runner, &mut passes, &changed_tx).await;
+                } else {
+                    deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                }
+            }
+        }
     }
 
     if let Some(tick) = pr_tick.take() {
         tick.abort();
+    }
+    if let Some(web) = web {
+        web.abort();
     }
     for task in chat_tasks {
         task.abort();
@@ -278,21 +405,64 @@ async fn start_chat(
     Ok(tasks)
 }
 
-/// Starts a pass when approved work is waiting and no pass is taking tasks: a pass that is
-/// only waiting for its runs to end takes nothing new, so another starts beside it (the
-/// worker cap is shared, so it never exceeds the cap).
-async fn wake(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
-    passes.retain(|p| !p.is_finished());
-    // Parents waiting for their subtasks: merge what completed, split what failed,
-    // complete what is whole. A subtask made ready is claimed below.
-    if let Err(error) = crate::runner::drive::tick_parents(runner).await {
-        tracing::warn!(
-            error = format!("{error:#}"),
-            "cannot look at the parents of subtasks"
-        );
+/// What the daemon's own background work tells its loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Changed {
+    /// A runner pass ended.
+    PassEnded,
+    /// An analysis pass or a source poll may have approved tasks.
+    NewWork,
+    /// A look at the open PRs ended.
+    PrTickEnded,
+}
+
+/// The next wake-up, or never when this daemon does not listen.
+async fn next_wake(wakes: &mut Option<Wakes>) -> Option<Heard> {
+    match wakes {
+        Some(wakes) => wakes.recv().await,
+        None => std::future::pending().await,
     }
+}
+
+/// The full pass: parents and the record step, the owner's answers, then approved tasks.
+/// True when a pass still taking tasks was left to take them (see [`claim_waiting`]).
+async fn wake(
+    runner: &Runner,
+    passes: &mut Vec<JoinHandle<()>>,
+    changed: &mpsc::UnboundedSender<Changed>,
+) -> bool {
+    look_in_process(runner, passes, changed).await;
+    // An owner's answer resumes its run whatever else is going on (each answer is taken
+    // exactly once, so a second pass looking at it does no harm).
+    match crate::runner::drive::has_decided(runner.store.as_ref()).await {
+        Ok(true) => start_resume_pass(runner, passes),
+        Ok(false) => {}
+        Err(error) => tracing::warn!(%error, "cannot look for answered escalations"),
+    }
+    claim_waiting(runner, passes, changed).await
+}
+
+/// What only this daemon's own runs change: parents of subtasks and the record step. A
+/// subtask made ready is claimed at once.
+async fn look_in_process(
+    runner: &Runner,
+    passes: &mut Vec<JoinHandle<()>>,
+    changed: &mpsc::UnboundedSender<Changed>,
+) -> bool {
+    // Parents waiting for their subtasks: merge what completed, split what failed,
+    // complete what is whole.
+    let moved = match crate::runner::drive::tick_parents(runner).await {
+        Ok(moved) => moved,
+        Err(error) => {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "cannot look at the parents of subtasks"
+            );
+            false
+        }
+    };
     // The owner's answers to the record step's escalations (its runs are complete, so
-    // nothing below resumes them), each carried out once.
+    // nothing resumes them), each carried out once.
     if let Err(error) = runner
         .settings
         .recorder
@@ -301,29 +471,37 @@ async fn wake(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
     {
         tracing::warn!(%error, "cannot take the owner's answers to the record step");
     }
-    // An owner's answer resumes its run whatever else is going on (each answer is taken
-    // exactly once, so a second pass looking at it does no harm).
-    match crate::runner::drive::has_decided(runner.store.as_ref()).await {
-        Ok(true) => start_resume_pass(runner, passes),
-        Ok(false) => {}
-        Err(error) => tracing::warn!(%error, "cannot look for answered escalations"),
-    }
+    moved && claim_waiting(runner, passes, changed).await
+}
+
+/// Starts a pass when approved work is waiting and no pass is taking tasks: a pass that is
+/// only waiting for its runs to end takes nothing new, so another starts beside it (the
+/// worker cap is shared, so it never exceeds the cap). True when a pass still taking tasks
+/// was left to take them: that pass may be past its last look, so the loop looks again when
+/// it ends.
+async fn claim_waiting(
+    runner: &Runner,
+    passes: &mut Vec<JoinHandle<()>>,
+    changed: &mpsc::UnboundedSender<Changed>,
+) -> bool {
+    passes.retain(|p| !p.is_finished());
     if runner.is_claiming() {
-        return;
+        return true;
     }
     match runner
         .store
         .tasks_page(Some(&QueueStatus::Approved), i64::MIN, 1)
         .await
     {
-        Ok(waiting) if waiting.is_empty() => return,
+        Ok(waiting) if waiting.is_empty() => return false,
         Ok(_) => {}
         Err(error) => {
             tracing::warn!(%error, "cannot look for approved tasks");
-            return;
+            return false;
         }
     }
-    start_pass(runner, passes, false);
+    start_pass(runner, passes, false, changed);
+    false
 }
 
 /// Takes an edited worker contract for the next workers; an edit that does not validate
@@ -342,12 +520,18 @@ fn reload_contract(runner: &Runner) {
     }
 }
 
-/// Looks at the open PRs (every `runner.loop_sleep`), unless the last look is still going.
-fn start_pr_tick(runner: &Runner, tick: &mut Option<JoinHandle<()>>) {
+/// Looks at the open PRs (every `runner.loop_sleep`, or `forge.webhook_poll` with webhooks,
+/// and at each webhook delivery), unless the last look is still going; true when it started.
+fn start_pr_tick(
+    runner: &Runner,
+    tick: &mut Option<JoinHandle<()>>,
+    changed: &mpsc::UnboundedSender<Changed>,
+) -> bool {
     if runner.settings.github.is_none() || tick.as_ref().is_some_and(|t| !t.is_finished()) {
-        return;
+        return false;
     }
     let runner = runner.clone();
+    let changed = changed.clone();
     *tick = Some(tokio::spawn(async move {
         match crate::runner::drive::tick_prs(&runner).await {
             Ok(passed) => {
@@ -357,7 +541,39 @@ fn start_pr_tick(runner: &Runner, tick: &mut Option<JoinHandle<()>>) {
             }
             Err(error) => tracing::error!(error = format!("{error:#}"), "the PR tick failed"),
         }
+        let _ = changed.send(Changed::PrTickEnded);
     }));
+    true
+}
+
+/// Serves GitHub's webhook on `[web] listen` when the forge is GitHub and a webhook secret is
+/// configured (from the environment or a file, never the config file). A secret that cannot
+/// be read, or an address that cannot be bound, stops the daemon at its start.
+async fn start_webhooks(
+    settings: &Settings,
+    runner: &Runner,
+    store: &Arc<dyn Store>,
+    looks: mpsc::UnboundedSender<PrLook>,
+) -> Result<Option<JoinHandle<()>>> {
+    use crate::forge::github::Secret;
+    let forge = &settings.raw.forge;
+    let secret = match (&forge.webhook_secret_file, &forge.webhook_secret_env) {
+        (Some(file), _) => Secret::from_file(&settings.root.join(file)),
+        (None, Some(var)) => Secret::from_env(var),
+        (None, None) => return Ok(None),
+    }
+    .map_err(|e| super::BadInput(format!("the GitHub webhook secret: {e}")))?;
+    if runner.settings.github.is_none() {
+        tracing::warn!("a GitHub webhook secret is configured but [forge] kind is not \"github\"; no webhook is served");
+        return Ok(None);
+    }
+    let app = crate::web::github_webhook::router(secret, Arc::clone(store), looks);
+    let listen = &settings.raw.web.listen;
+    let (bound, task) = crate::web::serve(listen, app).await.with_context(|| {
+        format!("cannot listen for GitHub's webhook on {listen} ([web] listen)")
+    })?;
+    tracing::info!(address = %bound, path = crate::web::github_webhook::PATH, "listening for GitHub webhook deliveries");
+    Ok(Some(task))
 }
 
 /// Polls each source whose interval has passed, unless its last poll is still going. A
@@ -367,17 +583,23 @@ fn start_source_polls(
     sources: &[Arc<tokio::sync::Mutex<SourceIntake>>],
     store: &Arc<dyn Store>,
     polls: &mut [Option<JoinHandle<()>>],
+    changed: &mpsc::UnboundedSender<Changed>,
 ) {
     for (source, poll) in sources.iter().zip(polls.iter_mut()) {
         if poll.as_ref().is_some_and(|p| !p.is_finished()) {
             continue;
         }
         let (source, store) = (Arc::clone(source), Arc::clone(store));
+        let changed = changed.clone();
         *poll = Some(tokio::spawn(async move {
             let mut source = source.lock().await;
             if source.due() {
                 // Failures are recorded and logged inside.
-                let _ = source.poll(store.as_ref(), &SystemClock).await;
+                if let Ok(report) = source.poll(store.as_ref(), &SystemClock).await {
+                    if report.created + report.updated > 0 {
+                        let _ = changed.send(Changed::NewWork);
+                    }
+                }
             }
         }));
     }
@@ -425,6 +647,7 @@ fn start_analysis(
     store: &Arc<dyn Store>,
     pass: &mut Option<JoinHandle<()>>,
     backoff: Duration,
+    changed: &mpsc::UnboundedSender<Changed>,
 ) {
     let Some(analyzer) = analyzer else {
         return;
@@ -433,6 +656,7 @@ fn start_analysis(
         return;
     }
     let (analyzer, store) = (Arc::clone(analyzer), Arc::clone(store));
+    let changed = changed.clone();
     *pass = Some(tokio::spawn(async move {
         match store
             .tasks_page(Some(&QueueStatus::Pending), i64::MIN, 1)
@@ -458,6 +682,9 @@ fn start_analysis(
                     left_pending = report.errors.len(),
                     "analysis pass done"
                 );
+                if report.analyzed() > 0 {
+                    let _ = changed.send(Changed::NewWork);
+                }
                 !report.errors.is_empty()
             }
             Err(error) => {
@@ -489,8 +716,14 @@ fn start_resume_pass(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
 }
 
 /// Starts a pass: recovery first when asked, then the approved tasks, then retention.
-fn start_pass(runner: &Runner, passes: &mut Vec<JoinHandle<()>>, recover: bool) {
+fn start_pass(
+    runner: &Runner,
+    passes: &mut Vec<JoinHandle<()>>,
+    recover: bool,
+    changed: &mpsc::UnboundedSender<Changed>,
+) {
     let runner = runner.clone();
+    let changed = changed.clone();
     passes.push(tokio::spawn(async move {
         if recover {
             match crate::runner::drive::recover(&runner).await {
@@ -518,11 +751,27 @@ fn start_pass(runner: &Runner, passes: &mut Vec<JoinHandle<()>>, recover: bool) 
                 "cannot clean finished worktrees"
             );
         }
+        let _ = changed.send(Changed::PassEnded);
     }));
 }
 
-async fn ingest(intake: &mut PlansIntake, store: &dyn Store, clock: &SystemClock) {
-    if let Err(error) = intake.ingest(store, clock).await {
+/// Resolves when the next note settles; never while none is settling.
+async fn settled(due: Option<std::time::Instant>) {
+    match due {
+        Some(due) => tokio::time::sleep_until(due.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Takes the plans folder in, leaving the notes still being written for when they settle.
+async fn ingest(
+    intake: &mut PlansIntake,
+    store: &dyn Store,
+    clock: &SystemClock,
+    settling: &Settling,
+) {
+    let unsettled = settling.unsettled(std::time::Instant::now());
+    if let Err(error) = intake.ingest_settled(store, clock, &unsettled).await {
         tracing::error!(%error, "plans folder scan failed; retrying on the next change or timer");
     }
 }

@@ -559,6 +559,35 @@ fn load_settings(explicit: Option<&Path>) -> Result<Settings> {
 }
 
 async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store>) -> Result<()> {
+    let wake = wakes(&command);
+    let shared = Arc::clone(&store);
+    let done = carry_out(command, settings, store).await;
+    // Told only after the change committed; a daemon that is not listening finds the change
+    // on its next pass.
+    if let (Ok(()), Some(wake)) = (&done, wake) {
+        crate::store::wake::notify(shared.as_ref(), wake).await;
+    }
+    done
+}
+
+/// The wake-up a command sends a running daemon when it succeeds: those that change the
+/// queue or answer an escalation.
+fn wakes(command: &Command) -> Option<crate::store::wake::Wake> {
+    use crate::store::wake::Wake;
+    match command {
+        Command::Add(_)
+        | Command::Go { .. }
+        | Command::Skip { .. }
+        | Command::Import { .. }
+        | Command::Cancel { .. }
+        | Command::Retry { .. } => Some(Wake::Queue),
+        Command::Reanalyze { dry_run, .. } => (!dry_run).then_some(Wake::Queue),
+        Command::Decide { .. } => Some(Wake::Answer),
+        _ => None,
+    }
+}
+
+async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>) -> Result<()> {
     let clock = SystemClock;
     let shared = store;
     let store = shared.as_ref();

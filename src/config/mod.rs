@@ -436,10 +436,25 @@ pub struct ForgeSection {
     /// review) before the owner is asked; executor keeps trying after.
     #[serde(default = "default_max_effect_failures")]
     pub max_effect_failures: u32,
+    /// The environment variable holding GitHub's webhook secret; with it (or the file) the
+    /// daemon takes webhook deliveries on `[web] listen`.
+    #[serde(default)]
+    pub webhook_secret_env: Option<String>,
+    /// Or a file holding it (relative to this file); wins over `webhook_secret_env`.
+    #[serde(default)]
+    pub webhook_secret_file: Option<PathBuf>,
+    /// How often the open PRs are polled while webhooks come in (the poll then only
+    /// reconciles what a delivery missed: GitHub never redelivers on its own).
+    #[serde(default = "default_webhook_poll", with = "humantime_serde")]
+    pub webhook_poll: Duration,
 }
 
 fn default_max_effect_failures() -> u32 {
     5
+}
+
+fn default_webhook_poll() -> Duration {
+    Duration::from_secs(10 * 60)
 }
 
 fn default_ci_start_grace() -> Duration {
@@ -479,6 +494,9 @@ impl Default for ForgeSection {
             ci_workflow: None,
             ci_start_grace: default_ci_start_grace(),
             max_effect_failures: default_max_effect_failures(),
+            webhook_secret_env: None,
+            webhook_secret_file: None,
+            webhook_poll: default_webhook_poll(),
         }
     }
 }
@@ -608,6 +626,10 @@ pub struct PlansSource {
     /// `approved` (the owner wrote these notes) or `pending` (send them to the analyzer).
     #[serde(default = "default_plans_status")]
     pub initial_status: Spanned<String>,
+    /// How long a note must go without a write before it is taken in, so an editor's
+    /// first write of a half-saved note is never taken for the whole note.
+    #[serde(default = "default_plans_settle", with = "humantime_serde")]
+    pub settle: Duration,
 }
 
 impl Default for PlansSource {
@@ -616,8 +638,13 @@ impl Default for PlansSource {
             enabled: true,
             path: default_plans_path(),
             initial_status: default_plans_status(),
+            settle: default_plans_settle(),
         }
     }
+}
+
+fn default_plans_settle() -> Duration {
+    Duration::from_millis(300)
 }
 
 fn default_true() -> bool {
@@ -668,6 +695,7 @@ pub struct Settings {
 pub struct PlansSettings {
     pub dir: PathBuf,
     pub initial_status: QueueStatus,
+    pub settle: Duration,
 }
 
 /// Where the process environment may weigh in; passed in so tests do not touch the real one.
@@ -1051,6 +1079,7 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
     let plans = plans_cfg.enabled.then(|| PlansSettings {
         dir: root.join(&plans_cfg.path),
         initial_status,
+        settle: plans_cfg.settle,
     });
 
     Ok(Settings {

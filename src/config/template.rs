@@ -64,12 +64,16 @@ url = "sqlite://executor.db"
 # ci_workflow = "ci.yml"        # dispatched when a head has no CI at all
 # ci_start_grace = "5m"         # CI may take this long to appear after a push
 # max_effect_failures = 5       # failed GitHub writes in a row before the owner is asked
+# webhook_secret_env = "GITHUB_WEBHOOK_SECRET"  # or webhook_secret_file: GitHub's webhook
+#                               # deliveries on [web] listen, POST /webhooks/github (README: "GitHub")
+# webhook_poll = "10m"          # the PR poll while webhooks come in (else runner.loop_sleep)
 
 [sources.plans]
 # One task per markdown note; front matter keys: title, priority, source, gid.
 # enabled = true
 path = "plans"
 # initial_status = "approved"   # approved (the owner wrote these) | pending (analyze first)
+# settle = "300ms"              # the daemon takes a note in once it has gone this long unwritten
 # Asana and GitHub issues are read when you add [sources.asana] or [sources.github_issues]
 # (README: "Asana", "GitHub issues").
 

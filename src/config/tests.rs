@@ -21,7 +21,8 @@ fn the_template_parses_to_the_defaults() {
         settings.plans,
         Some(PlansSettings {
             dir: PathBuf::from("/ws/plans"),
-            initial_status: QueueStatus::Approved
+            initial_status: QueueStatus::Approved,
+            settle: Duration::from_millis(300),
         })
     );
     assert_eq!(settings.raw.runner.max_workers, 2);

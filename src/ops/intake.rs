@@ -6,7 +6,7 @@
 //! removed, and the other notes are taken in all the same: one bad note (a NUL byte, a value
 //! the database refuses) never blocks the rest. Deleting a note never deletes its task.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::config::PlansSettings;
 use crate::core::clock::Clock;
@@ -49,11 +49,27 @@ impl PlansIntake {
         &self.settings.dir
     }
 
+    /// How long a note must go unwritten before the daemon takes it in.
+    pub fn settle(&self) -> std::time::Duration {
+        self.settings.settle
+    }
+
     /// Scans the folder once and brings the queue and the intake errors in line with it.
     pub async fn ingest(
         &mut self,
         store: &dyn Store,
         clock: &dyn Clock,
+    ) -> Result<IngestReport, IntakeError> {
+        self.ingest_settled(store, clock, &HashSet::new()).await
+    }
+
+    /// Like [`Self::ingest`], leaving the notes at `settling` (absolute paths still being
+    /// written) exactly as the last scan saw them: they are taken in once they settle.
+    pub async fn ingest_settled(
+        &mut self,
+        store: &dyn Store,
+        clock: &dyn Clock,
+        settling: &HashSet<std::path::PathBuf>,
     ) -> Result<IngestReport, IntakeError> {
         let dir = self.settings.dir.clone();
         let scanned = match tokio::task::spawn_blocking(move || plans::scan(&dir))
@@ -76,6 +92,21 @@ impl PlansIntake {
         let mut gid_owner: HashMap<String, String> = HashMap::new();
         let mut seen_now = HashMap::new();
         for scanned_note in scanned {
+            if settling.contains(&scanned_note.path) {
+                if let Some(previous) = self.seen.get(&scanned_note.relative_path) {
+                    match &previous.outcome {
+                        Ok(gid) => {
+                            gid_owner.insert(gid.clone(), scanned_note.relative_path.clone());
+                        }
+                        // Its reported error stays reported until it is taken in again.
+                        Err(reason) => report
+                            .errors
+                            .push((scanned_note.path.display().to_string(), reason.clone())),
+                    }
+                    seen_now.insert(scanned_note.relative_path.clone(), previous.clone());
+                }
+                continue;
+            }
             let mut refused: Option<String> = None;
             let display_path = scanned_note.path.display().to_string();
             let previous = self.seen.get(&scanned_note.relative_path);

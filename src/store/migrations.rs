@@ -69,6 +69,11 @@ pub const SQLITE: &[Migration] = &[
         name: "lifecycle",
         sql: include_str!("sql/sqlite/0011_lifecycle.sql"),
     },
+    Migration {
+        version: 12,
+        name: "webhook_deliveries",
+        sql: include_str!("sql/sqlite/0012_webhook_deliveries.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -126,6 +131,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 11,
         name: "lifecycle",
         sql: include_str!("sql/postgres/0011_lifecycle.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "webhook_deliveries",
+        sql: include_str!("sql/postgres/0012_webhook_deliveries.sql"),
     },
 ];
 

@@ -13,6 +13,7 @@
 pub mod migrations;
 pub mod postgres;
 pub mod sqlite;
+pub mod wake;
 
 use std::path::PathBuf;
 use std::str::FromStr;
@@ -73,6 +74,12 @@ pub enum StoreError {
     AlreadyLinked(String),
     #[error("decomposition of `{parent}` refused: {reason}")]
     InvalidDecomposition { parent: String, reason: String },
+    #[error("wake-up socket {path}")]
+    WakeSocket {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl StoreError {
@@ -565,6 +572,23 @@ pub trait Store: Send + Sync {
 
     /// Everything `executor status` shows, in one read.
     async fn summary(&self) -> StoreResult<StoreSummary>;
+
+    /// Records webhook delivery `delivery` of `source` as taken; false when it was taken
+    /// before (the delivery is then ignored), whichever runner took it.
+    async fn take_delivery(
+        &self,
+        source: &str,
+        delivery: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+
+    /// Tells the daemons listening on this store that something changed (see [`wake`]).
+    /// Nobody listening is not an error; callers that must not fail use [`wake::notify`].
+    async fn wake(&self, wake: wake::Wake) -> StoreResult<()>;
+
+    /// Starts listening for wake-ups; fails when this store cannot be listened on (another
+    /// daemon holds the SQLite socket, Postgres refuses the connection).
+    async fn listen_wakes(&self) -> StoreResult<wake::Wakes>;
 }
 
 /// Opens (creating where needed) and migrates the store at `target`.

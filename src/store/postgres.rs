@@ -1455,4 +1455,36 @@ impl Store for PgStore {
             heartbeats,
         })
     }
+
+    async fn take_delivery(
+        &self,
+        source: &str,
+        delivery: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let inserted = sqlx::query(
+            "INSERT INTO executor_webhook_deliveries (source, delivery_id, received_at) \
+             VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+        )
+        .bind(source)
+        .bind(delivery)
+        .bind(at)
+        .execute(&self.pool)
+        .await?;
+        Ok(inserted.rows_affected() == 1)
+    }
+
+    async fn wake(&self, wake: super::wake::Wake) -> StoreResult<()> {
+        // Delivered by Postgres to every listener when this statement commits.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(super::wake::CHANNEL)
+            .bind(wake.as_str())
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn listen_wakes(&self) -> StoreResult<super::wake::Wakes> {
+        super::wake::listen_postgres(self.pool.clone()).await
+    }
 }

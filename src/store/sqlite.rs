@@ -1513,4 +1513,31 @@ impl Store for SqliteStore {
             heartbeats,
         })
     }
+
+    async fn take_delivery(
+        &self,
+        source: &str,
+        delivery: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let (source, delivery) = (source.to_string(), delivery.to_string());
+        self.call(move |conn| {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO executor_webhook_deliveries (source, delivery_id, received_at) \
+                     VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![source, delivery, text(&at)])?;
+            Ok(inserted == 1)
+        })
+        .await
+    }
+
+    async fn wake(&self, wake: super::wake::Wake) -> StoreResult<()> {
+        super::wake::send_datagram(&self.path, wake)
+    }
+
+    async fn listen_wakes(&self) -> StoreResult<super::wake::Wakes> {
+        super::wake::listen_socket(&self.path)
+    }
 }

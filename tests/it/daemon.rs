@@ -295,3 +295,49 @@ fn a_broken_contract_edit_keeps_the_last_good_one_and_a_bad_contract_stops_the_s
     assert!(err.contains("worker-policy.json:2"), "{err}");
     std::fs::write(&contract, good).expect("fix it");
 }
+
+#[test]
+fn a_note_saved_in_two_writes_is_taken_in_once_with_its_whole_text() {
+    let ws = Workspace::init();
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replacen(
+        "path = \"plans\"\n",
+        "path = \"plans\"\nsettle = \"1s\"\n",
+        1,
+    ));
+    let daemon = Daemon::start(&ws);
+
+    // An editor's first write lands, then the rest well inside the settle time; the first
+    // part alone is a whole note that would be taken in if it were read.
+    use std::io::Write;
+    let mut note = std::fs::File::create(ws.plans().join("half.md")).expect("create note");
+    note.write_all(b"---\ngid: S-1\n---\n# Saved in two writes\n\nThe first half.\n")
+        .expect("first write");
+    note.sync_all().expect("sync");
+    std::thread::sleep(Duration::from_millis(300));
+    note.write_all(b"And the second half.\n")
+        .expect("second write");
+    drop(note);
+
+    let shown = eventually(WAIT, "the note's task", || {
+        let out = ws.run(&["show", "S-1", "--json"]);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<Value>(&out.stdout).ok())
+            .flatten()
+    });
+    let description = shown["task"]["description"].as_str().unwrap_or_default();
+    assert!(
+        description.contains("The first half.") && description.contains("And the second half."),
+        "{shown}"
+    );
+    let intake: Vec<&str> = shown["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .filter(|kind| matches!(*kind, "added" | "updated"))
+        .collect();
+    assert_eq!(intake, ["added"], "taken in once: {shown}");
+    drop(daemon);
+}

@@ -101,7 +101,10 @@ fn without_its_token_the_github_runner_does_not_start() {
 /// A workspace on the GitHub forge (the fake at `github`), with a bare repository as the
 /// remote and a worker that answers each phase's prompt, keeping each prompt in
 /// `prompts-seen/`; `forge_extra` adds lines to `[forge]`.
-fn github_workspace(github: &FakeGithub, forge_extra: &str) -> crate::support::Workspace {
+pub(crate) fn github_workspace(
+    github: &FakeGithub,
+    forge_extra: &str,
+) -> crate::support::Workspace {
     let kept = "prompts-seen";
     let worker = format!(
         "prompt=$(cat); mkdir -p ../../{kept}; \
@@ -218,7 +221,7 @@ fn a_pr_goes_from_red_ci_through_fix_ci_and_review_to_complete_with_the_owner_to
 
 /// A workspace whose one run `G-3` has just opened its draft PR, on a head whose CI is
 /// still running (so the run waits).
-fn waiting_pr(github: &FakeGithub) -> crate::support::Workspace {
+pub(crate) fn waiting_pr(github: &FakeGithub) -> crate::support::Workspace {
     use crate::fake_github::{Ci, FIRST_HEAD};
     github.set_ci(FIRST_HEAD, Ci::InProgress);
     let ws = github_workspace(github, "");

@@ -2074,6 +2074,47 @@ async fn competing_handlers_claim_a_chat_message_once(a: &dyn Store, b: &dyn Sto
     }
 }
 
+/// A webhook delivery is taken once, per source.
+async fn a_webhook_delivery_is_taken_once(store: &dyn Store) {
+    assert!(store
+        .take_delivery("github", "d-1", t0())
+        .await
+        .expect("take"));
+    assert!(!store
+        .take_delivery("github", "d-1", t0())
+        .await
+        .expect("again"));
+    assert!(store
+        .take_delivery("github", "d-2", t0())
+        .await
+        .expect("another"));
+    assert!(store
+        .take_delivery("gitea", "d-1", t0())
+        .await
+        .expect("another source"));
+}
+
+/// A wake-up sent through the store reaches its listener; with nobody listening it is no
+/// error. (Postgres's channel is shared by the whole database, so other tests' wake-ups may
+/// come first.)
+async fn a_wake_up_reaches_the_listener(store: &dyn Store) {
+    use executor::store::wake::{Heard, Wake};
+    store.wake(Wake::Queue).await.expect("nobody listening");
+    let mut wakes = store.listen_wakes().await.expect("listen");
+    store.wake(Wake::Answer).await.expect("wake");
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match wakes.recv().await {
+                Some(Heard::Wake(Wake::Answer)) => return true,
+                Some(_) => continue,
+                None => return false,
+            }
+        }
+    })
+    .await;
+    assert_eq!(heard.ok(), Some(true), "the answer's wake-up arrived");
+}
+
 macro_rules! concurrent {
     ($($case:ident),* $(,)?) => {
         mod sqlite_two_connections {
@@ -2151,6 +2192,8 @@ macro_rules! conformance {
 
 conformance!(
     added_task_reads_back_with_every_column,
+    a_wake_up_reaches_the_listener,
+    a_webhook_delivery_is_taken_once,
     adding_the_same_gid_updates_instead_of_duplicating,
     an_identical_upsert_writes_nothing,
     a_new_task_enters_with_the_sources_initial_status,

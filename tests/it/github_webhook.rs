@@ -1,0 +1,136 @@
+//! GitHub's webhook deliveries into a running daemon: a signed `check_suite` failure makes
+//! the PR look happen now (a `fix_ci` worker starts although the daemon's poll is ten minutes
+//! away), a bad signature is refused and changes nothing, and a delivery id is taken once.
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::daemon::Daemon;
+use crate::fake_github::{Ci, FakeGithub, FIRST_HEAD, PR};
+use crate::github_runs::waiting_pr;
+use crate::support::{eventually, Workspace};
+
+const SECRET: &str = "webhook-test-secret";
+const WAIT: Duration = Duration::from_secs(30);
+
+fn signature(secret: &str, body: &[u8]) -> String {
+    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
+    mac.update(body);
+    let digest = mac.finalize().into_bytes();
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// POSTs `body` to the daemon's webhook; returns the status code and the body.
+fn deliver(
+    address: &str,
+    event: &str,
+    delivery: &str,
+    signature: &str,
+    body: &str,
+) -> (u16, String) {
+    let mut stream = std::net::TcpStream::connect(address).expect("connect to the webhook");
+    let request = format!(
+        "POST /webhooks/github HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n\
+         X-GitHub-Event: {event}\r\nX-GitHub-Delivery: {delivery}\r\nX-Hub-Signature-256: {signature}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("read");
+    let code = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {response}"));
+    let text = response
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (code, text)
+}
+
+/// The address the daemon logged for its webhook.
+fn webhook_address(ws: &Workspace) -> String {
+    eventually(WAIT, "the daemon to listen for webhooks", || {
+        let log = std::fs::read_to_string(ws.path().join("daemon.log")).ok()?;
+        let line = log
+            .lines()
+            .find(|l| l.contains("listening for GitHub webhook deliveries"))?;
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix("address="))
+            .map(str::to_string)
+    })
+}
+
+#[test]
+fn a_signed_check_suite_failure_starts_the_fix_ci_worker_at_once_and_is_taken_once() {
+    let github = FakeGithub::start_empty();
+    let mut ws = waiting_pr(&github);
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    let config = config
+        .replacen("[runner]\n", "[runner]\nloop_sleep = \"600s\"\n", 1)
+        .replacen(
+            "[forge]\n",
+            "[forge]\nwebhook_secret_env = \"TEST_WEBHOOK_SECRET\"\n",
+            1,
+        );
+    ws.write_config(&format!("{config}\n[web]\nlisten = \"127.0.0.1:0\"\n"));
+    ws.env.push(("TEST_WEBHOOK_SECRET".into(), SECRET.into()));
+    let daemon = Daemon::start(&ws);
+    let address = webhook_address(&ws);
+
+    // CI on the PR's head turned red.
+    github.set_ci(FIRST_HEAD, Ci::Failed);
+    let body = serde_json::json!({
+        "action": "completed",
+        "check_suite": {
+            "head_sha": FIRST_HEAD,
+            "status": "completed",
+            "conclusion": "failure",
+            "pull_requests": [{"number": PR}]
+        }
+    })
+    .to_string();
+
+    // A bad signature is refused, and does not take the delivery id.
+    let (code, _) = deliver(
+        &address,
+        "check_suite",
+        "D-1",
+        &signature("wrong", body.as_bytes()),
+        &body,
+    );
+    assert_eq!(code, 401);
+    let (code, _) = deliver(&address, "check_suite", "D-1", "", &body);
+    assert_eq!(code, 401, "no signature");
+
+    let good = signature(SECRET, body.as_bytes());
+    let (code, text) = deliver(&address, "check_suite", "D-1", &good, &body);
+    assert_eq!((code, text.as_str()), (202, "looking"));
+    eventually(WAIT, "a fix_ci worker", || {
+        ws.path()
+            .join("prompts-seen/fix_ci.md")
+            .exists()
+            .then_some(())
+    });
+
+    // The same delivery again is taken once.
+    let (code, text) = deliver(&address, "check_suite", "D-1", &good, &body);
+    assert_eq!((code, text.as_str()), (200, "delivery already taken"));
+    let ping = r#"{"zen":"Keep it logically awesome."}"#;
+    let (code, _) = deliver(
+        &address,
+        "ping",
+        "D-2",
+        &signature(SECRET, ping.as_bytes()),
+        ping,
+    );
+    assert_eq!(code, 200);
+    drop(daemon);
+}
