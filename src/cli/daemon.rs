@@ -95,7 +95,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let mut deferred = false;
     // GitHub's webhook deliveries, when a secret is configured: each asks for a PR look now.
     let (looks_tx, mut looks_rx) = mpsc::unbounded_channel::<PrLook>();
-    let web = start_webhooks(settings, &runner, &shared, looks_tx).await?;
+    let (web, webhooks) = start_web(settings, &runner, &shared, looks_tx).await?;
     let webhook_poll = settings.raw.forge.webhook_poll;
     let mut last_pr_tick: Option<std::time::Instant> = None;
     let mut pr_again = false;
@@ -248,7 +248,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                 }
                 deferred |= wake(&runner, &mut passes, &changed_tx).await;
                 // With webhooks, the poll only reconciles what a delivery missed.
-                let due = web.is_none()
+                let due = !webhooks
                     || last_pr_tick.is_none_or(|at| at.elapsed() >= webhook_poll);
                 if due && start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
                     last_pr_tick = Some(std::time::Instant::now());
@@ -546,15 +546,59 @@ fn start_pr_tick(
     true
 }
 
-/// Serves GitHub's webhook on `[web] listen` when the forge is GitHub and a webhook secret is
-/// configured (from the environment or a file, never the config file). A secret that cannot
-/// be read, or an address that cannot be bound, stops the daemon at its start.
-async fn start_webhooks(
+/// Serves `[web] listen`: the console's JSON API when `[web] enabled`, and GitHub's webhook
+/// when the forge is GitHub and a webhook secret is configured (from the environment or a
+/// file, never the config file). A secret that cannot be read, a console asked for on an
+/// address other than loopback, or an address that cannot be bound stops the daemon at its
+/// start. Also says whether webhooks are served.
+async fn start_web(
     settings: &Settings,
     runner: &Runner,
     store: &Arc<dyn Store>,
     looks: mpsc::UnboundedSender<PrLook>,
-) -> Result<Option<JoinHandle<()>>> {
+) -> Result<(Option<JoinHandle<()>>, bool)> {
+    let listen = &settings.raw.web.listen;
+    let mut app = axum::Router::new();
+    let webhook = webhook_router(settings, runner, store, looks)?;
+    let webhooks = webhook.is_some();
+    if let Some(router) = webhook {
+        app = app.merge(router);
+    }
+    let console = settings.raw.web.enabled;
+    if console {
+        if !super::console::is_loopback(listen) {
+            return Err(super::BadInput(format!(
+                "[web] listen = \"{listen}\": the console serves loopback addresses only (127.0.0.1, [::1], localhost), as it has no login yet"
+            ))
+            .into());
+        }
+        app = app.merge(super::console::router(
+            Arc::new(settings.clone()),
+            Arc::clone(store),
+        ));
+    }
+    if !console && !webhooks {
+        return Ok((None, false));
+    }
+    let (bound, task) = crate::web::serve(listen, app)
+        .await
+        .with_context(|| format!("cannot listen on {listen} ([web] listen)"))?;
+    if webhooks {
+        tracing::info!(address = %bound, path = crate::web::github_webhook::PATH, "listening for GitHub webhook deliveries");
+    }
+    if console {
+        tracing::info!(address = %bound, api = super::console::API, "serving the console's JSON API");
+    }
+    Ok((Some(task), webhooks))
+}
+
+/// GitHub's webhook route, when a secret is configured and the forge is GitHub.
+fn webhook_router(
+    settings: &Settings,
+    runner: &Runner,
+    store: &Arc<dyn Store>,
+    looks: mpsc::UnboundedSender<PrLook>,
+) -> Result<Option<axum::Router>> {
     use crate::forge::github::Secret;
     let forge = &settings.raw.forge;
     let secret = match (&forge.webhook_secret_file, &forge.webhook_secret_env) {
@@ -567,13 +611,11 @@ async fn start_webhooks(
         tracing::warn!("a GitHub webhook secret is configured but [forge] kind is not \"github\"; no webhook is served");
         return Ok(None);
     }
-    let app = crate::web::github_webhook::router(secret, Arc::clone(store), looks);
-    let listen = &settings.raw.web.listen;
-    let (bound, task) = crate::web::serve(listen, app).await.with_context(|| {
-        format!("cannot listen for GitHub's webhook on {listen} ([web] listen)")
-    })?;
-    tracing::info!(address = %bound, path = crate::web::github_webhook::PATH, "listening for GitHub webhook deliveries");
-    Ok(Some(task))
+    Ok(Some(crate::web::github_webhook::router(
+        secret,
+        Arc::clone(store),
+        looks,
+    )))
 }
 
 /// Polls each source whose interval has passed, unless its last poll is still going. A

@@ -6,6 +6,7 @@
 
 mod analyze;
 mod chat;
+mod console;
 mod daemon;
 pub(crate) mod doctor;
 pub(crate) mod hook;
@@ -619,33 +620,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             dispatch_file(settings, Arc::clone(&shared), &file, json).await
         }
         Command::Show { gid, json } => {
-            let task = store
-                .task(&gid)
-                .await?
-                .ok_or_else(|| QueueOpError::NotFound(gid.clone()))?;
-            let runs = store.runs(Some(&gid)).await?;
-            let events = store.events(&gid).await?;
-            let decisions = store.decisions(&gid).await?;
-            let messages = match runs.last() {
-                Some(run) => {
-                    store
-                        .messages(run.id, crate::runner::drive::MESSAGE_WINDOW)
-                        .await?
-                }
-                None => Vec::new(),
-            };
-            let facts = match store.task_facts(&gid).await? {
-                Some(json) => serde_json::from_str(&json).ok(),
-                None => None,
-            };
-            let shown = output::ShownTask {
-                task,
-                facts,
-                runs,
-                events,
-                decisions,
-                messages,
-            };
+            let shown = shown_task(store, &gid).await?;
             if json {
                 output::print_json(&shown)
             } else {
@@ -747,15 +722,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             Ok(())
         }
         Command::Status { json } => {
-            let summary = store.summary().await?;
-            let outbox = store.outbox_backlog().await?;
-            let report = output::StatusReport::new(
-                settings,
-                summary,
-                outbox,
-                confinement(settings),
-                chrono::Utc::now(),
-            );
+            let report = status_report(settings, store).await?;
             if json {
                 output::print_json(&report)
             } else {
@@ -911,6 +878,53 @@ fn generated_gid(title: &str, clock: &SystemClock) -> String {
 
 /// Records the owner's answer to escalation `id`, exactly once: a second answer changes
 /// nothing and says so.
+/// `executor show GID`'s document (also the console's `GET /api/v1/tasks/GID`).
+pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::ShownTask> {
+    let task = store
+        .task(gid)
+        .await?
+        .ok_or_else(|| QueueOpError::NotFound(gid.to_string()))?;
+    let runs = store.runs(Some(gid)).await?;
+    let events = store.events(gid).await?;
+    let decisions = store.decisions(gid).await?;
+    let messages = match runs.last() {
+        Some(run) => {
+            store
+                .messages(run.id, crate::runner::drive::MESSAGE_WINDOW)
+                .await?
+        }
+        None => Vec::new(),
+    };
+    let facts = match store.task_facts(gid).await? {
+        Some(json) => serde_json::from_str(&json).ok(),
+        None => None,
+    };
+    Ok(output::ShownTask {
+        task,
+        facts,
+        runs,
+        events,
+        decisions,
+        messages,
+    })
+}
+
+/// `executor status`'s document (also the console's `GET /api/v1/status`).
+pub(crate) async fn status_report(
+    settings: &Settings,
+    store: &dyn Store,
+) -> Result<output::StatusReport> {
+    let summary = store.summary().await?;
+    let outbox = store.outbox_backlog().await?;
+    Ok(output::StatusReport::new(
+        settings,
+        summary,
+        outbox,
+        confinement(settings),
+        chrono::Utc::now(),
+    ))
+}
+
 async fn decide(
     settings: &Settings,
     store: &dyn Store,

@@ -8,6 +8,7 @@ mod chat_runs;
 mod cli;
 mod conductor;
 mod confinement;
+mod console;
 mod daemon;
 mod dispatch;
 mod doctor;
