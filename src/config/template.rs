@@ -151,6 +151,6 @@ path = "plans"
 # max_file_size = "4G"
 
 [web]
-# enabled = false
-# listen = "127.0.0.1:8450"
+# enabled = false               # true: the daemon serves the console's JSON API (README: "The console's JSON API")
+# listen = "127.0.0.1:8450"     # loopback only while the console has no login
 "#;
