@@ -65,7 +65,7 @@ pub fn router(settings: Arc<Settings>, store: Arc<dyn Store>) -> Router {
 
 /// Refuses a request that names a host other than loopback, and an action that is not
 /// JSON or comes from another origin.
-async fn guard(request: Request, next: Next) -> Response {
+pub(super) async fn guard(request: Request, next: Next) -> Response {
     let headers = request.headers();
     if !host_is_loopback(headers) {
         return refuse(

@@ -572,10 +572,12 @@ async fn start_web(
             ))
             .into());
         }
-        app = app.merge(super::console::router(
-            Arc::new(settings.clone()),
-            Arc::clone(store),
-        ));
+        app = app
+            .merge(super::console::router(
+                Arc::new(settings.clone()),
+                Arc::clone(store),
+            ))
+            .merge(super::metrics::router(Arc::clone(store)));
     }
     if !console && !webhooks {
         return Ok((None, false));

@@ -13,6 +13,7 @@ pub(crate) mod hook;
 mod import;
 mod init;
 mod lock;
+mod metrics;
 mod output;
 mod policy;
 mod protocol;

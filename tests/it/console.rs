@@ -182,6 +182,18 @@ fn the_api_serves_the_cli_documents_and_takes_the_owners_actions_once() {
         (get(&address, "/api/v1/tasks/T-1")["task"]["status"] == "done").then_some(())
     });
 
+    // The counts, in Prometheus's text format.
+    let (code, metrics) = call(&address, "GET", "/metrics", &[], "");
+    assert_eq!(code, 200);
+    let metrics = metrics.as_str().expect("text").to_string();
+    for line in [
+        "executor_tasks{status=\"done\"} 1",
+        "executor_runs{state=\"complete\"} 1",
+        "executor_pending_escalations 0",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
+    }
+
     // Retry, then cancel the fresh run while it waits on the owner.
     let (code, body) = post(&address, "/api/v1/tasks/T-1/retry", "{}");
     assert_eq!(

@@ -1,0 +1,126 @@
+//! `GET /metrics` on `[web] listen`: executor's state in the Prometheus text format, read
+//! from the store at each scrape (so every runner of a shared queue reports the same
+//! numbers, and nothing is counted twice in memory).
+//!
+//! Only counts go out: never a task's text, a message or a secret.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::store::Store;
+
+/// The route.
+pub const PATH: &str = "/metrics";
+
+pub fn router(store: Arc<dyn Store>) -> Router {
+    Router::new()
+        .route(PATH, get(scrape))
+        .layer(axum::middleware::from_fn(super::console::guard))
+        .with_state(store)
+}
+
+type Labelled = Family<Vec<(String, String)>, Gauge>;
+
+fn labelled(registry: &mut Registry, name: &str, help: &str) -> Labelled {
+    let family = Labelled::default();
+    registry.register(name, help, family.clone());
+    family
+}
+
+fn single(registry: &mut Registry, name: &str, help: &str, value: i64) {
+    let gauge = Gauge::<i64>::default();
+    gauge.set(value);
+    registry.register(name, help, gauge);
+}
+
+fn label(key: &str, value: &str) -> Vec<(String, String)> {
+    vec![(key.to_string(), value.to_string())]
+}
+
+/// The registry as the store has it now.
+pub async fn gather(store: &dyn Store) -> anyhow::Result<String> {
+    let summary = store.summary().await?;
+    let runs = store.runs(None).await?;
+    let outbox = store.outbox_backlog().await?;
+    let mut registry = Registry::with_prefix("executor");
+    let tasks = labelled(&mut registry, "tasks", "Tasks in the queue, by status");
+    for (status, count) in &summary.queue {
+        tasks
+            .get_or_create(&label("status", status.as_str()))
+            .set(*count);
+    }
+    let by_state = labelled(&mut registry, "runs", "Runs, by state");
+    let by_stage = labelled(
+        &mut registry,
+        "runs_by_stage",
+        "Active runs, by the stage of their lifecycle",
+    );
+    for state in crate::core::run::RunState::KNOWN {
+        by_state
+            .get_or_create(&label("state", state.as_str()))
+            .set(0);
+    }
+    for run in &runs {
+        by_state
+            .get_or_create(&label("state", run.state.as_str()))
+            .inc();
+        if run.state.is_active() {
+            let stage = run.lifecycle.as_ref().map_or("unknown", |v| v.stage_name());
+            by_stage.get_or_create(&label("stage", stage)).inc();
+        }
+    }
+    single(
+        &mut registry,
+        "live_workers",
+        "Worker processes recorded as running",
+        summary.live_workers,
+    );
+    single(
+        &mut registry,
+        "pending_escalations",
+        "Questions waiting for the owner",
+        summary.pending_escalations,
+    );
+    single(
+        &mut registry,
+        "intake_errors",
+        "Source items that could not be taken in",
+        i64::try_from(summary.intake_errors.len()).unwrap_or(i64::MAX),
+    );
+    let waiting = labelled(
+        &mut registry,
+        "outbox_undelivered",
+        "Messages waiting for their notifier, by notifier",
+    );
+    for line in &outbox {
+        waiting
+            .get_or_create(&label("notifier", &line.notifier))
+            .set(line.undelivered);
+    }
+    let mut text = String::new();
+    encode(&mut text, &registry)?;
+    Ok(text)
+}
+
+async fn scrape(State(store): State<Arc<dyn Store>>) -> Response {
+    match gather(store.as_ref()).await {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(error) => (StatusCode::SERVICE_UNAVAILABLE, format!("{error:#}")).into_response(),
+    }
+}
