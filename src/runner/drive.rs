@@ -1035,6 +1035,23 @@ fn view_of(run: &Run) -> lifecycle::RunView {
     })
 }
 
+/// A run being carried: what its actions need between one step and the next.
+struct Carried<'a> {
+    r: &'a Runner,
+    task: Task,
+    run: Run,
+    wt: worktree::Worktree,
+    /// A worker slot taken for the next worker (the run's first, or a resumed one's).
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    continue_parked: bool,
+    /// The last worker, whose snapshot of the repository the orchestrator checks before
+    /// it commits.
+    worked: Option<Worked>,
+    /// What the last worker (or the orchestrator's check) left for the owner.
+    asked: Option<Asked>,
+    waiting_on: Option<i64>,
+}
+
 /// Carries a claimed run from `start` by its lifecycle: the lifecycle decides each next
 /// action (`core::lifecycle`), the view is stored, the action is performed here, and its
 /// outcome is the next event. Returns when the run ends or waits on something outside (the
@@ -1042,182 +1059,271 @@ fn view_of(run: &Run) -> lifecycle::RunView {
 async fn carry(
     r: &Runner,
     task: Task,
-    mut run: Run,
+    run: Run,
     wt: worktree::Worktree,
     start: Start,
 ) -> Result<RunResult> {
-    let (store, settings) = (r.store.as_ref(), r.settings.as_ref());
-    let gid = task.task_gid.clone();
-    let rules = rules(settings, run.id);
-    let Start {
-        mut event,
-        mut continue_parked,
-        mut slot,
-    } = start;
-    // The last worker, whose snapshot of the repository the orchestrator checks before it
-    // commits, and what it (or the orchestrator's check) left for the owner.
-    let mut worked: Option<Worked> = None;
-    let mut asked: Option<Asked> = None;
-    let mut waiting_on = None;
+    let rules = rules(&r.settings, run.id);
+    let mut event = start.event;
+    let mut c = Carried {
+        r,
+        task,
+        run,
+        wt,
+        slot: start.slot,
+        continue_parked: start.continue_parked,
+        worked: None,
+        asked: None,
+        waiting_on: None,
+    };
     loop {
-        let (view, action) = lifecycle::decide(&view_of(&run), event, &rules, Utc::now())?;
-        tracing::debug!(gid = %gid, run = run.id, stage = view.stage_name(), ?action, "lifecycle");
-        run.ci_attempts = i64::from(view.ci_attempts);
-        run.worker_stuck_count = i64::from(view.stuck);
-        run.lifecycle = Some(view);
-        run.updated_at = Utc::now();
-        patience::durably("the run's lifecycle", run.id, || async {
-            Ok(store.save_run(&run).await?)
-        })
-        .await?;
+        let (view, action) = lifecycle::decide(&view_of(&c.run), event, &rules, Utc::now())?;
+        tracing::debug!(gid = %c.task.task_gid, run = c.run.id, stage = view.stage_name(), ?action, "lifecycle");
+        c.save(view).await?;
         event = match action {
             lifecycle::Action::StartWorker { work, attempt } => {
-                let slot = match slot.take() {
-                    Some(held) => held,
-                    None => Arc::clone(&r.slots).acquire_owned().await?,
-                };
-                let phase = phase_of(work);
-                let prompt = if std::mem::take(&mut continue_parked) {
-                    String::new()
-                } else {
-                    prompt_for(r, &task, &run, &wt, phase, attempt).await?
-                };
-                let done = self::work(
-                    store, &r.adapter, settings, &mut run, &gid, phase, &wt.path, prompt,
-                )
-                .await?;
-                drop(slot);
-                write_run_record(settings, &gid, run.id, phase, &wt.path, &done).await?;
-                let ended = lifecycle::Event::WorkerEnded {
-                    done: done.done.is_some(),
-                    asked: done.asked.is_some(),
-                    no_output: done.stopped == Some(StopReason::NoOutput),
-                    why: done.why.clone(),
-                };
-                if done.done.is_none() && done.asked.is_none() {
-                    tracing::warn!(gid = %gid, run = run.id, why = %done.why, "worker ended without [DONE]");
-                }
-                asked = done.asked.clone();
-                worked = Some(done);
-                ended
+                c.start_worker(work, attempt).await?
             }
-            lifecycle::Action::WaitUntil(until) => {
-                tracing::info!(gid = %gid, run = run.id, until = %until, "waiting before the next worker (holding no worker slot)");
-                drop(slot.take());
-                // In short steps, so a cancel (or a takeover) is noticed within a second.
-                loop {
-                    let left = (until - Utc::now()).to_std().unwrap_or_default();
-                    if left.is_zero() {
-                        break;
-                    }
-                    tokio::time::sleep(left.min(CLAIM_CHECK)).await;
-                    if !claim::still_ours(store, &run).await? {
-                        return Err(crate::store::StoreError::Fenced { run_id: run.id }.into());
-                    }
-                }
-                lifecycle::Event::RetryDue
-            }
-            lifecycle::Action::Verify => {
-                let verdict = verify(store, settings, run.id, &gid, &wt.path).await?;
-                if !verdict.passed {
-                    tracing::warn!(gid = %gid, run = run.id, "verification failed");
-                }
-                lifecycle::Event::Verified {
-                    failure: (!verdict.passed).then_some(lifecycle::Failure {
-                        summary: verdict.summary,
-                        excerpt: verdict.excerpt,
-                    }),
-                }
-            }
-            lifecycle::Action::Review { round } => {
-                let slot = match slot.take() {
-                    Some(held) => held,
-                    None => Arc::clone(&r.slots).acquire_owned().await?,
-                };
-                let reviewed = review::review(
-                    store,
-                    &r.adapter,
-                    &r.prompts,
-                    settings,
-                    &task,
-                    &mut run,
-                    &wt,
-                    round,
-                    worked.as_ref().and_then(|w| w.baseline.as_ref()),
-                )
-                .await?;
-                drop(slot);
-                match reviewed {
-                    review::Reviewed::Accepted => lifecycle::Event::ReviewAccepted {
-                        gate: match review::integration(settings, &gid, &run) {
-                            crate::policy::Decision::Approve => lifecycle::Gate::Approve,
-                            crate::policy::Decision::Deny => lifecycle::Gate::Deny,
-                            crate::policy::Decision::Escalate => lifecycle::Gate::Escalate,
-                        },
-                    },
-                    review::Reviewed::Rejected(findings) => {
-                        lifecycle::Event::ReviewRejected { findings }
-                    }
-                    review::Reviewed::Asked(escalation) => {
-                        waiting_on = Some(escalation);
-                        lifecycle::Event::ReviewAsked { escalation }
-                    }
-                }
-            }
-            lifecycle::Action::Integrate => {
-                let (event, stopped) =
-                    integrate(store, settings, &task, &mut run, &wt, worked.as_ref()).await?;
-                if stopped.is_some() {
-                    asked = stopped;
-                }
-                event
-            }
+            lifecycle::Action::WaitUntil(until) => c.wait_until(until).await?,
+            lifecycle::Action::Verify => c.verify().await?,
+            lifecycle::Action::Review { round } => c.review(round).await?,
+            lifecycle::Action::Integrate => c.integrate().await?,
             lifecycle::Action::AskOwner { ask, commit_first } => {
-                let mut question = match ask {
-                    lifecycle::Ask::Worker => asked.take().context(
-                        "the lifecycle asks the owner about a worker's question that is gone",
-                    )?,
-                    lifecycle::Ask::ReviewExhausted {
-                        rejections,
-                        findings,
-                    } => Asked::Message(format!(
-                        "[ESCALATE:{}] the review rejected the diff {rejections} time(s); approve integrates it as it is, deny abandons it. The last findings: {}",
-                        review::REVIEW_EXHAUSTED,
-                        findings.replace('\n', " ")
-                    )),
-                    lifecycle::Ask::Integrate => Asked::Message(format!(
-                        "[ESCALATE:{}] the reviewed diff of run {} is ready to integrate; `executor go {gid}` integrates it",
-                        review::INTEGRATE,
-                        run.id
-                    )),
-                };
-                if commit_first && settings.worktrees {
-                    let baseline = worked.as_ref().and_then(|w| w.baseline.as_ref());
-                    if let Some(stopped) =
-                        commit_checked(settings, &wt.path, &task, run.id, baseline).await?
-                    {
-                        question = stopped;
-                    }
-                }
-                let escalation =
-                    open_escalation(store, &r.adapter, settings, &run, &gid, &question).await?;
-                waiting_on = Some(escalation);
-                lifecycle::Event::Escalated { escalation }
+                c.ask_owner(ask, commit_first).await?
             }
             lifecycle::Action::Abandon { reason } => {
-                abandon(store, &settings.notices, &mut run, &gid, &reason).await?;
+                let gid = c.task.task_gid.clone();
+                abandon(
+                    c.r.store.as_ref(),
+                    &c.r.settings.notices,
+                    &mut c.run,
+                    &gid,
+                    &reason,
+                )
+                .await?;
                 break;
             }
             lifecycle::Action::Wait => break,
         };
     }
     Ok(RunResult {
-        task_gid: gid,
-        run_id: run.id,
-        state: run.state.clone(),
-        ci_attempts: run.ci_attempts,
-        waiting_on,
+        task_gid: c.task.task_gid,
+        run_id: c.run.id,
+        state: c.run.state.clone(),
+        ci_attempts: c.run.ci_attempts,
+        waiting_on: c.waiting_on,
     })
+}
+
+/// The lifecycle's event for a worker that ended.
+fn ended(worked: &Worked) -> lifecycle::Event {
+    lifecycle::Event::WorkerEnded {
+        done: worked.done.is_some(),
+        asked: worked.asked.is_some(),
+        no_output: worked.stopped == Some(StopReason::NoOutput),
+        why: worked.why.clone(),
+    }
+}
+
+impl Carried<'_> {
+    /// Stores the run with its new lifecycle `view` (and the owner's columns it mirrors).
+    async fn save(&mut self, view: lifecycle::RunView) -> Result<()> {
+        self.run.ci_attempts = i64::from(view.ci_attempts);
+        self.run.worker_stuck_count = i64::from(view.stuck);
+        self.run.lifecycle = Some(view);
+        self.run.updated_at = Utc::now();
+        let (store, run) = (self.r.store.as_ref(), &self.run);
+        patience::durably("the run's lifecycle", run.id, || async {
+            Ok(store.save_run(run).await?)
+        })
+        .await
+    }
+
+    /// The slot held for the next worker, or a free one (waited for).
+    async fn slot(&mut self) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        Ok(match self.slot.take() {
+            Some(held) => held,
+            None => Arc::clone(&self.r.slots).acquire_owned().await?,
+        })
+    }
+
+    async fn start_worker(
+        &mut self,
+        work: lifecycle::Work,
+        attempt: u32,
+    ) -> Result<lifecycle::Event> {
+        let slot = self.slot().await?;
+        let (r, gid, phase) = (self.r, self.task.task_gid.clone(), phase_of(work));
+        let prompt = if std::mem::take(&mut self.continue_parked) {
+            String::new()
+        } else {
+            prompt_for(r, &self.task, &self.run, &self.wt, phase, attempt).await?
+        };
+        let done = self::work(
+            r.store.as_ref(),
+            &r.adapter,
+            &r.settings,
+            &mut self.run,
+            &gid,
+            phase,
+            &self.wt.path,
+            prompt,
+        )
+        .await?;
+        drop(slot);
+        write_run_record(&r.settings, &gid, self.run.id, phase, &self.wt.path, &done).await?;
+        if done.done.is_none() && done.asked.is_none() {
+            tracing::warn!(gid = %gid, run = self.run.id, why = %done.why, "worker ended without [DONE]");
+        }
+        let event = ended(&done);
+        self.asked = done.asked.clone();
+        self.worked = Some(done);
+        Ok(event)
+    }
+
+    /// Waits out a back-off holding no slot, in short steps, so a cancel (or a takeover)
+    /// is noticed within a second.
+    async fn wait_until(&mut self, until: chrono::DateTime<Utc>) -> Result<lifecycle::Event> {
+        tracing::info!(gid = %self.task.task_gid, run = self.run.id, until = %until, "waiting before the next worker (holding no worker slot)");
+        drop(self.slot.take());
+        loop {
+            let left = (until - Utc::now()).to_std().unwrap_or_default();
+            if left.is_zero() {
+                return Ok(lifecycle::Event::RetryDue);
+            }
+            tokio::time::sleep(left.min(CLAIM_CHECK)).await;
+            if !claim::still_ours(self.r.store.as_ref(), &self.run).await? {
+                return Err(crate::store::StoreError::Fenced {
+                    run_id: self.run.id,
+                }
+                .into());
+            }
+        }
+    }
+
+    async fn verify(&mut self) -> Result<lifecycle::Event> {
+        let (r, gid) = (self.r, &self.task.task_gid);
+        let verdict = verify(
+            r.store.as_ref(),
+            &r.settings,
+            self.run.id,
+            gid,
+            &self.wt.path,
+        )
+        .await?;
+        if !verdict.passed {
+            tracing::warn!(gid = %gid, run = self.run.id, "verification failed");
+        }
+        Ok(lifecycle::Event::Verified {
+            failure: (!verdict.passed).then_some(lifecycle::Failure {
+                summary: verdict.summary,
+                excerpt: verdict.excerpt,
+            }),
+        })
+    }
+
+    async fn review(&mut self, round: u32) -> Result<lifecycle::Event> {
+        let slot = self.slot().await?;
+        let r = self.r;
+        let reviewed = review::review(
+            r.store.as_ref(),
+            &r.adapter,
+            &r.prompts,
+            &r.settings,
+            &self.task,
+            &mut self.run,
+            &self.wt,
+            round,
+            self.worked.as_ref().and_then(|w| w.baseline.as_ref()),
+        )
+        .await?;
+        drop(slot);
+        Ok(match reviewed {
+            review::Reviewed::Accepted => lifecycle::Event::ReviewAccepted {
+                gate: match review::integration(&r.settings, &self.task.task_gid, &self.run) {
+                    crate::policy::Decision::Approve => lifecycle::Gate::Approve,
+                    crate::policy::Decision::Deny => lifecycle::Gate::Deny,
+                    crate::policy::Decision::Escalate => lifecycle::Gate::Escalate,
+                },
+            },
+            review::Reviewed::Rejected(findings) => lifecycle::Event::ReviewRejected { findings },
+            review::Reviewed::Asked(escalation) => {
+                self.waiting_on = Some(escalation);
+                lifecycle::Event::ReviewAsked { escalation }
+            }
+        })
+    }
+
+    async fn integrate(&mut self) -> Result<lifecycle::Event> {
+        let r = self.r;
+        let (event, stopped) = integrate(
+            r.store.as_ref(),
+            &r.settings,
+            &self.task,
+            &mut self.run,
+            &self.wt,
+            self.worked.as_ref(),
+        )
+        .await?;
+        if stopped.is_some() {
+            self.asked = stopped;
+        }
+        Ok(event)
+    }
+
+    /// Opens the escalation for `ask` (committing the reviewed change first when
+    /// `commit_first`, unless the repository's git data changed: then that is asked).
+    async fn ask_owner(
+        &mut self,
+        ask: lifecycle::Ask,
+        commit_first: bool,
+    ) -> Result<lifecycle::Event> {
+        let (r, gid) = (self.r, self.task.task_gid.clone());
+        let mut question = match ask {
+            lifecycle::Ask::Worker => self
+                .asked
+                .take()
+                .context("the lifecycle asks the owner about a worker's question that is gone")?,
+            lifecycle::Ask::ReviewExhausted {
+                rejections,
+                findings,
+            } => Asked::Message(format!(
+                "[ESCALATE:{}] the review rejected the diff {rejections} time(s); approve integrates it as it is, deny abandons it. The last findings: {}",
+                review::REVIEW_EXHAUSTED,
+                findings.replace('\n', " ")
+            )),
+            lifecycle::Ask::Integrate => Asked::Message(format!(
+                "[ESCALATE:{}] the reviewed diff of run {} is ready to integrate; `executor go {gid}` integrates it",
+                review::INTEGRATE,
+                self.run.id
+            )),
+        };
+        if commit_first && r.settings.worktrees {
+            let baseline = self.worked.as_ref().and_then(|w| w.baseline.as_ref());
+            if let Some(stopped) = commit_checked(
+                &r.settings,
+                &self.wt.path,
+                &self.task,
+                self.run.id,
+                baseline,
+            )
+            .await?
+            {
+                question = stopped;
+            }
+        }
+        let escalation = open_escalation(
+            r.store.as_ref(),
+            &r.adapter,
+            &r.settings,
+            &self.run,
+            &gid,
+            &question,
+        )
+        .await?;
+        self.waiting_on = Some(escalation);
+        Ok(lifecycle::Event::Escalated { escalation })
+    }
 }
 
 /// The prompt of a `phase` worker of the run, with the lifecycle's reason and failure.
