@@ -2646,7 +2646,25 @@ async fn commit_checked(
             tracing::info!("the worker changed nothing; nothing to commit");
             return Ok(());
         }
-        let committed = git(&["commit", "-q", "--no-verify", "-m", &message])?;
+        // The message goes through a file: a title on the command line can pass the
+        // system's limit on one argument ("argument list too long"). It lives outside the
+        // worktree, so `git add -A` never stages it. Created new (never through a link
+        // planted at its name) under a name hard to guess ahead.
+        let unguessable = format!("{}{:?}", std::process::id(), std::time::SystemTime::now());
+        let file = std::env::temp_dir().join(format!(
+            "executor-commit-{run_id}-{}.txt",
+            crate::core::gid::short_hash(&unguessable)
+        ));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+            .and_then(|mut opened| opened.write_all(message.as_bytes()))
+            .with_context(|| format!("cannot write the commit message to {}", file.display()))?;
+        let path = file.to_string_lossy().into_owned();
+        let committed = git(&["commit", "-q", "--no-verify", "-F", &path]);
+        let _ = std::fs::remove_file(&file);
+        let committed = committed?;
         anyhow::ensure!(
             committed.status.success(),
             "git commit failed: {}",
