@@ -1092,6 +1092,12 @@ async fn carry(
                     done: done.done.is_some(),
                     asked: done.asked.is_some(),
                     no_output: done.stopped == Some(StopReason::NoOutput),
+                    // A model API that refused the request refuses the next worker too.
+                    retryable: lifecycle::retryable_api_status(
+                        done.result["agent_result"]["api_error_status"]
+                            .as_u64()
+                            .and_then(|status| u16::try_from(status).ok()),
+                    ),
                     why: done.why.clone(),
                 };
                 if done.done.is_none() && done.asked.is_none() {
@@ -1938,6 +1944,7 @@ async fn work(
         run.worker_session_id = session_id;
     }
     let deferred = finished.as_ref().and_then(|f| f.deferred_tool.as_ref());
+    let api_error = finished.as_ref().and_then(|f| f.api_error());
     let why = match (&done, &escalated, outcome.stopped) {
         (Some(_), _, _) => "done".to_string(),
         (None, _, None) if deferred.is_some() => format!(
@@ -1949,6 +1956,12 @@ async fn work(
         (None, None, Some(StopReason::HardTimeout)) => "hard timeout".to_string(),
         (None, None, Some(StopReason::Requested)) => "stopped on request".to_string(),
         (None, None, None) => match (outcome.exit_code, outcome.signal) {
+            // A model API error is the cause; the exit code is only its consequence.
+            (Some(code), _) if api_error.is_some() => format!(
+                "{} (the worker exited {code} without [DONE])",
+                api_error.unwrap_or_default()
+            ),
+            (None, _) if api_error.is_some() => api_error.unwrap_or_default(),
             (Some(code), _) => format!("exited {code} without [DONE]"),
             (None, Some(signal)) => format!("killed by signal {signal}"),
             (None, None) => "ended without [DONE]".to_string(),
