@@ -104,6 +104,43 @@ impl Finished {
     pub fn is_deferred(&self) -> bool {
         self.deferred_tool.is_some() || self.stop_reason.as_deref() == Some("tool_deferred")
     }
+
+    /// The model API error that ended the session, said plainly: `the model API answered
+    /// 401: <the agent's message>`. `None` when it did not end on one.
+    pub fn api_error(&self) -> Option<String> {
+        let api_ended = self.api_error_status.is_some()
+            || (self.is_error && self.reason.as_deref() == Some("api_error"));
+        if !api_ended {
+            return None;
+        }
+        // The agent's words: Claude's `result` ("API Error: 400 …"), else its `errors`.
+        let message = self
+            .result
+            .as_deref()
+            .filter(|text| !text.trim().is_empty())
+            .map(str::to_string)
+            .or_else(|| (!self.errors.is_empty()).then(|| self.errors.join("; ")));
+        let message = message.map(|text| {
+            let line = text
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .trim();
+            if line.chars().count() > 300 {
+                format!("{}…", line.chars().take(299).collect::<String>())
+            } else {
+                line.to_string()
+            }
+        });
+        let head = match self.api_error_status {
+            Some(status) => format!("the model API answered {status}"),
+            None => "the model API failed".to_string(),
+        };
+        Some(match message {
+            Some(message) if !message.is_empty() => format!("{head}: {message}"),
+            _ => head,
+        })
+    }
 }
 
 /// One tool call named in a result.
@@ -256,6 +293,38 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_api_error_is_said_with_its_status_and_the_agents_message() {
+        let claude = Finished {
+            is_error: true,
+            reason: Some("api_error".into()),
+            api_error_status: Some(401),
+            result: Some("API Error: 401 invalid x-api-key\nmore".into()),
+            ..Finished::default()
+        };
+        assert_eq!(
+            claude.api_error().as_deref(),
+            Some("the model API answered 401: API Error: 401 invalid x-api-key")
+        );
+        let listed = Finished {
+            is_error: true,
+            api_error_status: Some(529),
+            errors: vec!["Overloaded".into()],
+            ..Finished::default()
+        };
+        assert_eq!(
+            listed.api_error().as_deref(),
+            Some("the model API answered 529: Overloaded")
+        );
+        let plain_failure = Finished {
+            is_error: true,
+            reason: Some("max_turns".into()),
+            result: Some("stopped".into()),
+            ..Finished::default()
+        };
+        assert_eq!(plain_failure.api_error(), None);
+    }
 
     fn text(text: &str) -> AgentEvent {
         AgentEvent::AssistantText {

@@ -60,7 +60,16 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     // lock; then that one analyzes, and this daemon tries the lock again on each heartbeat.
     let mut analyzer_lock = None;
     let mut analyzer: Option<Arc<crate::analyzer::Analyzer>> = None;
-    take_analyzer(settings, &shared, &mut analyzer_lock, &mut analyzer, true)?;
+    // Why the analyzer could not be built the last time this daemon tried, said once.
+    let mut analyzer_failed: Option<String> = None;
+    take_analyzer(
+        settings,
+        &shared,
+        &mut analyzer_lock,
+        &mut analyzer,
+        &mut analyzer_failed,
+        true,
+    )?;
     let mut analysis: Option<JoinHandle<()>> = None;
     let started_at = clock.now();
     let mut heartbeat = Heartbeat {
@@ -257,7 +266,14 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
             _ = beat_timer.tick() => {
                 reload_contract(&runner);
                 start_source_polls(&sources, &shared, &mut source_polls, &changed_tx);
-                take_analyzer(settings, &shared, &mut analyzer_lock, &mut analyzer, false)?;
+                take_analyzer(
+                    settings,
+                    &shared,
+                    &mut analyzer_lock,
+                    &mut analyzer,
+                    &mut analyzer_failed,
+                    false,
+                )?;
                 start_analysis(
                     analyzer.as_ref(),
                     &shared,
@@ -651,12 +667,15 @@ fn start_source_polls(
 
 /// Takes the analyzer's lock and builds the analyzer, if this daemon has not yet; says so
 /// the first time the lock is held elsewhere. Only a config that cannot make an analyzer
-/// is an error.
+/// at start is an error: later (the prompt was edited while another analyzer held the
+/// lock) the daemon logs why, once, leaves the lock free and tries again on the next beat,
+/// running everything else meanwhile. Pending tasks wait for the analyzer.
 fn take_analyzer(
     settings: &Settings,
     store: &Arc<dyn Store>,
     lock: &mut Option<super::lock::RunnerLock>,
     analyzer: &mut Option<Arc<crate::analyzer::Analyzer>>,
+    failed: &mut Option<String>,
     first: bool,
 ) -> Result<()> {
     if analyzer.is_some() {
@@ -666,16 +685,28 @@ fn take_analyzer(
         &settings.root.join(super::analyze::ANALYZER_LOCK),
         "analyzer",
     ) {
-        Ok(taken) => {
-            *analyzer = Some(Arc::new(super::analyze::build(
-                settings,
-                Arc::clone(store),
-            )?));
-            *lock = Some(taken);
-            if !first {
-                tracing::info!("the analyzer's lock is free again: this daemon analyzes now");
+        Ok(taken) => match super::analyze::build(settings, Arc::clone(store)) {
+            Ok(built) => {
+                *analyzer = Some(Arc::new(built));
+                *lock = Some(taken);
+                if failed.take().is_some() {
+                    tracing::info!("the analyzer is built again: this daemon analyzes now");
+                } else if !first {
+                    tracing::info!("the analyzer's lock is free again: this daemon analyzes now");
+                }
             }
-        }
+            Err(error) if first => return Err(error),
+            Err(error) => {
+                let why = format!("{error:#}");
+                if failed.as_deref() != Some(why.as_str()) {
+                    tracing::error!(
+                        error = why,
+                        "cannot build the analyzer; the daemon goes on and pending tasks wait until it is fixed (tried again every few seconds)"
+                    );
+                }
+                *failed = Some(why);
+            }
+        },
         Err(error) if first => {
             tracing::warn!(%error, "another analyzer runs; this daemon analyzes once it is done")
         }

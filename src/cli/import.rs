@@ -149,6 +149,9 @@ fn read_line(text: &str) -> Result<(NewTask, Option<TaskFacts>), String> {
     if title.is_empty() || title.contains('\n') {
         return Err("`title` must be one non-empty line".into());
     }
+    if let Some(why) = crate::core::task::title_too_long(title) {
+        return Err(format!("`title`: {why}"));
+    }
     let source = line.source.as_deref().map(str::trim).unwrap_or(SOURCE);
     if source.is_empty() {
         return Err("`source` must not be empty".into());

@@ -801,6 +801,9 @@ async fn add(
             BadInput("--title must be one line (put the rest in --description)".into()).into(),
         );
     }
+    if let Some(why) = crate::core::task::title_too_long(title) {
+        return Err(BadInput(format!("--title: {why}")).into());
+    }
     let source = args.source.trim();
     if source.is_empty() {
         return Err(BadInput("--source must not be empty".into()).into());

@@ -217,11 +217,51 @@ pub fn print_queue(tasks: &[Task]) -> Result<()> {
                 task.status.as_str(),
                 priority,
                 task.source.as_deref().unwrap_or("-"),
-                task.title()
+                printable(&task.title())
             )?;
         }
         out.flush()
     })())
+}
+
+/// `text` as a terminal shows it faithfully: control characters, bidi overrides and
+/// zero-width characters are written as `\u{…}` escapes. A title comes from outside; left
+/// raw, such characters could move the cursor, reorder the line or hide text in a table.
+pub fn printable(text: &str) -> String {
+    escaped(text, false)
+}
+
+/// Like [`printable`] for text of many lines (a description, notes): its line breaks and
+/// tabs stay as they are.
+pub fn printable_text(text: &str) -> String {
+    escaped(text, true)
+}
+
+fn escaped(text: &str, keep_lines: bool) -> String {
+    let hidden = |c: char| {
+        (c.is_control() && !(keep_lines && matches!(c, '\n' | '\t')))
+            || matches!(
+                c,
+                '\u{200B}'..='\u{200F}'
+                    | '\u{202A}'..='\u{202E}'
+                    | '\u{2060}'..='\u{2069}'
+                    | '\u{061C}'
+                    | '\u{180E}'
+                    | '\u{FEFF}'
+            )
+    };
+    if !text.chars().any(hidden) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if hidden(c) {
+                format!("\\u{{{:04x}}}", c as u32)
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// What follows a decision's role in `show`: the worker's posture when it ran outside the
@@ -243,7 +283,7 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     finish((|| {
-        writeln!(out, "{}  {}", task.task_gid, task.title())?;
+        writeln!(out, "{}  {}", task.task_gid, printable(&task.title()))?;
         writeln!(
             out,
             "status: {}   priority: {}   source: {}",
@@ -287,10 +327,10 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
             }
         }
         if let Some(description) = &task.description {
-            writeln!(out, "\n{description}")?;
+            writeln!(out, "\n{}", printable_text(description))?;
         }
         if let Some(notes) = &task.notes {
-            writeln!(out, "\nnotes:\n{notes}")?;
+            writeln!(out, "\nnotes:\n{}", printable_text(notes))?;
         }
         writeln!(out)?;
         if shown.runs.is_empty() {
@@ -535,4 +575,19 @@ pub fn print_escalations(
         }
         out.flush()
     })())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_characters_are_escaped_and_the_rest_is_left_alone() {
+        assert_eq!(printable("Fix tab — préview #12"), "Fix tab — préview #12");
+        assert_eq!(
+            printable("a\u{1b}[2Jb\u{202e}c\u{2066}d\u{200b}e\u{feff}f\ng"),
+            "a\\u{001b}[2Jb\\u{202e}c\\u{2066}d\\u{200b}e\\u{feff}f\\u{000a}g"
+        );
+        assert_eq!(printable_text("one\n\ttwo\r"), "one\n\ttwo\\u{000d}");
+    }
 }

@@ -92,7 +92,9 @@ fn render(node: &Node, prefix: &str, last: bool, root: bool, out: &mut String) {
     };
     out.push_str(&format!(
         "{prefix}{branch}{}  {}  [{}{run}{waits}]\n",
-        node.task_gid, node.title, node.status
+        node.task_gid,
+        crate::cli::output::printable(&node.title),
+        node.status
     ));
     let child_prefix = if root {
         String::new()

@@ -143,6 +143,14 @@ pub enum Answer {
     Decline,
 }
 
+/// Whether a worker that ended on a model API error of HTTP `status` is worth trying again.
+/// The request itself was refused (400 bad request, 401 invalid key, 403 not allowed, 404
+/// unknown model, 413 too large): the next worker sends the same and is refused the same.
+/// A rate limit, an overload, a server error or a timeout passes, so those are retried.
+pub fn retryable_api_status(status: Option<u16>) -> bool {
+    !matches!(status, Some(400 | 401 | 403 | 404 | 413))
+}
+
 /// Something that happened to the run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
@@ -158,6 +166,10 @@ pub enum Event {
         /// repository whose git data changed).
         asked: bool,
         no_output: bool,
+        /// Another worker may fare better. False when the model's API refused the request
+        /// itself (a bad request, an invalid key: see [`retryable_api_status`]): every
+        /// retry would be refused the same way, so the run ends at once.
+        retryable: bool,
         why: String,
     },
     /// The back-off is over.
@@ -304,6 +316,7 @@ pub fn decide(
                 done,
                 asked,
                 no_output,
+                retryable,
                 why,
             },
         ) => {
@@ -321,7 +334,7 @@ pub fn decide(
                 Action::Verify
             } else {
                 next.failed_workers += 1;
-                if next.failed_workers >= rules.max_worker_attempts {
+                if !retryable || next.failed_workers >= rules.max_worker_attempts {
                     end(&mut next, why)
                 } else {
                     let until = now + chrono_of(backoff(rules, next.failed_workers));

@@ -114,6 +114,33 @@ impl TaskChanges {
     }
 }
 
+/// The longest title a task may have, in characters. A title names a branch, a commit and
+/// a line of every table; a longer one is refused where the owner gives it (`add`,
+/// `import`, a plan note) and cut where a tracker hands it in ([`capped_title`]).
+pub const MAX_TITLE_CHARS: usize = 512;
+
+/// Why `title` is too long to be a task's title, if it is.
+pub fn title_too_long(title: &str) -> Option<String> {
+    let chars = title.trim().chars().count();
+    (chars > MAX_TITLE_CHARS).then(|| {
+        format!(
+            "the title is {chars} characters long; at most {MAX_TITLE_CHARS} are allowed (put the rest in the body)"
+        )
+    })
+}
+
+/// `title` cut to [`MAX_TITLE_CHARS`] (ending with `…` when cut), for sources whose items
+/// are taken in whatever their length: the tracker keeps the whole title.
+pub fn capped_title(title: &str) -> String {
+    let title = title.trim();
+    if title.chars().count() <= MAX_TITLE_CHARS {
+        return title.to_string();
+    }
+    let mut cut: String = title.chars().take(MAX_TITLE_CHARS - 1).collect();
+    cut.push('…');
+    cut
+}
+
 /// Sources executor gives its own tasks and treats apart: `dispatch` (run by its
 /// `executor dispatch` alone, never by the run loop) and `conductor` (a goal's subtasks).
 /// A task taken in from outside may not claim one: it would be queued and never run.
@@ -166,6 +193,22 @@ pub fn body_of(description: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn titles_longer_than_the_cap_are_refused_or_cut() {
+        let at_cap = "é".repeat(MAX_TITLE_CHARS);
+        assert_eq!(title_too_long(&at_cap), None);
+        assert_eq!(capped_title(&at_cap), at_cap);
+        let over = "x".repeat(MAX_TITLE_CHARS + 1);
+        let why = title_too_long(&over).expect("refused");
+        assert!(
+            why.contains("513 characters") && why.contains("512"),
+            "{why}"
+        );
+        let cut = capped_title(&over);
+        assert_eq!(cut.chars().count(), MAX_TITLE_CHARS);
+        assert!(cut.ends_with('…'));
+    }
 
     #[test]
     fn reserved_sources_are_refused_whatever_their_case() {

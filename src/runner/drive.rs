@@ -1121,6 +1121,12 @@ fn ended(worked: &Worked) -> lifecycle::Event {
         done: worked.done.is_some(),
         asked: worked.asked.is_some(),
         no_output: worked.stopped == Some(StopReason::NoOutput),
+        // A model API that refused the request refuses the next worker too.
+        retryable: lifecycle::retryable_api_status(
+            worked.result["agent_result"]["api_error_status"]
+                .as_u64()
+                .and_then(|status| u16::try_from(status).ok()),
+        ),
         why: worked.why.clone(),
     }
 }
@@ -2044,6 +2050,7 @@ async fn work(
         run.worker_session_id = session_id;
     }
     let deferred = finished.as_ref().and_then(|f| f.deferred_tool.as_ref());
+    let api_error = finished.as_ref().and_then(|f| f.api_error());
     let why = match (&done, &escalated, outcome.stopped) {
         (Some(_), _, _) => "done".to_string(),
         (None, _, None) if deferred.is_some() => format!(
@@ -2055,6 +2062,12 @@ async fn work(
         (None, None, Some(StopReason::HardTimeout)) => "hard timeout".to_string(),
         (None, None, Some(StopReason::Requested)) => "stopped on request".to_string(),
         (None, None, None) => match (outcome.exit_code, outcome.signal) {
+            // A model API error is the cause; the exit code is only its consequence.
+            (Some(code), _) if api_error.is_some() => format!(
+                "{} (the worker exited {code} without [DONE])",
+                api_error.unwrap_or_default()
+            ),
+            (None, _) if api_error.is_some() => api_error.unwrap_or_default(),
             (Some(code), _) => format!("exited {code} without [DONE]"),
             (None, Some(signal)) => format!("killed by signal {signal}"),
             (None, None) => "ended without [DONE]".to_string(),
@@ -2752,7 +2765,25 @@ async fn commit_checked(
             tracing::info!("the worker changed nothing; nothing to commit");
             return Ok(());
         }
-        let committed = git(&["commit", "-q", "--no-verify", "-m", &message])?;
+        // The message goes through a file: a title on the command line can pass the
+        // system's limit on one argument ("argument list too long"). It lives outside the
+        // worktree, so `git add -A` never stages it. Created new (never through a link
+        // planted at its name) under a name hard to guess ahead.
+        let unguessable = format!("{}{:?}", std::process::id(), std::time::SystemTime::now());
+        let file = std::env::temp_dir().join(format!(
+            "executor-commit-{run_id}-{}.txt",
+            crate::core::gid::short_hash(&unguessable)
+        ));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+            .and_then(|mut opened| opened.write_all(message.as_bytes()))
+            .with_context(|| format!("cannot write the commit message to {}", file.display()))?;
+        let path = file.to_string_lossy().into_owned();
+        let committed = git(&["commit", "-q", "--no-verify", "-F", &path]);
+        let _ = std::fs::remove_file(&file);
+        let committed = committed?;
         anyhow::ensure!(
             committed.status.success(),
             "git commit failed: {}",

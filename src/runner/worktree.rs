@@ -27,9 +27,13 @@ pub enum WorktreeError {
 }
 
 /// The run's branch: `<prefix><gid>-<slug of the title>`, a valid git ref name.
+///
+/// A gid the branch cannot hold as it is (`gh:lumen#12`) is written with `-` for what it
+/// drops, followed by a short hash of the whole gid: `T:1` and `T#1` would otherwise share
+/// one branch and one worktree (and both commit there).
 pub fn branch_name(prefix: &str, task_gid: &str, title: &str) -> String {
     // Gids may hold `:` or `#`; refs may not hold `:`, and `#` reads badly in a shell.
-    let gid: String = task_gid
+    let written: String = task_gid
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
@@ -39,7 +43,14 @@ pub fn branch_name(prefix: &str, task_gid: &str, title: &str) -> String {
             }
         })
         .collect();
-    let gid = gid.trim_matches(['-', '.']);
+    let trimmed = written.trim_matches(['-', '.']);
+    let gid = if trimmed == task_gid {
+        trimmed.to_string()
+    } else if trimmed.is_empty() {
+        gid::short_hash(task_gid)
+    } else {
+        format!("{trimmed}-{}", gid::short_hash(task_gid))
+    };
     let slug = gid::slug(title, 40);
     if slug.is_empty() {
         format!("{prefix}{gid}")
@@ -229,11 +240,31 @@ mod tests {
         );
         assert_eq!(
             branch_name("executor/", "gh:lumen#12", "Crash on start!"),
-            "executor/gh-lumen-12-crash-on-start"
+            format!(
+                "executor/gh-lumen-12-{}-crash-on-start",
+                gid::short_hash("gh:lumen#12")
+            )
         );
         assert_eq!(
             branch_name("x/", "1209876543210987", "???"),
             "x/1209876543210987"
+        );
+    }
+
+    #[test]
+    fn gids_that_differ_only_in_dropped_characters_get_their_own_branch() {
+        let names: Vec<String> = ["T:1", "T#1", "T-1", "-T-1", "T-1.", ":", "#"]
+            .iter()
+            .map(|gid| branch_name("executor/", gid, "Same title"))
+            .collect();
+        let distinct: std::collections::HashSet<&String> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{names:?}");
+        let paths: std::collections::HashSet<PathBuf> =
+            names.iter().map(|b| path_for(Path::new("/w"), b)).collect();
+        assert_eq!(paths.len(), names.len(), "{names:?}");
+        assert_eq!(
+            names[2], "executor/T-1-same-title",
+            "a plain gid keeps its name"
         );
     }
 

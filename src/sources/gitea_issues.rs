@@ -87,7 +87,7 @@ pub async fn poll(
 pub fn convert(issue: &GiteaIssue, repo_full_name: &str) -> (NewTask, TaskFacts) {
     let title = match issue.title.trim() {
         "" => format!("Gitea issue #{}", issue.number),
-        title => title.to_owned(),
+        title => crate::core::task::capped_title(title),
     };
     let new = NewTask {
         task_gid: task_gid(repo_full_name, issue.number),

@@ -56,6 +56,8 @@ pub enum NoteError {
     BadGid(GidError),
     #[error("front matter `source`: {0}")]
     ReservedSource(String),
+    #[error("{0}")]
+    TitleTooLong(String),
     #[error("a symbolic link to {0}, outside the plans folder: not followed")]
     LinkLeavesFolder(String),
     #[error("a symbolic link to {0}, which cannot be followed (missing or unreadable)")]
@@ -137,6 +139,9 @@ pub fn parse_note(relative_path: &str, bytes: &[u8]) -> Result<PlanNote, NoteErr
             (title, description)
         }
     };
+    if let Some(why) = crate::core::task::title_too_long(&title) {
+        return Err(NoteError::TitleTooLong(why));
+    }
 
     let notes = if fields.is_empty() {
         None

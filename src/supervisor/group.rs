@@ -7,7 +7,14 @@ use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
 
 /// Sends `signal` to every process of group `pgid`. A group that is already gone is fine.
+///
+/// Groups 0 and 1 are refused (`EINVAL`), whoever asks: `killpg(0)` is the caller's own
+/// group (the runner itself) and group 1 is init's. No worker ever leads either, so such a
+/// value is a record gone wrong, never a worker to stop.
 pub fn signal_group(pgid: u32, signal: Signal) -> Result<(), Errno> {
+    if pgid <= 1 {
+        return Err(Errno::EINVAL);
+    }
     let Ok(raw) = i32::try_from(pgid) else {
         return Err(Errno::EINVAL);
     };
@@ -25,8 +32,12 @@ pub fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// The live processes whose group is `pgid` (from `/proc`; zombies, already dead and only
-/// waiting to be reaped, are not counted; empty where there is no `/proc`).
+/// waiting to be reaped, are not counted; empty where there is no `/proc`). Empty for
+/// groups 0 (the kernel's threads) and 1 (init's), which no worker leads.
 pub fn members(pgid: u32) -> Vec<u32> {
+    if pgid <= 1 {
+        return Vec::new();
+    }
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -68,6 +79,17 @@ mod tests {
         assert_eq!(stat_field(stat, 5), Some(4242), "pgrp");
         assert_eq!(stat_field(stat, 22), Some(987654), "starttime");
         assert_eq!(stat_field("garbage", 22), None);
+    }
+
+    #[test]
+    fn groups_zero_and_one_are_never_signalled() {
+        // SIGCONT is harmless to this test's own group (0) should it ever be sent.
+        assert_eq!(signal_group(0, Signal::SIGCONT), Err(Errno::EINVAL));
+        assert_eq!(signal_group(1, Signal::SIGCONT), Err(Errno::EINVAL));
+        assert_eq!(signal_group(u32::MAX, Signal::SIGCONT), Err(Errno::EINVAL));
+        assert!(members(0).is_empty() && members(1).is_empty());
+        let own = nix::unistd::getpgrp().as_raw() as u32;
+        assert_eq!(signal_group(own, Signal::SIGCONT), Ok(()));
     }
 
     #[test]

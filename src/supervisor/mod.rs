@@ -204,7 +204,14 @@ where
         program: program.clone(),
         source,
     })?;
-    let pid = child.id().unwrap_or_default();
+    // A pid of 0 recorded for the worker would later make recovery signal group 0: the
+    // runner's own. `id()` is `None` only for a child already reaped, which this one cannot be.
+    let Some(pid) = child.id() else {
+        return Err(SupervisorError::Spawn {
+            program: program.clone(),
+            source: std::io::Error::other("the worker has no process id"),
+        });
+    };
     // If this future is dropped midway (a shutdown, a failed caller), the whole group goes,
     // not only its leader (which is all `kill_on_drop` reaches).
     let mut group_guard = GroupGuard { pgid: Some(pid) };

@@ -341,3 +341,54 @@ fn a_note_saved_in_two_writes_is_taken_in_once_with_its_whole_text() {
     assert_eq!(intake, ["added"], "taken in once: {shown}");
     drop(daemon);
 }
+
+#[test]
+fn an_analyzer_that_cannot_be_built_after_start_is_logged_and_the_daemon_goes_on() {
+    let ws = crate::runner::workspace(&[crate::runner::EXAMPLE_WORKER], &["true"], "");
+    // Another analyzer holds the lock at start, so this daemon builds its own later.
+    let held = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(ws.path().join("analyzer.lock"))
+        .expect("open the lock");
+    held.try_lock().expect("hold the analyzer's lock");
+    let daemon = Daemon::start(&ws);
+    // Meanwhile the owner saves a prompt that does not compile, then the other one ends.
+    std::fs::create_dir_all(ws.path().join("prompts")).expect("mkdir");
+    std::fs::write(
+        ws.path().join("prompts").join("executor-analyzer.md"),
+        "Triage {{ task.title\n",
+    )
+    .expect("write the prompt");
+    held.unlock().expect("release the lock");
+    drop(held);
+    let log = || std::fs::read_to_string(ws.path().join("daemon.log")).unwrap_or_default();
+    eventually(
+        WAIT,
+        "the daemon to say the analyzer cannot be built",
+        || log().contains("cannot build the analyzer").then_some(()),
+    );
+    // Still running, and still doing its work: a plan note goes through.
+    std::fs::write(
+        ws.plans().join("go.md"),
+        "---\ngid: A-1\n---\n# Still taken in\n",
+    )
+    .expect("write note");
+    eventually(WAIT, "the note to be taken in", || {
+        task(&ws, "A-1").map(|_| ())
+    });
+    let mut daemon = daemon;
+    assert!(
+        daemon.child.try_wait().expect("try_wait").is_none(),
+        "{}",
+        log()
+    );
+    assert_eq!(
+        log().matches("cannot build the analyzer").count(),
+        1,
+        "said once: {}",
+        log()
+    );
+}

@@ -1,6 +1,8 @@
 //! Hostile input, through the binary: a config error never prints a secret; one bad plan
 //! note or import line (a NUL byte, which Postgres cannot store) is named and skipped while
-//! everything else is taken in and the approved work runs, on SQLite and on Postgres alike.
+//! everything else is taken in and the approved work runs, on SQLite and on Postgres alike;
+//! titles are capped, committed whatever their length and printed escaped; gids the branch
+//! cannot hold as they are still get a branch of their own.
 
 use crate::runner::{workspace, EXAMPLE_WORKER};
 use crate::support::{PgSchema, Workspace};
@@ -207,4 +209,124 @@ fn a_plan_note_linked_to_the_environment_is_reported_and_never_read() {
     assert_eq!(queue[0]["task_gid"], "P-1");
     assert!(!ws.ok(&["queue", "--json"]).contains("CANARYvalue4711"));
     assert_eq!(status_of(&ws, "P-1"), "done", "{stderr}");
+}
+
+#[test]
+fn a_title_over_the_cap_is_refused_at_every_intake_naming_the_cap() {
+    let ws = runner_workspace(None);
+    let long = "x".repeat(executor::core::task::MAX_TITLE_CHARS + 1);
+    let stderr = ws.fails_with(2, &["add", "--title", &long, "--gid", "L-1"]);
+    assert!(
+        stderr.contains("--title: the title is 513 characters long; at most 512"),
+        "{stderr}"
+    );
+    std::fs::write(
+        ws.path().join("tasks.jsonl"),
+        format!(
+            "{{\"gid\":\"L-2\",\"title\":\"{long}\"}}\n{{\"gid\":\"L-3\",\"title\":\"Short\"}}\n"
+        ),
+    )
+    .expect("write");
+    let stderr = ws.fails_with(2, &["import", "tasks.jsonl"]);
+    assert!(
+        stderr.contains("tasks.jsonl line 1: `title`: the title is 513 characters long"),
+        "{stderr}"
+    );
+    std::fs::write(
+        ws.plans().join("long.md"),
+        format!("---\ngid: L-4\n---\n# {long}\n"),
+    )
+    .expect("write");
+    let stderr = ws.fails_with(1, &["run", "--once"]);
+    assert!(
+        stderr.contains("long.md: the title is 513 characters long"),
+        "{stderr}"
+    );
+    let gids: Vec<String> = ws
+        .queue()
+        .iter()
+        .filter_map(|t| t["task_gid"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(gids, ["L-3"], "{stderr}");
+}
+
+#[test]
+fn a_title_longer_than_one_argument_may_be_is_still_committed() {
+    let ws = runner_workspace(None);
+    ws.ok(&["add", "--title", "Short for now", "--gid", "H-1"]);
+    ws.ok(&["go", "H-1"]);
+    // Past every intake's cap, as a task stored before the cap (or by hand) may be: more
+    // than the 128 KiB Linux allows one argument.
+    let huge = format!("# Huge {}", "y".repeat(300_000));
+    let db = rusqlite::Connection::open(ws.path().join("executor.db")).expect("open");
+    db.execute(
+        "UPDATE executor_queue SET description = ?1 WHERE task_gid = 'H-1'",
+        [&huge],
+    )
+    .expect("update");
+    drop(db);
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{}",
+        &stderr[..stderr.len().min(4000)]
+    );
+    assert_eq!(status_of(&ws, "H-1"), "done");
+    let repo = ws.path().join("repo");
+    let subject = crate::support::git(&repo, &["log", "-1", "--format=%s", "--all"]);
+    assert!(
+        subject.starts_with("Huge yyy"),
+        "{}",
+        &subject[..40.min(subject.len())]
+    );
+    assert!(subject.trim_end().len() > 200_000);
+}
+
+#[test]
+fn gids_differing_only_in_characters_a_branch_drops_get_their_own_branches() {
+    let ws = runner_workspace(None);
+    for gid in ["T:1", "T#1"] {
+        ws.ok(&["add", "--title", "Same title", "--gid", gid]);
+        ws.ok(&["go", gid]);
+    }
+    ws.ok(&["run", "--once"]);
+    let paths: Vec<String> = ["T:1", "T#1"]
+        .iter()
+        .map(|gid| {
+            assert_eq!(status_of(&ws, gid), "done", "{gid}");
+            ws.json(&["show", gid, "--json"])["runs"][0]["worktree_path"]
+                .as_str()
+                .expect("a worktree")
+                .to_string()
+        })
+        .collect();
+    assert_ne!(paths[0], paths[1]);
+    let branches = crate::support::git(&ws.path().join("repo"), &["branch", "--list"]);
+    assert_eq!(branches.matches("same-title").count(), 2, "{branches}");
+}
+
+#[test]
+fn hidden_characters_in_a_title_are_printed_escaped() {
+    let ws = runner_workspace(None);
+    ws.ok(&[
+        "add",
+        "--title",
+        "Fix \u{1b}[31mred\u{202e}txt.exe\u{200b} now",
+        "--gid",
+        "E-1",
+    ]);
+    for args in [&["queue"][..], &["show", "E-1"][..]] {
+        let shown = ws.ok(args);
+        assert!(
+            shown.contains("Fix \\u{001b}[31mred\\u{202e}txt.exe\\u{200b} now"),
+            "{args:?}: {shown:?}"
+        );
+        assert!(!shown.contains('\u{1b}') && !shown.contains('\u{202e}'));
+    }
+    assert_eq!(
+        ws.json(&["show", "E-1", "--json"])["task"]["description"],
+        "# Fix \u{1b}[31mred\u{202e}txt.exe\u{200b} now",
+        "JSON keeps the title as given"
+    );
 }

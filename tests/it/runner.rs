@@ -670,3 +670,76 @@ fn a_run_another_runner_holds_the_lease_of_is_left_alone_until_the_lease_expires
     assert_eq!(shown["runs"][0]["state"], "complete", "{stderr}");
     assert_eq!(shown["runs"].as_array().map(Vec::len), Some(1));
 }
+
+/// Claude Code's stream-json of a session a model API error ended (`api_error_status` 400).
+const CLAUDE_API_ERROR_STREAM: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../shared/fixtures/agents/claude_api_error_stream.jsonl"
+);
+
+/// A workspace whose worker is a stand-in `claude` printing the API error transcript with
+/// `status`, exiting 1 as Claude Code does, and counting its runs in `calls`.
+fn claude_api_error_workspace(status: u16, bin: &Path) -> Workspace {
+    let stream = std::fs::read_to_string(CLAUDE_API_ERROR_STREAM)
+        .expect("fixture")
+        .replace(
+            "\"api_error_status\":400",
+            &format!("\"api_error_status\":{status}"),
+        )
+        .replace("API Error: 400", &format!("API Error: {status}"));
+    std::fs::write(bin.join("stream.jsonl"), stream).expect("write stream");
+    let fake = bin.join("claude");
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\necho run >> '{calls}'\ncat > /dev/null\ncat '{stream}'\nexit 1\n",
+            calls = bin.join("calls").display(),
+            stream = bin.join("stream.jsonl").display()
+        ),
+    )
+    .expect("write fake claude");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let mut ws = workspace(&["unused"], &[], "max_worker_attempts = 3\n");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replace("kind = \"command\"", "kind = \"claude\""));
+    ws.env
+        .push(("PATH".into(), format!("{}:/usr/bin:/bin", bin.display())));
+    ws
+}
+
+#[test]
+fn a_model_api_error_is_the_runs_reason_and_a_refused_request_is_not_retried() {
+    for (status, workers) in [(400, 1), (529, 3)] {
+        let bin = tempfile::tempdir().expect("temp dir");
+        let ws = claude_api_error_workspace(status, bin.path());
+        ws.ok(&["add", "--title", "Through a failing API", "--gid", "E-1"]);
+        ws.ok(&["go", "E-1"]);
+        let out = ws.run(&["run", "--once"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        let calls = std::fs::read_to_string(bin.path().join("calls")).expect("claude ran");
+        assert_eq!(calls.lines().count(), workers, "{status}: {stderr}");
+        let shown = ws.json(&["show", "E-1", "--json"]);
+        assert_eq!(shown["runs"][0]["state"], "abandoned", "{status}");
+        let said = format!(
+            "the model API answered {status}: API Error: {status} fake: scripted invalid request"
+        );
+        assert!(shown.to_string().contains(&said), "{status}: {shown}");
+        let db = rusqlite::Connection::open(ws.path().join("executor.db")).expect("open");
+        let outcomes: Vec<String> = db
+            .prepare("SELECT outcome FROM executor_workers ORDER BY id")
+            .expect("query")
+            .query_map([], |row| row.get(0))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("outcomes");
+        assert_eq!(outcomes.len(), workers);
+        assert!(
+            outcomes
+                .iter()
+                .all(|o| o.starts_with(&said) && o.contains("exited 1")),
+            "{outcomes:?}"
+        );
+    }
+}

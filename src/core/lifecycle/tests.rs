@@ -41,6 +41,7 @@ fn failed(why: &str) -> Event {
         done: false,
         asked: false,
         no_output: false,
+        retryable: true,
         why: why.to_string(),
     }
 }
@@ -50,6 +51,7 @@ fn done() -> Event {
         done: true,
         asked: false,
         no_output: false,
+        retryable: true,
         why: "done".to_string(),
     }
 }
@@ -91,6 +93,7 @@ fn a_worker_that_asks_goes_to_the_owner_and_waits_once_the_escalation_is_open() 
         done: false,
         asked: true,
         no_output: false,
+        retryable: true,
         why: "the worker escalated".to_string(),
     };
     let (view, action) = step(&working(Work::Resume), asked, &rules());
@@ -135,11 +138,50 @@ fn the_last_allowed_failed_worker_abandons_the_run() {
 }
 
 #[test]
+fn a_worker_the_model_api_refused_abandons_the_run_at_once() {
+    let refused = Event::WorkerEnded {
+        done: false,
+        asked: false,
+        no_output: false,
+        retryable: false,
+        why: "the model API answered 401".to_string(),
+    };
+    let (view, action) = step(&working(Work::Start), refused, &rules());
+    assert_eq!(view.stage, Stage::Ended { complete: false });
+    assert_eq!(
+        action,
+        Action::Abandon {
+            reason: "the model API answered 401".to_string()
+        }
+    );
+    assert_eq!(view.failed_workers, 1);
+}
+
+#[test]
+fn only_a_refused_request_is_not_worth_another_worker() {
+    for status in [400, 401, 403, 404, 413] {
+        assert!(!retryable_api_status(Some(status)), "{status}");
+    }
+    for status in [
+        None,
+        Some(408),
+        Some(409),
+        Some(429),
+        Some(500),
+        Some(503),
+        Some(529),
+    ] {
+        assert!(retryable_api_status(status), "{status:?}");
+    }
+}
+
+#[test]
 fn a_silent_worker_counts_as_stuck() {
     let silent = Event::WorkerEnded {
         done: false,
         asked: false,
         no_output: true,
+        retryable: true,
         why: "no output for too long".to_string(),
     };
     let (view, _) = step(&working(Work::Start), silent, &rules());

@@ -99,13 +99,25 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
         steps.spawn(async move {
             let _turn = parallel.acquire_owned().await;
             let (gid, run_id) = (run.task_gid.clone(), run.id);
-            let ticked = tick_one(&runner, &github, &config, run, memory, observed).await;
+            let step_runner = runner.clone();
+            let ticked = contained(async move {
+                tick_one(&step_runner, &github, &config, run, memory, observed).await
+            })
+            .await;
             release_run(runner.store.as_ref(), &runner.holder, run_id).await;
             (gid, run_id, ticked)
         });
     }
     while let Some(joined) = steps.join_next().await {
-        let (gid, run_id, ticked) = joined.context("a PR step panicked")?;
+        // Every step is `contained`, so only a panic outside one (in the release) lands here.
+        let (gid, run_id, ticked) = match joined {
+            Ok(step) => step,
+            Err(error) => {
+                tracing::error!(error = %error, "a PR step failed outside its run");
+                passed.failed.push(format!("a PR step: {error}"));
+                continue;
+            }
+        };
         match ticked {
             Ok(Some(result)) => passed.results.push(result),
             Ok(None) => {}
@@ -117,6 +129,26 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
     }
     passed.results.sort_by_key(|r| r.run_id);
     Ok(passed)
+}
+
+/// Runs one run's PR step on a task of its own, so a panic in it (a bug met by one PR's
+/// odd state) fails that run's step, said as an error, and never its siblings' or the loop.
+async fn contained<T: Send + 'static>(
+    step: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    match tokio::spawn(step).await {
+        Ok(done) => done,
+        Err(error) if error.is_panic() => {
+            let payload = error.into_panic();
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_string());
+            Err(anyhow::anyhow!("the PR step panicked: {what}"))
+        }
+        Err(error) => Err(anyhow::anyhow!("the PR step was cancelled: {error}")),
+    }
 }
 
 fn pr_number(run: &Run) -> u64 {
@@ -746,4 +778,40 @@ async fn full_head(settings: &RunnerSettings, worktree: &Path) -> Option<String>
     .await
     .ok()
     .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::contained;
+
+    #[tokio::test]
+    async fn a_panicking_step_is_an_error_of_its_own_and_its_siblings_finish() {
+        let mut steps = tokio::task::JoinSet::new();
+        for n in 0..3u32 {
+            steps.spawn(async move {
+                let done = contained(async move {
+                    if n == 1 {
+                        panic!("odd PR state {n}");
+                    }
+                    Ok(n)
+                })
+                .await;
+                (n, done)
+            });
+        }
+        let mut seen = Vec::new();
+        while let Some(joined) = steps.join_next().await {
+            let (n, done) = joined.expect("a step never takes the loop down");
+            seen.push((n, done.map_err(|e| e.to_string())));
+        }
+        seen.sort_by_key(|(n, _)| *n);
+        assert_eq!(
+            seen,
+            [
+                (0, Ok(0)),
+                (1, Err("the PR step panicked: odd PR state 1".to_string())),
+                (2, Ok(2)),
+            ]
+        );
+    }
 }

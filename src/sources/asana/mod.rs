@@ -144,7 +144,7 @@ pub async fn poll(
 pub fn convert(task: &AsanaTask, read_from: Option<&str>) -> (NewTask, TaskFacts) {
     let title = match task.name.trim() {
         "" => format!("Asana task {}", task.gid),
-        name => name.to_owned(),
+        name => crate::core::task::capped_title(name),
     };
     let new = NewTask {
         task_gid: task.gid.clone(),
