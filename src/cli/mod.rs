@@ -1266,8 +1266,9 @@ async fn clean_worktrees(store: &dyn Store, settings: &crate::runner::drive::Run
     }
 }
 
-/// The agent `[agent]` names; `auto` falls back to the bundled example worker installed
-/// beside this binary.
+/// The agent `[agent]` names, looked for on `PATH` and then in the usual install folders
+/// (a service runs without the owner's login `PATH`); `example` is the bundled example
+/// worker installed beside this binary.
 pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
     let exe = std::env::current_exe().context("cannot tell where this executor binary is")?;
     let example = exe.with_file_name(if cfg!(windows) {
@@ -1275,7 +1276,9 @@ pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapte
     } else {
         "executor-example-worker"
     });
-    let path = std::env::var_os("PATH");
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let path =
+        crate::agents::agent_search_path(std::env::var_os("PATH").as_deref(), home.as_deref());
     // A relative `agent.program` path is relative to the config file, like every path there.
     let mut section = settings.raw.agent.clone();
     if let Some(program) = &section.program {
@@ -1283,11 +1286,7 @@ pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapte
             section.program = Some(settings.root.join(program));
         }
     }
-    Ok(crate::agents::for_config(
-        &section,
-        &example,
-        path.as_deref(),
-    )?)
+    Ok(crate::agents::for_config(&section, &example, Some(&path))?)
 }
 
 /// The polled sources the config enables: Asana (`[sources.asana]`) and the labelled

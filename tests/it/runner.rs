@@ -205,7 +205,7 @@ fn a_silent_worker_counts_as_stuck() {
 #[test]
 fn without_a_git_repository_the_runner_says_which_path_it_wanted() {
     let ws = Workspace::init();
-    ws.write_config("[runner]\nrepository = \"nowhere\"\n");
+    ws.write_config("[runner]\nrepository = \"nowhere\"\n\n[agent]\nkind = \"example\"\n");
     ws.ok(&["add", "--title", "A", "--gid", "T-4"]);
     ws.ok(&["go", "T-4"]);
     let out = ws.run(&["run", "--once"]);
@@ -233,7 +233,7 @@ fn the_example_workspace_runs_the_whole_loop_with_the_bundled_worker() {
     let demo = dir.path().join("demo");
     let out = crate::support::executor(&demo)
         .args(["run", "--once"])
-        // No agent CLI on this PATH: `auto` takes the bundled example worker.
+        // No agent CLI on this PATH: the example workspace names the bundled worker.
         .env("PATH", "/usr/bin:/bin")
         .output()
         .expect("run");
@@ -253,6 +253,54 @@ fn the_example_workspace_runs_the_whole_loop_with_the_bundled_worker() {
         &["show", "--name-only", "--format=", branch],
     );
     assert_eq!(files, "EXECUTOR_EXAMPLE.md");
+}
+
+#[test]
+fn auto_with_no_agent_cli_refuses_to_run_and_leaves_the_task_alone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = tempfile::tempdir().expect("home");
+    let out = crate::support::executor(dir.path())
+        .args(["init", "."])
+        .output()
+        .expect("init");
+    assert!(out.status.success());
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    crate::support::init_repo(&repo);
+    let config = dir.path().join("executor.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replacen("# repository = \".\"", "repository = \"repo\"", 1),
+    )
+    .expect("config");
+    let run = |args: &[&str]| {
+        crate::support::executor(dir.path())
+            .args(args)
+            // A service's bare PATH, and a HOME with no agent installed in it.
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home.path())
+            .output()
+            .expect("executor")
+    };
+    assert!(run(&["add", "--title", "Real work", "--gid", "T-1"])
+        .status
+        .success());
+    assert!(run(&["go", "T-1"]).status.success());
+    for command in [&["run", "--once"][..], &["daemon"][..]] {
+        let out = run(command);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("agent.kind") && stderr.contains("PATH=/usr/bin:/bin"),
+            "{stderr}"
+        );
+        assert!(stderr.contains(".local/bin"), "{stderr}");
+    }
+    let show: Value =
+        serde_json::from_slice(&run(&["show", "T-1", "--json"]).stdout).expect("json");
+    assert_eq!(show["task"]["status"], "approved", "{show}");
+    assert_eq!(show["runs"].as_array().map(Vec::len), Some(0), "{show}");
 }
 
 #[test]

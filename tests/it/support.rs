@@ -87,6 +87,14 @@ impl Workspace {
             .output()
             .expect("run executor init");
         assert_success(&out, "executor init");
+        // Most tests watch the bundled example worker; `auto` never runs it, so it is named.
+        let config = dir.path().join("executor.toml");
+        let text = std::fs::read_to_string(&config).expect("read config");
+        std::fs::write(
+            &config,
+            text.replacen("# kind = \"auto\"", "kind = \"example\"", 1),
+        )
+        .expect("write config");
         Self {
             dir,
             env: Vec::new(),
