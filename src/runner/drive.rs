@@ -1287,6 +1287,9 @@ async fn integrate(
             return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
         }
     }
+    if let Some(asked) = unchanged(store, settings, task, wt).await? {
+        return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
+    }
     if let Some(github) = &settings.github {
         let worked = worked.context("a PR is opened only for a worker's verified change")?;
         if let Some(asked) = open_pr(store, github, settings, task, run, wt, worked).await? {
@@ -1307,6 +1310,33 @@ async fn integrate(
             Some(reason) => (lifecycle::Event::IntegrationFailed { reason }, None),
         },
     )
+}
+
+/// The kind of the escalation a run whose branch carries no change opens.
+pub const NO_CHANGE: &str = "no_change";
+
+/// The owner's question when the run's branch has no commit beyond its base after the
+/// commit step: a worker that changed nothing did not do the task, so the run never
+/// completes as done on its own word. Without worktrees there is no branch to look at.
+async fn unchanged(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+    wt: &worktree::Worktree,
+) -> Result<Option<Asked>> {
+    if !settings.worktrees {
+        return Ok(None);
+    }
+    let base = conduct::base_for(store, settings, task).await?;
+    let git = orchestrator_git(settings, &wt.path)?;
+    let probe = base.clone();
+    let ahead = tokio::task::spawn_blocking(move || git.commits_ahead(&probe)).await??;
+    Ok((ahead == 0).then(|| {
+        Asked::Message(format!(
+            "[ESCALATE:{NO_CHANGE}] the worker changed nothing: branch {} is the same as {base}. Answer with what it should do (its next worker reads it), or `executor cancel {}` to abandon the run.",
+            wt.branch, task.task_gid
+        ))
+    }))
 }
 
 /// Whether a finished run's worktree has been kept long enough to be removed.

@@ -253,6 +253,18 @@ impl Git {
         checked(args, output)
     }
 
+    /// How many commits `HEAD` has that `base` has not: 0 when the run's branch carries no
+    /// change of its own.
+    pub fn commits_ahead(&self, base: &str) -> Result<u64, GitError> {
+        let range = format!("{base}..HEAD");
+        let args = ["rev-list", "--count", range.as_str(), "--"];
+        let counted = self.run(&args)?;
+        counted.trim().parse().map_err(|_| GitError::Failed {
+            args: args.join(" "),
+            stderr: format!("not a count: {counted:?}"),
+        })
+    }
+
     /// `git push --quiet <remote> <refspec>`: the one command that reads the owner's
     /// global and system configuration and gets the owner's `HOME` and `SSH_AUTH_SOCK`,
     /// for the credentials (see the module comment). Hooks, filters and the rest stay off.

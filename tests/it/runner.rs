@@ -256,6 +256,38 @@ fn the_example_workspace_runs_the_whole_loop_with_the_bundled_worker() {
 }
 
 #[test]
+fn a_worker_that_changed_nothing_asks_the_owner_instead_of_completing() {
+    let ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "echo '[DONE:implemented] all done, trust me'",
+        ],
+        &["true"],
+        "",
+    );
+    std::fs::write(
+        ws.plans().join("idle.md"),
+        "---\ngid: T-1\n---\n# Change something\n\nIt needs a change.\n",
+    )
+    .expect("write note");
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_ne!(shown["task"]["status"], "done", "{shown}");
+    assert_ne!(shown["runs"][0]["state"], "complete", "{shown}");
+    let asked = ws.json(&["escalations", "--json"]);
+    assert_eq!(asked[0]["action"], "no_change", "{asked}");
+    let detail = asked[0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("the worker changed nothing"), "{asked}");
+
+}
+
+#[test]
 fn auto_with_no_agent_cli_refuses_to_run_and_leaves_the_task_alone() {
     let dir = tempfile::tempdir().expect("temp dir");
     let home = tempfile::tempdir().expect("home");
@@ -344,7 +376,7 @@ fn a_task_approved_while_a_long_run_works_takes_the_free_slot_at_once() {
     let worker = format!(
         "if grep -q 'Hold the slot'; then \
            while [ ! -f '{}' ]; do echo '[STATUS:waiting] holding'; sleep 0.2; done; \
-         fi; echo '[DONE:implemented] ok'",
+         fi; echo done > CHANGED.md; echo '[DONE:implemented] ok'",
         marker.display()
     );
     let ws = workspace(&["/bin/sh", "-c", &worker], &[], "max_workers = 2\n");
@@ -482,7 +514,7 @@ fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
 fn the_worker_cap_is_never_exceeded() {
     let shared = tempfile::tempdir().expect("temp dir");
     let worker = format!(
-        "d='{d}'; touch \"$d/$$\"; ls \"$d\" | grep -v log | wc -l >> \"$d/log\"; sleep 0.4; rm \"$d/$$\"; echo '[DONE:implemented] ok'",
+        "d='{d}'; touch \"$d/$$\"; ls \"$d\" | grep -v log | wc -l >> \"$d/log\"; sleep 0.4; rm \"$d/$$\"; echo done > CHANGED.md; echo '[DONE:implemented] ok'",
         d = shared.path().display()
     );
     let ws = workspace(&["/bin/sh", "-c", &worker], &[], "max_workers = 2\n");
@@ -562,7 +594,7 @@ fn a_claude_worker_is_read_through_its_stream_json_and_its_session_is_kept() {
     std::fs::write(
         &fake,
         format!(
-            "#!/bin/sh\necho \"$@\" >> '{log}'\ncat > /dev/null\ncat '{stream}'\n",
+            "#!/bin/sh\necho \"$@\" >> '{log}'\ncat > /dev/null\necho done > CHANGED.md\ncat '{stream}'\n",
             log = args_log.display(),
             stream = CLAUDE_STREAM
         ),
