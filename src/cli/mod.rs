@@ -103,7 +103,8 @@ enum Command {
     },
     /// One run's work logs, in order
     Logs {
-        run: i64,
+        /// A run id, or a task gid (its latest run)
+        run: String,
         /// Keep printing as the run's workers write, until the run ends
         #[arg(short, long)]
         follow: bool,
@@ -608,12 +609,24 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         Command::Queue {
             status,
             json: false,
-        } => output::print_queue(&store.tasks(status.as_ref()).await?),
+        } => {
+            let waiting = store
+                .runs(None)
+                .await?
+                .iter()
+                .filter_map(|run| Some((run.task_gid.clone(), runs::waiting_on(run)?)))
+                .collect();
+            output::print_queue(
+                &store.tasks(status.as_ref()).await?,
+                &waiting,
+                output::columns(),
+            )
+        }
         Command::Tree { gid, json } => tree::print(store, &gid, json).await,
         Command::Runs { state, json } => runs::list(store, state.as_deref(), json).await,
         Command::Logs { run, follow } => {
             let logs_dir = settings.root.join(&settings.raw.runner.logs_dir);
-            runs::logs(store, &logs_dir, run, follow).await
+            runs::logs(store, &logs_dir, &run, follow).await
         }
         Command::Dispatch { file, json } => {
             dispatch_file(settings, Arc::clone(&shared), &file, json).await
@@ -747,7 +760,12 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             Ok(())
         }
         Command::Status { json } => {
-            let summary = store.summary().await?;
+            let mut summary = store.summary().await?;
+            // Workers recorded as started count only while their process lives: a runner
+            // that was killed leaves its workers' records open.
+            let host = crate::runner::drive::host();
+            summary.live_workers =
+                runs::live_workers(&store.open_workers(&host).await?, runs::process_alive);
             let outbox = store.outbox_backlog().await?;
             let report = output::StatusReport::new(
                 settings,

@@ -2556,16 +2556,46 @@ async fn verify(
         let ended = if passed { "passed" } else { "failed" };
         store.end_worker(id, Utc::now(), ended).await?;
     }
-    log.message(&format!(
-        "verification {} (exit {:?})",
-        if passed { "passed" } else { "failed" },
-        outcome.exit_code
-    ));
+    log.message(&verify_note(&outcome, &tail));
     Ok(Verdict {
         passed,
         summary: tail.back().cloned(),
         excerpt: tail.into_iter().collect::<Vec<_>>().join("\n"),
     })
+}
+
+/// Lines of a failed verification's output the work log shows.
+const VERIFY_LOG_LINES: usize = 20;
+
+/// The work log's word on a verification: how it ended (`exit 1`, a signal, stopped) and,
+/// when it failed, its last lines, so `executor logs` says why without the raw `.jsonl`.
+fn verify_note(outcome: &supervisor::Outcome, tail: &std::collections::VecDeque<String>) -> String {
+    let ended = match (outcome.stopped.as_ref(), outcome.exit_code, outcome.signal) {
+        (Some(crate::core::watchdog::StopReason::HardTimeout), _, _) => {
+            "stopped at the hard timeout".to_string()
+        }
+        (Some(crate::core::watchdog::StopReason::NoOutput), _, _) => {
+            "stopped: no output for too long".to_string()
+        }
+        (Some(crate::core::watchdog::StopReason::Requested), _, _) => "stopped".to_string(),
+        (None, Some(code), _) => format!("exit {code}"),
+        (None, None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None, None) => "no exit status".to_string(),
+    };
+    if outcome.succeeded() {
+        return format!("verification passed ({ended})");
+    }
+    let skip = tail.len().saturating_sub(VERIFY_LOG_LINES);
+    let last: Vec<&str> = tail.iter().skip(skip).map(String::as_str).collect();
+    if last.is_empty() {
+        format!("verification failed ({ended}), with no output")
+    } else {
+        format!(
+            "verification failed ({ended}); its last {} line(s):\n\n```text\n{}\n```",
+            last.len(),
+            last.join("\n")
+        )
+    }
 }
 
 /// Git as the orchestrator runs it for `worktree` (see [`crate::runner::git`]): in a run's
@@ -2688,7 +2718,9 @@ async fn commit_checked(
     Ok(None)
 }
 
-/// `logs/{task_gid}/{phase}_{YYYY-MM-DD-HH-MM-SS}.md` (readable) beside `.jsonl` (raw).
+/// `logs/{task_gid}/{phase}_{YYYY-MM-DD-HH-MM-SS-mmm}.md` (readable) beside `.jsonl` (raw).
+/// The milliseconds keep two workers of one second in files of their own, and let `logs`
+/// list them in the order they started.
 struct PhaseLog {
     md: Option<std::fs::File>,
     jsonl: Option<std::fs::File>,
@@ -2699,7 +2731,7 @@ impl PhaseLog {
         let dir = logs_dir.join(gid);
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let stamp = Utc::now().format("%Y-%m-%d-%H-%M-%S");
+        let stamp = Utc::now().format("%Y-%m-%d-%H-%M-%S-%3f");
         let base = dir.join(format!("{phase}_{stamp}"));
         let open = |ext: &str| {
             std::fs::OpenOptions::new()

@@ -107,6 +107,23 @@ fn a_plan_note_goes_through_red_verification_and_a_fix_ci_worker_to_complete() {
     let fix_log = std::fs::read_to_string(ws.path().join("logs/T-1").join(fix_log)).expect("read");
     assert!(fix_log.contains("[DONE:implemented]"), "{fix_log}");
 
+    // `logs` says why verification failed, in the order the workers ran.
+    let printed = ws.ok(&["logs", "1"]);
+    assert!(
+        printed.contains("verification failed (exit 1)")
+            && printed.contains("test tab_preview failed"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("verification passed (exit 0)"),
+        "{printed}"
+    );
+    let order: Vec<usize> = ["queued_", "verify_", "fix_ci_"]
+        .iter()
+        .map(|name| printed.find(name).expect("each phase's log"))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{printed}");
+
     // Each worker left its run record: the patch, how it ended, its stderr.
     let record = ws.path().join("logs/T-1/run-1");
     let first = record.join("1-queued");
@@ -285,6 +302,30 @@ fn a_worker_that_changed_nothing_asks_the_owner_instead_of_completing() {
     let detail = asked[0]["detail"].as_str().unwrap_or_default();
     assert!(detail.contains("the worker changed nothing"), "{asked}");
 
+    // Where a person looks, the run says it waits on the owner, and for which question.
+    let escalation = asked[0]["id"].as_i64().expect("an id");
+    let waiting = format!("waiting: escalation {escalation}");
+    let queue = ws.ok(&["queue"]);
+    assert!(queue.contains(&waiting), "{queue}");
+    let listed = ws.ok(&["runs"]);
+    assert!(listed.contains(&waiting), "{listed}");
+    let shown = ws.ok(&["show", "T-1"]);
+    assert!(shown.contains(&waiting), "{shown}");
+    assert_eq!(
+        ws.json(&["runs", "--json"])[0]["lifecycle"]["stage"],
+        "waiting_on_owner"
+    );
+    // `logs` takes the task's gid, and says what the run waits for.
+    let out = ws.run(&["logs", "T-1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("queued_"));
+    assert!(
+        stderr.contains(&format!("waiting on the owner: escalation {escalation}")),
+        "{stderr}"
+    );
+    let unknown = ws.fails_with(2, &["logs", "EXAMPLE-1"]);
+    assert!(unknown.contains("give a run id or a task gid"), "{unknown}");
 }
 
 #[test]
