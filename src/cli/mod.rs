@@ -1609,8 +1609,10 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
     } else {
         None
     };
+    let repository = settings.root.join(&runner.repository);
     Ok(crate::runner::drive::RunnerSettings {
-        repository: settings.root.join(&runner.repository),
+        commit_author: crate::runner::git::owner_identity(&repository),
+        repository,
         base_branch: runner.base_branch.clone(),
         branch_prefix: runner.branch_prefix.clone(),
         worktrees_dir: settings.root.join(&runner.worktrees_dir),

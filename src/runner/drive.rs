@@ -52,6 +52,8 @@ pub use review::INTEGRATE;
 #[derive(Debug, Clone)]
 pub struct RunnerSettings {
     pub repository: PathBuf,
+    /// Who the orchestrator's commits are by ([`git::owner_identity`]).
+    pub commit_author: git::Identity,
     pub base_branch: String,
     pub branch_prefix: String,
     pub worktrees_dir: PathBuf,
@@ -2674,18 +2676,15 @@ async fn commit_checked(
         task.title(),
         task.task_gid
     );
+    let name = format!("user.name={}", settings.commit_author.name);
+    let email = format!("user.email={}", settings.commit_author.email);
     tokio::task::spawn_blocking(move || -> Result<()> {
         let git = |args: &[&str]| -> Result<std::process::Output> {
-            let args: Vec<&str> = [
-                "-c",
-                "user.name=executor",
-                "-c",
-                "user.email=executor@localhost",
-            ]
-            .iter()
-            .chain(args)
-            .copied()
-            .collect();
+            let args: Vec<&str> = ["-c", name.as_str(), "-c", email.as_str()]
+                .iter()
+                .chain(args)
+                .copied()
+                .collect();
             git.output(&args)
                 .with_context(|| format!("cannot run git {}", args.join(" ")))
         };

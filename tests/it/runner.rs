@@ -329,6 +329,35 @@ fn a_worker_that_changed_nothing_asks_the_owner_instead_of_completing() {
 }
 
 #[test]
+fn the_orchestrators_commit_is_authored_by_the_repositorys_own_user() {
+    let ws = workspace(&[EXAMPLE_WORKER], &["true"], "");
+    let repo = ws.path().join("repo");
+    git(&repo, &["config", "user.name", "Repo Owner"]);
+    git(&repo, &["config", "user.email", "repo-owner@example.com"]);
+    std::fs::write(
+        ws.plans().join("mine.md"),
+        "---\ngid: T-1\n---\n# Write it\n\nAs me.\n",
+    )
+    .expect("write note");
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let branch = shown["runs"][0]["branch_name"].as_str().expect("branch");
+    assert_eq!(
+        git(
+            &repo,
+            &["log", "-1", "--format=%an <%ae> / %cn <%ce>", branch]
+        ),
+        "Repo Owner <repo-owner@example.com> / Repo Owner <repo-owner@example.com>"
+    );
+}
+
+#[test]
 fn auto_with_no_agent_cli_refuses_to_run_and_leaves_the_task_alone() {
     let dir = tempfile::tempdir().expect("temp dir");
     let home = tempfile::tempdir().expect("home");

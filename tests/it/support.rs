@@ -63,7 +63,11 @@ pub fn executor(dir: &Path) -> Command {
         .env_remove("EXECUTOR_CONFIG")
         .env_remove("EXECUTOR_STORAGE_URL")
         .env_remove("EXECUTOR_LOG")
-        .env_remove("PGPASSWORD");
+        .env_remove("PGPASSWORD")
+        // The machine's own git identity stays out: commits are by the test repository's
+        // `user.name`, else executor's own.
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1");
     cmd
 }
 
