@@ -429,6 +429,12 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     }
 }
 
+/// Colours only on a terminal, and never when `NO_COLOR` is set to anything but the empty
+/// string (<https://no-color.org>).
+fn use_color(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn init_tracing(long_running: bool) {
     use tracing_subscriber::EnvFilter;
     let default = if long_running { "info" } else { "warn" };
@@ -436,7 +442,10 @@ fn init_tracing(long_running: bool) {
         EnvFilter::try_from_env("EXECUTOR_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(use_color(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
@@ -544,19 +553,27 @@ async fn dispatch(cli: Cli) -> Result<()> {
 fn load_settings(explicit: Option<&Path>) -> Result<Settings> {
     let path = match explicit {
         Some(path) => path.to_path_buf(),
-        None => PathBuf::from(config::FILE_NAME),
+        None => {
+            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            find_config(&here).ok_or_else(|| {
+                BadInput(format!(
+                    "no {} in {} or any folder above it: run `executor init` there, or pass --config PATH (or set EXECUTOR_CONFIG)",
+                    config::FILE_NAME,
+                    here.display()
+                ))
+            })?
+        }
     };
-    if explicit.is_none() && !path.exists() {
-        let here = std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_else(|_| ".".into());
-        return Err(BadInput(format!(
-            "no {} in {here}: run `executor init` here, or pass --config PATH (or set EXECUTOR_CONFIG)",
-            config::FILE_NAME
-        ))
-        .into());
-    }
     Ok(config::load(&path, &Env::from_process())?)
+}
+
+/// The workspace a command run from `start` (or a folder inside it) belongs to: the
+/// nearest `executor.toml` in `start` or a folder above it, as git finds its repository.
+fn find_config(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|folder| folder.join(config::FILE_NAME))
+        .find(|candidate| candidate.is_file())
 }
 
 async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store>) -> Result<()> {
@@ -1669,4 +1686,31 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
             hook,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color() {
+        use std::ffi::OsStr;
+        assert!(use_color(true, None));
+        assert!(use_color(true, Some(OsStr::new(""))));
+        assert!(!use_color(true, Some(OsStr::new("1"))));
+        assert!(!use_color(false, None));
+    }
+
+    #[test]
+    fn the_workspace_is_found_from_a_folder_inside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("plans/sub");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(find_config(&deep), None);
+        std::fs::write(dir.path().join(config::FILE_NAME), "").unwrap();
+        assert_eq!(find_config(&deep), Some(dir.path().join(config::FILE_NAME)));
+        // A folder called executor.toml is no workspace.
+        std::fs::create_dir_all(deep.join(config::FILE_NAME)).unwrap();
+        assert_eq!(find_config(&deep), Some(dir.path().join(config::FILE_NAME)));
+    }
 }

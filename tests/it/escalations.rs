@@ -213,7 +213,8 @@ fn worker_requests_are_decided_by_the_contract_and_stored_with_the_messages() {
 
     // The merge waits for the owner, with the run's messages as its window.
     let pending = ws.json(&["escalations", "--json"]);
-    let window = pending[0]["message_window"].as_str().expect("a window");
+    let window = pending[0]["message_window"].to_string();
+    assert!(pending[0]["message_window"].is_array(), "{window}");
     assert!(
         window.contains("[STATUS:investigation] looking"),
         "{window}"
