@@ -50,6 +50,8 @@ pub enum AgentError {
     EmptyCommand,
     #[error("agent.kind = \"{kind}\" is not supported yet")]
     Unsupported { kind: &'static str },
+    #[error("agent.kind = \"auto\" found no agent CLI: looked for `claude`, `codex` and `pi` in {path}; install Claude Code (`npm install -g @anthropic-ai/claude-code`), Codex (`npm install -g @openai/codex`) or pi (`npm install -g @mariozechner/pi-coding-agent`), or name one with agent.kind and agent.program (agent.kind = \"example\" runs the bundled example worker, which does no real work)")]
+    NoAgent { path: String },
 }
 
 /// Which agent session a worker runs in.
@@ -204,9 +206,40 @@ impl Adapter {
     }
 }
 
+/// Folders agent CLIs' installers put them in, searched after `PATH`: a service (cron, the
+/// printed systemd and launchd units) runs without the owner's login `PATH`, so `claude`
+/// in `~/.local/bin` would otherwise not be seen. `~` ones only with a `home`.
+const USUAL_HOME_FOLDERS: [&str; 4] =
+    [".local/bin", ".npm-global/bin", ".bun/bin", ".claude/local"];
+const USUAL_FOLDERS: [&str; 2] = ["/usr/local/bin", "/opt/homebrew/bin"];
+
+/// `path` with the usual install folders of agent CLIs after it (those not in it already),
+/// the `PATH` agents are looked for on.
+pub fn agent_search_path(path: Option<&OsStr>, home: Option<&Path>) -> std::ffi::OsString {
+    let mut folders: Vec<PathBuf> = path
+        .map(|p| std::env::split_paths(p).collect())
+        .unwrap_or_default();
+    let home_folders = home
+        .filter(|home| home.is_absolute())
+        .into_iter()
+        .flat_map(|home| USUAL_HOME_FOLDERS.iter().map(move |f| home.join(f)));
+    for folder in home_folders.chain(USUAL_FOLDERS.iter().map(PathBuf::from)) {
+        if !folders.contains(&folder) {
+            folders.push(folder);
+        }
+    }
+    // A folder holding the separator cannot be joined; it is dropped rather than fail.
+    let joinable: Vec<PathBuf> = folders
+        .into_iter()
+        .filter(|f| std::env::join_paths([f]).is_ok())
+        .collect();
+    std::env::join_paths(joinable).unwrap_or_default()
+}
+
 /// The adapter `[agent]` asks for. `auto` takes Claude Code if `claude` is on `path`, else
-/// Codex if `codex` is, else pi if `pi` is, else the bundled example worker at
-/// `example_worker`. `path` is the
+/// Codex if `codex` is, else pi if `pi` is, else fails: it never falls back to the example
+/// worker, which would mark real tasks done. Only `example` runs the bundled example
+/// worker at `example_worker`. `path` is the
 /// `PATH` to search (the orchestrator's, passed in so this stays testable); programs are
 /// resolved to absolute paths, since a worker's environment is built from scratch.
 pub fn for_config(
@@ -244,9 +277,17 @@ pub fn for_config(
         } else if let Some(program) = find_program(pi::PROGRAM, path) {
             Adapter::Pi { program }
         } else {
-            Adapter::Command {
-                argv: vec![example_worker.to_string_lossy().into_owned()],
-            }
+            return Err(AgentError::NoAgent {
+                path: match path {
+                    Some(path) if !path.is_empty() => {
+                        format!("PATH={}", path.to_string_lossy())
+                    }
+                    _ => "an empty PATH".to_string(),
+                },
+            });
+        }),
+        AgentKind::Example => Ok(Adapter::Command {
+            argv: vec![example_worker.to_string_lossy().into_owned()],
         }),
         AgentKind::Claude => Ok(Adapter::Claude {
             program: configured("claude", claude::PROGRAM)?,
@@ -347,7 +388,7 @@ mod tests {
     const EXAMPLE: &str = "/opt/executor/example-worker.sh";
 
     #[test]
-    fn auto_prefers_claude_then_codex_then_pi_then_the_example_worker() {
+    fn auto_prefers_claude_then_codex_then_pi_and_never_the_example_worker() {
         let one = tempfile::tempdir().unwrap();
         let two = tempfile::tempdir().unwrap();
         let empty = tempfile::tempdir().unwrap();
@@ -367,14 +408,69 @@ mod tests {
             Ok(Adapter::Codex { program: codex })
         );
         let neither = path_of(&[empty.path()]);
-        let fallback = for_config(&auto, example, Some(&neither)).unwrap();
+        let none = for_config(&auto, example, Some(&neither)).unwrap_err();
         assert_eq!(
-            fallback,
-            Adapter::Command {
-                argv: vec![EXAMPLE.to_string()]
+            none,
+            AgentError::NoAgent {
+                path: format!("PATH={}", empty.path().display())
             }
         );
-        assert_eq!(for_config(&auto, example, None), Ok(fallback));
+        assert!(none.to_string().contains("agent.kind"), "{none}");
+        assert_eq!(
+            for_config(&auto, example, None),
+            Err(AgentError::NoAgent {
+                path: "an empty PATH".into()
+            })
+        );
+        // Only a workspace that asks for it runs the example worker.
+        assert_eq!(
+            for_config(&section(AgentKind::Example, &[]), example, Some(&neither)),
+            Ok(Adapter::Command {
+                argv: vec![EXAMPLE.to_string()]
+            })
+        );
+    }
+
+    #[test]
+    fn agents_are_looked_for_in_their_usual_install_folders_after_path() {
+        let home = Path::new("/home/owner");
+        let searched =
+            agent_search_path(Some(OsStr::new("/usr/bin:/bin:/usr/local/bin")), Some(home));
+        let folders: Vec<PathBuf> = std::env::split_paths(&searched).collect();
+        assert_eq!(
+            folders,
+            [
+                "/usr/bin",
+                "/bin",
+                "/usr/local/bin",
+                "/home/owner/.local/bin",
+                "/home/owner/.npm-global/bin",
+                "/home/owner/.bun/bin",
+                "/home/owner/.claude/local",
+                "/opt/homebrew/bin",
+            ]
+            .map(PathBuf::from)
+        );
+        // No HOME (or a relative one): only the fixed folders.
+        let bare: Vec<PathBuf> =
+            std::env::split_paths(&agent_search_path(None, Some(Path::new("rel")))).collect();
+        assert_eq!(
+            bare,
+            ["/usr/local/bin", "/opt/homebrew/bin"].map(PathBuf::from)
+        );
+        // A `claude` in ~/.local/bin is found by a service with a bare PATH.
+        let home = tempfile::tempdir().unwrap();
+        fs::create_dir_all(home.path().join(".local/bin")).unwrap();
+        let claude = install(&home.path().join(".local/bin"), "claude", 0o755);
+        let path = agent_search_path(Some(OsStr::new("/usr/bin:/bin")), Some(home.path()));
+        assert_eq!(
+            for_config(
+                &section(AgentKind::Auto, &[]),
+                Path::new(EXAMPLE),
+                Some(&path)
+            ),
+            Ok(Adapter::Claude { program: claude })
+        );
     }
 
     #[test]

@@ -27,6 +27,13 @@ pub async fn run(dir: &Path, example: bool) -> Result<()> {
                 "# verify = []                   # local CI",
                 "verify = [\"sh\", \"-c\", \"test -s EXECUTOR_EXAMPLE.md\"]  # local CI",
             )
+            // The example worker runs only where it is asked for by name: `auto` never
+            // picks it, so a real task is never marked done by it.
+            .replacen(
+                "# kind = \"auto\"",
+                "kind = \"example\"                # the bundled example worker: no real work\n# kind = \"auto\"",
+                1,
+            )
     } else {
         config::TEMPLATE.to_string()
     };

@@ -105,7 +105,8 @@ enum Command {
     },
     /// One run's work logs, in order
     Logs {
-        run: i64,
+        /// A run id, or a task gid (its latest run)
+        run: String,
         /// Keep printing as the run's workers write, until the run ends
         #[arg(short, long)]
         follow: bool,
@@ -430,6 +431,12 @@ fn exit_code(error: &anyhow::Error) -> u8 {
     }
 }
 
+/// Colours only on a terminal, and never when `NO_COLOR` is set to anything but the empty
+/// string (<https://no-color.org>).
+fn use_color(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
 fn init_tracing(long_running: bool) {
     use tracing_subscriber::EnvFilter;
     let default = if long_running { "info" } else { "warn" };
@@ -437,7 +444,10 @@ fn init_tracing(long_running: bool) {
         EnvFilter::try_from_env("EXECUTOR_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(use_color(
+            std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .with_writer(std::io::stderr)
         .with_target(false)
         .try_init();
@@ -545,19 +555,27 @@ async fn dispatch(cli: Cli) -> Result<()> {
 fn load_settings(explicit: Option<&Path>) -> Result<Settings> {
     let path = match explicit {
         Some(path) => path.to_path_buf(),
-        None => PathBuf::from(config::FILE_NAME),
+        None => {
+            let here = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+            find_config(&here).ok_or_else(|| {
+                BadInput(format!(
+                    "no {} in {} or any folder above it: run `executor init` there, or pass --config PATH (or set EXECUTOR_CONFIG)",
+                    config::FILE_NAME,
+                    here.display()
+                ))
+            })?
+        }
     };
-    if explicit.is_none() && !path.exists() {
-        let here = std::env::current_dir()
-            .map(|d| d.display().to_string())
-            .unwrap_or_else(|_| ".".into());
-        return Err(BadInput(format!(
-            "no {} in {here}: run `executor init` here, or pass --config PATH (or set EXECUTOR_CONFIG)",
-            config::FILE_NAME
-        ))
-        .into());
-    }
     Ok(config::load(&path, &Env::from_process())?)
+}
+
+/// The workspace a command run from `start` (or a folder inside it) belongs to: the
+/// nearest `executor.toml` in `start` or a folder above it, as git finds its repository.
+fn find_config(start: &Path) -> Option<PathBuf> {
+    start
+        .ancestors()
+        .map(|folder| folder.join(config::FILE_NAME))
+        .find(|candidate| candidate.is_file())
 }
 
 async fn run_command(command: Command, settings: &Settings, store: Arc<dyn Store>) -> Result<()> {
@@ -610,12 +628,24 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         Command::Queue {
             status,
             json: false,
-        } => output::print_queue(&store.tasks(status.as_ref()).await?),
+        } => {
+            let waiting = store
+                .runs(None)
+                .await?
+                .iter()
+                .filter_map(|run| Some((run.task_gid.clone(), runs::waiting_on(run)?)))
+                .collect();
+            output::print_queue(
+                &store.tasks(status.as_ref()).await?,
+                &waiting,
+                output::columns(),
+            )
+        }
         Command::Tree { gid, json } => tree::print(store, &gid, json).await,
         Command::Runs { state, json } => runs::list(store, state.as_deref(), json).await,
         Command::Logs { run, follow } => {
             let logs_dir = settings.root.join(&settings.raw.runner.logs_dir);
-            runs::logs(store, &logs_dir, run, follow).await
+            runs::logs(store, &logs_dir, &run, follow).await
         }
         Command::Dispatch { file, json } => {
             dispatch_file(settings, Arc::clone(&shared), &file, json).await
@@ -918,7 +948,12 @@ pub(crate) async fn status_report(
     settings: &Settings,
     store: &dyn Store,
 ) -> Result<output::StatusReport> {
-    let summary = store.summary().await?;
+    let mut summary = store.summary().await?;
+    // Workers recorded as started count only while their process lives: a runner that
+    // was killed leaves its workers' records open.
+    let host = crate::runner::drive::host();
+    summary.live_workers =
+        runs::live_workers(&store.open_workers(&host).await?, runs::process_alive);
     let outbox = store.outbox_backlog().await?;
     Ok(output::StatusReport::new(
         settings,
@@ -1284,8 +1319,9 @@ async fn clean_worktrees(store: &dyn Store, settings: &crate::runner::drive::Run
     }
 }
 
-/// The agent `[agent]` names; `auto` falls back to the bundled example worker installed
-/// beside this binary.
+/// The agent `[agent]` names, looked for on `PATH` and then in the usual install folders
+/// (a service runs without the owner's login `PATH`); `example` is the bundled example
+/// worker installed beside this binary.
 pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapter> {
     let exe = std::env::current_exe().context("cannot tell where this executor binary is")?;
     let example = exe.with_file_name(if cfg!(windows) {
@@ -1293,7 +1329,9 @@ pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapte
     } else {
         "executor-example-worker"
     });
-    let path = std::env::var_os("PATH");
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let path =
+        crate::agents::agent_search_path(std::env::var_os("PATH").as_deref(), home.as_deref());
     // A relative `agent.program` path is relative to the config file, like every path there.
     let mut section = settings.raw.agent.clone();
     if let Some(program) = &section.program {
@@ -1301,11 +1339,7 @@ pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapte
             section.program = Some(settings.root.join(program));
         }
     }
-    Ok(crate::agents::for_config(
-        &section,
-        &example,
-        path.as_deref(),
-    )?)
+    Ok(crate::agents::for_config(&section, &example, Some(&path))?)
 }
 
 /// The polled sources the config enables: Asana (`[sources.asana]`) and the labelled
@@ -1610,8 +1644,10 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
     } else {
         None
     };
+    let repository = settings.root.join(&runner.repository);
     Ok(crate::runner::drive::RunnerSettings {
-        repository: settings.root.join(&runner.repository),
+        commit_author: crate::runner::git::owner_identity(&repository),
+        repository,
         base_branch: runner.base_branch.clone(),
         branch_prefix: runner.branch_prefix.clone(),
         worktrees_dir: settings.root.join(&runner.worktrees_dir),
@@ -1668,4 +1704,31 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
             hook,
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color() {
+        use std::ffi::OsStr;
+        assert!(use_color(true, None));
+        assert!(use_color(true, Some(OsStr::new(""))));
+        assert!(!use_color(true, Some(OsStr::new("1"))));
+        assert!(!use_color(false, None));
+    }
+
+    #[test]
+    fn the_workspace_is_found_from_a_folder_inside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = dir.path().join("plans/sub");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(find_config(&deep), None);
+        std::fs::write(dir.path().join(config::FILE_NAME), "").unwrap();
+        assert_eq!(find_config(&deep), Some(dir.path().join(config::FILE_NAME)));
+        // A folder called executor.toml is no workspace.
+        std::fs::create_dir_all(deep.join(config::FILE_NAME)).unwrap();
+        assert_eq!(find_config(&deep), Some(dir.path().join(config::FILE_NAME)));
+    }
 }

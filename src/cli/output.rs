@@ -180,7 +180,33 @@ pub async fn print_queue_json(store: Arc<dyn Store>, status: Option<QueueStatus>
     )
 }
 
-pub fn print_queue(tasks: &[Task]) -> Result<()> {
+/// The terminal's width as `COLUMNS` says, for tables that cut their last column to fit;
+/// `None` (no cut) when it is unset or not a number.
+pub fn columns() -> Option<usize> {
+    std::env::var("COLUMNS")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| *n > 0)
+}
+
+/// `text` cut to `width` characters, the cut marked with `…`.
+pub fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_string();
+    }
+    let kept: String = text.chars().take(width.saturating_sub(1)).collect();
+    format!("{kept}…")
+}
+
+/// `executor queue`: one line per task. `waiting` maps a task gid to the escalation its
+/// run waits on, shown instead of `in_progress`; titles are cut to `columns`.
+pub fn print_queue(
+    tasks: &[Task],
+    waiting: &std::collections::HashMap<String, i64>,
+    columns: Option<usize>,
+) -> Result<()> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     finish((|| {
@@ -203,21 +229,36 @@ pub fn print_queue(tasks: &[Task]) -> Result<()> {
             .max()
             .unwrap_or(6)
             .max(6);
+        let status_of = |task: &Task| match waiting.get(&task.task_gid) {
+            Some(escalation) => format!("waiting: escalation {escalation}"),
+            None => task.status.as_str().to_string(),
+        };
+        let status_width = tasks
+            .iter()
+            .map(|t| status_of(t).len())
+            .max()
+            .unwrap_or(11)
+            .max(11);
         writeln!(
             out,
-            "{:gid_width$}  {:11}  {:>4}  {:source_width$}  TITLE",
+            "{:gid_width$}  {:status_width$}  {:>4}  {:source_width$}  TITLE",
             "GID", "STATUS", "PRI", "SOURCE"
         )?;
+        let title_width = columns.map(|c| {
+            c.saturating_sub(gid_width + status_width + 4 + source_width + 8)
+                .max(8)
+        });
         for task in tasks {
             let priority = task.priority.map(|p| p.to_string()).unwrap_or_default();
+            let title = task.title();
             writeln!(
                 out,
-                "{:gid_width$}  {:11}  {:>4}  {:source_width$}  {}",
+                "{:gid_width$}  {:status_width$}  {:>4}  {:source_width$}  {}",
                 task.task_gid,
-                task.status.as_str(),
+                status_of(task),
                 priority,
                 task.source.as_deref().unwrap_or("-"),
-                printable(&task.title())
+                title_width.map_or_else(|| printable(&title), |w| fit(&printable(&title), w))
             )?;
         }
         out.flush()
@@ -340,9 +381,10 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
             for run in &shown.runs {
                 writeln!(
                     out,
-                    "  #{}  {}  branch {}  PR {}  updated {}",
+                    "  #{}  {} ({})  branch {}  PR {}  updated {}",
                     run.id,
                     run.state,
+                    super::runs::stage(run),
                     run.branch_name.as_deref().unwrap_or("-"),
                     run.pr_url.as_deref().unwrap_or("-"),
                     when(&run.updated_at)
@@ -589,5 +631,13 @@ mod tests {
             "a\\u{001b}[2Jb\\u{202e}c\\u{2066}d\\u{200b}e\\u{feff}f\\u{000a}g"
         );
         assert_eq!(printable_text("one\n\ttwo\r"), "one\n\ttwo\\u{000d}");
+    }
+
+    #[test]
+    fn a_title_is_cut_to_the_width_with_an_ellipsis() {
+        assert_eq!(fit("Fix tab preview", 20), "Fix tab preview");
+        assert_eq!(fit("Fix tab preview", 8), "Fix tab…");
+        assert_eq!(fit("Größenänderung", 5), "Größ…");
+        assert_eq!(fit("abc", 0), "…");
     }
 }

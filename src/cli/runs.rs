@@ -31,36 +31,115 @@ pub async fn list(store: &dyn Store, state: Option<&str>, json: bool) -> Result<
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    writeln!(
-        out,
-        "{:>6}  {:<12}  {:<24}  {:<20}  BRANCH / PR",
-        "RUN", "STATE", "TASK", "UPDATED"
-    )?;
-    for run in &runs {
+    let table = (|| -> std::io::Result<()> {
         writeln!(
             out,
-            "{:>6}  {:<12}  {:<24}  {:<20}  {}",
-            run.id,
-            run.state.as_str(),
-            run.task_gid,
-            crate::core::time::format_utc(&run.updated_at),
-            run.pr_url
-                .as_deref()
-                .or(run.branch_name.as_deref())
-                .unwrap_or("-")
+            "{:>6}  {:<12}  {:<22}  {:<24}  {:<19}  BRANCH / PR",
+            "RUN", "STATE", "STAGE", "TASK", "UPDATED"
         )?;
-    }
-    Ok(())
+        for run in &runs {
+            writeln!(
+                out,
+                "{:>6}  {:<12}  {:<22}  {:<24}  {:<19}  {}",
+                run.id,
+                run.state.as_str(),
+                stage(run),
+                run.task_gid,
+                local_time(&run.updated_at),
+                run.pr_url
+                    .as_deref()
+                    .or(run.branch_name.as_deref())
+                    .unwrap_or("-")
+            )?;
+        }
+        out.flush()
+    })();
+    quiet_pipe(table)
 }
 
-/// The work logs (`logs/{gid}/{phase}_{YYYY-MM-DD-HH-MM-SS}.md`) written while `run` lived,
-/// oldest first.
-fn run_logs(logs_dir: &Path, run: &Run) -> Vec<PathBuf> {
-    let start = run.started_at.unwrap_or(run.updated_at) - chrono::Duration::seconds(1);
-    let end = run
-        .completed_at
-        .filter(|_| !run.state.is_active())
-        .map(|t| t + chrono::Duration::seconds(1));
+/// A reader that went away (`runs | head`) is no error: what it wanted was printed.
+fn quiet_pipe(result: std::io::Result<()>) -> Result<()> {
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+/// A time as the person at this terminal reads it: local, to the second.
+pub(crate) fn local_time(at: &DateTime<Utc>) -> String {
+    at.with_timezone(&chrono::Local)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
+/// Where the run is, as a person reads it: `waiting: escalation N` for a question with the
+/// owner, else the lifecycle stage's name; `-` for a run from before stages were kept.
+pub(crate) fn stage(run: &Run) -> String {
+    use crate::core::lifecycle::Stage;
+    match run.lifecycle.as_ref() {
+        Some(view) => match &view.stage {
+            Stage::WaitingOnOwner { escalation } => format!("waiting: escalation {escalation}"),
+            Stage::RetryDelay { until } => format!("retry at {}", local_time(until)),
+            Stage::Reviewing { round } => format!("reviewing (round {round})"),
+            _ => view.stage_name().to_string(),
+        },
+        None => "-".to_string(),
+    }
+}
+
+/// How many of `workers` (recorded as started, with no end) are live processes: `alive`
+/// answers for a pid and its recorded start time, so a stopped worker, or a pid reused by
+/// another process, is not counted.
+pub(crate) fn live_workers(
+    workers: &[crate::core::record::WorkerRecord],
+    alive: impl Fn(u32, Option<u64>) -> bool,
+) -> i64 {
+    let live = workers.iter().filter(|w| {
+        u32::try_from(w.pid)
+            .is_ok_and(|pid| alive(pid, w.start_time.and_then(|t| u64::try_from(t).ok())))
+    });
+    live.count() as i64
+}
+
+/// Whether process `pid` is running and is the one that started at `start_time` (when
+/// known).
+pub(crate) fn process_alive(pid: u32, start_time: Option<u64>) -> bool {
+    match (crate::supervisor::group::start_time(pid), start_time) {
+        (Some(now), Some(recorded)) => now == recorded,
+        (Some(_), None) => true,
+        (None, _) => false,
+    }
+}
+
+/// The escalation `run` waits on, if it waits on the owner.
+pub(crate) fn waiting_on(run: &Run) -> Option<i64> {
+    match run.lifecycle.as_ref()?.stage {
+        crate::core::lifecycle::Stage::WaitingOnOwner { escalation } => Some(escalation),
+        _ => None,
+    }
+}
+
+/// When a work log was started, from its name (`{phase}_{YYYY-MM-DD-HH-MM-SS-mmm}`, or
+/// the older `{phase}_{YYYY-MM-DD-HH-MM-SS}`), and whether the name has only seconds.
+fn log_stamp(path: &Path) -> Option<(DateTime<Utc>, bool)> {
+    let stem = path.file_stem()?.to_str()?;
+    let (_, stamp) = stem.rsplit_once('_')?;
+    if let Ok(at) = NaiveDateTime::parse_from_str(stamp, "%Y-%m-%d-%H-%M-%S-%3f") {
+        return Some((at.and_utc(), false));
+    }
+    let at = NaiveDateTime::parse_from_str(stamp, "%Y-%m-%d-%H-%M-%S").ok()?;
+    Some((at.and_utc(), true))
+}
+
+/// The work logs (`logs/{gid}/{phase}_{stamp}.md`) written while `run` lived, in the order
+/// they were started. `next_start` is when the task's next run started: nothing from then
+/// on is this run's.
+fn run_logs(logs_dir: &Path, run: &Run, next_start: Option<DateTime<Utc>>) -> Vec<PathBuf> {
+    let started = run.started_at.unwrap_or(run.updated_at);
+    // A run that is over ended at its completion, or at its last update when none was
+    // kept (an abandoned run); a live one has no end yet.
+    let ended = (!run.state.is_active())
+        .then(|| run.completed_at.unwrap_or(run.updated_at) + chrono::Duration::seconds(1));
     let Ok(entries) = std::fs::read_dir(logs_dir.join(&run.task_gid)) else {
         return Vec::new();
     };
@@ -69,32 +148,64 @@ fn run_logs(logs_dir: &Path, run: &Run) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "md"))
         .filter_map(|p| {
-            let stem = p.file_stem()?.to_str()?;
-            let (_, stamp) = stem.rsplit_once('_')?;
-            let at = NaiveDateTime::parse_from_str(stamp, "%Y-%m-%d-%H-%M-%S").ok()?;
-            Some((at.and_utc(), p))
+            let (at, whole_seconds) = log_stamp(&p)?;
+            // A name with only seconds may be up to a second before the run's start.
+            let slack = if whole_seconds {
+                chrono::Duration::seconds(1)
+            } else {
+                chrono::Duration::zero()
+            };
+            let mine = at + slack >= started
+                && ended.is_none_or(|end| at <= end)
+                && next_start.is_none_or(|next| at + slack < next);
+            mine.then_some((at, p))
         })
-        .filter(|(at, _)| *at >= start && end.is_none_or(|end| *at <= end))
         .collect();
     found.sort();
     found.into_iter().map(|(_, p)| p).collect()
 }
 
-/// `executor logs RUN [-f]`.
-pub async fn logs(store: &dyn Store, logs_dir: &Path, run_id: i64, follow: bool) -> Result<()> {
-    let find = || async {
-        store
-            .runs(None)
-            .await
-            .map(|runs| runs.into_iter().find(|r| r.id == run_id))
+/// The run `target` names: a run id, else a task gid (its latest run).
+fn find_run(runs: &[Run], target: &str) -> Option<(Run, Option<DateTime<Utc>>)> {
+    let run = target
+        .parse::<i64>()
+        .ok()
+        .and_then(|id| runs.iter().find(|r| r.id == id))
+        .or_else(|| {
+            runs.iter()
+                .filter(|r| r.task_gid == target)
+                .max_by_key(|r| r.id)
+        })?;
+    let next_start = runs
+        .iter()
+        .filter(|r| r.task_gid == run.task_gid && r.id > run.id)
+        .map(|r| r.started_at.unwrap_or(r.updated_at))
+        .min();
+    Some((run.clone(), next_start))
+}
+
+/// `executor logs RUN [-f]`: `RUN` is a run id or a task gid (its latest run).
+pub async fn logs(store: &dyn Store, logs_dir: &Path, target: &str, follow: bool) -> Result<()> {
+    let find = || async { store.runs(None).await.map(|runs| find_run(&runs, target)) };
+    let Some((mut run, mut next_start)) = find().await? else {
+        return Err(BadInput(format!(
+            "no run {target}, and no task {target} with a run: give a run id or a task gid (`executor runs` lists them)"
+        ))
+        .into());
     };
-    let Some(mut run) = find().await? else {
-        return Err(BadInput(format!("no run {run_id} (`executor runs` lists them)")).into());
-    };
+    let run_id = run.id;
     // How much of each file was printed already.
     let mut printed: Vec<(PathBuf, u64)> = Vec::new();
+    let mut told_waiting = None;
     loop {
-        print_new(&run_logs(logs_dir, &run), &mut printed);
+        print_new(&run_logs(logs_dir, &run, next_start), &mut printed);
+        // A run waiting on the owner writes nothing until answered: say so, once per question.
+        if let Some(escalation) = waiting_on(&run).filter(|e| told_waiting != Some(*e)) {
+            eprintln!(
+                "run {run_id} is waiting on the owner: escalation {escalation} (`executor escalations` shows it, `executor decide {escalation} approve|deny` answers)"
+            );
+            told_waiting = Some(escalation);
+        }
         // Once the run is no longer live, this round printed what its last worker wrote.
         if !follow || !run.state.is_active() {
             if printed.is_empty() {
@@ -104,8 +215,8 @@ pub async fn logs(store: &dyn Store, logs_dir: &Path, run_id: i64, follow: bool)
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
         match find().await? {
-            Some(now) => run = now,
-            None => return Ok(()),
+            Some((now, next)) if now.id == run_id => (run, next_start) = (now, next),
+            _ => return Ok(()),
         }
     }
 }
@@ -132,4 +243,155 @@ fn print_new(paths: &[PathBuf], printed: &mut Vec<(PathBuf, u64)>) {
         printed[entry].1 = text.len() as u64;
     }
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::lifecycle::{RunView, Stage};
+    use crate::core::run::RunState;
+    use chrono::TimeZone;
+
+    fn at(secs: u32, millis: u32) -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 3, 1, 10, 0, secs).unwrap()
+            + chrono::Duration::milliseconds(i64::from(millis))
+    }
+
+    fn run(id: i64, state: RunState, started: DateTime<Utc>, updated: DateTime<Utc>) -> Run {
+        Run {
+            id,
+            task_gid: "T-1".into(),
+            worktree_path: None,
+            branch_name: None,
+            pr_url: None,
+            pr_number: None,
+            thread_id: None,
+            started_at: Some(started),
+            updated_at: updated,
+            completed_at: None,
+            state,
+            ci_attempts: 0,
+            worker_session_id: None,
+            worker_last_update: None,
+            worker_pid: None,
+            worker_stuck_count: 0,
+            lifecycle: None,
+            lease_epoch: 0,
+        }
+    }
+
+    fn touch(dir: &Path, name: &str) {
+        std::fs::create_dir_all(dir.join("T-1")).unwrap();
+        std::fs::write(dir.join("T-1").join(name), "x").unwrap();
+    }
+
+    fn names(paths: &[PathBuf]) -> Vec<String> {
+        paths
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn logs_of_one_second_are_listed_in_the_order_they_started() {
+        let dir = tempfile::tempdir().unwrap();
+        touch(dir.path(), "fix_ci_2026-03-01-10-00-05-900.md");
+        touch(dir.path(), "queued_2026-03-01-10-00-05-100.md");
+        touch(dir.path(), "verify_2026-03-01-10-00-05-500.md");
+        let live = run(1, RunState::InProgress, at(5, 0), at(6, 0));
+        assert_eq!(
+            names(&run_logs(dir.path(), &live, None)),
+            [
+                "queued_2026-03-01-10-00-05-100.md",
+                "verify_2026-03-01-10-00-05-500.md",
+                "fix_ci_2026-03-01-10-00-05-900.md"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_ended_run_without_a_completion_time_shows_only_its_own_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        // Run 2 was abandoned (no completed_at); run 5 of the same task came later.
+        touch(dir.path(), "queued_2026-03-01-10-00-01-000.md");
+        touch(dir.path(), "queued_2026-03-01-10-00-30-000.md");
+        let two = run(2, RunState::Abandoned, at(1, 0), at(3, 0));
+        let five = run(5, RunState::Complete, at(30, 0), at(40, 0));
+        let runs = [two.clone(), five];
+        let (found, next) = find_run(&runs, "2").unwrap();
+        assert_eq!(found.id, 2);
+        assert_eq!(next, Some(at(30, 0)));
+        assert_eq!(
+            names(&run_logs(dir.path(), &found, next)),
+            ["queued_2026-03-01-10-00-01-000.md"]
+        );
+        // Even a run still marked live stops at the next run's start.
+        let mut live = two;
+        live.state = RunState::InProgress;
+        assert_eq!(
+            names(&run_logs(dir.path(), &live, next)),
+            ["queued_2026-03-01-10-00-01-000.md"]
+        );
+    }
+
+    #[test]
+    fn a_task_gid_names_its_latest_run_and_older_log_names_still_count() {
+        let runs = [
+            run(3, RunState::Abandoned, at(1, 0), at(2, 0)),
+            run(7, RunState::InProgress, at(10, 0), at(11, 0)),
+        ];
+        assert_eq!(find_run(&runs, "T-1").map(|(r, _)| r.id), Some(7));
+        assert_eq!(find_run(&runs, "3").map(|(r, _)| r.id), Some(3));
+        assert!(find_run(&runs, "EXAMPLE-1").is_none());
+        // A name with only seconds, from an older executor, up to a second before the start.
+        let dir = tempfile::tempdir().unwrap();
+        touch(dir.path(), "queued_2026-03-01-10-00-09.md");
+        let late = run(7, RunState::InProgress, at(9, 700), at(11, 0));
+        assert_eq!(names(&run_logs(dir.path(), &late, None)).len(), 1);
+    }
+
+    #[test]
+    fn only_workers_whose_process_lives_are_live() {
+        let worker = |pid: i64, start_time: Option<i64>| crate::core::record::WorkerRecord {
+            id: pid,
+            run_id: 1,
+            phase: "queued".into(),
+            host: "here".into(),
+            pid,
+            start_time,
+            started_at: at(0, 0),
+            ended_at: None,
+            outcome: None,
+        };
+        let recorded = [worker(10, Some(5)), worker(11, Some(7)), worker(12, None)];
+        // 10 runs as recorded; 11's pid now belongs to a process started later; 12 is gone.
+        let alive = |pid: u32, start: Option<u64>| match pid {
+            10 => start == Some(5),
+            11 => start == Some(8),
+            _ => false,
+        };
+        assert_eq!(live_workers(&recorded, alive), 1);
+        let me = std::process::id();
+        assert!(process_alive(me, None));
+        let started = crate::supervisor::group::start_time(me);
+        assert!(process_alive(me, started));
+        assert!(!process_alive(me, started.map(|t| t + 1)));
+    }
+
+    #[test]
+    fn a_run_waiting_on_the_owner_says_which_question() {
+        let mut waiting = run(4, RunState::InProgress, at(1, 0), at(2, 0));
+        assert_eq!(stage(&waiting), "-");
+        let mut view = RunView {
+            stage: Stage::WaitingOnOwner { escalation: 12 },
+            ..RunView::default()
+        };
+        waiting.lifecycle = Some(view.clone());
+        assert_eq!(stage(&waiting), "waiting: escalation 12");
+        assert_eq!(waiting_on(&waiting), Some(12));
+        view.stage = Stage::Verifying;
+        waiting.lifecycle = Some(view);
+        assert_eq!(stage(&waiting), "verifying");
+        assert_eq!(waiting_on(&waiting), None);
+    }
 }

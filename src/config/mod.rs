@@ -308,13 +308,15 @@ fn default_analyzer_hard() -> Duration {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AgentKind {
-    /// Claude Code if installed, else Codex, else pi, else the bundled example worker.
+    /// Claude Code if installed, else Codex, else pi; none found is an error.
     #[default]
     Auto,
     Claude,
     Codex,
     Pi,
     Command,
+    /// The bundled example worker (`init --example`): writes EXECUTOR_EXAMPLE.md, no real work.
+    Example,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -37,7 +37,7 @@ url = "sqlite://executor.db"
 # when (README: "Analyzer").
 
 [agent]
-# kind = "auto"                 # auto | claude | codex | pi | command
+# kind = "auto"                 # auto (claude, else codex, else pi) | claude | codex | pi | command | example
 # command = []                  # argv of the worker when kind = "command"
 # program = "claude"            # the claude / codex CLI, when not on PATH by that name
 # model = "..."                 # unset: the agent's own default

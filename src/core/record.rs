@@ -102,12 +102,27 @@ pub struct Decision {
     pub applied_at: Option<DateTime<Utc>>,
     /// The agent's tool call the decision answers, when it came from a permission hook.
     pub tool_use_id: Option<String>,
-    /// The worker messages that led to the decision: a JSON array, as text.
+    /// The worker messages that led to the decision: a JSON array, as text (and as that
+    /// array in JSON output, never a string inside the JSON).
+    #[serde(serialize_with = "embedded_json")]
     pub message_window: Option<String>,
     /// Whether the worker the decision was made for ran inside the wall (DESIGN sections 6
     /// and 11): `None` when not known (decisions recorded before executor kept it, and those
     /// made for no worker: the owner's, the conductor's).
     pub confined: Option<bool>,
+}
+
+/// Text that holds JSON, written as that JSON; text that does not parse is written as the
+/// string it is, so nothing stored is lost from the output.
+fn embedded_json<S: serde::Serializer>(text: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match text
+        .as_deref()
+        .map(serde_json::from_str::<serde_json::Value>)
+    {
+        None => s.serialize_none(),
+        Some(Ok(value)) => serde::Serialize::serialize(&value, s),
+        Some(Err(_)) => s.serialize_some(text),
+    }
 }
 
 impl Decision {
@@ -253,4 +268,42 @@ pub struct WorkerRecord {
     #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
     pub ended_at: Option<DateTime<Utc>>,
     pub outcome: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decisions_message_window_is_json_in_json_output() {
+        let at = DateTime::<Utc>::UNIX_EPOCH;
+        let mut decision = Decision {
+            id: 1,
+            task_gid: None,
+            run_id: None,
+            at,
+            role: "worker".into(),
+            action: "needs_decision".into(),
+            decision: "escalate".into(),
+            rule_id: None,
+            detail: None,
+            resolved_at: None,
+            resolution: None,
+            resolution_note: None,
+            resolved_by: None,
+            applied_at: None,
+            tool_use_id: None,
+            message_window: Some(r#"[{"line":"[STATUS:x] y"}]"#.into()),
+            confined: None,
+        };
+        let json = serde_json::to_value(&decision).unwrap();
+        assert_eq!(json["message_window"][0]["line"], "[STATUS:x] y");
+        decision.message_window = Some("not json".into());
+        assert_eq!(
+            serde_json::to_value(&decision).unwrap()["message_window"],
+            "not json"
+        );
+        decision.message_window = None;
+        assert!(serde_json::to_value(&decision).unwrap()["message_window"].is_null());
+    }
 }

@@ -52,6 +52,8 @@ pub use review::INTEGRATE;
 #[derive(Debug, Clone)]
 pub struct RunnerSettings {
     pub repository: PathBuf,
+    /// Who the orchestrator's commits are by ([`git::owner_identity`]).
+    pub commit_author: git::Identity,
     pub base_branch: String,
     pub branch_prefix: String,
     pub worktrees_dir: PathBuf,
@@ -1399,6 +1401,9 @@ async fn integrate(
             return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
         }
     }
+    if let Some(asked) = unchanged(store, settings, task, wt).await? {
+        return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
+    }
     if let Some(github) = &settings.github {
         let worked = worked.context("a PR is opened only for a worker's verified change")?;
         if let Some(asked) = open_pr(store, github, settings, task, run, wt, worked).await? {
@@ -1419,6 +1424,33 @@ async fn integrate(
             Some(reason) => (lifecycle::Event::IntegrationFailed { reason }, None),
         },
     )
+}
+
+/// The kind of the escalation a run whose branch carries no change opens.
+pub const NO_CHANGE: &str = "no_change";
+
+/// The owner's question when the run's branch has no commit beyond its base after the
+/// commit step: a worker that changed nothing did not do the task, so the run never
+/// completes as done on its own word. Without worktrees there is no branch to look at.
+async fn unchanged(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+    wt: &worktree::Worktree,
+) -> Result<Option<Asked>> {
+    if !settings.worktrees {
+        return Ok(None);
+    }
+    let base = conduct::base_for(store, settings, task).await?;
+    let git = orchestrator_git(settings, &wt.path)?;
+    let probe = base.clone();
+    let ahead = tokio::task::spawn_blocking(move || git.commits_ahead(&probe)).await??;
+    Ok((ahead == 0).then(|| {
+        Asked::Message(format!(
+            "[ESCALATE:{NO_CHANGE}] the worker changed nothing: branch {} is the same as {base}. Answer with what it should do (its next worker reads it), or `executor cancel {}` to abandon the run.",
+            wt.branch, task.task_gid
+        ))
+    }))
 }
 
 /// Whether a finished run's worktree has been kept long enough to be removed.
@@ -2645,16 +2677,46 @@ async fn verify(
         let ended = if passed { "passed" } else { "failed" };
         store.end_worker(id, Utc::now(), ended).await?;
     }
-    log.message(&format!(
-        "verification {} (exit {:?})",
-        if passed { "passed" } else { "failed" },
-        outcome.exit_code
-    ));
+    log.message(&verify_note(&outcome, &tail));
     Ok(Verdict {
         passed,
         summary: tail.back().cloned(),
         excerpt: tail.into_iter().collect::<Vec<_>>().join("\n"),
     })
+}
+
+/// Lines of a failed verification's output the work log shows.
+const VERIFY_LOG_LINES: usize = 20;
+
+/// The work log's word on a verification: how it ended (`exit 1`, a signal, stopped) and,
+/// when it failed, its last lines, so `executor logs` says why without the raw `.jsonl`.
+fn verify_note(outcome: &supervisor::Outcome, tail: &std::collections::VecDeque<String>) -> String {
+    let ended = match (outcome.stopped.as_ref(), outcome.exit_code, outcome.signal) {
+        (Some(crate::core::watchdog::StopReason::HardTimeout), _, _) => {
+            "stopped at the hard timeout".to_string()
+        }
+        (Some(crate::core::watchdog::StopReason::NoOutput), _, _) => {
+            "stopped: no output for too long".to_string()
+        }
+        (Some(crate::core::watchdog::StopReason::Requested), _, _) => "stopped".to_string(),
+        (None, Some(code), _) => format!("exit {code}"),
+        (None, None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None, None) => "no exit status".to_string(),
+    };
+    if outcome.succeeded() {
+        return format!("verification passed ({ended})");
+    }
+    let skip = tail.len().saturating_sub(VERIFY_LOG_LINES);
+    let last: Vec<&str> = tail.iter().skip(skip).map(String::as_str).collect();
+    if last.is_empty() {
+        format!("verification failed ({ended}), with no output")
+    } else {
+        format!(
+            "verification failed ({ended}); its last {} line(s):\n\n```text\n{}\n```",
+            last.len(),
+            last.join("\n")
+        )
+    }
 }
 
 /// Git as the orchestrator runs it for `worktree` (see [`crate::runner::git`]): in a run's
@@ -2733,18 +2795,15 @@ async fn commit_checked(
         task.title(),
         task.task_gid
     );
+    let name = format!("user.name={}", settings.commit_author.name);
+    let email = format!("user.email={}", settings.commit_author.email);
     tokio::task::spawn_blocking(move || -> Result<()> {
         let git = |args: &[&str]| -> Result<std::process::Output> {
-            let args: Vec<&str> = [
-                "-c",
-                "user.name=executor",
-                "-c",
-                "user.email=executor@localhost",
-            ]
-            .iter()
-            .chain(args)
-            .copied()
-            .collect();
+            let args: Vec<&str> = ["-c", name.as_str(), "-c", email.as_str()]
+                .iter()
+                .chain(args)
+                .copied()
+                .collect();
             git.output(&args)
                 .with_context(|| format!("cannot run git {}", args.join(" ")))
         };
@@ -2795,7 +2854,9 @@ async fn commit_checked(
     Ok(None)
 }
 
-/// `logs/{task_gid}/{phase}_{YYYY-MM-DD-HH-MM-SS}.md` (readable) beside `.jsonl` (raw).
+/// `logs/{task_gid}/{phase}_{YYYY-MM-DD-HH-MM-SS-mmm}.md` (readable) beside `.jsonl` (raw).
+/// The milliseconds keep two workers of one second in files of their own, and let `logs`
+/// list them in the order they started.
 struct PhaseLog {
     md: Option<std::fs::File>,
     jsonl: Option<std::fs::File>,
@@ -2806,7 +2867,7 @@ impl PhaseLog {
         let dir = logs_dir.join(gid);
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let stamp = Utc::now().format("%Y-%m-%d-%H-%M-%S");
+        let stamp = Utc::now().format("%Y-%m-%d-%H-%M-%S-%3f");
         let base = dir.join(format!("{phase}_{stamp}"));
         let open = |ext: &str| {
             std::fs::OpenOptions::new()

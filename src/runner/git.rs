@@ -253,6 +253,18 @@ impl Git {
         checked(args, output)
     }
 
+    /// How many commits `HEAD` has that `base` has not: 0 when the run's branch carries no
+    /// change of its own.
+    pub fn commits_ahead(&self, base: &str) -> Result<u64, GitError> {
+        let range = format!("{base}..HEAD");
+        let args = ["rev-list", "--count", range.as_str(), "--"];
+        let counted = self.run(&args)?;
+        counted.trim().parse().map_err(|_| GitError::Failed {
+            args: args.join(" "),
+            stderr: format!("not a count: {counted:?}"),
+        })
+    }
+
     /// `git push --quiet <remote> <refspec>`: the one command that reads the owner's
     /// global and system configuration and gets the owner's `HOME` and `SSH_AUTH_SOCK`,
     /// for the credentials (see the module comment). Hooks, filters and the rest stay off.
@@ -699,6 +711,50 @@ fn digest_of(path: &Path) -> Result<Option<String>, GitError> {
     Ok(Some(format!("{:x}", hasher.finalize())))
 }
 
+/// Who the orchestrator's commits are authored and committed by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub email: String,
+}
+
+impl Identity {
+    /// executor's own, for a repository (and owner) that names nobody.
+    pub fn executor() -> Self {
+        Self {
+            name: "executor".into(),
+            email: "executor@localhost".into(),
+        }
+    }
+}
+
+/// The owner's commit identity: `user.name` and `user.email` as git itself reads them for
+/// `repo` (its own configuration, then the owner's global and the system one), read once
+/// when the runner starts, before any worker could touch them. A name or an email that is
+/// missing, empty or holds control characters makes executor's own identity the answer.
+pub fn owner_identity(repo: &Path) -> Identity {
+    identity_with(repo, |_| {})
+}
+
+fn identity_with(repo: &Path, configure: impl Fn(&mut Command)) -> Identity {
+    let read = |key: &str| -> Option<String> {
+        let mut command = Command::new("git");
+        command.arg("-C").arg(repo).args(["config", "--get", key]);
+        configure(&mut command);
+        let output = command.output().ok()?;
+        let value = String::from_utf8(output.stdout).ok()?;
+        let value = value.trim_end_matches('\n');
+        (output.status.success()
+            && !value.trim().is_empty()
+            && !value.chars().any(char::is_control))
+        .then(|| value.to_string())
+    };
+    match (read("user.name"), read("user.email")) {
+        (Some(name), Some(email)) => Identity { name, email },
+        _ => Identity::executor(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -832,5 +888,52 @@ mod tests {
             ref_target(&dir, "refs/heads/gone", packed).ok().flatten(),
             None
         );
+    }
+
+    #[test]
+    fn commits_are_authored_by_the_owner_as_git_knows_them() {
+        let home = tempfile::tempdir().unwrap();
+        let repo = tempfile::tempdir().unwrap();
+        let isolated = |command: &mut Command| {
+            command
+                .env("HOME", home.path())
+                .env("XDG_CONFIG_HOME", home.path())
+                .env("GIT_CONFIG_NOSYSTEM", "1");
+        };
+        let git = |args: &[&str]| {
+            let mut command = Command::new("git");
+            command.arg("-C").arg(repo.path()).args(args);
+            isolated(&mut command);
+            assert!(command.status().unwrap().success(), "{args:?}");
+        };
+        git(&["init", "-q"]);
+        // Nobody named anywhere: executor's own.
+        assert_eq!(identity_with(repo.path(), isolated), Identity::executor());
+        // The owner's global configuration.
+        std::fs::write(
+            home.path().join(".gitconfig"),
+            "[user]\n\tname = Global Owner\n\temail = global@example.com\n",
+        )
+        .unwrap();
+        assert_eq!(
+            identity_with(repo.path(), isolated),
+            Identity {
+                name: "Global Owner".into(),
+                email: "global@example.com".into()
+            }
+        );
+        // The repository's own wins, as it does for git.
+        git(&["config", "user.name", "Repo Owner"]);
+        git(&["config", "user.email", "repo@example.com"]);
+        assert_eq!(
+            identity_with(repo.path(), isolated),
+            Identity {
+                name: "Repo Owner".into(),
+                email: "repo@example.com".into()
+            }
+        );
+        // No repository there (the runner then stops, naming it): executor's own, no error.
+        let missing = repo.path().join("nowhere");
+        assert_eq!(identity_with(&missing, isolated), Identity::executor());
     }
 }

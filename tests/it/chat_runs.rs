@@ -24,8 +24,8 @@ const WAIT: Duration = Duration::from_secs(60);
 const MERGING_WORKER: &str = "prompt=$(cat); \
     if printf '%s' \"$prompt\" | grep -q 'The owner answered your escalation'; then \
       if printf '%s' \"$prompt\" | grep -q ': approve\\.'; then \
-        echo '[DONE:implemented] merged as the owner allowed'; \
-      else echo '[DONE:implemented] left unmerged as the owner said'; fi; \
+        echo changed > CHANGED.md; echo '[DONE:implemented] merged as the owner allowed'; \
+      else echo changed > CHANGED.md; echo '[DONE:implemented] left unmerged as the owner said'; fi; \
     else echo '[STATUS:investigation] ready to merge'; \
       echo '[ESCALATE:merge_pr] pr=12 may I merge PR 12?'; fi";
 
@@ -317,7 +317,7 @@ fn two_personas_on_one_bot_refuse_to_start_naming_both() {
 /// Says five steps and is done.
 const STEPPING_WORKER: &str =
     "cat >/dev/null; for n in 1 2 3 4 5; do echo \"[STATUS:step] n=$n\"; done; \
-    echo '[DONE:implemented] all five'";
+    echo changed > CHANGED.md; echo '[DONE:implemented] all five'";
 
 #[test]
 fn a_zulip_that_is_down_loses_nothing_and_the_messages_arrive_in_order_after_a_restart() {

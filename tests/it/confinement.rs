@@ -376,7 +376,7 @@ fn a_confined_worker_cannot_write_into_another_live_runs_worktree() {
     // Two runs at once: the victim sleeps while the attacker writes everywhere it can
     // name under the worktrees folder.
     let script = r#"case "$PWD" in
-*VICTIM*) sleep 2; echo "[DONE:implemented] victim" ;;
+*VICTIM*) sleep 2; echo mine > MINE.txt; echo "[DONE:implemented] victim" ;;
 *) sleep 0.5
    for d in ../*/; do echo planted > "$d/PLANTED.txt" 2>/dev/null; done
    echo "[DONE:implemented] attacker" ;;

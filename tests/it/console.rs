@@ -16,7 +16,7 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Asks the owner first; finishes once the owner's answer is in its prompt.
 const ASKING_WORKER: &str = "prompt=$(cat); \
     if printf '%s' \"$prompt\" | grep -q 'The owner answered your escalation'; then \
-      echo '[DONE:implemented] done as the owner allowed'; \
+      echo schema > CHANGED.md; echo '[DONE:implemented] done as the owner allowed'; \
     else echo '[ESCALATE:needs_decision] may I change the schema?'; fi";
 
 /// One HTTP/1.1 request; the status code and the body (parsed when it is JSON).

@@ -103,7 +103,7 @@ fn a_run_waiting_out_its_back_off_holds_no_worker_slot() {
         &[
             "/bin/sh",
             "-c",
-            "if grep -q FAILS; then exit 1; fi; echo '[DONE:implemented] fine'",
+            "if grep -q FAILS; then exit 1; fi; echo changed > CHANGED.md; echo '[DONE:implemented] fine'",
         ],
         &[],
         "max_workers = 1\n",
@@ -168,7 +168,7 @@ async fn a_runner_starting_beside_a_live_one_stops_none_of_its_workers() {
         &[
             "/bin/sh",
             "-c",
-            "sleep 6; echo '[DONE:implemented] slow but sure'",
+            "sleep 6; echo changed > CHANGED.md; echo '[DONE:implemented] slow but sure'",
         ],
         "",
     );
@@ -207,7 +207,11 @@ async fn a_runner_frozen_past_its_lease_stands_down_and_the_run_completes_once()
     };
     let (first, second) = shared_queue(
         &schema,
-        &["/bin/sh", "-c", "sleep 5; echo '[DONE:implemented] done'"],
+        &[
+            "/bin/sh",
+            "-c",
+            "sleep 5; echo changed > CHANGED.md; echo '[DONE:implemented] done'",
+        ],
         "lease_ttl = \"2s\"\n",
     );
     first.ok(&["add", "--title", "Contested work", "--gid", "T-1"]);
@@ -272,7 +276,7 @@ fn cancel_stops_a_live_worker_gives_the_task_back_and_retry_starts_a_fresh_run()
         &[
             "/bin/sh",
             "-c",
-            "if [ -e @MARK@ ]; then echo '[DONE:implemented] quick this time'; else echo '[STATUS:working] slow'; exec sleep 120; fi",
+            "if [ -e @MARK@ ]; then echo changed > CHANGED.md; echo '[DONE:implemented] quick this time'; else echo '[STATUS:working] slow'; exec sleep 120; fi",
         ],
         &[],
         "",
@@ -332,7 +336,7 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
         &[
             "/bin/sh",
             "-c",
-            "for i in $(seq 1 30); do echo \"[STATUS:step] n=$i\"; sleep 0.2; done; echo '[DONE:implemented] all steps'",
+            "for i in $(seq 1 30); do echo \"[STATUS:step] n=$i\"; sleep 0.2; done; echo changed > CHANGED.md; echo '[DONE:implemented] all steps'",
         ],
         &[],
         "",

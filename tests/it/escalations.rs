@@ -9,8 +9,8 @@ use crate::support::Workspace;
 const ASKING_WORKER: &str = "prompt=$(cat); \
     if printf '%s' \"$prompt\" | grep -q 'The owner answered your escalation'; then \
       if printf '%s' \"$prompt\" | grep -q ': approve\\.'; then \
-        echo '[DONE:implemented] merged as the owner allowed'; \
-      else echo '[DONE:implemented] left unmerged as the owner said'; fi; \
+        echo changed > CHANGED.md; echo '[DONE:implemented] merged as the owner allowed'; \
+      else echo changed > CHANGED.md; echo '[DONE:implemented] left unmerged as the owner said'; fi; \
     else echo '[STATUS:investigation] ready to merge'; \
       echo '[ESCALATE:needs_decision] may I merge PR 12?'; fi";
 
@@ -142,9 +142,9 @@ fn worker_requests_are_decided_by_the_contract_and_stored_with_the_messages() {
         echo \"[REQUEST:push_branch] branch=$(git rev-parse --abbrev-ref HEAD)\"; \
         echo '[REQUEST:merge_pr] pr=12 when green'; \
         echo '[DONE:Bad-Kind] not a message'; \
-        echo '```'; echo '[DONE:implemented] inside a code block: not a message'; echo '```'; \
+        echo '```'; echo changed > CHANGED.md; echo '[DONE:implemented] inside a code block: not a message'; echo '```'; \
         echo 'change' > change.txt; \
-        echo '[DONE:implemented] asked and done'";
+        echo changed > CHANGED.md; echo '[DONE:implemented] asked and done'";
     let ws = workspace(&["/bin/sh", "-c", worker], &[], "");
     ws.ok(&["add", "--title", "Ask things", "--gid", "Q-1"]);
     ws.ok(&["go", "Q-1"]);
@@ -213,7 +213,8 @@ fn worker_requests_are_decided_by_the_contract_and_stored_with_the_messages() {
 
     // The merge waits for the owner, with the run's messages as its window.
     let pending = ws.json(&["escalations", "--json"]);
-    let window = pending[0]["message_window"].as_str().expect("a window");
+    let window = pending[0]["message_window"].to_string();
+    assert!(pending[0]["message_window"].is_array(), "{window}");
     assert!(
         window.contains("[STATUS:investigation] looking"),
         "{window}"

@@ -107,6 +107,23 @@ fn a_plan_note_goes_through_red_verification_and_a_fix_ci_worker_to_complete() {
     let fix_log = std::fs::read_to_string(ws.path().join("logs/T-1").join(fix_log)).expect("read");
     assert!(fix_log.contains("[DONE:implemented]"), "{fix_log}");
 
+    // `logs` says why verification failed, in the order the workers ran.
+    let printed = ws.ok(&["logs", "1"]);
+    assert!(
+        printed.contains("verification failed (exit 1)")
+            && printed.contains("test tab_preview failed"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("verification passed (exit 0)"),
+        "{printed}"
+    );
+    let order: Vec<usize> = ["queued_", "verify_", "fix_ci_"]
+        .iter()
+        .map(|name| printed.find(name).expect("each phase's log"))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{printed}");
+
     // Each worker left its run record: the patch, how it ended, its stderr.
     let record = ws.path().join("logs/T-1/run-1");
     let first = record.join("1-queued");
@@ -205,7 +222,7 @@ fn a_silent_worker_counts_as_stuck() {
 #[test]
 fn without_a_git_repository_the_runner_says_which_path_it_wanted() {
     let ws = Workspace::init();
-    ws.write_config("[runner]\nrepository = \"nowhere\"\n");
+    ws.write_config("[runner]\nrepository = \"nowhere\"\n\n[agent]\nkind = \"example\"\n");
     ws.ok(&["add", "--title", "A", "--gid", "T-4"]);
     ws.ok(&["go", "T-4"]);
     let out = ws.run(&["run", "--once"]);
@@ -233,7 +250,7 @@ fn the_example_workspace_runs_the_whole_loop_with_the_bundled_worker() {
     let demo = dir.path().join("demo");
     let out = crate::support::executor(&demo)
         .args(["run", "--once"])
-        // No agent CLI on this PATH: `auto` takes the bundled example worker.
+        // No agent CLI on this PATH: the example workspace names the bundled worker.
         .env("PATH", "/usr/bin:/bin")
         .output()
         .expect("run");
@@ -253,6 +270,139 @@ fn the_example_workspace_runs_the_whole_loop_with_the_bundled_worker() {
         &["show", "--name-only", "--format=", branch],
     );
     assert_eq!(files, "EXECUTOR_EXAMPLE.md");
+}
+
+#[test]
+fn a_worker_that_changed_nothing_asks_the_owner_instead_of_completing() {
+    let ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "echo '[DONE:implemented] all done, trust me'",
+        ],
+        &["true"],
+        "",
+    );
+    std::fs::write(
+        ws.plans().join("idle.md"),
+        "---\ngid: T-1\n---\n# Change something\n\nIt needs a change.\n",
+    )
+    .expect("write note");
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_ne!(shown["task"]["status"], "done", "{shown}");
+    assert_ne!(shown["runs"][0]["state"], "complete", "{shown}");
+    let asked = ws.json(&["escalations", "--json"]);
+    assert_eq!(asked[0]["action"], "no_change", "{asked}");
+    let detail = asked[0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("the worker changed nothing"), "{asked}");
+
+    // Where a person looks, the run says it waits on the owner, and for which question.
+    let escalation = asked[0]["id"].as_i64().expect("an id");
+    let waiting = format!("waiting: escalation {escalation}");
+    let queue = ws.ok(&["queue"]);
+    assert!(queue.contains(&waiting), "{queue}");
+    let listed = ws.ok(&["runs"]);
+    assert!(listed.contains(&waiting), "{listed}");
+    let shown = ws.ok(&["show", "T-1"]);
+    assert!(shown.contains(&waiting), "{shown}");
+    assert_eq!(
+        ws.json(&["runs", "--json"])[0]["lifecycle"]["stage"],
+        "waiting_on_owner"
+    );
+    // `logs` takes the task's gid, and says what the run waits for.
+    let out = ws.run(&["logs", "T-1"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("queued_"));
+    assert!(
+        stderr.contains(&format!("waiting on the owner: escalation {escalation}")),
+        "{stderr}"
+    );
+    let unknown = ws.fails_with(2, &["logs", "EXAMPLE-1"]);
+    assert!(unknown.contains("give a run id or a task gid"), "{unknown}");
+}
+
+#[test]
+fn the_orchestrators_commit_is_authored_by_the_repositorys_own_user() {
+    let ws = workspace(&[EXAMPLE_WORKER], &["true"], "");
+    let repo = ws.path().join("repo");
+    git(&repo, &["config", "user.name", "Repo Owner"]);
+    git(&repo, &["config", "user.email", "repo-owner@example.com"]);
+    std::fs::write(
+        ws.plans().join("mine.md"),
+        "---\ngid: T-1\n---\n# Write it\n\nAs me.\n",
+    )
+    .expect("write note");
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let branch = shown["runs"][0]["branch_name"].as_str().expect("branch");
+    assert_eq!(
+        git(
+            &repo,
+            &["log", "-1", "--format=%an <%ae> / %cn <%ce>", branch]
+        ),
+        "Repo Owner <repo-owner@example.com> / Repo Owner <repo-owner@example.com>"
+    );
+}
+
+#[test]
+fn auto_with_no_agent_cli_refuses_to_run_and_leaves_the_task_alone() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = tempfile::tempdir().expect("home");
+    let out = crate::support::executor(dir.path())
+        .args(["init", "."])
+        .output()
+        .expect("init");
+    assert!(out.status.success());
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    crate::support::init_repo(&repo);
+    let config = dir.path().join("executor.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(
+        &config,
+        text.replacen("# repository = \".\"", "repository = \"repo\"", 1),
+    )
+    .expect("config");
+    let run = |args: &[&str]| {
+        crate::support::executor(dir.path())
+            .args(args)
+            // A service's bare PATH, and a HOME with no agent installed in it.
+            .env("PATH", "/usr/bin:/bin")
+            .env("HOME", home.path())
+            .output()
+            .expect("executor")
+    };
+    assert!(run(&["add", "--title", "Real work", "--gid", "T-1"])
+        .status
+        .success());
+    assert!(run(&["go", "T-1"]).status.success());
+    for command in [&["run", "--once"][..], &["daemon"][..]] {
+        let out = run(command);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+        assert!(
+            stderr.contains("agent.kind") && stderr.contains("PATH=/usr/bin:/bin"),
+            "{stderr}"
+        );
+        assert!(stderr.contains(".local/bin"), "{stderr}");
+    }
+    let show: Value =
+        serde_json::from_slice(&run(&["show", "T-1", "--json"]).stdout).expect("json");
+    assert_eq!(show["task"]["status"], "approved", "{show}");
+    assert_eq!(show["runs"].as_array().map(Vec::len), Some(0), "{show}");
 }
 
 #[test]
@@ -296,7 +446,7 @@ fn a_task_approved_while_a_long_run_works_takes_the_free_slot_at_once() {
     let worker = format!(
         "if grep -q 'Hold the slot'; then \
            while [ ! -f '{}' ]; do echo '[STATUS:waiting] holding'; sleep 0.2; done; \
-         fi; echo '[DONE:implemented] ok'",
+         fi; echo done > CHANGED.md; echo '[DONE:implemented] ok'",
         marker.display()
     );
     let ws = workspace(&["/bin/sh", "-c", &worker], &[], "max_workers = 2\n");
@@ -434,7 +584,7 @@ fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
 fn the_worker_cap_is_never_exceeded() {
     let shared = tempfile::tempdir().expect("temp dir");
     let worker = format!(
-        "d='{d}'; touch \"$d/$$\"; ls \"$d\" | grep -v log | wc -l >> \"$d/log\"; sleep 0.4; rm \"$d/$$\"; echo '[DONE:implemented] ok'",
+        "d='{d}'; touch \"$d/$$\"; ls \"$d\" | grep -v log | wc -l >> \"$d/log\"; sleep 0.4; rm \"$d/$$\"; echo done > CHANGED.md; echo '[DONE:implemented] ok'",
         d = shared.path().display()
     );
     let ws = workspace(&["/bin/sh", "-c", &worker], &[], "max_workers = 2\n");
@@ -514,7 +664,7 @@ fn a_claude_worker_is_read_through_its_stream_json_and_its_session_is_kept() {
     std::fs::write(
         &fake,
         format!(
-            "#!/bin/sh\necho \"$@\" >> '{log}'\ncat > /dev/null\ncat '{stream}'\n",
+            "#!/bin/sh\necho \"$@\" >> '{log}'\ncat > /dev/null\necho done > CHANGED.md\ncat '{stream}'\n",
             log = args_log.display(),
             stream = CLAUDE_STREAM
         ),

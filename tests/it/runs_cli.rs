@@ -8,7 +8,7 @@ fn runs_are_listed_and_a_runs_work_logs_are_printed() {
         &[
             "/bin/sh",
             "-c",
-            "cat >/dev/null; echo 'looking at it'; echo '[DONE:implemented] done'",
+            "cat >/dev/null; echo 'looking at it'; echo changed > CHANGED.md; echo '[DONE:implemented] done'",
         ],
         &[],
         "",

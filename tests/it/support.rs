@@ -63,7 +63,11 @@ pub fn executor(dir: &Path) -> Command {
         .env_remove("EXECUTOR_CONFIG")
         .env_remove("EXECUTOR_STORAGE_URL")
         .env_remove("EXECUTOR_LOG")
-        .env_remove("PGPASSWORD");
+        .env_remove("PGPASSWORD")
+        // The machine's own git identity stays out: commits are by the test repository's
+        // `user.name`, else executor's own.
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1");
     cmd
 }
 
@@ -87,6 +91,14 @@ impl Workspace {
             .output()
             .expect("run executor init");
         assert_success(&out, "executor init");
+        // Most tests watch the bundled example worker; `auto` never runs it, so it is named.
+        let config = dir.path().join("executor.toml");
+        let text = std::fs::read_to_string(&config).expect("read config");
+        std::fs::write(
+            &config,
+            text.replacen("# kind = \"auto\"", "kind = \"example\"", 1),
+        )
+        .expect("write config");
         Self {
             dir,
             env: Vec::new(),

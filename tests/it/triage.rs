@@ -66,6 +66,8 @@ fn the_owners_rules_skip_exactly_their_tasks_and_the_model_triages_the_rest() {
         serde_json::to_string(&MODEL.replace("CALLS_FILE", &format!("'{}'", calls_file.display())))
             .expect("quoted");
     let config = config
+        // The workspace names the example worker; this one's model replaces it.
+        .replacen("kind = \"example\"", "# kind = \"example\"", 1)
         .replacen(
             "\n[agent]\n",
             &format!("\n{rules}\n[agent]\nkind = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {model}]\n"),

@@ -16,12 +16,12 @@ const WAIT: Duration = Duration::from_secs(30);
 /// The reconciling timer these daemons never reach.
 const LONG_SLEEP: &str = "loop_sleep = \"600s\"\n";
 
-const QUICK_WORKER: &str = "echo '[DONE:implemented] done at once'";
+const QUICK_WORKER: &str = "echo changed > CHANGED.md; echo '[DONE:implemented] done at once'";
 
 /// The same worker as `escalations.rs`: asks the owner first, then acts on the answer.
 const ASKING_WORKER: &str = "prompt=$(cat); \
     if printf '%s' \"$prompt\" | grep -q 'The owner answered your escalation'; then \
-      echo '[DONE:implemented] merged as the owner allowed'; \
+      echo changed > CHANGED.md; echo '[DONE:implemented] merged as the owner allowed'; \
     else echo '[STATUS:investigation] ready to merge'; \
       echo '[ESCALATE:needs_decision] may I merge PR 12?'; fi";
 
