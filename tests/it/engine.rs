@@ -128,15 +128,14 @@ fn a_run_waiting_out_its_back_off_holds_no_worker_slot() {
     assert_eq!(first["lifecycle"]["failed_workers"], 1, "{first}");
 }
 
-/// Two workspaces on one Postgres queue (one schema), each with its own runner.
-fn shared_queue(schema: &PgSchema, worker: &[&str], extra: &str) -> (Workspace, Workspace) {
-    let make = || {
+/// `N` workspaces on one Postgres queue (one schema), each with its own runner.
+fn shared_queue<const N: usize>(schema: &PgSchema, worker: &[&str], extra: &str) -> [Workspace; N] {
+    std::array::from_fn(|_| {
         let mut ws = workspace(worker, &[], extra);
         ws.env
             .push(("EXECUTOR_STORAGE_URL".into(), schema.url_with_schema()));
         ws
-    };
-    (make(), make())
+    })
 }
 
 async fn pg_workers(
@@ -163,7 +162,7 @@ async fn a_runner_starting_beside_a_live_one_stops_none_of_its_workers() {
     let Some(schema) = PgSchema::create("engine_beside").await else {
         return;
     };
-    let (first, second) = shared_queue(
+    let [first, second] = shared_queue(
         &schema,
         &[
             "/bin/sh",
@@ -205,7 +204,7 @@ async fn a_runner_frozen_past_its_lease_stands_down_and_the_run_completes_once()
     let Some(schema) = PgSchema::create("engine_frozen").await else {
         return;
     };
-    let (first, second) = shared_queue(
+    let [first, second] = shared_queue(
         &schema,
         &[
             "/bin/sh",
@@ -389,5 +388,103 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
     admin.close().await;
     let expected: Vec<String> = (1..=30).map(|n| format!("[STATUS:step] n={n}")).collect();
     assert_eq!(steps, expected, "every worker line stored, once, in order");
+    schema.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_runners_one_killed_and_replaced_complete_every_task_once_without_overlap() {
+    let Some(schema) = PgSchema::create("engine_three").await else {
+        return;
+    };
+    let [first, second, third] = shared_queue(
+        &schema,
+        &["/bin/sh", "-c", "sleep 1.5; echo '[DONE:implemented] done'"],
+        "",
+    );
+    let gids: Vec<String> = (1..=6).map(|n| format!("T-{n}")).collect();
+    for gid in &gids {
+        first.ok(&["add", "--title", &format!("Work {gid}"), "--gid", gid]);
+        first.ok(&["go", gid]);
+    }
+    let start = |ws: &Workspace| ws.command(&["run", "--once"]).spawn().expect("start");
+    let mut runners = vec![start(&first), start(&second), start(&third)];
+    // The second runner is killed while one of its workers (running in its workspace's
+    // worktree) is live, and while no runner is between claiming a task and moving its
+    // new run to `in_progress`: a run left `queued` (its worktree being made) is not
+    // recovered today (recovery takes `in_progress` runs only), so a kill in that window
+    // strands the task `in_progress`.
+    let admin = schema.admin().await;
+    let doomed = second.path().canonicalize().expect("the second workspace");
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| {
+        eventually(LONG, "a live worker of the second runner", || {
+            let pids: Vec<i64> = runtime
+                .block_on(
+                    sqlx::query_scalar("SELECT pid FROM executor_workers WHERE ended_at IS NULL")
+                        .fetch_all(&admin),
+                )
+                .expect("open workers");
+            let starting: i64 = runtime
+                .block_on(
+                    sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM executor_queue q WHERE q.status = 'in_progress' \
+                         AND NOT EXISTS (SELECT 1 FROM executor_runs r \
+                           WHERE r.task_gid = q.task_gid AND r.state = 'in_progress')",
+                    )
+                    .fetch_one(&admin),
+                )
+                .expect("runs being started");
+            let live = pids.iter().any(|pid| {
+                std::fs::read_link(format!("/proc/{pid}/cwd"))
+                    .is_ok_and(|cwd| cwd.starts_with(&doomed))
+            });
+            (live && starting == 0).then_some(())
+        })
+    });
+    admin.close().await;
+    kill(&mut runners[1], "KILL");
+    let _ = tokio::task::block_in_place(|| runners[1].wait());
+    // Its replacement, from the same workspace on the same host, recovers what it left.
+    runners.push(start(&second));
+    for (n, runner) in runners.iter_mut().enumerate() {
+        let status = tokio::task::block_in_place(|| runner.wait()).expect("wait");
+        if n != 1 {
+            assert!(status.success(), "runner {n}: {status}");
+        }
+    }
+
+    for gid in &gids {
+        let shown = first.json(&["show", gid, "--json"]);
+        assert_eq!(shown["task"]["status"], "done", "{shown}");
+        let completions = shown["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["kind"] == "run_completed")
+            .count();
+        assert_eq!(completions, 1, "{gid} completed once: {shown}");
+    }
+    let workers = pg_workers(&schema).await;
+    assert!(
+        workers.len() > gids.len(),
+        "a worker was replaced: {workers:?}"
+    );
+    let mut by_run = std::collections::BTreeMap::<i64, Vec<_>>::new();
+    for (run, started, ended, outcome) in &workers {
+        let ended = ended.unwrap_or_else(|| panic!("run {run}'s worker never ended: {workers:?}"));
+        by_run
+            .entry(*run)
+            .or_default()
+            .push((*started, ended, outcome.clone()));
+    }
+    for (run, mut spans) in by_run {
+        spans.sort();
+        for pair in spans.windows(2) {
+            assert!(
+                pair[0].1 <= pair[1].0,
+                "two workers of run {run} overlap: {pair:?}"
+            );
+        }
+    }
     schema.drop().await;
 }

@@ -134,3 +134,68 @@ fn a_signed_check_suite_failure_starts_the_fix_ci_worker_at_once_and_is_taken_on
     assert_eq!(code, 200);
     drop(daemon);
 }
+
+/// A measurement, not a test (`cargo test --test it -- --ignored check_suite_delivery`):
+/// a signed `check_suite` failure delivery to the `fix_ci` worker's start, in fresh
+/// workspaces on the fake GitHub, printed as a table. It lives here rather than in
+/// `benches/` because the fake GitHub is this binary's; it runs the debug build.
+#[test]
+#[ignore = "a measurement; prints a table"]
+fn measure_check_suite_delivery_to_fix_ci_worker_started() {
+    const ROUNDS: usize = 5;
+    let mut samples = Vec::with_capacity(ROUNDS);
+    for round in 1..=ROUNDS {
+        let github = FakeGithub::start_empty();
+        let mut ws = waiting_pr(&github);
+        let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+        let config = config
+            .replacen("[runner]\n", "[runner]\nloop_sleep = \"600s\"\n", 1)
+            .replacen(
+                "[forge]\n",
+                "[forge]\nwebhook_secret_env = \"TEST_WEBHOOK_SECRET\"\n",
+                1,
+            );
+        ws.write_config(&format!("{config}\n[web]\nlisten = \"127.0.0.1:0\"\n"));
+        ws.env.push(("TEST_WEBHOOK_SECRET".into(), SECRET.into()));
+        let daemon = Daemon::start(&ws);
+        let address = webhook_address(&ws);
+        // The daemon's start-up look at the PR (CI still running) is over before CI turns
+        // red, so the worker can only come from the delivery.
+        std::thread::sleep(Duration::from_secs(2));
+        github.set_ci(FIRST_HEAD, Ci::Failed);
+        let body = serde_json::json!({
+            "action": "completed",
+            "check_suite": {
+                "head_sha": FIRST_HEAD,
+                "status": "completed",
+                "conclusion": "failure",
+                "pull_requests": [{"number": PR}]
+            }
+        })
+        .to_string();
+        let mark = ws.path().join("prompts-seen/fix_ci.md");
+        let started = std::time::Instant::now();
+        let (code, _) = deliver(
+            &address,
+            "check_suite",
+            &format!("M-{round}"),
+            &signature(SECRET, body.as_bytes()),
+            &body,
+        );
+        assert_eq!(code, 202);
+        eventually(WAIT, "a fix_ci worker", || mark.exists().then_some(()));
+        samples.push(started.elapsed());
+        drop(daemon);
+    }
+    samples.sort();
+    let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1000.0);
+    let (median, max) = (samples[ROUNDS / 2], samples[ROUNDS - 1]);
+    println!("| measurement | n | median | max | target | met |");
+    println!("|---|---:|---:|---:|---|---|");
+    println!(
+        "| daemon: signed GitHub `check_suite` failure delivery to `fix_ci` worker started (debug build) | {ROUNDS} | {} | {} | each ≤ 1 s | {} |",
+        ms(median),
+        ms(max),
+        if max <= Duration::from_secs(1) { "yes" } else { "**no**" }
+    );
+}

@@ -283,14 +283,16 @@ pub async fn tick_parents(runner: &Runner) -> Result<bool> {
         if run.state != RunState::InProgress {
             continue;
         }
+        // Most runs have no subtasks: that is asked first, so an idle daemon over many open
+        // runs makes one read per run each pass rather than two.
+        let links = store.children(&run.task_gid).await?;
+        if links.is_empty() {
+            continue;
+        }
         let Some(task) = store.task(&run.task_gid).await? else {
             continue;
         };
         if task.status != QueueStatus::InProgress {
-            continue;
-        }
-        let links = store.children(&task.task_gid).await?;
-        if links.is_empty() {
             continue;
         }
         match tick_parent(store, settings, &task, run, &links).await {
