@@ -398,7 +398,11 @@ async fn three_runners_one_killed_and_replaced_complete_every_task_once_without_
     };
     let [first, second, third] = shared_queue(
         &schema,
-        &["/bin/sh", "-c", "sleep 1.5; echo '[DONE:implemented] done'"],
+        &[
+            "/bin/sh",
+            "-c",
+            "sleep 1.5; echo done > CHANGED.md; echo '[DONE:implemented] done'",
+        ],
         "",
     );
     let gids: Vec<String> = (1..=6).map(|n| format!("T-{n}")).collect();
