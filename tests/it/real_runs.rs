@@ -293,7 +293,7 @@ fn a_claude_worker_stopped_by_the_watchdog_is_resumed_in_its_own_session() {
     // interrupted turn with an assistant message of its own ("No response requested."),
     // which the server counts as the second turn: the resumed worker gets the third.
     let server = ModelServer::start(vec![
-        Turn::bash("perl -e 'sleep 300'"),
+        Turn::bash("echo hello > greeting.txt && perl -e 'sleep 300'"),
         Turn::text("[ESCALATE:unclear] not expected: Claude's own closing message is this turn"),
         Turn::text("[DONE:implemented] resumed where I was"),
     ]);
@@ -359,7 +359,7 @@ fn a_codex_worker_stopped_by_the_watchdog_is_resumed_in_its_own_thread() {
         return;
     };
     let server = ModelServer::start(vec![
-        Turn::bash("sleep 300"),
+        Turn::bash("echo hello > greeting.txt; sleep 300"),
         Turn::text("[DONE:implemented] resumed where I was"),
     ]);
     let ws = agent_workspace("codex", &cli, &server, "", "no_output_timeout = \"6s\"\n");
