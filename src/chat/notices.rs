@@ -146,6 +146,40 @@ impl Notices {
         Arc::clone(&self.wake)
     }
 
+    /// Tells the owner that run `run_id` of `gid` completed (with its PR, when it has one):
+    /// the one notice every way a run completes sends.
+    pub async fn tell_completed(
+        &self,
+        store: &dyn Store,
+        gid: &str,
+        run_id: i64,
+        pr_url: Option<&str>,
+    ) {
+        let body = super::text::completed(run_id, gid, pr_url);
+        self.tell(
+            store,
+            Notice::orchestrator(Priority::Action, gid.to_string(), Some(run_id), body),
+        )
+        .await;
+    }
+
+    /// Tells the owner that run `run_id` of `gid` was abandoned, and why.
+    pub async fn tell_abandoned(
+        &self,
+        store: &dyn Store,
+        priority: Priority,
+        gid: &str,
+        run_id: i64,
+        why: &str,
+    ) {
+        let body = super::text::abandoned(&self.routing, run_id, gid, why);
+        self.tell(
+            store,
+            Notice::orchestrator(priority, gid.to_string(), Some(run_id), body),
+        )
+        .await;
+    }
+
     /// Logs `notice` when the log takes its priority, and stores it for every other
     /// notifier that does. Never fails: a store error is logged.
     pub async fn tell(&self, store: &dyn Store, notice: Notice) {

@@ -137,14 +137,21 @@ fn refuse(status: StatusCode, why: &str) -> Response {
 /// An error as the API answers it: not found, a conflict with the current state, or the
 /// store failing.
 fn failed(error: anyhow::Error) -> Response {
-    let status = match error.downcast_ref::<QueueOpError>() {
-        Some(QueueOpError::NotFound(_)) => StatusCode::NOT_FOUND,
-        Some(QueueOpError::Illegal { .. }) => StatusCode::CONFLICT,
-        _ if error.to_string().starts_with("no run") => StatusCode::NOT_FOUND,
+    use crate::ops::run::RunOpError;
+    let status = match (
+        error.downcast_ref::<QueueOpError>(),
+        error.downcast_ref::<RunOpError>(),
+    ) {
+        (Some(QueueOpError::NotFound(_)), _) | (_, Some(RunOpError::NotFound(_))) => {
+            StatusCode::NOT_FOUND
+        }
+        (Some(QueueOpError::Illegal { .. }), _) | (_, Some(RunOpError::Conflict(_))) => {
+            StatusCode::CONFLICT
+        }
         _ if error.downcast_ref::<crate::store::StoreError>().is_some() => {
             StatusCode::SERVICE_UNAVAILABLE
         }
-        _ => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
     };
     refuse(status, &format!("{error:#}"))
 }

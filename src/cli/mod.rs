@@ -678,19 +678,12 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             let run = &cancelled.run;
             let notices = crate::chat::Notices::new(chat::routing(settings));
             notices
-                .tell(
+                .tell_abandoned(
                     store,
-                    crate::chat::Notice::orchestrator(
-                        crate::core::outbox::Priority::Info,
-                        run.task_gid.clone(),
-                        Some(run.id),
-                        crate::chat::text::abandoned(
-                            notices.routing(),
-                            run.id,
-                            &run.task_gid,
-                            &cancelled.why,
-                        ),
-                    ),
+                    crate::core::outbox::Priority::Info,
+                    &run.task_gid,
+                    run.id,
+                    &cancelled.why,
                 )
                 .await;
             match &cancelled.carried_by {

@@ -20,6 +20,16 @@ use crate::core::run::{next_state, RunEvent};
 use crate::ops::queue::{self as queue_ops, QueueMove};
 use crate::store::Store;
 
+/// Why `cancel` or `retry` did nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum RunOpError {
+    #[error("no run and no task with a run is called `{0}`")]
+    NotFound(String),
+    /// The run or task is not in a state the command applies to.
+    #[error("{0}")]
+    Conflict(String),
+}
+
 /// How long the cancel holds the run's claim at most (it gives it back at once).
 const CLAIM: chrono::Duration = chrono::Duration::seconds(60);
 
@@ -41,13 +51,13 @@ pub async fn cancel(
     reason: &str,
 ) -> Result<Cancelled> {
     let mut run = find(store, target).await?;
-    anyhow::ensure!(
-        run.state.is_active(),
-        "run {} of {} is already {}: there is nothing to cancel",
-        run.id,
-        run.task_gid,
-        run.state
-    );
+    if !run.state.is_active() {
+        return Err(RunOpError::Conflict(format!(
+            "run {} of {} is already {}: there is nothing to cancel",
+            run.id, run.task_gid, run.state
+        ))
+        .into());
+    }
     // Claim it from whoever carries it: their next look at the lease finds it gone.
     let carried_by = store.lease(run.id).await?.map(|lease| lease.holder);
     let now = Utc::now();
@@ -98,15 +108,18 @@ async fn end(store: &dyn Store, run: &mut Run, why: &str) -> Result<()> {
 pub async fn retry(store: &dyn Store, gid: &str) -> Result<QueueMove> {
     let runs = store.runs(Some(gid)).await?;
     let Some(last) = runs.last() else {
-        anyhow::bail!("task {gid} has no run yet: `executor go {gid}` starts its first");
+        return Err(RunOpError::Conflict(format!(
+            "task {gid} has no run yet: `executor go {gid}` starts its first"
+        ))
+        .into());
     };
-    anyhow::ensure!(
-        !last.state.is_active(),
-        "run {} of {gid} is still {}: `executor cancel {}` stops it first",
-        last.id,
-        last.state,
-        last.id
-    );
+    if last.state.is_active() {
+        return Err(RunOpError::Conflict(format!(
+            "run {} of {gid} is still {}: `executor cancel {}` stops it first",
+            last.id, last.state, last.id
+        ))
+        .into());
+    }
     let (moved, _) = queue_ops::apply(
         store,
         &SystemClock,
@@ -136,9 +149,8 @@ async fn find(store: &dyn Store, target: &str) -> Result<Run> {
             return Ok(run);
         }
     }
-    store
-        .runs(Some(target))
-        .await?
-        .pop()
-        .with_context(|| format!("no run and no task with a run is called `{target}`"))
+    match store.runs(Some(target)).await?.pop() {
+        Some(run) => Ok(run),
+        None => Err(RunOpError::NotFound(target.to_string()).into()),
+    }
 }

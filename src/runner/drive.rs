@@ -1723,14 +1723,12 @@ async fn abandon(
     .await?;
     tracing::error!(gid = %gid, run = run.id, %why, "run abandoned; the task is back for the owner's review");
     notices
-        .tell(
+        .tell_abandoned(
             store,
-            crate::chat::Notice::orchestrator(
-                crate::core::outbox::Priority::Action,
-                gid.to_string(),
-                Some(run.id),
-                crate::chat::text::abandoned(notices.routing(), run.id, gid, why),
-            ),
+            crate::core::outbox::Priority::Action,
+            gid,
+            run.id,
+            why,
         )
         .await;
     Ok(())
@@ -2330,15 +2328,7 @@ async fn complete_local(
     record(store, settings, task, run, &wt.path, verified(settings)).await;
     settings
         .notices
-        .tell(
-            store,
-            crate::chat::Notice::orchestrator(
-                crate::core::outbox::Priority::Action,
-                gid.clone(),
-                Some(run.id),
-                crate::chat::text::completed(run.id, &gid, None),
-            ),
-        )
+        .tell_completed(store, &gid, run.id, None)
         .await;
     Ok(None)
 }

@@ -72,15 +72,7 @@ fn post(address: &str, path: &str, body: &str) -> (u16, Value) {
 }
 
 fn console_address(ws: &Workspace) -> String {
-    eventually(WAIT, "the daemon to serve the console", || {
-        let log = std::fs::read_to_string(ws.path().join("daemon.log")).ok()?;
-        let line = log
-            .lines()
-            .find(|l| l.contains("serving the console's JSON API"))?;
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix("address="))
-            .map(str::to_string)
-    })
+    crate::daemon::logged_address(ws, "serving the console's JSON API")
 }
 
 fn pending(address: &str) -> Vec<Value> {
@@ -215,6 +207,10 @@ fn the_api_serves_the_cli_documents_and_takes_the_owners_actions_once() {
     assert_eq!(shown["runs"][1]["state"], "abandoned", "{shown}");
     let (code, _) = post(&address, "/api/v1/tasks/NOPE/skip", "{}");
     assert_eq!(code, 404);
+    let (code, _) = post(&address, "/api/v1/runs/NOPE/cancel", "{}");
+    assert_eq!(code, 404);
+    let (code, body) = post(&address, "/api/v1/runs/T-1/cancel", "{}");
+    assert_eq!(code, 409, "the run ended already: {body}");
 }
 
 #[test]

@@ -15,6 +15,17 @@ pub(crate) struct Daemon {
     child: Child,
 }
 
+/// The `address=` of the first line of the daemon's log (`daemon.log`) that says `marker`.
+pub(crate) fn logged_address(ws: &Workspace, marker: &str) -> String {
+    eventually(WAIT, marker, || {
+        let log = std::fs::read_to_string(ws.path().join("daemon.log")).ok()?;
+        let line = log.lines().find(|l| l.contains(marker))?;
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix("address="))
+            .map(str::to_string)
+    })
+}
+
 impl Daemon {
     pub(crate) fn start(ws: &Workspace) -> Self {
         let log = std::fs::File::create(ws.path().join("daemon.log")).expect("daemon log");

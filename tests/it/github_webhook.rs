@@ -57,15 +57,7 @@ fn deliver(
 
 /// The address the daemon logged for its webhook.
 fn webhook_address(ws: &Workspace) -> String {
-    eventually(WAIT, "the daemon to listen for webhooks", || {
-        let log = std::fs::read_to_string(ws.path().join("daemon.log")).ok()?;
-        let line = log
-            .lines()
-            .find(|l| l.contains("listening for GitHub webhook deliveries"))?;
-        line.split_whitespace()
-            .find_map(|w| w.strip_prefix("address="))
-            .map(str::to_string)
-    })
+    crate::daemon::logged_address(ws, "listening for GitHub webhook deliveries")
 }
 
 #[test]

@@ -387,15 +387,7 @@ async fn tick_parent(
             }
             settings
                 .notices
-                .tell(
-                    store,
-                    crate::chat::Notice::orchestrator(
-                        crate::core::outbox::Priority::Action,
-                        gid.clone(),
-                        Some(run.id),
-                        crate::chat::text::completed(run.id, &gid, None),
-                    ),
-                )
+                .tell_completed(store, &gid, run.id, None)
                 .await;
             Ok(true)
         }

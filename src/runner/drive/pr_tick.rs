@@ -554,15 +554,7 @@ async fn settle_completion(
                 }
                 settings
                     .notices
-                    .tell(
-                        store,
-                        crate::chat::Notice::orchestrator(
-                            crate::core::outbox::Priority::Action,
-                            gid.clone(),
-                            Some(run.id),
-                            crate::chat::text::completed(run.id, &gid, run.pr_url.as_deref()),
-                        ),
-                    )
+                    .tell_completed(store, &gid, run.id, run.pr_url.as_deref())
                     .await;
                 if completion.merged {
                     tracing::info!(gid = %gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "run complete: its PR was merged");
