@@ -27,6 +27,7 @@ pub mod conductor;
 pub mod config;
 pub mod core;
 pub mod forge;
+pub mod http;
 pub mod ops;
 pub mod policy;
 pub mod prompts;

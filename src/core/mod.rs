@@ -16,6 +16,7 @@ pub mod pr;
 pub mod queue;
 pub mod record;
 pub mod run;
+pub mod secret;
 pub mod settle;
 pub mod task;
 pub mod time;

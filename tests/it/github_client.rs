@@ -741,3 +741,46 @@ fn an_unreachable_github_is_a_transient_transport_error() {
     assert!(error.is_transient());
     assert!(!format!("{error:?}").contains(TOKEN));
 }
+
+#[test]
+fn a_huge_retry_after_or_rate_limit_reset_is_capped_and_never_panics() {
+    let day = chrono::Duration::hours(24);
+    for retry_after in [99_999_999_999, u64::MAX] {
+        let fake = FakeGithub::start();
+        fake.fail_next(
+            1,
+            Fault::SecondaryLimit {
+                status: 403,
+                retry_after: Some(retry_after),
+            },
+        );
+        let h = Harness::new(fake.settings());
+        let error = h.run(h.client.get_pr(PR)).expect_err("limited");
+        assert!(error.is_transient(), "{error:?}");
+        let at = error.retry_at(h.clock.now()).expect("a time to retry");
+        assert_eq!(at, start_time() + day, "{error:?}");
+        // Held, without reaching GitHub, until the cap and no longer.
+        h.clock.advance(chrono::Duration::hours(1));
+        let held = h.run(h.client.get_pr(PR)).expect_err("held");
+        assert_eq!(held.retry_at(h.clock.now()), Some(start_time() + day));
+        assert_eq!(fake.requests().len(), 1);
+        h.clock.advance(day);
+        h.run(h.client.get_pr(PR)).expect("after the cap");
+    }
+
+    // A reset thousands of years (or past any calendar) away is held a day at most.
+    for reset in [99_999_999_999_i64, i64::MAX] {
+        let fake = FakeGithub::start();
+        fake.fail_next(1, Fault::PrimaryRateLimitUntil(reset));
+        let h = Harness::new(fake.settings());
+        let error = h.run(h.client.get_pr(PR)).expect_err("limited");
+        assert!(error.is_transient(), "{error:?}");
+        assert_eq!(
+            error.retry_at(h.clock.now()),
+            Some(start_time() + day),
+            "{error:?}"
+        );
+        h.clock.advance(day + chrono::Duration::seconds(1));
+        h.run(h.client.get_pr(PR)).expect("after the cap");
+    }
+}

@@ -18,9 +18,9 @@ use url::Url;
 
 use super::error::{to_chrono, GithubError, GraphQlError};
 use super::rate::{classify, next_link, RateHeaders};
-use super::secret::Secret;
 use super::types::*;
 use crate::core::clock::{Clock, SystemClock};
+use crate::http::{self, retry, Answer, RateGate, Redactor, Secret, Transport};
 
 /// Where the client talks to and as whom. The config layer builds it; the token comes from
 /// [`Secret::from_env`] or [`Secret::from_file`].
@@ -54,7 +54,7 @@ impl Default for ClientOptions {
             cache_capacity: 2048,
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
-            user_agent: concat!(env!("CARGO_PKG_NAME"), "/", env!("CARGO_PKG_VERSION")).into(),
+            user_agent: http::USER_AGENT.into(),
         }
     }
 }
@@ -97,6 +97,8 @@ impl std::fmt::Debug for GithubClient {
 
 struct Inner {
     http: reqwest::Client,
+    /// The token, cut out of any text that goes into an error.
+    redactor: Redactor,
     api_base: Url,
     graphql_url: Url,
     owner: String,
@@ -106,7 +108,7 @@ struct Inner {
     options: ClientOptions,
     clock: Arc<dyn Clock>,
     cache: Mutex<Cache>,
-    gate: Mutex<Gate>,
+    gate: Gate,
     requests_sent: AtomicU64,
     bytes_received: AtomicU64,
 }
@@ -187,28 +189,23 @@ impl Cache {
 /// primary buckets; a secondary limit covers both.
 #[derive(Default)]
 struct Gate {
-    rest: Option<Blocked>,
-    graphql: Option<Blocked>,
+    rest: RateGate<Blocked>,
+    graphql: RateGate<Blocked>,
 }
 
+/// Which limit shut a gate.
 #[derive(Clone, Copy)]
 enum Blocked {
-    Primary(DateTime<Utc>),
-    Secondary(DateTime<Utc>),
+    Primary,
+    Secondary,
 }
 
 impl Blocked {
-    fn until(self) -> DateTime<Utc> {
+    fn error(self, until: DateTime<Utc>, now: DateTime<Utc>) -> GithubError {
         match self {
-            Self::Primary(t) | Self::Secondary(t) => t,
-        }
-    }
-
-    fn error(self, now: DateTime<Utc>) -> GithubError {
-        match self {
-            Self::Primary(reset_at) => GithubError::RateLimited { reset_at },
-            Self::Secondary(until) => GithubError::SecondaryLimit {
-                retry_after: (until - now).to_std().unwrap_or_default(),
+            Self::Primary => GithubError::RateLimited { reset_at: until },
+            Self::Secondary => GithubError::SecondaryLimit {
+                retry_after: retry::until(until, now),
             },
         }
     }
@@ -269,49 +266,32 @@ impl GithubClient {
         options: ClientOptions,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, GithubError> {
-        let mut api_base = settings.api_base;
-        if !matches!(api_base.scheme(), "http" | "https") || api_base.cannot_be_a_base() {
-            return Err(GithubError::Settings(format!(
-                "the API base URL {api_base} is not an http(s) URL"
-            )));
-        }
-        if !api_base.username().is_empty() || api_base.password().is_some() {
-            // The token goes in a header; credentials in the URL would end up in logs.
-            return Err(GithubError::Settings(
-                "the API base URL must not carry credentials".into(),
-            ));
-        }
-        api_base.set_query(None);
-        api_base.set_fragment(None);
+        let api_base = http::client::base_url(settings.api_base, "the API base URL")
+            .map_err(GithubError::Settings)?;
         let graphql_url = graphql_url(&api_base);
-
-        // The header value error says nothing about the value, but do not rely on it.
-        let mut auth = HeaderValue::from_str(&format!("Bearer {}", settings.token.expose()))
+        let auth = http::client::authorization(&format!("Bearer {}", settings.token.expose()))
             .map_err(|_| GithubError::Settings("the token cannot be sent in a header".into()))?;
-        auth.set_sensitive(true);
 
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::ACCEPT,
-            HeaderValue::from_static("application/vnd.github+json"),
-        );
+        let mut headers = http::client::accept("application/vnd.github+json");
         headers.insert(
             "x-github-api-version",
             HeaderValue::from_static("2022-11-28"),
         );
-        let http = reqwest::Client::builder()
-            .user_agent(options.user_agent.clone())
-            .default_headers(headers)
-            .timeout(options.timeout)
-            .connect_timeout(options.connect_timeout)
-            // Redirects are followed by hand: a job log's 302 goes to another host and must
-            // go there without the token.
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| GithubError::Settings(format!("cannot build the HTTP client: {e}")))?;
+        // Redirects are followed by hand: a job log's 302 goes to another host and must go
+        // there without the token.
+        let http = http::client::build(
+            &http::HttpOptions {
+                timeout: Some(options.timeout),
+                connect_timeout: options.connect_timeout,
+                user_agent: options.user_agent.clone(),
+            },
+            headers,
+        )
+        .map_err(GithubError::Settings)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
+                redactor: Redactor::new([&settings.token]),
                 api_base,
                 graphql_url,
                 owner: settings.owner,
@@ -320,7 +300,7 @@ impl GithubClient {
                 options,
                 clock,
                 cache: Mutex::new(Cache::default()),
-                gate: Mutex::new(Gate::default()),
+                gate: Gate::default(),
                 requests_sent: AtomicU64::new(0),
                 bytes_received: AtomicU64::new(0),
             }),
@@ -576,13 +556,13 @@ impl GithubClient {
     pub async fn job_log(&self, job_id: u64) -> Result<String, GithubError> {
         let url = self.repo_url(&["actions", "jobs", &job_id.to_string(), "logs"]);
         let path = url.path().to_owned();
-        let response = self
+        let answer = self
             .send(Api::Rest, Method::GET, url.clone(), None, None)
             .await?;
-        let status = response.status();
+        let status = answer.status;
         let body = if status.is_redirection() {
-            let location = response
-                .headers()
+            let location = answer
+                .headers
                 .get(header::LOCATION)
                 .and_then(|v| v.to_str().ok())
                 .ok_or_else(|| GithubError::Http {
@@ -595,26 +575,24 @@ impl GithubClient {
             })?;
             self.count_request();
             // No Authorization here: the signed URL is the credential.
-            let response = self
-                .inner
-                .http
-                .get(target)
-                .send()
-                .await
-                .map_err(transport)?;
-            let status = response.status();
-            let body = self.read_body(response).await?;
-            if !status.is_success() {
-                return Err(classify(status.as_u16(), &HeaderMap::new(), &body, &path));
+            let answer = self.exchange(self.inner.http.get(target)).await?;
+            if !answer.status.is_success() {
+                let now = self.inner.clock.now();
+                let status = answer.status.as_u16();
+                return Err(classify(
+                    status,
+                    &HeaderMap::new(),
+                    &answer.body,
+                    &path,
+                    now,
+                ));
             }
-            body
+            answer.body
         } else {
-            let headers = response.headers().clone();
-            let body = self.read_body(response).await?;
             if !status.is_success() {
-                return Err(self.failure(Api::Rest, status, &headers, &body, &path));
+                return Err(self.failure(Api::Rest, status, &answer.headers, &answer.body, &path));
             }
-            body
+            answer.body
         };
         Ok(String::from_utf8_lossy(&body).into_owned())
     }
@@ -784,14 +762,15 @@ impl GithubClient {
         let cached = lock(&self.inner.cache).revalidation(&key);
         let path = url.path().to_owned();
         let etag = cached.as_ref().map(|(etag, _)| etag.as_str());
-        let response = self
+        let Answer {
+            status,
+            headers,
+            body,
+        } = self
             .send(Api::Rest, Method::GET, url.clone(), None, etag)
             .await?;
-        let status = response.status();
-        let headers = response.headers().clone();
         if status == StatusCode::NOT_MODIFIED {
             if let Some((etag, page)) = cached {
-                let _ = self.read_body(response).await;
                 lock(&self.inner.cache).store(
                     key,
                     Some(etag),
@@ -802,7 +781,6 @@ impl GithubClient {
                 return Ok(page);
             }
         }
-        let body = self.read_body(response).await?;
         if !status.is_success() {
             return Err(self.failure(Api::Rest, status, &headers, &body, &path));
         }
@@ -876,14 +854,12 @@ impl GithubClient {
         // or a timeout can come after GitHub applied the write, and the retry first looks
         // (for the PR of a head, for a comment's marker) with fresh reads.
         self.expire_cache();
-        let response = sent?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = self.read_body(response).await?;
-        if !status.is_success() {
-            return Err(self.failure(Api::Rest, status, &headers, &bytes, &path));
+        let answer = sent?;
+        if !answer.status.is_success() {
+            let (status, headers) = (answer.status, &answer.headers);
+            return Err(self.failure(Api::Rest, status, headers, &answer.body, &path));
         }
-        Ok(bytes)
+        Ok(answer.body)
     }
 
     /// A GraphQL call. Queries (`cacheable`) share the TTL cache keyed by their text and
@@ -944,12 +920,13 @@ impl GithubClient {
             None => {
                 let url = self.inner.graphql_url.clone();
                 let path = url.path().to_owned();
-                let response = self
+                let Answer {
+                    status,
+                    headers,
+                    body,
+                } = self
                     .send(Api::GraphQl, Method::POST, url, Some(&request), None)
                     .await?;
-                let status = response.status();
-                let headers = response.headers().clone();
-                let body = self.read_body(response).await?;
                 if !status.is_success() {
                     return Err(self.failure(Api::GraphQl, status, &headers, &body, &path));
                 }
@@ -998,7 +975,7 @@ impl GithubClient {
         let limited = errors
             .iter()
             .any(|e| e.kind.as_deref() == Some("RATE_LIMITED"));
-        let rate = RateHeaders::read(headers);
+        let rate = RateHeaders::read(headers, self.inner.clock.now());
         let error = match (limited, rate.retry_after, rate.reset_at) {
             (true, Some(retry_after), _) => GithubError::SecondaryLimit { retry_after },
             (true, None, Some(reset_at)) => GithubError::RateLimited { reset_at },
@@ -1017,8 +994,9 @@ impl GithubClient {
         body: &[u8],
         path: &str,
     ) -> GithubError {
-        let error = classify(status.as_u16(), headers, body, path);
-        let graphql_bucket = api == Api::GraphQl || RateHeaders::read(headers).graphql;
+        let now = self.inner.clock.now();
+        let error = classify(status.as_u16(), headers, body, path, now);
+        let graphql_bucket = api == Api::GraphQl || RateHeaders::read(headers, now).graphql;
         self.note_limit(api, &error, graphql_bucket);
         tracing::debug!(status = status.as_u16(), path, error = %error, "GitHub call failed");
         error
@@ -1026,21 +1004,20 @@ impl GithubClient {
 
     fn note_limit(&self, api: Api, error: &GithubError, graphql_bucket: bool) {
         let now = self.inner.clock.now();
-        let mut gate = lock(&self.inner.gate);
+        let gate = &self.inner.gate;
         match error {
             GithubError::RateLimited { reset_at } => {
-                let blocked = Some(Blocked::Primary(*reset_at));
                 if graphql_bucket || api == Api::GraphQl {
-                    gate.graphql = blocked;
+                    gate.graphql.shut(*reset_at, Blocked::Primary, now);
                 } else {
-                    gate.rest = blocked;
+                    gate.rest.shut(*reset_at, Blocked::Primary, now);
                 }
             }
             GithubError::SecondaryLimit { retry_after } => {
                 // Secondary limits are shared by REST and GraphQL.
-                let blocked = Some(Blocked::Secondary(now + to_chrono(*retry_after)));
-                gate.rest = blocked;
-                gate.graphql = blocked;
+                let until = retry::later(now, *retry_after);
+                gate.rest.shut(until, Blocked::Secondary, now);
+                gate.graphql.shut(until, Blocked::Secondary, now);
             }
             _ => {}
         }
@@ -1055,19 +1032,14 @@ impl GithubClient {
         url: Url,
         body: Option<&Value>,
         if_none_match: Option<&str>,
-    ) -> Result<reqwest::Response, GithubError> {
+    ) -> Result<Answer, GithubError> {
         let now = self.inner.clock.now();
-        {
-            let mut gate = lock(&self.inner.gate);
-            let slot = match api {
-                Api::Rest => &mut gate.rest,
-                Api::GraphQl => &mut gate.graphql,
-            };
-            match *slot {
-                Some(blocked) if blocked.until() > now => return Err(blocked.error(now)),
-                Some(_) => *slot = None,
-                None => {}
-            }
+        let gate = match api {
+            Api::Rest => &self.inner.gate.rest,
+            Api::GraphQl => &self.inner.gate.graphql,
+        };
+        if let Some((until, blocked)) = gate.check(now) {
+            return Err(blocked.error(until, now));
         }
         let path = url.path().to_owned();
         let mut request = self
@@ -1082,35 +1054,29 @@ impl GithubClient {
             request = request.json(body);
         }
         self.count_request();
-        let response = request.send().await.map_err(transport)?;
-        tracing::debug!(method = %method, path, status = response.status().as_u16(), "GitHub call");
-        Ok(response)
+        let answer = self.exchange(request).await?;
+        tracing::debug!(method = %method, path, status = answer.status.as_u16(), "GitHub call");
+        Ok(answer)
     }
 
-    async fn read_body(&self, response: reqwest::Response) -> Result<Vec<u8>, GithubError> {
-        let bytes = response.bytes().await.map_err(transport)?;
+    /// One exchange through the HTTP layer, its body counted.
+    async fn exchange(&self, request: reqwest::RequestBuilder) -> Result<Answer, GithubError> {
+        let timeout = self.inner.options.timeout;
+        let answer = http::exchange(request, timeout, &self.inner.redactor, None).await?;
         self.inner
             .bytes_received
-            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        Ok(bytes.to_vec())
+            .fetch_add(answer.body.len() as u64, Ordering::Relaxed);
+        Ok(answer)
     }
 }
 
-fn transport(error: reqwest::Error) -> GithubError {
-    if error.is_timeout() {
-        return GithubError::Timeout;
+impl From<Transport> for GithubError {
+    fn from(failure: Transport) -> Self {
+        match failure {
+            Transport::Timeout { .. } => GithubError::Timeout,
+            Transport::Unreachable { message } => GithubError::Transport { message },
+        }
     }
-    // reqwest's own text is only "error sending request"; the cause (refused, DNS, TLS)
-    // is further down the chain. None of it holds request headers, so no token.
-    let error = error.without_url();
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    GithubError::Transport { message }
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8], what: &'static str) -> Result<T, GithubError> {

@@ -117,8 +117,12 @@ impl GithubError {
     /// tries again on its next tick, whose interval is the back-off.
     pub fn retry_at(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
-            Self::RateLimited { reset_at } => Some((*reset_at).max(now)),
-            Self::SecondaryLimit { retry_after } => Some(now + to_chrono(*retry_after)),
+            Self::RateLimited { reset_at } => {
+                Some(crate::http::retry::capped(*reset_at, now).max(now))
+            }
+            Self::SecondaryLimit { retry_after } => {
+                Some(crate::http::retry::later(now, *retry_after))
+            }
             Self::Shared(inner) => inner.retry_at(now),
             _ if self.is_transient() => Some(now),
             _ => None,

@@ -2,10 +2,9 @@
 //!
 //! | file | holds |
 //! |---|---|
-//! | `secret.rs` | [`Secret`], the token: read from the environment or a file, printed as `***` |
 //! | `error.rs` | [`GithubError`]: what went wrong, whether it passes, and when to try again |
 //! | `rate.rs` | turning a failed response into an error (primary and secondary rate limits, 5xx, 404, …) |
-//! | `client.rs` | the client: auth, timeouts, the ETag and short-lived response caches, pagination, the operations |
+//! | `client.rs` | the client (built on [`crate::http`]): auth, the ETag and short-lived response caches, pagination, the operations |
 //! | `types.rs` | the request and response shapes, as much of them as executor reads |
 //! | `batch.rs` | many PRs in one GraphQL query: what a tick over every open PR reads |
 //! | `observe.rs` | the observation the `pr` state machine decides from, for many PRs at once or one |
@@ -29,14 +28,14 @@ mod client;
 mod error;
 pub mod observe;
 mod rate;
-mod secret;
 pub mod steps;
 mod types;
 
+/// The token type, from its one home (kept here for the callers that name it so).
+pub use crate::http::{Secret, SecretError};
 pub use batch::{PrSnapshot, PRS_PER_QUERY};
 pub use client::{ClientOptions, GithubClient, GithubSettings, LogExcerptOptions};
 pub use error::{GithubError, GraphQlError};
 pub use observe::{observe, observe_many, Look};
-pub use secret::{Secret, SecretError};
 pub use steps::CiTrigger;
 pub use types::*;

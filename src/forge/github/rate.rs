@@ -7,6 +7,8 @@
 //!   precedence over `x-ratelimit-remaining`.
 //! - 403 or 429 with `x-ratelimit-remaining: 0`: the primary limit; wait until
 //!   `x-ratelimit-reset` (UNIX seconds).
+//! - Every wait and reset is within a day of now ([`crate::http::retry::MAX_WAIT`]): a
+//!   value past that (or past any calendar) is cut to it, never a panic.
 //! - 403 or 429 whose message says "secondary rate limit", without `retry-after`: wait at
 //!   least a minute. A 429 that says nothing at all is treated the same way.
 //! - 404 is [`GithubError::NotFound`], 5xx [`GithubError::Server`], other 4xx
@@ -14,10 +16,11 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use reqwest::header::HeaderMap;
 
 use super::error::{GithubError, SECONDARY_DEFAULT_WAIT};
+use crate::http::{self, retry, Class};
 
 /// What the rate-limit headers of any response say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -30,7 +33,8 @@ pub(crate) struct RateHeaders {
 }
 
 impl RateHeaders {
-    pub fn read(headers: &HeaderMap) -> Self {
+    /// The headers as of `now` (reset times and waits capped).
+    pub fn read(headers: &HeaderMap, now: DateTime<Utc>) -> Self {
         let text = |name: &str| {
             headers
                 .get(name)
@@ -39,22 +43,25 @@ impl RateHeaders {
         };
         Self {
             remaining: text("x-ratelimit-remaining").and_then(|v| v.parse().ok()),
-            reset_at: text("x-ratelimit-reset")
-                .and_then(|v| v.parse::<i64>().ok())
-                .and_then(|secs| Utc.timestamp_opt(secs, 0).single()),
-            // Only the delay-seconds form: GitHub never sends the HTTP-date form.
-            retry_after: text("retry-after")
-                .and_then(|v| v.parse::<u64>().ok())
-                .map(Duration::from_secs),
+            reset_at: text("x-ratelimit-reset").and_then(|v| retry::reset_at(v, now)),
+            // GitHub sends delay-seconds; the HTTP-date form is read too.
+            retry_after: retry::retry_after(headers, now),
             graphql: text("x-ratelimit-resource") == Some("graphql"),
         }
     }
 }
 
-/// The error for a response with a non-success status. `path` names the resource for a 404.
-pub(crate) fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> GithubError {
-    let rate = RateHeaders::read(headers);
-    let message = message_of(body);
+/// The error for a response with a non-success status, as of `now`. `path` names the
+/// resource for a 404.
+pub(crate) fn classify(
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    path: &str,
+    now: DateTime<Utc>,
+) -> GithubError {
+    let rate = RateHeaders::read(headers, now);
+    let message = http::message_of(body, "message");
     if status == 403 || status == 429 {
         if let Some(retry_after) = rate.retry_after {
             return GithubError::SecondaryLimit { retry_after };
@@ -74,25 +81,12 @@ pub(crate) fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str
             };
         }
     }
-    match status {
-        404 | 410 => GithubError::NotFound {
+    match Class::of(status) {
+        Class::NotFound => GithubError::NotFound {
             path: path.to_owned(),
         },
-        500..=599 => GithubError::Server { status },
+        Class::Server => GithubError::Server { status },
         _ => GithubError::Http { status, message },
-    }
-}
-
-/// GitHub's `message`, shortened; the raw body (shortened) when it is not GitHub's JSON.
-fn message_of(body: &[u8]) -> String {
-    const MAX: usize = 300;
-    let text = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned());
-    match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
     }
 }
 
@@ -137,7 +131,12 @@ mod tests {
             ("x-ratelimit-reset", "1773662400"),
             ("x-ratelimit-resource", "core"),
         ]);
-        let reset = Utc.timestamp_opt(1_773_662_400, 0).single().expect("reset");
+        let now = DateTime::parse_from_rfc3339("2026-03-16T09:00:00Z")
+            .expect("now")
+            .with_timezone(&Utc);
+        let reset = DateTime::parse_from_rfc3339("2026-03-16T12:00:00Z")
+            .expect("reset")
+            .with_timezone(&Utc);
         let with_retry = headers(&[
             ("retry-after", "60"),
             ("x-ratelimit-remaining", "4712"),
@@ -222,7 +221,7 @@ mod tests {
             ),
         ];
         for (status, headers, body, expected) in cases {
-            let got = classify(status, headers, body, "/p");
+            let got = classify(status, headers, body, "/p", now);
             assert_eq!(
                 format!("{got:?}"),
                 format!("{expected:?}"),

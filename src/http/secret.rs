@@ -1,18 +1,13 @@
-//! The GitHub token. It comes from the environment or from a file the config names, never
-//! from the config file itself, and it cannot be printed: `Debug` and `Display` show `***`.
-//! Errors name the variable or the file, never what was in them.
+//! Reading a [`Secret`] from where the config says it is: an environment variable or a
+//! file. Errors name the variable or the file, never what was in them.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use thiserror::Error;
 
-/// A token that prints as `***`. Cloning shares the one copy.
-#[derive(Clone)]
-pub struct Secret(Arc<str>);
+pub use crate::core::secret::Secret;
 
-/// Why a token could not be read. Never carries the token or the file's content.
+/// Why a secret could not be read. Never carries the secret or the file's content.
 #[derive(Debug, Error)]
 pub enum SecretError {
     #[error("the environment variable {var} is not set")]
@@ -32,15 +27,10 @@ pub enum SecretError {
 }
 
 impl Secret {
-    /// A token held in memory already (tests, or a value the config layer read).
-    pub fn new(value: impl Into<String>) -> Self {
-        Self(Arc::from(value.into()))
-    }
-
-    /// The token in the environment variable `var`.
+    /// The secret in the environment variable `var`.
     pub fn from_env(var: &str) -> Result<Self, SecretError> {
         match std::env::var(var) {
-            Ok(value) if !value.trim().is_empty() => Self::checked(value.trim(), var),
+            Ok(value) if !value.trim().is_empty() => checked(value.trim(), var),
             Ok(_) | Err(std::env::VarError::NotUnicode(_)) => Err(SecretError::EmptyEnv {
                 var: var.to_owned(),
             }),
@@ -50,7 +40,8 @@ impl Secret {
         }
     }
 
-    /// The token in the file at `path`, without the trailing newline editors and `echo` add.
+    /// The secret in the file at `path`, without the trailing newline editors and `echo`
+    /// add.
     pub fn from_file(path: &Path) -> Result<Self, SecretError> {
         // read_to_string's error for invalid UTF-8 does not quote the bytes, so the content
         // cannot leak through it.
@@ -64,49 +55,22 @@ impl Secret {
                 path: path.to_owned(),
             });
         }
-        Self::checked(value, &path.display().to_string())
-    }
-
-    /// The token itself, for the one place that builds the `Authorization` header.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    fn checked(value: &str, origin: &str) -> Result<Self, SecretError> {
-        // A token with a space or newline inside would make a broken header, and the error
-        // from the header builder would be far from the cause.
-        if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(SecretError::Malformed {
-                origin: origin.to_owned(),
-            });
-        }
-        Ok(Self::new(value))
+        checked(value, &path.display().to_string())
     }
 }
 
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
+fn checked(value: &str, origin: &str) -> Result<Secret, SecretError> {
+    if Secret::is_malformed(value) {
+        return Err(SecretError::Malformed {
+            origin: origin.to_owned(),
+        });
     }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
+    Ok(Secret::new(value))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_secret_prints_as_stars() {
-        let secret = Secret::new("ghs_supersecret");
-        assert_eq!(format!("{secret}"), "***");
-        assert_eq!(format!("{secret:?}"), "***");
-        assert_eq!(secret.expose(), "ghs_supersecret");
-    }
 
     #[test]
     fn a_token_file_loses_its_trailing_newline_and_errors_name_only_the_file() {
