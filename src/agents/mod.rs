@@ -34,8 +34,6 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use thiserror::Error;
 
-use crate::config::{AgentKind, AgentSection};
-
 pub use event::{is_protocol_line, AgentEvent, Finished, Summary, ToolUse, Usage};
 
 /// The [`AgentEvent::Other`] kind of an output line that is not JSON (from an adapter that
@@ -107,6 +105,31 @@ impl Invocation {
                 .any(|t| matches!(t.to_ascii_lowercase().as_str(), "write" | "edit" | "bash"))
         })
     }
+}
+
+/// Which agent CLI workers run (the config's `[agent] kind`, converted by the config layer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AgentKind {
+    /// Claude Code if installed, else Codex, else pi; none found is an error.
+    #[default]
+    Auto,
+    Claude,
+    Codex,
+    Pi,
+    Command,
+    /// The bundled example worker: writes EXECUTOR_EXAMPLE.md, no real work.
+    Example,
+}
+
+/// What an adapter is chosen from: the adapter's own settings, so this module never reads
+/// the config's types (the config layer builds these from `[agent]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AgentSettings {
+    pub kind: AgentKind,
+    /// argv of the worker when `kind` is `Command`.
+    pub command: Vec<String>,
+    /// The agent CLI when it is not on `PATH` under its own name.
+    pub program: Option<PathBuf>,
 }
 
 /// One agent CLI, ready to start workers with.
@@ -243,7 +266,7 @@ pub fn agent_search_path(path: Option<&OsStr>, home: Option<&Path>) -> std::ffi:
 /// `PATH` to search (the orchestrator's, passed in so this stays testable); programs are
 /// resolved to absolute paths, since a worker's environment is built from scratch.
 pub fn for_config(
-    section: &AgentSection,
+    section: &AgentSettings,
     example_worker: &Path,
     path: Option<&OsStr>,
 ) -> Result<Adapter, AgentError> {
@@ -366,11 +389,11 @@ mod tests {
     use std::ffi::OsString;
     use std::fs;
 
-    fn section(kind: AgentKind, command: &[&str]) -> AgentSection {
-        AgentSection {
+    fn section(kind: AgentKind, command: &[&str]) -> AgentSettings {
+        AgentSettings {
             kind,
             command: command.iter().map(|s| s.to_string()).collect(),
-            ..AgentSection::default()
+            ..AgentSettings::default()
         }
     }
 
@@ -546,7 +569,7 @@ mod tests {
                 program: "pi".into()
             })
         );
-        let at_program = AgentSection {
+        let at_program = AgentSettings {
             program: Some(pi.clone()),
             ..kind
         };

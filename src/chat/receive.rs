@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::chat::inbox::{Inbox, Taken};
 use crate::chat::zulip::{ZulipClient, ZulipError, ZulipEvent, ZulipMessage};
 use crate::core::outbox::retry_delay;
-use crate::forge::github::Secret;
+use crate::core::secret::Secret;
 use crate::store::Store;
 
 /// How many of the topic's latest messages a catch-up reads.

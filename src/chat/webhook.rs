@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use thiserror::Error;
 use url::Url;
 
-use crate::forge::github::Secret;
+use crate::http::{self, retry, Class, Redactor, Secret, Transport};
 
 /// What a receiver expects.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,6 +131,8 @@ pub struct WebhookNotifier {
     kind: WebhookKind,
     /// The URL itself is secret: Slack's embed a token.
     url: Secret,
+    /// The URL and its parts, cut out of whatever a receiver or the transport says.
+    redactor: Redactor,
     timeout: Duration,
     client: reqwest::Client,
 }
@@ -176,25 +178,19 @@ impl WebhookNotifier {
                 "webhook notifier {name} needs a timeout above zero"
             )));
         }
-        let client = reqwest::Client::builder()
-            .user_agent(concat!(
-                env!("CARGO_PKG_NAME"),
-                "/",
-                env!("CARGO_PKG_VERSION")
-            ))
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(10)))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| {
-                WebhookError::Settings(format!(
-                    "cannot build the HTTP client of webhook notifier {name}: {}",
-                    e.without_url()
-                ))
-            })?;
+        let client = http::client::build(
+            &http::HttpOptions {
+                timeout: Some(timeout),
+                connect_timeout: timeout.min(Duration::from_secs(10)),
+                user_agent: http::USER_AGENT.into(),
+            },
+            HeaderMap::new(),
+        )
+        .map_err(|e| WebhookError::Settings(format!("webhook notifier {name}: {e}")))?;
         Ok(Self {
             name,
             kind,
+            redactor: Redactor::of_url(&url),
             url,
             timeout,
             client,
@@ -222,19 +218,11 @@ impl WebhookNotifier {
                 .json(&json_payload(notice)),
             WebhookKind::Slack => request.json(&slack_payload(notice)),
         };
-        let mut response = request.send().await.map_err(|e| self.transport(e))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let mut body = Vec::new();
-        while body.len() < MAX_BODY {
-            match response.chunk().await {
-                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                Ok(None) => break,
-                // A success whose body broke off is still a success; a failure keeps what came.
-                Err(_) => break,
-            }
-        }
-        body.truncate(MAX_BODY);
+        // A success whose body broke off is still a success; a failure keeps what came.
+        let answer = http::exchange(request, self.timeout, &self.redactor, Some(MAX_BODY))
+            .await
+            .map_err(|failure| self.transport(failure))?;
+        let (status, headers, body) = (answer.status, answer.headers, answer.body);
         tracing::debug!(
             notifier = %self.name,
             kind = self.kind.as_str(),
@@ -254,24 +242,10 @@ impl WebhookNotifier {
         ))
     }
 
-    fn transport(&self, error: reqwest::Error) -> WebhookError {
-        if error.is_timeout() {
-            return WebhookError::Unreachable {
-                name: self.name.clone(),
-                message: format!("no answer within {}s", self.timeout.as_secs_f64()),
-            };
-        }
-        let error = error.without_url();
-        let mut message = error.to_string();
-        let mut source = std::error::Error::source(&error);
-        while let Some(cause) = source {
-            message.push_str(": ");
-            message.push_str(&cause.to_string());
-            source = cause.source();
-        }
+    fn transport(&self, failure: Transport) -> WebhookError {
         WebhookError::Unreachable {
             name: self.name.clone(),
-            message: redact(&message, self.url.expose()),
+            message: failure.to_string(),
         }
     }
 }
@@ -323,7 +297,7 @@ fn classify(
             retry_after: retry_after(headers.get(header::RETRY_AFTER), Utc::now()),
         };
     }
-    if status.is_server_error() {
+    if Class::of(code) == Class::Server {
         return WebhookError::Server { name, status: code };
     }
     let text = String::from_utf8_lossy(body);
@@ -346,63 +320,20 @@ fn classify(
 /// `Retry-After` as seconds (Slack's form) or as an HTTP date, capped at
 /// [`MAX_RETRY_AFTER`]; [`DEFAULT_RETRY_AFTER`] when absent or unreadable.
 fn retry_after(value: Option<&HeaderValue>, now: DateTime<Utc>) -> Duration {
-    let Some(text) = value.and_then(|v| v.to_str().ok()).map(str::trim) else {
-        return DEFAULT_RETRY_AFTER;
-    };
-    let wait = match text.parse::<f64>() {
-        Ok(seconds) if seconds.is_finite() && seconds >= 0.0 => {
-            Duration::try_from_secs_f64(seconds).unwrap_or(MAX_RETRY_AFTER)
-        }
-        Ok(_) => DEFAULT_RETRY_AFTER,
-        Err(_) => match DateTime::parse_from_rfc2822(text) {
-            Ok(at) => (at.with_timezone(&Utc) - now)
-                .to_std()
-                .unwrap_or(Duration::ZERO),
-            Err(_) => DEFAULT_RETRY_AFTER,
-        },
-    };
-    wait.min(MAX_RETRY_AFTER)
+    value
+        .and_then(|v| v.to_str().ok())
+        .and_then(|text| retry::parse_retry_after(text, now))
+        .unwrap_or(DEFAULT_RETRY_AFTER)
+        .min(MAX_RETRY_AFTER)
 }
 
 /// `text` with the URL, and every part of it that could hold a token, replaced by `***`.
 fn redact(text: &str, url: &str) -> String {
-    let mut secrets: Vec<String> = vec![url.to_owned()];
-    if let Ok(parsed) = Url::parse(url) {
-        secrets.push(parsed.as_str().to_owned());
-        let path = parsed.path();
-        if path.len() > 1 {
-            secrets.push(path.to_owned());
-        }
-        if let Some(query) = parsed.query() {
-            secrets.push(query.to_owned());
-        }
-        if let Some(segments) = parsed.path_segments() {
-            secrets.extend(segments.map(str::to_owned));
-        }
-        secrets.extend(parsed.query_pairs().map(|(_, value)| value.into_owned()));
-        if let Some(password) = parsed.password() {
-            secrets.push(password.to_owned());
-        }
-    }
-    // Longest first, so a whole URL goes before the parts inside it. Short or plain-word
-    // parts (`services`, `hooks`) hold no token and are too common to blank out.
-    secrets.retain(|s| s.len() >= 12 || (s.len() >= 6 && s.bytes().any(|b| b.is_ascii_digit())));
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    secrets.dedup();
-    let mut out = text.to_owned();
-    for secret in &secrets {
-        if out.contains(secret.as_str()) {
-            out = out.replace(secret.as_str(), "***");
-        }
-    }
-    out
+    Redactor::of_url(&Secret::new(url)).scrub(text)
 }
 
 fn shorten(text: &str) -> String {
-    match text.char_indices().nth(EXCERPT_CHARS) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+    http::shorten(text, EXCERPT_CHARS)
 }
 
 #[cfg(test)]

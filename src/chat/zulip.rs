@@ -11,9 +11,10 @@
 //! field), or follow a redirect (which could carry the header to another host).
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
-use reqwest::header::{self, HeaderMap, HeaderValue};
+use chrono::{DateTime, Utc};
+use reqwest::header::{HeaderMap, HeaderValue};
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -21,7 +22,7 @@ use serde_json::{json, Value};
 use thiserror::Error;
 use url::Url;
 
-use crate::forge::github::Secret;
+use crate::http::{self, retry, Class, RateGate, Redactor, Secret, Transport};
 
 /// Where the client talks to and as which bot.
 #[derive(Clone, Debug)]
@@ -50,7 +51,7 @@ impl Default for ZulipOptions {
             timeout: Duration::from_secs(30),
             events_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(10),
-            user_agent: concat!(env!("CARGO_PKG_NAME"), "/", env!("CARGO_PKG_VERSION")).into(),
+            user_agent: http::USER_AGENT.into(),
         }
     }
 }
@@ -205,6 +206,8 @@ impl std::fmt::Debug for ZulipClient {
 
 struct Inner {
     http: reqwest::Client,
+    /// The API key, cut out of any text that goes into an error.
+    redactor: Redactor,
     site: Url,
     bot_email: String,
     /// `Basic base64(email:key)`, marked sensitive so no `Debug` of a request prints it.
@@ -212,7 +215,7 @@ struct Inner {
     options: ZulipOptions,
     /// Until when Zulip said this bot's request budget is spent (`X-RateLimit-Remaining: 0`
     /// until `X-RateLimit-Reset`, or a 429's `Retry-After`): calls before then are not sent.
-    spent_until: std::sync::Mutex<Option<SystemTime>>,
+    spent_until: RateGate<()>,
 }
 
 #[derive(Deserialize)]
@@ -286,19 +289,8 @@ impl ZulipClient {
         settings: ZulipSettings,
         options: ZulipOptions,
     ) -> Result<Self, ZulipError> {
-        let mut site = settings.site;
-        if !matches!(site.scheme(), "http" | "https") || site.cannot_be_a_base() {
-            return Err(ZulipError::Settings(format!(
-                "the site URL {site} is not an http(s) URL"
-            )));
-        }
-        if !site.username().is_empty() || site.password().is_some() {
-            return Err(ZulipError::Settings(
-                "the site URL must not carry credentials".into(),
-            ));
-        }
-        site.set_query(None);
-        site.set_fragment(None);
+        let site =
+            http::client::base_url(settings.site, "the site URL").map_err(ZulipError::Settings)?;
         let email = settings.bot_email.trim().to_owned();
         if email.is_empty() || email.contains(':') {
             return Err(ZulipError::Settings(
@@ -306,30 +298,30 @@ impl ZulipClient {
             ));
         }
         let key = settings.api_key.expose();
-        let mut auth = HeaderValue::from_str(&format!(
+        let auth = http::client::authorization(&format!(
             "Basic {}",
             base64_encode(format!("{email}:{key}").as_bytes())
         ))
         .map_err(|_| ZulipError::Settings("the API key cannot be sent in a header".into()))?;
-        auth.set_sensitive(true);
-
-        let mut headers = HeaderMap::new();
-        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        let http = reqwest::Client::builder()
-            .user_agent(options.user_agent.clone())
-            .default_headers(headers)
-            .connect_timeout(options.connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ZulipError::Settings(format!("cannot build the HTTP client: {e}")))?;
+        // Each request sets its own timeout: the events long poll waits longer.
+        let http = http::client::build(
+            &http::HttpOptions {
+                timeout: None,
+                connect_timeout: options.connect_timeout,
+                user_agent: options.user_agent.clone(),
+            },
+            http::client::accept("application/json"),
+        )
+        .map_err(ZulipError::Settings)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
+                redactor: Redactor::new([&settings.api_key]),
                 site,
                 bot_email: email,
                 auth,
                 options,
-                spent_until: std::sync::Mutex::new(None),
+                spent_until: RateGate::default(),
             }),
         })
     }
@@ -518,8 +510,10 @@ impl ZulipClient {
         timeout: Option<Duration>,
     ) -> Result<Vec<u8>, ZulipError> {
         let path = url.path().to_owned();
-        if let Some(retry_after) = self.budget_wait(SystemTime::now()) {
-            return Err(ZulipError::RateLimited { retry_after });
+        if let Some((until, ())) = self.inner.spent_until.check(Utc::now()) {
+            return Err(ZulipError::RateLimited {
+                retry_after: retry::until(until, Utc::now()),
+            });
         }
         let timeout = timeout.unwrap_or(self.inner.options.timeout);
         let mut request = self
@@ -527,35 +521,29 @@ impl ZulipClient {
             .http
             .request(method.clone(), url)
             .timeout(timeout)
-            .header(header::AUTHORIZATION, self.inner.auth.clone());
+            .header(reqwest::header::AUTHORIZATION, self.inner.auth.clone());
         if let Some(form) = form {
             request = request.form(form);
         }
-        let response = request.send().await.map_err(|e| transport(e, timeout))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| transport(e, timeout))?;
-        tracing::debug!(method = %method, path, status = status.as_u16(), "Zulip call");
-        let now = SystemTime::now();
-        let mut spent = budget_spent_until(&headers, now);
-        let result = if status.is_success() {
-            Ok(bytes.to_vec())
+        let answer = http::exchange(request, timeout, &self.inner.redactor, None).await?;
+        let status = answer.status.as_u16();
+        tracing::debug!(method = %method, path, status, "Zulip call");
+        let now = Utc::now();
+        let mut spent = budget_spent_until(&answer.headers, now);
+        let result = if answer.status.is_success() {
+            Ok(answer.body)
         } else {
-            Err(classify(status.as_u16(), &headers, &bytes, &path))
+            Err(classify(status, &answer.headers, &answer.body, &path))
         };
         if let Err(ZulipError::RateLimited { retry_after }) = &result {
-            spent = spent.max(now.checked_add(*retry_after));
+            spent = spent.max(Some(retry::later(now, *retry_after)));
         }
-        if let Ok(mut until) = self.inner.spent_until.lock() {
-            *until = spent;
+        // The latest answer knows best: a budget back opens the gate.
+        match spent {
+            Some(until) => self.inner.spent_until.shut(until, (), now),
+            None => self.inner.spent_until.open(),
         }
         result
-    }
-
-    /// How long to wait before calling, when the budget is known to be spent.
-    fn budget_wait(&self, now: SystemTime) -> Option<Duration> {
-        let until = (*self.inner.spent_until.lock().ok()?)?;
-        until.duration_since(now).ok().filter(|d| !d.is_zero())
     }
 }
 
@@ -564,20 +552,18 @@ const MAX_BUDGET_WAIT: Duration = Duration::from_secs(15 * 60);
 
 /// When the headers say the request budget is spent (`X-RateLimit-Remaining: 0`), the time
 /// it comes back (`X-RateLimit-Reset`, UNIX seconds), at most [`MAX_BUDGET_WAIT`] away.
-fn budget_spent_until(headers: &HeaderMap, now: SystemTime) -> Option<SystemTime> {
-    let number = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .filter(|n| n.is_finite() && *n >= 0.0)
-    };
-    if number("x-ratelimit-remaining")? > 0.0 {
+fn budget_spent_until(headers: &HeaderMap, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let remaining = text("x-ratelimit-remaining")?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n >= 0.0)?;
+    if remaining > 0.0 {
         return None;
     }
-    let reset =
-        SystemTime::UNIX_EPOCH + Duration::try_from_secs_f64(number("x-ratelimit-reset")?).ok()?;
-    let latest = now.checked_add(MAX_BUDGET_WAIT)?;
+    let reset = retry::reset_at(text("x-ratelimit-reset")?, now)?;
+    let latest = retry::later(now, MAX_BUDGET_WAIT);
     (reset > now).then_some(reset.min(latest))
 }
 
@@ -589,16 +575,16 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> ZulipE
         _ => shorten(String::from_utf8_lossy(body).trim()),
     };
     let parsed = parsed.unwrap_or_default();
-    if status == 429 || parsed.code.as_deref() == Some("RATE_LIMIT_HIT") {
-        let seconds = headers
-            .get(header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .or(parsed.retry_after)
-            .filter(|s| s.is_finite() && *s >= 0.0);
+    if Class::of(status) == Class::TooManyRequests
+        || parsed.code.as_deref() == Some("RATE_LIMIT_HIT")
+    {
+        // The header first, else the body's `retry-after` (seconds, with a fraction).
+        let body_wait = parsed
+            .retry_after
+            .and_then(|s| retry::parse_retry_after(&s.to_string(), Utc::now()));
         return ZulipError::RateLimited {
-            retry_after: seconds
-                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+            retry_after: retry::retry_after(headers, Utc::now())
+                .or(body_wait)
                 .unwrap_or(DEFAULT_RETRY_AFTER)
                 .min(MAX_BUDGET_WAIT),
         };
@@ -608,7 +594,7 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> ZulipE
             queue_id: parsed.queue_id.unwrap_or_default(),
         };
     }
-    if (500..=599).contains(&status) {
+    if Class::of(status) == Class::Server {
         return ZulipError::Server {
             status,
             path: path.to_owned(),
@@ -624,40 +610,22 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> ZulipE
 }
 
 fn shorten(text: &str) -> String {
-    const MAX: usize = 300;
-    match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+    http::shorten(text, http::answer::MESSAGE_CHARS)
 }
 
-fn transport(error: reqwest::Error, timeout: Duration) -> ZulipError {
-    if error.is_timeout() {
-        return ZulipError::Unreachable {
-            message: format!("no answer within {}s", timeout.as_secs_f64()),
-        };
+impl From<Transport> for ZulipError {
+    fn from(failure: Transport) -> Self {
+        ZulipError::Unreachable {
+            message: failure.to_string(),
+        }
     }
-    // The cause (refused, DNS, TLS) is down the chain; none of it holds request headers.
-    let error = error.without_url();
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    ZulipError::Unreachable { message }
 }
 
 /// Decodes a 2xx body; the error names what was read and where in the body it broke.
 fn decode<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ZulipError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
-        let at = e.path().to_string();
-        ZulipError::Decode {
-            what: format!("{what} (at {at})"),
-            source: e.into_inner(),
-        }
+    http::decode(body).map_err(|e| ZulipError::Decode {
+        what: e.describe(what),
+        source: e.source,
     })
 }
 
@@ -758,7 +726,7 @@ mod tests {
         );
         let mut headers = HeaderMap::new();
         headers.insert(
-            header::RETRY_AFTER,
+            reqwest::header::RETRY_AFTER,
             HeaderValue::from_static("28.706807374954224"),
         );
         let body = br#"{"result":"error","msg":"API usage exceeded rate limit","code":"RATE_LIMIT_HIT","retry-after":28.706807374954224}"#;
@@ -793,7 +761,7 @@ mod tests {
 
     #[test]
     fn a_spent_budget_is_known_until_its_reset_and_no_longer_than_the_cap() {
-        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_773_654_480);
+        let now = DateTime::from_timestamp(1_773_654_480, 0).expect("now");
         let headers = |remaining: &str, reset: &str| {
             let mut map = HeaderMap::new();
             map.insert(
@@ -808,7 +776,7 @@ mod tests {
         };
         assert_eq!(
             budget_spent_until(&headers("0", "1773654508"), now),
-            Some(now + Duration::from_secs(28))
+            Some(now + chrono::Duration::seconds(28))
         );
         assert_eq!(budget_spent_until(&headers("3", "1773654508"), now), None);
         assert_eq!(
@@ -818,7 +786,11 @@ mod tests {
         );
         assert_eq!(
             budget_spent_until(&headers("0", "1999999999"), now),
-            Some(now + MAX_BUDGET_WAIT)
+            Some(retry::later(now, MAX_BUDGET_WAIT))
+        );
+        assert_eq!(
+            budget_spent_until(&headers("0", "99999999999999999"), now),
+            Some(retry::later(now, MAX_BUDGET_WAIT))
         );
         assert_eq!(budget_spent_until(&headers("0", "soon"), now), None);
         assert_eq!(budget_spent_until(&HeaderMap::new(), now), None);

@@ -1326,7 +1326,7 @@ pub(crate) fn agent_adapter(settings: &Settings) -> Result<crate::agents::Adapte
     let path =
         crate::agents::agent_search_path(std::env::var_os("PATH").as_deref(), home.as_deref());
     // A relative `agent.program` path is relative to the config file, like every path there.
-    let mut section = settings.raw.agent.clone();
+    let mut section = settings.raw.agent.adapter_settings();
     if let Some(program) = &section.program {
         if program.components().count() > 1 && program.is_relative() {
             section.program = Some(settings.root.join(program));

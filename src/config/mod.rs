@@ -351,6 +351,26 @@ pub struct AgentSection {
     pub hooks: bool,
 }
 
+impl AgentSection {
+    /// What the agent adapter is chosen from: its own settings type, so `agents` never
+    /// reads the config's.
+    pub fn adapter_settings(&self) -> crate::agents::AgentSettings {
+        use crate::agents::AgentKind as Kind;
+        crate::agents::AgentSettings {
+            kind: match self.kind {
+                AgentKind::Auto => Kind::Auto,
+                AgentKind::Claude => Kind::Claude,
+                AgentKind::Codex => Kind::Codex,
+                AgentKind::Pi => Kind::Pi,
+                AgentKind::Command => Kind::Command,
+                AgentKind::Example => Kind::Example,
+            },
+            command: self.command.clone(),
+            program: self.program.clone(),
+        }
+    }
+}
+
 impl Default for AgentSection {
     fn default() -> Self {
         Self {

@@ -13,6 +13,7 @@ pub mod lease;
 pub mod lifecycle;
 pub mod outbox;
 pub mod pr;
+pub mod pr_inputs;
 pub mod queue;
 pub mod record;
 pub mod run;

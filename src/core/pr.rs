@@ -82,10 +82,10 @@ use std::collections::BTreeSet;
 use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::run::{RunEvent, RunState};
-use crate::prompts::{
+use super::pr_inputs::{
     CheckStatus, CiFailure, FailedCheck, ReviewComment, ReviewInputs, ReviewThread,
 };
+use super::run::{RunEvent, RunState};
 use crate::protocol::{parse_line, Parsed};
 
 // ---------------------------------------------------------------------------------------

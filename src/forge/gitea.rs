@@ -66,7 +66,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 use url::Url;
 
-use crate::forge::github::Secret;
+use crate::http::{self, retry, Class, Redactor, Secret, Transport};
 
 /// The most a list page holds on a Gitea with default settings (`[api] MAX_RESPONSE_ITEMS`).
 pub const MAX_PAGE_SIZE: u32 = 50;
@@ -91,7 +91,7 @@ impl Default for GiteaOptions {
         Self {
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
-            user_agent: concat!(env!("CARGO_PKG_NAME"), "/", env!("CARGO_PKG_VERSION")).into(),
+            user_agent: http::USER_AGENT.into(),
             page_size: MAX_PAGE_SIZE,
             max_pages: 200,
         }
@@ -301,8 +301,8 @@ struct Inner {
     api_url: Url,
     /// `token <TOKEN>`, marked sensitive so no `Debug` of a request prints it.
     auth: HeaderValue,
-    /// To cut out of an error message, should something echo it.
-    token: Secret,
+    /// Cuts the token out of an error message, should something echo it.
+    redactor: Redactor,
     options: GiteaOptions,
 }
 
@@ -319,44 +319,29 @@ impl GiteaClient {
     /// A client of the Gitea API at `api_url` (`https://gitea.example.com/api/v1`) with
     /// `token`, from [`Secret::from_env`] or [`Secret::from_file`].
     pub fn new(api_url: Url, token: Secret, options: GiteaOptions) -> Result<Self, GiteaError> {
-        let mut api_url = api_url;
-        if !matches!(api_url.scheme(), "http" | "https") || api_url.cannot_be_a_base() {
-            return Err(GiteaError::Settings(format!(
-                "the API URL {api_url} is not an http(s) URL"
-            )));
-        }
-        if !api_url.username().is_empty() || api_url.password().is_some() {
-            // The token goes in a header; credentials in the URL would end up in logs.
-            return Err(GiteaError::Settings(
-                "the API URL must not carry credentials".into(),
-            ));
-        }
-        api_url.set_query(None);
-        api_url.set_fragment(None);
+        let mut api_url =
+            http::client::base_url(api_url, "the API URL").map_err(GiteaError::Settings)?;
         if !api_url.path().ends_with('/') {
             let path = format!("{}/", api_url.path());
             api_url.set_path(&path);
         }
-        // The header builder's error says nothing about the value, but do not rely on it.
-        let mut auth = HeaderValue::from_str(&format!("token {}", token.expose()))
+        let auth = http::client::authorization(&format!("token {}", token.expose()))
             .map_err(|_| GiteaError::Settings("the token cannot be sent in a header".into()))?;
-        auth.set_sensitive(true);
-        let mut headers = HeaderMap::new();
-        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        let http = reqwest::Client::builder()
-            .user_agent(options.user_agent.clone())
-            .default_headers(headers)
-            .timeout(options.timeout)
-            .connect_timeout(options.connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| GiteaError::Settings(format!("cannot build the HTTP client: {e}")))?;
+        let http = http::client::build(
+            &http::HttpOptions {
+                timeout: Some(options.timeout),
+                connect_timeout: options.connect_timeout,
+                user_agent: options.user_agent.clone(),
+            },
+            http::client::accept("application/json"),
+        )
+        .map_err(GiteaError::Settings)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
                 api_url,
                 auth,
-                token,
+                redactor: Redactor::new([&token]),
                 options,
             }),
         })
@@ -520,32 +505,29 @@ impl GiteaClient {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(transport)?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(transport)?;
-        tracing::debug!(method = %method, path, status = status.as_u16(), "Gitea call");
-        if !status.is_success() {
-            let error = self.classify(status.as_u16(), &headers, &bytes, &path);
+        let timeout = self.inner.options.timeout;
+        let answer = http::exchange(request, timeout, &self.inner.redactor, None).await?;
+        let status = answer.status.as_u16();
+        tracing::debug!(method = %method, path, status, "Gitea call");
+        if !answer.status.is_success() {
+            let error = self.classify(status, &answer.headers, &answer.body, &path);
             tracing::debug!(path, error = %error, "Gitea call failed");
             return Err(error);
         }
-        Ok((headers, bytes.to_vec()))
+        Ok((answer.headers, answer.body))
     }
 
     /// The error for a response that is not a success. `path` names the resource of a 404.
     fn classify(&self, status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> GiteaError {
-        match status {
-            404 | 410 => GiteaError::NotFound {
+        match Class::of(status) {
+            Class::NotFound => GiteaError::NotFound {
                 path: path.to_owned(),
             },
-            429 => GiteaError::RateLimited {
-                retry_after: header_text(headers, header::RETRY_AFTER.as_str())
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .map(Duration::from_secs),
+            Class::TooManyRequests => GiteaError::RateLimited {
+                retry_after: retry::retry_after(headers, chrono::Utc::now()),
             },
-            500..=599 => GiteaError::Server { status },
-            300..=399 => {
+            Class::Server => GiteaError::Server { status },
+            Class::Redirect => {
                 let target = header_text(headers, header::LOCATION.as_str()).unwrap_or("nowhere");
                 GiteaError::Http {
                     status,
@@ -564,12 +546,7 @@ impl GiteaClient {
 
     /// `text` with the token cut out, should a proxy or a server echo a request's headers.
     fn scrub(&self, text: &str) -> String {
-        let token = self.inner.token.expose();
-        if token.is_empty() {
-            text.to_owned()
-        } else {
-            text.replace(token, "***")
-        }
+        self.inner.redactor.scrub(text)
     }
 }
 
@@ -599,10 +576,7 @@ fn has_next(headers: &HeaderMap) -> bool {
 /// Gitea's `message`, shortened; the raw body (shortened) when it is not Gitea's JSON; the
 /// status's name when both are empty.
 fn message_of(status: u16, body: &[u8]) -> String {
-    let text = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
-        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned());
+    let text = http::message_of(body, "message");
     if text.trim().is_empty() {
         return reqwest::StatusCode::from_u16(status)
             .ok()
@@ -610,33 +584,20 @@ fn message_of(status: u16, body: &[u8]) -> String {
             .unwrap_or("no message")
             .to_owned();
     }
-    shorten(&text)
+    text
 }
 
 fn shorten(text: &str) -> String {
-    const MAX: usize = 300;
-    match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+    http::shorten(text, http::answer::MESSAGE_CHARS)
 }
 
-fn transport(error: reqwest::Error) -> GiteaError {
-    if error.is_timeout() {
-        return GiteaError::Timeout;
+impl From<Transport> for GiteaError {
+    fn from(failure: Transport) -> Self {
+        match failure {
+            Transport::Timeout { .. } => GiteaError::Timeout,
+            Transport::Unreachable { message } => GiteaError::Transport { message },
+        }
     }
-    // reqwest's own text is only "error sending request"; the cause (refused, DNS, TLS) is
-    // further down the chain. The URL is left out (it holds no token, but no need), and
-    // none of it holds request headers.
-    let error = error.without_url();
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    GiteaError::Transport { message }
 }
 
 fn decode<T: DeserializeOwned>(body: &[u8], what: &'static str) -> Result<T, GiteaError> {

@@ -18,7 +18,7 @@ use serde_json::Value;
 use sha2::Sha256;
 use tokio::sync::mpsc;
 
-use crate::forge::github::Secret;
+use crate::core::secret::Secret;
 use crate::store::Store;
 
 /// Where GitHub posts.

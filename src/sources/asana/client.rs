@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::header::{self, HeaderValue};
 use reqwest::Method;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
@@ -23,7 +23,7 @@ use url::Url;
 
 use super::error::{classify, AsanaError};
 use super::types::{AsanaStory, AsanaTask, Envelope, Page, MAX_PAGE_SIZE, TASK_OPT_FIELDS};
-use crate::forge::github::Secret;
+use crate::http::{self, Redactor, Secret, Transport};
 
 /// Asana's API base.
 pub const DEFAULT_API_BASE: &str = "https://app.asana.com/api/1.0";
@@ -66,7 +66,7 @@ impl Default for AsanaOptions {
         Self {
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
-            user_agent: concat!(env!("CARGO_PKG_NAME"), "/", env!("CARGO_PKG_VERSION")).into(),
+            user_agent: http::USER_AGENT.into(),
             page_size: MAX_PAGE_SIZE,
             max_pages: 1000,
         }
@@ -116,6 +116,7 @@ impl std::fmt::Debug for AsanaClient {
 
 struct Inner {
     http: reqwest::Client,
+    redactor: Redactor,
     api_base: Url,
     /// `Bearer <token>`, marked sensitive so no `Debug` of a request prints it.
     auth: HeaderValue,
@@ -132,39 +133,23 @@ impl AsanaClient {
         settings: AsanaSettings,
         options: AsanaOptions,
     ) -> Result<Self, AsanaError> {
-        let mut api_base = settings.api_base;
-        if !matches!(api_base.scheme(), "http" | "https") || api_base.cannot_be_a_base() {
-            return Err(AsanaError::Settings(format!(
-                "the API base URL {api_base} is not an http(s) URL"
-            )));
-        }
-        if !api_base.username().is_empty() || api_base.password().is_some() {
-            // The token goes in a header; credentials in the URL would end up in logs.
-            return Err(AsanaError::Settings(
-                "the API base URL must not carry credentials".into(),
-            ));
-        }
-        api_base.set_query(None);
-        api_base.set_fragment(None);
-
-        // The header builder's error says nothing about the value, but do not rely on it.
-        let mut auth = HeaderValue::from_str(&format!("Bearer {}", settings.token.expose()))
+        let api_base = http::client::base_url(settings.api_base, "the API base URL")
+            .map_err(AsanaError::Settings)?;
+        let auth = http::client::authorization(&format!("Bearer {}", settings.token.expose()))
             .map_err(|_| AsanaError::Settings("the token cannot be sent in a header".into()))?;
-        auth.set_sensitive(true);
-
-        let mut headers = HeaderMap::new();
-        headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-        let http = reqwest::Client::builder()
-            .user_agent(options.user_agent.clone())
-            .default_headers(headers)
-            .timeout(options.timeout)
-            .connect_timeout(options.connect_timeout)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| AsanaError::Settings(format!("cannot build the HTTP client: {e}")))?;
+        let http = http::client::build(
+            &http::HttpOptions {
+                timeout: Some(options.timeout),
+                connect_timeout: options.connect_timeout,
+                user_agent: options.user_agent.clone(),
+            },
+            http::client::accept("application/json"),
+        )
+        .map_err(AsanaError::Settings)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
+                redactor: Redactor::new([&settings.token]),
                 api_base,
                 auth,
                 options,
@@ -341,15 +326,13 @@ impl AsanaClient {
             request = request.json(body);
         }
         let timeout = self.inner.options.timeout;
-        let response = request.send().await.map_err(|e| transport(e, timeout))?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        let bytes = response.bytes().await.map_err(|e| transport(e, timeout))?;
-        tracing::debug!(method = %method, path, status = status.as_u16(), "Asana call");
-        if !status.is_success() {
-            return Err(classify(status.as_u16(), &headers, &bytes, &path));
+        let answer = http::exchange(request, timeout, &self.inner.redactor, None).await?;
+        let status = answer.status.as_u16();
+        tracing::debug!(method = %method, path, status, "Asana call");
+        if !answer.status.is_success() {
+            return Err(classify(status, &answer.headers, &answer.body, &path));
         }
-        Ok(bytes.to_vec())
+        Ok(answer.body)
     }
 
     /// The path below the API base (`/projects/1/tasks`), for errors and logs.
@@ -412,39 +395,19 @@ pub(crate) fn check_gid(kind: &str, gid: &str) -> Result<(), AsanaError> {
     Ok(())
 }
 
-fn transport(error: reqwest::Error, timeout: Duration) -> AsanaError {
-    if error.is_timeout() {
-        return AsanaError::Unreachable {
-            message: format!("no answer within {}s", timeout.as_secs_f64()),
-        };
+impl From<Transport> for AsanaError {
+    fn from(failure: Transport) -> Self {
+        AsanaError::Unreachable {
+            message: failure.to_string(),
+        }
     }
-    // reqwest's own text is only "error sending request"; the cause (refused, DNS, TLS) is
-    // further down the chain. None of it holds request headers, so no token.
-    let error = error.without_url();
-    let mut message = error.to_string();
-    let mut source = std::error::Error::source(&error);
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    AsanaError::Unreachable { message }
 }
 
 /// Decodes a 2xx body; the error names what was read and where in the body it broke.
 fn decode<T: DeserializeOwned>(body: &[u8], what: &str) -> Result<T, AsanaError> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
-        let path = e.path().to_string();
-        let what = if path.is_empty() || path == "." {
-            what.to_owned()
-        } else {
-            format!("{what} (at `{path}`)")
-        };
-        AsanaError::Decode {
-            what,
-            source: e.into_inner(),
-        }
+    http::decode(body).map_err(|e| AsanaError::Decode {
+        what: e.describe(what),
+        source: e.source,
     })
 }
 

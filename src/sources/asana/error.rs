@@ -3,7 +3,8 @@
 //!
 //! Asana's rules ("Errors" and "Rate limits" in its API docs): error bodies are
 //! `{"errors": [{message, help}]}`, with `phrase` added on 500s; a bad or absent token is
-//! `401` "Not Authorized"; too many requests is `429` with `Retry-After` in seconds.
+//! `401` "Not Authorized"; too many requests is `429` with `Retry-After` in seconds (read
+//! by the HTTP layer, which also takes an HTTP date, and capped at a day there).
 //!
 //! No variant holds the token or a request header: messages come from Asana's bodies (which
 //! never echo credentials) and from paths the client built.
@@ -11,10 +12,11 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::header::HeaderMap;
 use thiserror::Error;
 
 use super::types::ErrorBody;
+use crate::http::{self, retry, Class};
 
 #[derive(Debug, Error)]
 pub enum AsanaError {
@@ -94,9 +96,7 @@ impl AsanaError {
     /// The earliest moment to call again, or `None` when retrying cannot help.
     pub fn retry_at(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
         match self {
-            Self::RateLimited { retry_after } => Some(
-                now + chrono::Duration::from_std(*retry_after).unwrap_or(chrono::Duration::MAX),
-            ),
+            Self::RateLimited { retry_after } => Some(retry::later(now, *retry_after)),
             _ if self.is_transient() => Some(now),
             _ => None,
         }
@@ -106,16 +106,16 @@ impl AsanaError {
 /// The error for a response with a non-success status. `path` names what was asked.
 pub(crate) fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> AsanaError {
     let (message, phrase) = messages_of(body);
-    match status {
-        401 => AsanaError::Unauthorized { message },
-        429 => AsanaError::RateLimited {
+    match Class::of(status) {
+        _ if status == 401 => AsanaError::Unauthorized { message },
+        Class::TooManyRequests => AsanaError::RateLimited {
             retry_after: retry_after(headers).unwrap_or(DEFAULT_RETRY_AFTER),
         },
-        404 => AsanaError::NotFound {
+        _ if status == 404 => AsanaError::NotFound {
             path: path.to_owned(),
             message,
         },
-        500..=599 => AsanaError::Server {
+        Class::Server => AsanaError::Server {
             status,
             message,
             phrase,
@@ -128,11 +128,19 @@ pub(crate) fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str
     }
 }
 
-/// `Retry-After` as seconds (Asana sends a whole number; a fraction is rounded up).
+/// `Retry-After` as whole seconds (Asana sends a whole number; a fraction is rounded up),
+/// at most [`retry::MAX_WAIT`].
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    let seconds: f64 = text.parse().ok()?;
-    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs(seconds.ceil() as u64))
+    let wait = retry::retry_after(headers, chrono::Utc::now())?;
+    let whole = Duration::from_secs(wait.as_secs());
+    Some(
+        if whole < wait {
+            whole + Duration::from_secs(1)
+        } else {
+            whole
+        }
+        .min(retry::MAX_WAIT),
+    )
 }
 
 /// Asana's `errors[].message`s joined, shortened, with the first `phrase`; the raw body
@@ -152,16 +160,12 @@ fn messages_of(body: &[u8]) -> (String, Option<String>) {
         }
         _ => (String::from_utf8_lossy(body).trim().to_owned(), None),
     };
-    let text = match text.char_indices().nth(MAX) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
-    };
-    (text, phrase)
+    (http::shorten(&text, MAX), phrase)
 }
 
 #[cfg(test)]
 mod tests {
-    use reqwest::header::HeaderValue;
+    use reqwest::header::{HeaderValue, RETRY_AFTER};
 
     use super::*;
 
@@ -213,6 +217,23 @@ mod tests {
             error.retry_at(now),
             Some(now + chrono::Duration::seconds(60))
         );
+    }
+
+    #[test]
+    fn a_huge_retry_after_is_capped_and_retry_at_never_panics() {
+        let now = DateTime::parse_from_rfc3339("2026-03-16T09:00:00Z")
+            .expect("now")
+            .with_timezone(&Utc);
+        let day = now + chrono::Duration::hours(24);
+        let body = br#"{"errors":[{"message":"You have made too many requests recently."}]}"#;
+        for value in ["99999999999", "1e20", "Fri, 31 Dec 9999 23:59:59 GMT"] {
+            let error = classify(429, &with_retry_after(value), body, "/tasks");
+            assert_eq!(error.retry_at(now), Some(day), "{value}: {error:?}");
+        }
+        for huge in [Duration::from_secs(99_999_999_999), Duration::MAX] {
+            let error = AsanaError::RateLimited { retry_after: huge };
+            assert_eq!(error.retry_at(now), Some(day), "{huge:?}");
+        }
     }
 
     #[test]

@@ -35,7 +35,7 @@ pub use self::error::{AsanaError, DEFAULT_RETRY_AFTER};
 pub use self::types::{
     AsanaRef, AsanaStory, AsanaTask, Membership, MAX_PAGE_SIZE, TASK_OPT_FIELDS,
 };
-pub use crate::forge::github::{Secret, SecretError};
+pub use crate::http::{Secret, SecretError};
 
 use crate::core::facts::TaskFacts;
 use crate::core::gid;
