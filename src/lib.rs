@@ -9,13 +9,14 @@
 //! | [`agents`] | one adapter per agent CLI: argv, output normalised into `AgentEvent`s | core |
 //! | [`runner`] | runs: git worktrees and branches (the run loop builds on it) | core |
 //! | [`supervisor`] | one worker process: its group, output lines, watchdog, stop | core |
-//! | [`sources`] | the plans folder, Asana and GitHub issues | core (Asana reuses the forge's `Secret`) |
+//! | [`sources`] | the plans folder, Asana, GitHub and Gitea issues | core, http |
 //! | [`analyzer`] | triage of pending tasks: rule filters, then an agent's structured answer | core, store, agents, supervisor |
 //! | [`protocol`] | worker messages (`[REQUEST:kind] key=value …`): the line parser, JSON form, requests as policy actions | policy (its `Action`) |
 //! | [`policy`] | role contracts; tool calls and requests classified into actions and decided | nothing (its only I/O: reading a contract, resolving symlinks) |
 //! | [`ops`] | operations that read, decide with the core, and write | core, store, sources |
-//! | [`forge`] | the GitHub client: REST and GraphQL, ETag and TTL caches, rate limits, the orchestrator's PR operations | core |
-//! | [`chat`] | telling the owner: notices routed by priority through the durable outbox to the log, the Zulip topic (two personas) and webhooks; the owner's answers read back from the topic (event queue, outgoing webhook) and applied once | core, store, protocol (the forge's `Secret`) |
+//! | [`http`] | the one HTTP layer: client builder, `Retry-After`, rate gates, redaction; the GitHub and Gitea API clients | core |
+//! | [`forge`] | GitHub and Gitea as forges: what a PR tick reads, the orchestrator's PR operations | core, http |
+//! | [`chat`] | telling the owner: notices routed by priority through the durable outbox to the log, the Zulip topic (two personas) and webhooks; the owner's answers read back from the topic (event queue, outgoing webhook) and applied once | core, store, protocol, http |
 //! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
 //! | [`cli`] | the `executor` command: arguments, output, the daemon's wiring | everything |
 

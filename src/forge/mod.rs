@@ -5,5 +5,6 @@
 //! never do: hand its token to a worker, write it to a log line, an error, a prompt or the
 //! store, or send it anywhere but the configured API host.
 
-pub mod gitea;
+/// The Gitea API client lives with the HTTP layer (the issue source shares it).
+pub use crate::http::gitea;
 pub mod github;

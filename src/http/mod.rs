@@ -10,6 +10,8 @@
 //! | `gate.rs` | [`RateGate`]: nothing is sent to a limited service until its limit lifts |
 //! | `redact.rs` | [`Redactor`]: secrets cut out of every text that goes into an error |
 //! | `secret.rs` | reading a [`Secret`] from the environment or a file |
+//! | `github/` | the GitHub API client (REST, GraphQL, caches, rate limits), shared by the forge and the issue source |
+//! | `gitea.rs` | the Gitea API client, shared by the forge and the issue source |
 //!
 //! What it must never do: follow a redirect, put a credential anywhere but the header of a
 //! request to the configured host (for a webhook, the URL that is the credential), let a
@@ -19,6 +21,8 @@
 pub mod answer;
 pub mod client;
 pub mod gate;
+pub mod gitea;
+pub mod github;
 pub mod redact;
 pub mod retry;
 pub mod secret;

@@ -32,7 +32,7 @@ use chrono::{DateTime, Utc};
 use crate::core::facts::TaskFacts;
 use crate::core::queue::QueueStatus;
 use crate::core::task::{compose_description, NewTask};
-use crate::forge::gitea::{
+use crate::http::gitea::{
     GiteaClient, GiteaError, GiteaIssue, GiteaIssueQuery, GiteaIssueState, GiteaStateFilter,
 };
 
@@ -169,7 +169,7 @@ mod tests {
         issue.title = "  Reader mode drops srcset-only images ".into();
         issue.body = "\nOpen a page with srcset only.\n".into();
         issue.state = GiteaIssueState::Closed;
-        issue.assignees = vec![crate::forge::gitea::GiteaUser {
+        issue.assignees = vec![crate::http::gitea::GiteaUser {
             id: 3,
             login: "mkowalski".into(),
         }];

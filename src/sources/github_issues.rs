@@ -32,7 +32,7 @@ use chrono::{DateTime, Utc};
 use crate::core::facts::TaskFacts;
 use crate::core::queue::QueueStatus;
 use crate::core::task::{compose_description, NewTask};
-use crate::forge::github::{
+use crate::http::github::{
     GithubClient, GithubError, Issue, IssueQuery, IssueState, IssueStateFilter,
 };
 
@@ -170,7 +170,7 @@ mod tests {
         issue.title = "  Reader mode drops srcset-only images ".into();
         issue.body = Some("\nOpen a page with srcset only.\n".into());
         issue.state = IssueState::Closed;
-        issue.assignee = Some(crate::forge::github::User {
+        issue.assignee = Some(crate::http::github::User {
             login: "mkowalski".into(),
             id: 5120387,
             kind: "User".into(),

@@ -33,6 +33,7 @@ mod github_runs;
 mod github_webhook;
 mod hook;
 mod hostile_intake;
+mod layers;
 mod model_server;
 mod pg_adoption;
 mod policy;

@@ -31,9 +31,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
-use super::client::GithubClient;
-use super::error::{GithubError, GraphQlError};
-use super::types::{self, nodes, Author, CheckOutput, ReviewThread};
+use crate::http::github::types::{self, nodes, Author, CheckOutput, ReviewThread};
+use crate::http::github::GithubClient;
+use crate::http::github::{GithubError, GraphQlError};
 
 /// PRs per query. One PR asks for at most about 5,400 nodes (100 labels, 100 checks, 100
 /// threads of 50 comments, 100 comments): 20 stay far inside GitHub's 500,000-node limit,

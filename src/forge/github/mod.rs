@@ -1,41 +1,24 @@
-//! GitHub over its REST and GraphQL APIs: one [`GithubClient`] for the whole process.
+//! GitHub as a forge: what a tick over every open PR reads, and the orchestrator's own PR
+//! operations, over the one [`GithubClient`] of the process ([`crate::http::github`], shared
+//! with the issue source).
 //!
 //! | file | holds |
 //! |---|---|
-//! | `error.rs` | [`GithubError`]: what went wrong, whether it passes, and when to try again |
-//! | `rate.rs` | turning a failed response into an error (primary and secondary rate limits, 5xx, 404, …) |
-//! | `client.rs` | the client (built on [`crate::http`]): auth, the ETag and short-lived response caches, pagination, the operations |
-//! | `types.rs` | the request and response shapes, as much of them as executor reads |
 //! | `batch.rs` | many PRs in one GraphQL query: what a tick over every open PR reads |
 //! | `observe.rs` | the observation the `pr` state machine decides from, for many PRs at once or one |
 //! | `steps.rs` | the orchestrator's own PR operations a step asks for (draft PR, labels, CI trigger, threads, review, the owner's notice) |
-//!
-//! Theory of operation. The runner asks the client about many runs in one tick; the client
-//! answers a repeat of the same GET within a short TTL from memory, and after that revalidates
-//! with `If-None-Match`, so an unchanged resource costs a 304 that GitHub does not count
-//! against the rate limit. A failure is returned as a typed error and never retried here:
-//! the affected run waits for a later tick ([`GithubError::retry_at`]) while the other runs go
-//! on. After a rate limit the client refuses to send anything to the limited API until the
-//! limit lifts, so fifty runs do not hammer GitHub fifty times (which can get an integration
-//! banned).
 //!
 //! What it must never do: put the token anywhere but the `Authorization` header of a request
 //! to the configured API host (not in a URL, a body, an error, a tracing field, nor a
 //! redirect to a log download), or follow a pagination link to another host.
 
 pub mod batch;
-mod client;
-mod error;
 pub mod observe;
-mod rate;
 pub mod steps;
-mod types;
 
+pub use crate::http::github::*;
 /// The token type, from its one home (kept here for the callers that name it so).
 pub use crate::http::{Secret, SecretError};
 pub use batch::{PrSnapshot, PRS_PER_QUERY};
-pub use client::{ClientOptions, GithubClient, GithubSettings, LogExcerptOptions};
-pub use error::{GithubError, GraphQlError};
 pub use observe::{observe, observe_many, Look};
 pub use steps::CiTrigger;
-pub use types::*;

@@ -55,13 +55,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use chrono::{DateTime, Utc};
 
 use super::batch::{PrSnapshot, SnapshotState};
-use super::client::{GithubClient, LogExcerptOptions};
-use super::error::GithubError;
-use super::types::{self, PullRequest};
 use crate::core::pr::{
     next_pr_step, CheckConclusion, CheckRun, CheckRunStatus, ObservedComment, ObservedThread,
     OwnerComment, PrConfig, PrMemory, PrObservation, PrState, PrStep,
 };
+use crate::http::github::types::{self, PullRequest};
+use crate::http::github::GithubError;
+use crate::http::github::{GithubClient, LogExcerptOptions};
 
 /// The marker the executor puts in the comments it posts (see [`super::steps`]).
 pub const EXECUTOR_MARKER: &str = crate::core::pr::EXECUTOR_MARK;

@@ -18,13 +18,13 @@
 //! on the app's own PR), or run anything a worker asked for without the orchestrator
 //! having chosen the step.
 
-use super::client::GithubClient;
-use super::error::GithubError;
 use super::observe::{actions_run_id, EXECUTOR_MARKER};
-use super::types::{
+use crate::core::pr::{PrObservation, TriggerReason};
+use crate::http::github::types::{
     IssueComment, Label, NewPullRequest, PullRequest, ResolvedThread, Review, ReviewEvent,
 };
-use crate::core::pr::{PrObservation, TriggerReason};
+use crate::http::github::GithubClient;
+use crate::http::github::GithubError;
 
 /// Opens the run's draft PR from `head_branch` (already pushed) into `base`.
 pub async fn open_draft_pr(

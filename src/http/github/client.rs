@@ -881,7 +881,7 @@ impl GithubClient {
     /// A cacheable GraphQL query that may answer in part: `data` with `errors` beside it
     /// (one aliased field of many not found, say). Both come back; a rate limit, or
     /// `errors` without `data`, still fail the call. Partial answers are not cached.
-    pub(super) async fn graphql_partial(
+    pub(crate) async fn graphql_partial(
         &self,
         query: &str,
         variables: Value,
