@@ -47,12 +47,15 @@ mod commit;
 mod complete;
 mod escalate;
 mod forge;
+mod launch;
 mod lease;
 mod messages;
 mod pass;
 mod phase_log;
 mod recover;
+mod run_record;
 mod verify;
+mod watch;
 mod worker;
 mod worktrees;
 pub use carry::*;
@@ -60,12 +63,15 @@ pub use commit::*;
 use complete::*;
 pub use escalate::*;
 pub use forge::*;
+use launch::*;
 pub use lease::*;
 use messages::*;
 pub use pass::*;
 use phase_log::*;
 pub use recover::*;
+use run_record::*;
 use verify::*;
+use watch::*;
 pub use worker::*;
 pub use worktrees::*;
 mod claim;
@@ -136,6 +142,9 @@ pub struct RunnerSettings {
     /// (`run-N`). A dispatched task naming an agent session sets it, so the session's
     /// files are found by the next task naming it.
     pub home: Option<String>,
+    /// What "now" is for the engine: the system clock, or a test's manual one. Every time
+    /// the engine stores or decides by comes from it.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl RunnerSettings {

@@ -117,7 +117,8 @@ pub(super) async fn carry(
         waiting_on: None,
     };
     loop {
-        let (view, action) = lifecycle::decide(&view_of(&c.run), event, &rules, Utc::now())?;
+        let (view, action) =
+            lifecycle::decide(&view_of(&c.run), event, &rules, r.settings.clock.now())?;
         tracing::debug!(gid = %c.task.task_gid, run = c.run.id, stage = view.stage_name(), ?action, "lifecycle");
         c.save(view).await?;
         event = match action {
@@ -177,7 +178,7 @@ impl Carried<'_> {
         self.run.ci_attempts = i64::from(view.ci_attempts);
         self.run.worker_stuck_count = i64::from(view.stuck);
         self.run.lifecycle = Some(view);
-        self.run.updated_at = Utc::now();
+        self.run.updated_at = self.r.settings.clock.now();
         let (store, run) = (self.r.store.as_ref(), &self.run);
         patience::durably("the run's lifecycle", run.id, || async {
             Ok(store.save_run(run).await?)
@@ -236,7 +237,9 @@ impl Carried<'_> {
         tracing::info!(gid = %self.task.task_gid, run = self.run.id, until = %until, "waiting before the next worker (holding no worker slot)");
         drop(self.slot.take());
         loop {
-            let left = (until - Utc::now()).to_std().unwrap_or_default();
+            let left = (until - self.r.settings.clock.now())
+                .to_std()
+                .unwrap_or_default();
             if left.is_zero() {
                 return Ok(lifecycle::Event::RetryDue);
             }

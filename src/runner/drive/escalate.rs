@@ -42,7 +42,7 @@ pub(super) async fn open_escalation(
                 .record_decision(&crate::core::record::NewDecision {
                     task_gid: Some(gid.to_string()),
                     run_id: Some(run.id),
-                    at: Utc::now(),
+                    at: settings.clock.now(),
                     role: "worker".to_string(),
                     action,
                     decision: "escalate".to_string(),
@@ -130,7 +130,13 @@ pub(super) async fn judged_deny(
     match verdict {
         Ok(Verdict::Deny(reason)) => {
             match store
-                .resolve_escalation(escalation.id, "deny", Some(&reason), JUDGE, Utc::now())
+                .resolve_escalation(
+                    escalation.id,
+                    "deny",
+                    Some(&reason),
+                    JUDGE,
+                    settings.clock.now(),
+                )
                 .await
             {
                 Ok(_) => {

@@ -24,7 +24,7 @@ pub(super) async fn take_message(
         .record_message(&crate::core::record::NewMessage {
             run_id: run.id,
             task_gid: gid.to_string(),
-            at: Utc::now(),
+            at: settings.clock.now(),
             source: "worker".to_string(),
             tag: message.tag.as_str().to_string(),
             kind: message.kind.clone(),
@@ -49,9 +49,26 @@ pub(super) async fn take_message(
     let (Some(action), Some(contract)) = (message.to_action(), contract) else {
         return Ok(());
     };
+    decide_request(store, settings, contract, run, gid, scope, line, &action).await
+}
+
+/// Decides a worker's `[REQUEST:…]` by the contract: the decision is recorded (an
+/// escalation when the contract says so), told to the owner and written back into the
+/// run's messages as the orchestrator's `[STATUS:request_…]` answer.
+#[allow(clippy::too_many_arguments)]
+async fn decide_request(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    contract: &crate::runner::contract::LoadedContract,
+    run: &Run,
+    gid: &str,
+    scope: &crate::policy::Scope,
+    line: &str,
+    action: &crate::policy::Action,
+) -> Result<()> {
     let (_, verdict) = crate::policy::judge(
         &contract.contract,
-        &crate::policy::Input::Request(&action),
+        &crate::policy::Input::Request(action),
         scope,
     );
     let decision = match verdict.decision {
@@ -77,7 +94,7 @@ pub(super) async fn take_message(
         .record_decision(&crate::core::record::NewDecision {
             task_gid: Some(gid.to_string()),
             run_id: Some(run.id),
-            at: Utc::now(),
+            at: settings.clock.now(),
             role: "worker".to_string(),
             action: action.kind.clone(),
             decision: decision.to_string(),
@@ -121,7 +138,7 @@ pub(super) async fn take_message(
         .record_message(&crate::core::record::NewMessage {
             run_id: run.id,
             task_gid: gid.to_string(),
-            at: Utc::now(),
+            at: settings.clock.now(),
             source: "orchestrator".to_string(),
             tag: "STATUS".to_string(),
             kind: kind.to_string(),

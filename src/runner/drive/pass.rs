@@ -254,7 +254,10 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             continue;
         };
         run.lease_epoch = epoch;
-        if !store.apply_escalation(escalation.id, Utc::now()).await? {
+        if !store
+            .apply_escalation(escalation.id, runner.settings.clock.now())
+            .await?
+        {
             release_run(store, &runner.holder, run_id).await;
             continue;
         }

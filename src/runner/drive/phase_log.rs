@@ -8,14 +8,20 @@ use super::*;
 pub(super) struct PhaseLog {
     pub(super) md: Option<std::fs::File>,
     pub(super) jsonl: Option<std::fs::File>,
+    clock: Arc<dyn Clock>,
 }
 
 impl PhaseLog {
-    pub(super) fn create(logs_dir: &Path, gid: &str, phase: &str) -> Result<Self> {
+    pub(super) fn create(
+        logs_dir: &Path,
+        gid: &str,
+        phase: &str,
+        clock: &Arc<dyn Clock>,
+    ) -> Result<Self> {
         let dir = logs_dir.join(gid);
         std::fs::create_dir_all(&dir)
             .with_context(|| format!("cannot create {}", dir.display()))?;
-        let stamp = Utc::now().format("%Y-%m-%d-%H-%M-%S-%3f");
+        let stamp = clock.now().format("%Y-%m-%d-%H-%M-%S-%3f");
         let base = dir.join(format!("{phase}_{stamp}"));
         let open = |ext: &str| {
             std::fs::OpenOptions::new()
@@ -30,12 +36,13 @@ impl PhaseLog {
         Ok(Self {
             md: Some(md),
             jsonl: Some(jsonl),
+            clock: Arc::clone(clock),
         })
     }
 
     pub(super) fn raw(&mut self, stream: Stream, line: &str) {
         if let Some(file) = self.jsonl.as_mut() {
-            let record = serde_json::json!({"at": crate::core::time::format_utc(&Utc::now()), "stream": stream, "line": line});
+            let record = serde_json::json!({"at": crate::core::time::format_utc(&self.clock.now()), "stream": stream, "line": line});
             if writeln!(file, "{record}").is_err() {
                 self.jsonl = None;
             }
@@ -44,7 +51,7 @@ impl PhaseLog {
 
     pub(super) fn message(&mut self, text: &str) {
         if let Some(file) = self.md.as_mut() {
-            let at = Utc::now().format("%H:%M:%S");
+            let at = self.clock.now().format("%H:%M:%S");
             if writeln!(file, "- {at} {text}").is_err() {
                 self.md = None;
             }

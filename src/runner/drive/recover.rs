@@ -32,7 +32,9 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         } else {
             "gone when its runner was recovered"
         };
-        store.end_worker(worker.id, Utc::now(), outcome).await?;
+        store
+            .end_worker(worker.id, settings.clock.now(), outcome)
+            .await?;
     }
 
     let mut runs = tokio::task::JoinSet::new();
@@ -103,7 +105,7 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
                 store
                     .end_worker(
                         worker.id,
-                        Utc::now(),
+                        settings.clock.now(),
                         "stopped: its runner's lease was taken over",
                     )
                     .await?;

@@ -29,7 +29,7 @@ pub(super) async fn verify(
             excerpt: String::new(),
         });
     }
-    let mut log = PhaseLog::create(&settings.logs_dir, gid, "verify")?;
+    let mut log = PhaseLog::create(&settings.logs_dir, gid, "verify", &settings.clock)?;
     let mut env: HashMap<String, String> = HashMap::new();
     for key in ["PATH", "HOME", "LANG", "TMPDIR"] {
         if let Ok(value) = std::env::var(key) {
@@ -94,7 +94,7 @@ pub(super) async fn verify(
                         host: host(),
                         pid: i64::from(pid),
                         start_time: start_time.and_then(|t| i64::try_from(t).ok()),
-                        started_at: Utc::now(),
+                        started_at: settings.clock.now(),
                         ended_at: None,
                         outcome: None,
                     }).await?);
@@ -105,7 +105,7 @@ pub(super) async fn verify(
     let passed = outcome.succeeded();
     if let Some(id) = record {
         let ended = if passed { "passed" } else { "failed" };
-        store.end_worker(id, Utc::now(), ended).await?;
+        store.end_worker(id, settings.clock.now(), ended).await?;
     }
     log.message(&verify_note(&outcome, &tail));
     Ok(Verdict {

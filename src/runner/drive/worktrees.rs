@@ -39,7 +39,7 @@ pub fn worktree_expired(run: &Run, now: chrono::DateTime<Utc>, keep: Duration) -
 /// Removes the worktrees of finished runs kept longer than `keep_worktrees` (the branches
 /// stay). Returns how many were removed.
 pub async fn clean_worktrees(store: &dyn Store, settings: &RunnerSettings) -> Result<usize> {
-    let now = Utc::now();
+    let now = settings.clock.now();
     let mut removed = 0;
     let runs = store.runs(None).await?;
     for run in &runs {
