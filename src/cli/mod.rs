@@ -1673,6 +1673,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         wall: wall(settings)?,
         git_common_dir: git_common_dir(&settings.root.join(&runner.repository)),
         home: None,
+        clock: Arc::new(crate::core::clock::SystemClock),
         github: github_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {
