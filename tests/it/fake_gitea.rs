@@ -46,6 +46,9 @@ use serde_json::{json, Value};
 
 use crate::fake_server::FakeServer;
 
+#[path = "fake_gitea_pulls.rs"]
+mod pulls;
+
 /// The access token the fake accepts; distinctive, so a test can search for it.
 pub const TOKEN: &str = "9f3c1d7e5b2a4c6e8f0a1b3c5d7e9f1a2b4c6d8e";
 pub const OWNER: &str = "mkowalski";
@@ -177,6 +180,20 @@ struct FakeRepo {
     /// `(id, name)`, in creation order.
     labels: Vec<(u64, String)>,
     issues: BTreeMap<u64, FakeIssue>,
+    /// The PR side of the issues that are PRs, by number.
+    pulls: BTreeMap<u64, FakePull>,
+    /// Commit statuses by sha, oldest first (`CommitStatus` JSON).
+    statuses: BTreeMap<String, Vec<Value>>,
+}
+
+/// What a PR has beyond its issue: its branches and reviews.
+struct FakePull {
+    head: String,
+    head_sha: String,
+    base: String,
+    merged: bool,
+    /// `PullReview` JSON, with the comments of each apart.
+    reviews: Vec<(Value, Vec<Value>)>,
 }
 
 struct FaultRule {
@@ -781,7 +798,7 @@ fn route(
             Some(n) => create_comment(state, base, &key, owner, repo, n, body),
             None => Reply::not_found(base),
         },
-        _ => Reply::not_found(base),
+        _ => pulls::route(state, base, &key, method, rest, pairs, body),
     }
 }
 

@@ -23,6 +23,7 @@ mod fake_zulip;
 mod git_hygiene;
 mod gitea;
 mod gitea_intake;
+mod gitea_pulls;
 mod github_batch;
 mod github_client;
 mod github_faults;

@@ -1,5 +1,5 @@
 //! Gitea over its REST API (`…/api/v1`): a repository's issues listed by label, closed, and
-//! commented on. One [`GiteaClient`] per Gitea host (it is not bound to a repository: every
+//! commented on; its pull requests, commit statuses, reviews and labels (`pulls.rs`). One [`GiteaClient`] per Gitea host (it is not bound to a repository: every
 //! call names one); cloning is cheap and shares the connection pool.
 //!
 //! What Gitea does, as confirmed in its own sources (go-gitea/gitea:
@@ -67,6 +67,12 @@ use serde_json::{json, Value};
 use url::Url;
 
 use crate::http::{self, retry, Class, Redactor, Secret, Transport};
+
+mod pulls;
+pub use pulls::{
+    GiteaBranch, GiteaCombinedStatus, GiteaPull, GiteaReview, GiteaReviewComment, GiteaStatus,
+    NewGiteaPull, WIP_PREFIX,
+};
 
 /// The most a list page holds on a Gitea with default settings (`[api] MAX_RESPONSE_ITEMS`).
 pub const MAX_PAGE_SIZE: u32 = 50;

@@ -1,0 +1,369 @@
+//! The fake Gitea's pull requests, in the shapes of Gitea's swagger (`PullRequest`,
+//! `CombinedStatus`, `CommitStatus`, `PullReview`, `PullReviewComment`, `Label`) as
+//! `src/http/gitea/pulls.rs` notes them: `POST`/`GET /pulls` (a title starting `WIP:` or
+//! `[WIP]` is a draft; a second open PR of one head is a `409`, as Gitea refuses it),
+//! `GET /pulls/{n}`, `GET /commits/{ref}/status` (Gitea's combined state: `failure` or
+//! `error` wins, then `pending`, then `success`; no status at all is `pending`), `GET`/`POST
+//! /pulls/{n}/reviews`, `GET /pulls/{n}/reviews/{id}/comments`, `GET`/`POST /labels` and
+//! `POST /issues/{n}/labels` (label ids only, as older servers take them).
+
+use serde_json::{json, Value};
+
+use super::*;
+
+impl FakeGitea {
+    /// Sets the status `context` of commit `sha` to `state` (`pending`, `success`,
+    /// `failure`, `error`), as a CI would post it.
+    pub fn set_status(&self, sha: &str, context: &str, state: &str) {
+        let mut data = self.shared.state();
+        let at = data.tick();
+        let id = data.new_id();
+        let base = self.shared.base.clone();
+        let repo = data.repo_mut(OWNER, REPO);
+        let statuses = repo.statuses.entry(sha.to_owned()).or_default();
+        statuses.retain(|s| s["context"] != context);
+        statuses.push(json!({
+            "id": id, "status": state, "context": context,
+            "target_url": format!("{base}/{OWNER}/{REPO}/actions/runs/{id}"),
+            "description": format!("{context}: {state}"), "url": "",
+            "creator": user_json(&base, "ci-bot"),
+            "created_at": gitea_time(at), "updated_at": gitea_time(at),
+        }));
+    }
+
+    /// The PRs of `OWNER/REPO` as `GET /pulls?state=all` would list them.
+    pub fn pulls(&self) -> Vec<Value> {
+        let mut data = self.shared.state();
+        let base = self.shared.base.clone();
+        data.repo_mut(OWNER, REPO);
+        let key = (OWNER.to_lowercase(), REPO.to_lowercase());
+        let repo = &data.repos[&key];
+        repo.pulls
+            .keys()
+            .filter_map(|n| pull_json(&base, OWNER, REPO, repo, *n))
+            .collect()
+    }
+
+    /// A review by `login` on PR `number` with one comment on `path` (`state`:
+    /// `COMMENT`, `REQUEST_CHANGES`, …).
+    pub fn add_review(&self, number: u64, login: &str, state: &str, comment: &str, path: &str) {
+        let mut data = self.shared.state();
+        let at = data.tick();
+        let (review_id, comment_id) = (data.new_id(), data.new_id());
+        let base = self.shared.base.clone();
+        let repo = data.repo_mut(OWNER, REPO);
+        let Some(pull) = repo.pulls.get_mut(&number) else {
+            return;
+        };
+        let review = review_json(&base, review_id, login, state, "", &pull.head_sha, 1, at);
+        let comment = json!({
+            "id": comment_id, "body": comment, "user": user_json(&base, login),
+            "resolver": null, "pull_request_review_id": review_id, "path": path,
+            "commit_id": pull.head_sha, "original_commit_id": pull.head_sha,
+            "diff_hunk": "@@ -1 +1 @@", "position": 1, "original_position": 1,
+            "created_at": gitea_time(at), "updated_at": gitea_time(at),
+            "html_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}#issuecomment-{comment_id}"),
+            "pull_request_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}"),
+        });
+        pull.reviews.push((review, vec![comment]));
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn review_json(
+    base: &str,
+    id: u64,
+    login: &str,
+    state: &str,
+    body: &str,
+    commit: &str,
+    comments: usize,
+    at: DateTime<Utc>,
+) -> Value {
+    json!({
+        "id": id, "user": user_json(base, login), "team": null, "state": state,
+        "body": body, "commit_id": commit, "stale": false, "official": false,
+        "dismissed": false, "comments_count": comments, "submitted_at": gitea_time(at),
+        "updated_at": gitea_time(at),
+        "html_url": format!("{base}/{OWNER}/{REPO}/pulls#pullrequestreview-{id}"),
+        "pull_request_url": "",
+    })
+}
+
+fn pull_json(base: &str, owner: &str, name: &str, repo: &FakeRepo, number: u64) -> Option<Value> {
+    let issue = repo.issues.get(&number)?;
+    let pull = repo.pulls.get(&number)?;
+    let as_issue = issue_json(base, owner, name, repo, issue);
+    let branch = |branch: &str, sha: &str| {
+        json!({ "label": branch, "ref": branch, "sha": sha, "repo_id": repo.id,
+                "repo": as_issue["repository"].clone() })
+    };
+    let title = issue.title.to_ascii_uppercase();
+    Some(json!({
+        "id": issue.id, "url": as_issue["url"], "number": number,
+        "user": user_json(base, BOT), "title": issue.title, "body": issue.body,
+        "labels": as_issue["labels"], "milestone": null, "assignee": null, "assignees": null,
+        "requested_reviewers": null, "state": as_issue["state"], "draft":
+            title.starts_with("WIP:") || title.starts_with("[WIP]"),
+        "is_locked": false, "comments": issue.comments.len(),
+        "html_url": format!("{base}/{owner}/{name}/pulls/{number}"),
+        "diff_url": format!("{base}/{owner}/{name}/pulls/{number}.diff"),
+        "patch_url": format!("{base}/{owner}/{name}/pulls/{number}.patch"),
+        "mergeable": true, "merged": pull.merged, "merged_at": null,
+        "merge_commit_sha": null, "merged_by": null, "allow_maintainer_edit": false,
+        "base": branch(&pull.base, "0000000000000000000000000000000000000000"),
+        "head": branch(&pull.head, &pull.head_sha), "merge_base": "",
+        "due_date": null, "created_at": as_issue["created_at"],
+        "updated_at": as_issue["updated_at"], "closed_at": as_issue["closed_at"],
+        "pin_order": 0,
+    }))
+}
+
+fn combined_state(statuses: &[Value]) -> &'static str {
+    let states: Vec<&str> = statuses
+        .iter()
+        .filter_map(|s| s["status"].as_str())
+        .collect();
+    if states.is_empty()
+        || states.contains(&"pending") && !states.iter().any(|s| matches!(*s, "failure" | "error"))
+    {
+        return "pending";
+    }
+    if states.iter().any(|s| matches!(*s, "failure" | "error")) {
+        "failure"
+    } else {
+        "success"
+    }
+}
+
+/// The routes below `/repos/{o}/{r}/` the issue routes do not answer.
+pub(super) fn route(
+    state: &mut StateData,
+    base: &str,
+    key: &(String, String),
+    method: &Method,
+    rest: &[&str],
+    _pairs: &[(String, String)],
+    body: &[u8],
+) -> Reply {
+    let (owner, name) = (OWNER, REPO);
+    let number = |text: &str| text.parse::<u64>().ok();
+    match (method.clone(), rest) {
+        (Method::POST, ["pulls"]) => create_pull(state, base, key, body),
+        (Method::GET, ["pulls"]) => {
+            let repo = &state.repos[key];
+            let open: Vec<Value> = repo
+                .pulls
+                .keys()
+                .filter(|n| repo.issues.get(n).is_some_and(|i| !i.closed))
+                .filter_map(|n| pull_json(base, owner, name, repo, *n))
+                .collect();
+            Reply::json(200, &Value::Array(open))
+        }
+        (Method::GET, ["pulls", n]) => {
+            match number(n).and_then(|n| pull_json(base, owner, name, &state.repos[key], n)) {
+                Some(pull) => Reply::json(200, &pull),
+                None => Reply::not_found(base),
+            }
+        }
+        (Method::GET, ["commits", sha, "status"]) => {
+            let statuses = state.repos[key]
+                .statuses
+                .get(*sha)
+                .cloned()
+                .unwrap_or_default();
+            Reply::json(
+                200,
+                &json!({
+                    "state": combined_state(&statuses), "sha": sha, "total_count": statuses.len(),
+                    "statuses": statuses, "repository": null, "commit_url": "", "url": "",
+                }),
+            )
+        }
+        (Method::GET, ["pulls", n, "reviews"]) => {
+            match number(n).and_then(|n| state.repos[key].pulls.get(&n)) {
+                Some(pull) => Reply::json(
+                    200,
+                    &Value::Array(pull.reviews.iter().map(|(r, _)| r.clone()).collect()),
+                ),
+                None => Reply::not_found(base),
+            }
+        }
+        (Method::GET, ["pulls", n, "reviews", id, "comments"]) => {
+            let found = number(n)
+                .and_then(|n| state.repos[key].pulls.get(&n))
+                .and_then(|p| {
+                    p.reviews
+                        .iter()
+                        .find(|(r, _)| Some(r["id"].as_u64().unwrap_or(0)) == number(id))
+                });
+            match found {
+                Some((_, comments)) => Reply::json(200, &Value::Array(comments.clone())),
+                None => Reply::not_found(base),
+            }
+        }
+        (Method::POST, ["pulls", n, "reviews"]) => match number(n) {
+            Some(n) => create_review(state, base, key, n, body),
+            None => Reply::not_found(base),
+        },
+        (Method::GET, ["labels"]) => {
+            let labels: Vec<Value> = state.repos[key]
+                .labels
+                .iter()
+                .map(|(id, name)| label_json(*id, name))
+                .collect();
+            Reply::json(200, &Value::Array(labels))
+        }
+        (Method::POST, ["labels"]) => {
+            let Ok(form) = serde_json::from_slice::<Value>(body) else {
+                return Reply::error(base, 422, "invalid JSON body");
+            };
+            let (Some(label), Some(_color)) = (form["name"].as_str(), form["color"].as_str())
+            else {
+                return Reply::error(base, 422, "[Name Color]: Required");
+            };
+            let id = state.label_id(owner, name, label);
+            Reply::json(201, &label_json(id, label))
+        }
+        (Method::POST, ["issues", n, "labels"]) => match number(n) {
+            Some(n) => add_labels(state, base, key, n, body),
+            None => Reply::not_found(base),
+        },
+        _ => Reply::not_found(base),
+    }
+}
+
+fn label_json(id: u64, name: &str) -> Value {
+    json!({ "id": id, "name": name, "exclusive": false, "is_archived": false,
+            "color": "5319e7", "description": "", "url": "" })
+}
+
+fn create_pull(state: &mut StateData, base: &str, key: &(String, String), body: &[u8]) -> Reply {
+    let Ok(form) = serde_json::from_slice::<Value>(body) else {
+        return Reply::error(base, 422, "invalid JSON body");
+    };
+    let field = |name: &str| form[name].as_str().map(str::to_owned);
+    let (Some(head), Some(base_branch), Some(title)) =
+        (field("head"), field("base"), field("title"))
+    else {
+        return Reply::error(base, 422, "[Head Base Title]: Required");
+    };
+    if form.get("draft").is_some() {
+        return Reply::error(base, 422, "unknown field draft: Gitea has none");
+    }
+    let repo = &state.repos[key];
+    let taken = repo
+        .pulls
+        .iter()
+        .any(|(n, p)| p.head == head && repo.issues.get(n).is_some_and(|i| !i.closed));
+    if taken {
+        return Reply::error(base, 409, "pull request already exists for these targets");
+    }
+    let seed = IssueSeed {
+        title,
+        body: field("body").unwrap_or_default(),
+        labels: Vec::new(),
+        assignees: Vec::new(),
+        closed: false,
+        pull: true,
+    };
+    let number = add_issue(state, OWNER, REPO, seed);
+    let head_sha = head_sha_of(&head);
+    state.repo_mut(OWNER, REPO).pulls.insert(
+        number,
+        FakePull {
+            head,
+            head_sha,
+            base: base_branch,
+            merged: false,
+            reviews: Vec::new(),
+        },
+    );
+    match pull_json(base, OWNER, REPO, &state.repos[key], number) {
+        Some(pull) => Reply::json(201, &pull),
+        None => Reply::not_found(base),
+    }
+}
+
+/// The sha the fake gives a branch's head (the fake holds no git data).
+fn head_sha_of(branch: &str) -> String {
+    let mut sum: u64 = 1469598103934665603;
+    for b in branch.bytes() {
+        sum = (sum ^ u64::from(b)).wrapping_mul(1099511628211);
+    }
+    format!("{sum:016x}{sum:016x}{:08x}", sum as u32)
+}
+
+fn create_review(
+    state: &mut StateData,
+    base: &str,
+    key: &(String, String),
+    number: u64,
+    body: &[u8],
+) -> Reply {
+    let Ok(form) = serde_json::from_slice::<Value>(body) else {
+        return Reply::error(base, 422, "invalid JSON body");
+    };
+    let event = form["event"].as_str().unwrap_or("");
+    let state_name = match event {
+        "COMMENT" => "COMMENT",
+        "APPROVED" => "APPROVED",
+        "REQUEST_CHANGES" => "REQUEST_CHANGES",
+        _ => return Reply::error(base, 422, "unknown review event"),
+    };
+    let at = state.tick();
+    let id = state.new_id();
+    let Some(pull) = state
+        .repos
+        .get_mut(key)
+        .and_then(|r| r.pulls.get_mut(&number))
+    else {
+        return Reply::not_found(base);
+    };
+    let text = form["body"].as_str().unwrap_or("");
+    let review = review_json(base, id, BOT, state_name, text, &pull.head_sha, 0, at);
+    pull.reviews.push((review.clone(), Vec::new()));
+    Reply::json(200, &review)
+}
+
+fn add_labels(
+    state: &mut StateData,
+    base: &str,
+    key: &(String, String),
+    number: u64,
+    body: &[u8],
+) -> Reply {
+    let Ok(form) = serde_json::from_slice::<Value>(body) else {
+        return Reply::error(base, 422, "invalid JSON body");
+    };
+    let Some(ids) = form["labels"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect::<Vec<_>>())
+    else {
+        return Reply::error(base, 422, "[Labels]: Required");
+    };
+    let at = state.tick();
+    let repo = state.repos.get_mut(key).expect("checked");
+    if ids
+        .iter()
+        .any(|id| !repo.labels.iter().any(|(l, _)| l == id))
+    {
+        return Reply::error(base, 422, "label does not exist");
+    }
+    let Some(issue) = repo.issues.get_mut(&number) else {
+        return Reply::not_found(base);
+    };
+    for id in ids {
+        if !issue.labels.contains(&id) {
+            issue.labels.push(id);
+        }
+    }
+    issue.updated_at = at;
+    let labels: Vec<Value> = issue
+        .labels
+        .iter()
+        .filter_map(|id| repo.labels.iter().find(|(l, _)| l == id))
+        .map(|(id, name)| label_json(*id, name))
+        .collect();
+    Reply::json(200, &Value::Array(labels))
+}
