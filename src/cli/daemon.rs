@@ -44,6 +44,7 @@ use tokio::task::JoinHandle;
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
 pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
+    super::doctor::preflight(settings)?;
     let store = shared.as_ref();
     let runner = super::build_runner(settings, Arc::clone(&shared))?;
     let _leases = super::LeaseKeeper::start(&runner);

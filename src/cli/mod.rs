@@ -7,6 +7,7 @@
 mod analyze;
 mod chat;
 mod console;
+mod credentials;
 mod daemon;
 pub(crate) mod doctor;
 pub(crate) mod hook;
@@ -21,6 +22,7 @@ mod reanalyze;
 mod record;
 mod runs;
 mod service;
+mod service_setup;
 mod tree;
 
 /// The runner's lock file, beside the config file.
@@ -139,12 +141,16 @@ enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Checks before any work: the agent CLI, git, the repository and its base branch, the
-    /// verify command, the store, the confinement; each line ok, warn or FAIL with the fix
-    /// (exit 1 when any failed)
+    /// Checks before any work: the agent CLI and its login, git, the repository and its
+    /// base branch, the verify command, the store, the confinement, every configured token,
+    /// the chat personas, the service; each line ok, warn or FAIL with the fix (exit 1 when
+    /// any failed)
     Doctor {
         #[arg(long)]
         json: bool,
+        /// Check that tokens are present without calling the forge, the sources or chat
+        #[arg(long)]
+        offline: bool,
     },
     /// Health: daemon, queue, live workers, pending escalations, intake errors
     Status {
@@ -300,21 +306,46 @@ enum HookAgent {
 
 #[derive(Debug, Subcommand)]
 enum ServiceAction {
-    /// Print the service definition (and, with --write, put it where the manager looks)
+    /// Print this workspace's service definition (and, with --write, install it and leave
+    /// an environment file for your secrets)
     Install {
-        /// A systemd user unit running the daemon (the default on Linux)
-        #[arg(long, conflicts_with_all = ["launchd", "cron"])]
-        systemd: bool,
-        /// A launchd user agent running the daemon (the default on macOS)
-        #[arg(long, conflicts_with = "cron")]
-        launchd: bool,
-        /// A crontab line running `run --once` every five minutes
-        #[arg(long)]
-        cron: bool,
-        /// Also write the unit or agent file (cron: print only)
+        #[command(flatten)]
+        manager: ManagerArgs,
+        /// Also install it: the unit or agent file where the manager looks, or the line in
+        /// your crontab
         #[arg(long)]
         write: bool,
     },
+    /// Stop this workspace's service and remove its definition (the environment file and
+    /// the logs stay)
+    Uninstall {
+        #[command(flatten)]
+        manager: ManagerArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ManagerArgs {
+    /// A systemd user unit running the daemon (the default on Linux)
+    #[arg(long, conflicts_with_all = ["launchd", "cron"])]
+    systemd: bool,
+    /// A launchd user agent running the daemon (the default on macOS)
+    #[arg(long, conflicts_with = "cron")]
+    launchd: bool,
+    /// A crontab line running `run --once` every five minutes
+    #[arg(long)]
+    cron: bool,
+}
+
+impl ManagerArgs {
+    fn manager(&self) -> service::Manager {
+        match (self.systemd, self.launchd, self.cron) {
+            (true, _, _) => service::Manager::Systemd,
+            (_, true, _) => service::Manager::Launchd,
+            (_, _, true) => service::Manager::Cron,
+            _ => service::Manager::native(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -524,23 +555,16 @@ async fn dispatch(cli: Cli) -> Result<()> {
             })
             .await
         }
-        Command::Service {
-            action:
-                ServiceAction::Install {
-                    systemd,
-                    launchd,
-                    cron,
-                    write,
-                },
-        } => {
+        Command::Service { action } => {
             let settings = load_settings(config_path.as_deref())?;
-            let manager = match (systemd, launchd, cron) {
-                (true, _, _) => service::Manager::Systemd,
-                (_, true, _) => service::Manager::Launchd,
-                (_, _, true) => service::Manager::Cron,
-                _ => service::Manager::native(),
-            };
-            install_service(&settings, manager, write)
+            match action {
+                ServiceAction::Install { manager, write } => {
+                    service_setup::install(&settings, manager.manager(), write)
+                }
+                ServiceAction::Uninstall { manager } => {
+                    service_setup::uninstall(&settings, manager.manager())
+                }
+            }
         }
         command => {
             let settings = load_settings(config_path.as_deref())?;
@@ -734,8 +758,8 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         Command::Decide { id, answer, note } => {
             decide(settings, store, id, answer, note.as_deref()).await
         }
-        Command::Doctor { json } => {
-            let checks = doctor::checks(settings, store).await;
+        Command::Doctor { json, offline } => {
+            let checks = doctor::checks(settings, store, offline).await;
             let healthy = if json {
                 output::print_json(&checks)?;
                 checks.iter().all(|c| c.level != doctor::Level::Fail)
@@ -763,44 +787,6 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             daemon::run(settings, Arc::clone(&shared), &clock).await
         }
     }
-}
-
-fn install_service(settings: &Settings, manager: service::Manager, write: bool) -> Result<()> {
-    let exe = std::env::current_exe().context("cannot tell where this executor binary is")?;
-    let logs = settings.root.join(&settings.raw.runner.logs_dir);
-    let definition = match manager {
-        service::Manager::Systemd => service::systemd_unit(&exe, &settings.path),
-        service::Manager::Launchd => {
-            service::launchd_plist(&exe, &settings.path, &logs.join("daemon.log"))
-        }
-        service::Manager::Cron => {
-            service::crontab_line(&exe, &settings.path, &logs.join("cron.log"))
-        }
-    };
-    let mut written = None;
-    if write {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .ok_or_else(|| BadInput("--write needs HOME to be set".into()))?;
-        match service::install_path(manager, &home) {
-            Some(path) => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)
-                        .with_context(|| format!("cannot create {}", parent.display()))?;
-                }
-                std::fs::create_dir_all(&logs)
-                    .with_context(|| format!("cannot create {}", logs.display()))?;
-                std::fs::write(&path, &definition)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                eprintln!("wrote {}", path.display());
-                written = Some(path);
-            }
-            None => eprintln!("cron has no file to write; the line is printed below"),
-        }
-    }
-    print!("{definition}");
-    eprintln!("next: {}", service::next_step(manager, written.as_deref()));
-    Ok(())
 }
 
 fn unreachable_init() -> Result<()> {
@@ -1060,6 +1046,7 @@ async fn owner_move(
 }
 
 async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
+    doctor::preflight(settings)?;
     let runner = build_runner(settings, Arc::clone(&store))?;
     let chat = chat::build(settings, runner.settings.notices.clone()).await?;
     // The owner's replies since the last run, first, so an answer resumes its run now.

@@ -300,13 +300,18 @@ fn init_twice_keeps_what_is_there() {
     assert!(ws.path().join("state/queue.db").exists());
 }
 
-/// `run --once` in a workspace whose runner has no git repository: the plans folder is
-/// taken in, then the runner refuses to start workers, naming the path it wanted.
-fn run_once_without_a_repository(ws: &Workspace) {
+/// `run --once` with a note that cannot be taken in: the others are taken in (and worked
+/// on), the broken one is named, and the exit is 1.
+fn run_once_naming_the_broken_note(ws: &Workspace) {
     let out = ws.run(&["run", "--once"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("not a git repository"), "{stderr}");
+    assert!(stderr.contains("broken.md"), "{stderr}");
+}
+
+/// The status `gid` entered the queue with.
+fn entered_as(ws: &Workspace, gid: &str) -> Value {
+    ws.json(&["show", gid, "--json"])["events"][0]["to_status"].clone()
 }
 
 #[test]
@@ -320,12 +325,13 @@ fn run_once_takes_in_the_plans_folder_and_reports_a_malformed_note_untouched() {
     let broken: &[u8] = b"---\ntitle: [oops\n---\nbody\n";
     std::fs::write(ws.plans().join("broken.md"), broken).expect("write note");
 
-    run_once_without_a_repository(&ws);
+    run_once_naming_the_broken_note(&ws);
     let queue = ws.queue();
     assert_eq!(queue.len(), 1);
     assert_eq!(queue[0]["task_gid"], "T-9");
     assert_eq!(
-        queue[0]["status"], "approved",
+        entered_as(&ws, "T-9"),
+        "approved",
         "the owner's notes enter approved"
     );
     assert_eq!(queue[0]["source"], "plans");
@@ -348,7 +354,7 @@ fn run_once_takes_in_the_plans_folder_and_reports_a_malformed_note_untouched() {
     );
 
     std::fs::write(ws.plans().join("broken.md"), "# Fixed now\n").expect("fix note");
-    run_once_without_a_repository(&ws);
+    ws.ok(&["run", "--once"]);
     assert_eq!(ws.queue().len(), 2);
     let status = ws.json(&["status", "--json"]);
     assert_eq!(status["intake_errors"], Value::Array(vec![]));
@@ -449,11 +455,42 @@ fn service_install_prints_and_writes_the_definitions() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let written =
-        std::fs::read_to_string(home.path().join(".config/systemd/user/executor.service"))
-            .expect("unit written");
-    assert_eq!(written, unit);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("systemctl --user"));
+    let units = || -> Vec<std::path::PathBuf> {
+        let mut found: Vec<_> = std::fs::read_dir(home.path().join(".config/systemd/user"))
+            .expect("unit folder")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        found.sort();
+        found
+    };
+    let written = units();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let name = written[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with("executor-") && name.ends_with(".service"),
+        "{name}"
+    );
+    assert_eq!(std::fs::read_to_string(&written[0]).expect("unit"), unit);
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains(&format!("systemctl --user enable --now {name}")));
+
+    // A second workspace installs a unit of its own beside the first.
+    let other = Workspace::init();
+    let out = other
+        .command(&["service", "install", "--systemd", "--write"])
+        .env("HOME", home.path())
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(units().len(), 2);
 
     ws.fails_with(2, &["service", "install", "--systemd", "--cron"]);
 }

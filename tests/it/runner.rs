@@ -220,18 +220,19 @@ fn a_silent_worker_counts_as_stuck() {
 }
 
 #[test]
-fn without_a_git_repository_the_runner_says_which_path_it_wanted() {
+fn without_a_git_repository_the_runner_says_which_path_it_wanted_and_starts_nothing() {
     let ws = Workspace::init();
     ws.write_config("[runner]\nrepository = \"nowhere\"\n\n[agent]\nkind = \"example\"\n");
     ws.ok(&["add", "--title", "A", "--gid", "T-4"]);
     ws.ok(&["go", "T-4"]);
-    let out = ws.run(&["run", "--once"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = ws.fails_with(2, &["run", "--once"]);
     assert!(
         stderr.contains("nowhere") && stderr.contains("not a git repository"),
         "{stderr}"
     );
+    let shown = ws.json(&["show", "T-4", "--json"]);
+    assert_eq!(shown["task"]["status"], "approved");
+    assert_eq!(shown["runs"], serde_json::json!([]));
 }
 
 #[test]
@@ -733,17 +734,20 @@ fn finished_worktrees_are_kept_within_the_retention() {
 }
 
 #[test]
-fn a_run_that_cannot_start_is_abandoned_not_left_looking_alive() {
-    let ws = workspace(&[EXAMPLE_WORKER], &[], "base_branch = \"develop\"\n");
-    ws.ok(&["add", "--title", "Bad base", "--gid", "B-1"]);
-    ws.ok(&["go", "B-1"]);
-    let out = ws.run(&["run", "--once"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("develop"), "{stderr}");
-    let shown = ws.json(&["show", "B-1", "--json"]);
-    assert_eq!(shown["task"]["status"], "for_review");
-    assert_eq!(shown["runs"][0]["state"], "abandoned");
+fn a_missing_base_branch_or_verify_program_stops_the_run_before_any_task_changes() {
+    for (extra, verify, fault) in [
+        ("base_branch = \"develop\"\n", "/bin/true", "develop"),
+        ("", "no-such-verify-program-9", "no-such-verify-program-9"),
+    ] {
+        let ws = workspace(&[EXAMPLE_WORKER], &[verify], extra);
+        ws.ok(&["add", "--title", "Bad base", "--gid", "B-1"]);
+        ws.ok(&["go", "B-1"]);
+        let stderr = ws.fails_with(2, &["run", "--once"]);
+        assert!(stderr.contains(fault), "{stderr}");
+        let shown = ws.json(&["show", "B-1", "--json"]);
+        assert_eq!(shown["task"]["status"], "approved", "{stderr}");
+        assert_eq!(shown["runs"], serde_json::json!([]), "{stderr}");
+    }
 }
 
 #[test]
