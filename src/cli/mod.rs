@@ -48,7 +48,7 @@ use crate::store::{self, Store};
 #[derive(Debug, Parser)]
 #[command(
     name = "executor",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("EXECUTOR_COMMIT"), ")"),
     about = "Runs an autonomous team of coding agents on your repositories",
     propagate_version = true
 )]
@@ -229,6 +229,14 @@ enum Command {
         #[command(subcommand)]
         agent: HookAgent,
     },
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell),
+    /// e.g. `executor completions bash > ~/.local/share/bash-completion/completions/executor`
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `executor man > ~/.local/share/man/man1/executor.1`
+    Man,
     /// Inside a worker's wall: pass the wall's loopback ports to executor's sockets and run
     /// the worker (the runner starts it; not for use by hand)
     #[command(hide = true)]
@@ -488,6 +496,19 @@ async fn dispatch(cli: Cli) -> Result<()> {
     let config_path = cli.config.clone();
     match cli.command {
         Command::Init { dir, example } => init::run(&dir, example).await,
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut command, "executor", &mut text);
+            output::print_bytes(&text)
+        }
+        Command::Man => {
+            let mut text = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                .render(&mut text)
+                .context("cannot render the man page")?;
+            output::print_bytes(&text)
+        }
         Command::Protocol {
             action: ProtocolAction::Parse,
         } => {
@@ -641,6 +662,8 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         | Command::Hook { .. }
         | Command::SandboxBridge { .. }
         | Command::Policy { .. }
+        | Command::Completions { .. }
+        | Command::Man
         | Command::Protocol { .. } => unreachable_init(),
         Command::Add(args) => {
             let goal_label = settings.raw.conductor.goal_labels.first().cloned();
@@ -975,7 +998,7 @@ async fn decide(
                 "escalation {id} was already answered: {} at {}; nothing changed",
                 d.resolution.as_deref().unwrap_or("?"),
                 d.resolved_at
-                    .map(|t| crate::core::time::format_utc(&t))
+                    .map(|t| runs::local_time(&t))
                     .unwrap_or_default()
             );
             Ok(())

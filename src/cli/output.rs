@@ -117,6 +117,13 @@ fn finish(result: io::Result<()>) -> Result<()> {
     }
 }
 
+/// `bytes` on stdout as they are; a reader that stops early (`| head`) is no error.
+pub fn print_bytes(bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut out = io::stdout().lock();
+    finish(out.write_all(bytes).and_then(|()| out.flush()))
+}
+
 pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
     let stdout = io::stdout();
     let mut out = BufWriter::with_capacity(1 << 16, stdout.lock());
@@ -315,8 +322,9 @@ fn unconfined_mark(confined: Option<bool>) -> &'static str {
     }
 }
 
+/// Tables show times in the owner's own time zone, to the second (`--json` keeps UTC).
 fn when(at: &DateTime<Utc>) -> String {
-    at.format("%Y-%m-%d %H:%M:%S").to_string()
+    super::runs::local_time(at)
 }
 
 pub fn print_task(shown: &ShownTask) -> Result<()> {

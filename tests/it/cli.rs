@@ -600,3 +600,101 @@ fn no_text_says_allowed_tools_skip_the_hook() {
         );
     }
 }
+
+#[test]
+fn init_inside_a_repository_keeps_its_files_out_of_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    crate::support::init_repo(dir.path());
+    std::fs::write(dir.path().join(".gitignore"), "target/\n").expect("owner's ignore");
+    crate::support::git(dir.path(), &["add", ".gitignore"]);
+    let out = crate::support::executor(dir.path())
+        .args(["init", "."])
+        .output()
+        .expect("init");
+    crate::support::assert_success(&out, "init");
+    let ws = Workspace {
+        dir,
+        env: Vec::new(),
+    };
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replacen("# kind = \"auto\"", "kind = \"example\"", 1));
+    ws.ok(&["add", "--title", "Write it", "--gid", "G-1"]);
+    ws.ok(&["go", "G-1"]);
+    ws.ok(&["run", "--once"]);
+    let ignore = std::fs::read_to_string(ws.path().join(".gitignore")).expect("ignore");
+    assert!(
+        ignore.starts_with("target/\n"),
+        "the owner's lines stay: {ignore}"
+    );
+    // After a whole run, executor's files (config, database, logs, worktrees, lock) are all
+    // ignored: only the owner's edited .gitignore shows.
+    assert_eq!(
+        crate::support::git(ws.path(), &["status", "--porcelain"]),
+        "AM .gitignore"
+    );
+    ws.ok(&["init", "."]);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".gitignore")).unwrap(),
+        ignore,
+        "a second init adds nothing"
+    );
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_argument_table() {
+    let ws = Workspace::init();
+    let bash = ws.ok(&["completions", "bash"]);
+    for word in ["doctor", "service", "uninstall", "--offline", "completions"] {
+        assert!(bash.contains(word), "{word} in the bash completions");
+    }
+    assert!(ws.ok(&["completions", "zsh"]).contains("#compdef executor"));
+    ws.fails_with(2, &["completions", "tcsh"]);
+    let man = ws.ok(&["man"]);
+    assert!(man.contains(".TH executor 1"), "{man}");
+    assert!(man.contains("doctor"), "{man}");
+    let version = ws.ok(&["--version"]);
+    let commit = version
+        .trim()
+        .strip_prefix(concat!("executor ", env!("CARGO_PKG_VERSION"), " ("))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{version}"));
+    assert!(
+        commit == "unknown" || (commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{version}"
+    );
+}
+
+#[test]
+fn tables_show_times_in_the_owners_zone_to_the_second() {
+    if !std::path::Path::new("/usr/share/zoneinfo/Asia/Kolkata").exists() {
+        eprintln!("skipped: no time zone database (/usr/share/zoneinfo) on this machine");
+        return;
+    }
+    let ws = Workspace::init();
+    ws.ok(&["add", "--title", "A", "--gid", "Z-1"]);
+    let added = |tz: &str| -> chrono::NaiveDateTime {
+        let out = ws
+            .command(&["show", "Z-1"])
+            .env("TZ", tz)
+            .output()
+            .expect("show");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("added "))
+            .unwrap_or_else(|| panic!("{text}"));
+        let stamp: String = line.chars().take(19).collect();
+        chrono::NaiveDateTime::parse_from_str(&stamp, "%Y-%m-%d %H:%M:%S")
+            .unwrap_or_else(|e| panic!("{stamp}: {e}"))
+    };
+    let utc = added("UTC");
+    let india = added("Asia/Kolkata");
+    assert_eq!(india - utc, chrono::Duration::minutes(330));
+    let json = ws.json(&["show", "Z-1", "--json"]);
+    assert!(
+        json["task"]["added_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{json}"
+    );
+}
