@@ -1649,7 +1649,10 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
     };
     let repository = settings.root.join(&runner.repository);
     Ok(crate::runner::drive::RunnerSettings {
-        commit_author: crate::runner::git::owner_identity(&repository),
+        commit_author: crate::runner::git::commit_author(
+            settings.raw.runner.commit_author.as_deref(),
+            &repository,
+        ),
         repository,
         base_branch: runner.base_branch.clone(),
         branch_prefix: runner.branch_prefix.clone(),

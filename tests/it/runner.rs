@@ -359,6 +359,52 @@ fn the_orchestrators_commit_is_authored_by_the_repositorys_own_user() {
 }
 
 #[test]
+fn a_configured_commit_author_signs_the_commit_with_the_runs_trailer() {
+    let ws = workspace(
+        &[EXAMPLE_WORKER],
+        &["true"],
+        "commit_author = \"Ada Lovelace <ada@example.com>\"\n",
+    );
+    let repo = ws.path().join("repo");
+    git(&repo, &["config", "user.name", "Repo Owner"]);
+    git(&repo, &["config", "user.email", "repo-owner@example.com"]);
+    std::fs::write(
+        ws.plans().join("mine.md"),
+        "---\ngid: T-1\n---\n# Write it\n",
+    )
+    .expect("note");
+    ws.ok(&["run", "--once"]);
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let run = shown["runs"][0]["id"].as_i64().expect("run id");
+    let branch = shown["runs"][0]["branch_name"].as_str().expect("branch");
+    assert_eq!(
+        git(
+            &repo,
+            &["log", "-1", "--format=%an <%ae> / %cn <%ce>", branch]
+        ),
+        "Ada Lovelace <ada@example.com> / Ada Lovelace <ada@example.com>"
+    );
+    assert_eq!(
+        git(
+            &repo,
+            &[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Executor-Run,valueonly)",
+                branch
+            ]
+        ),
+        run.to_string()
+    );
+    // A malformed author is refused where it is written.
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replace("Ada Lovelace <ada@example.com>", "Ada"));
+    let stderr = ws.fails_with(2, &["queue"]);
+    assert!(stderr.contains("runner.commit_author"), "{stderr}");
+}
+
+#[test]
 fn auto_with_no_agent_cli_refuses_to_run_and_leaves_the_task_alone() {
     let dir = tempfile::tempdir().expect("temp dir");
     let home = tempfile::tempdir().expect("home");
