@@ -35,6 +35,7 @@ use crate::core::settle::Settling;
 use crate::ops::intake::PlansIntake;
 use crate::ops::source_intake::SourceIntake;
 use crate::runner::drive::Runner;
+use crate::runner::engine::{log_ended, Note, Scheduler};
 use crate::store::wake::{Heard, Wakes};
 use crate::store::Store;
 use crate::web::github_webhook::PrLook;
@@ -49,8 +50,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let _leases = super::LeaseKeeper::start(&runner);
     let chat = super::chat::build(settings, runner.settings.notices.clone()).await?;
     let chat_tasks = start_chat(chat, &shared).await?;
-    let mut passes: Vec<JoinHandle<()>> = Vec::new();
-    let mut pr_tick: Option<JoinHandle<()>> = None;
+    let mut engine = Scheduler::new(runner.clone());
     let sources: Vec<Arc<tokio::sync::Mutex<SourceIntake>>> = super::source_intakes(settings)?
         .into_iter()
         .map(|s| Arc::new(tokio::sync::Mutex::new(s)))
@@ -100,14 +100,11 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         }
     };
     // What this daemon's own background work tells the loop: approved work may be waiting.
-    let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<Changed>();
-    let mut deferred = false;
+    let changed_tx = engine.sender();
     // GitHub's webhook deliveries, when a secret is configured: each asks for a PR look now.
     let (looks_tx, mut looks_rx) = mpsc::unbounded_channel::<PrLook>();
     let (web, webhooks) = start_web(settings, &runner, &shared, looks_tx).await?;
     let webhook_poll = settings.raw.forge.webhook_poll;
-    let mut last_pr_tick: Option<std::time::Instant> = None;
-    let mut pr_again = false;
 
     // The paths each file event names; a failed event names the folder (a full look).
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
@@ -153,7 +150,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
         &changed_tx,
     );
     // The first pass reconciles what a previous runner left, then works approved tasks.
-    start_pass(&runner, &mut passes, true, &changed_tx);
+    engine.start();
 
     let mut beat_timer = tokio::time::interval(HEARTBEAT_EVERY);
     let mut rescan_timer = tokio::time::interval(settings.raw.runner.loop_sleep);
@@ -183,7 +180,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                     if let Some(intake) = intake.as_mut() {
                         ingest(intake, store, clock, &settling).await;
                     }
-                    deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                    engine.wake().await;
                 }
             }
             heard = next_wake(&mut wakes) => {
@@ -199,7 +196,7 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                                 ingest(intake, store, clock, &settling).await;
                             }
                         }
-                        deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                        engine.wake().await;
                         start_analysis(
                             analyzer.as_ref(),
                             &shared,
@@ -217,50 +214,25 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
             Some(look) = looks_rx.recv() => {
                 while looks_rx.try_recv().is_ok() {}
                 tracing::debug!(event = %look.event, prs = ?look.prs, "a webhook asks for a PR look");
-                // The delivery says something changed: the next look reads GitHub again
-                // instead of the client's cached answers.
-                if let Some(github) = &runner.settings.github {
-                    github.client.expire_cache();
-                }
-                if start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
-                    last_pr_tick = Some(std::time::Instant::now());
-                } else {
-                    pr_again = true;
-                }
+                // The delivery says something changed: the look reads GitHub again instead
+                // of the client's cached answers (one that came during the last look gets a
+                // look of its own).
+                engine.look_at_prs(true);
             }
-            Some(changed) = changed_rx.recv() => {
-                // A pass that ended while a wake-up was deferred to it: the work it was
-                // told of may have come after its last claim.
-                let look = match changed {
-                    Changed::PassEnded => std::mem::take(&mut deferred),
-                    Changed::NewWork => true,
-                    Changed::PrTickEnded => {
-                        // A delivery that came during the last look gets a look of its own.
-                        if std::mem::take(&mut pr_again) {
-                            if let Some(github) = &runner.settings.github {
-                                github.client.expire_cache();
-                            }
-                            if start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
-                                last_pr_tick = Some(std::time::Instant::now());
-                            }
-                        }
-                        false
-                    }
-                };
-                if look {
-                    deferred |= claim_waiting(&runner, &mut passes, &changed_tx).await;
+            note = engine.next() => {
+                if let Note::Ended { kind, passed } = &note {
+                    log_ended(*kind, passed);
                 }
+                engine.heard(&note).await;
             }
             _ = rescan_timer.tick() => {
                 if let Some(intake) = intake.as_mut() {
                     ingest(intake, store, clock, &settling).await;
                 }
-                deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                engine.wake().await;
                 // With webhooks, the poll only reconciles what a delivery missed.
-                let due = !webhooks
-                    || last_pr_tick.is_none_or(|at| at.elapsed() >= webhook_poll);
-                if due && start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
-                    last_pr_tick = Some(std::time::Instant::now());
+                if engine.pr_look_due(webhooks, webhook_poll) {
+                    engine.look_at_prs(false);
                 }
             }
             _ = beat_timer.tick() => {
@@ -298,20 +270,15 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                 }
                 if wakes.is_some() {
                     // A wake-up left to a pass that was just ending its claims.
-                    if std::mem::take(&mut deferred) {
-                        deferred |= claim_waiting(&runner, &mut passes, &changed_tx).await;
-                    }
-                    deferred |= look_in_process(&runner, &mut passes, &changed_tx).await;
+                    engine.retry_deferred().await;
+                    engine.look_in_process().await;
                 } else {
-                    deferred |= wake(&runner, &mut passes, &changed_tx).await;
+                    engine.wake().await;
                 }
             }
         }
     }
 
-    if let Some(tick) = pr_tick.take() {
-        tick.abort();
-    }
     if let Some(web) = web {
         web.abort();
     }
@@ -324,11 +291,9 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     if let Some(pass) = analysis.take() {
         pass.abort();
     }
-    for pass in passes.drain(..) {
-        // Dropping a pass stops its workers (each is killed with its process); their runs
-        // stay `in_progress` for the recovery that the next start will do.
-        pass.abort();
-    }
+    // Stopping a pass stops its workers (each is killed with its process); their runs
+    // stay `in_progress` for the recovery that the next start will do.
+    engine.stop();
     heartbeat.beat_at = clock.now();
     heartbeat.stopped_at = Some(heartbeat.beat_at);
     if analyzer_lock.is_some() {
@@ -421,103 +386,12 @@ async fn start_chat(
     Ok(tasks)
 }
 
-/// What the daemon's own background work tells its loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Changed {
-    /// A runner pass ended.
-    PassEnded,
-    /// An analysis pass or a source poll may have approved tasks.
-    NewWork,
-    /// A look at the open PRs ended.
-    PrTickEnded,
-}
-
 /// The next wake-up, or never when this daemon does not listen.
 async fn next_wake(wakes: &mut Option<Wakes>) -> Option<Heard> {
     match wakes {
         Some(wakes) => wakes.recv().await,
         None => std::future::pending().await,
     }
-}
-
-/// The full pass: parents and the record step, the owner's answers, then approved tasks.
-/// True when a pass still taking tasks was left to take them (see [`claim_waiting`]).
-async fn wake(
-    runner: &Runner,
-    passes: &mut Vec<JoinHandle<()>>,
-    changed: &mpsc::UnboundedSender<Changed>,
-) -> bool {
-    look_in_process(runner, passes, changed).await;
-    // An owner's answer resumes its run whatever else is going on (each answer is taken
-    // exactly once, so a second pass looking at it does no harm).
-    match crate::runner::drive::has_decided(runner.store.as_ref()).await {
-        Ok(true) => start_resume_pass(runner, passes),
-        Ok(false) => {}
-        Err(error) => tracing::warn!(%error, "cannot look for answered escalations"),
-    }
-    claim_waiting(runner, passes, changed).await
-}
-
-/// What only this daemon's own runs change: parents of subtasks and the record step. A
-/// subtask made ready is claimed at once.
-async fn look_in_process(
-    runner: &Runner,
-    passes: &mut Vec<JoinHandle<()>>,
-    changed: &mpsc::UnboundedSender<Changed>,
-) -> bool {
-    // Parents waiting for their subtasks: merge what completed, split what failed,
-    // complete what is whole.
-    let moved = match crate::runner::drive::tick_parents(runner).await {
-        Ok(moved) => moved,
-        Err(error) => {
-            tracing::warn!(
-                error = format!("{error:#}"),
-                "cannot look at the parents of subtasks"
-            );
-            false
-        }
-    };
-    // The owner's answers to the record step's escalations (its runs are complete, so
-    // nothing resumes them), each carried out once.
-    if let Err(error) = runner
-        .settings
-        .recorder
-        .apply_decided(runner.store.as_ref(), &runner.settings.notices)
-        .await
-    {
-        tracing::warn!(%error, "cannot take the owner's answers to the record step");
-    }
-    moved && claim_waiting(runner, passes, changed).await
-}
-
-/// Starts a pass when approved work is waiting and no pass is taking tasks: a pass that is
-/// only waiting for its runs to end takes nothing new, so another starts beside it (the
-/// worker cap is shared, so it never exceeds the cap). True when a pass still taking tasks
-/// was left to take them: that pass may be past its last look, so the loop looks again when
-/// it ends.
-async fn claim_waiting(
-    runner: &Runner,
-    passes: &mut Vec<JoinHandle<()>>,
-    changed: &mpsc::UnboundedSender<Changed>,
-) -> bool {
-    passes.retain(|p| !p.is_finished());
-    if runner.is_claiming() {
-        return true;
-    }
-    match runner
-        .store
-        .tasks_page(Some(&QueueStatus::Approved), i64::MIN, 1)
-        .await
-    {
-        Ok(waiting) if waiting.is_empty() => return false,
-        Ok(_) => {}
-        Err(error) => {
-            tracing::warn!(%error, "cannot look for approved tasks");
-            return false;
-        }
-    }
-    start_pass(runner, passes, false, changed);
-    false
 }
 
 /// Takes an edited worker contract for the next workers; an edit that does not validate
@@ -534,32 +408,6 @@ fn reload_contract(runner: &Runner) {
             "the edited worker contract does not validate, so the last good one stays in force: {error}"
         ),
     }
-}
-
-/// Looks at the open PRs (every `runner.loop_sleep`, or `forge.webhook_poll` with webhooks,
-/// and at each webhook delivery), unless the last look is still going; true when it started.
-fn start_pr_tick(
-    runner: &Runner,
-    tick: &mut Option<JoinHandle<()>>,
-    changed: &mpsc::UnboundedSender<Changed>,
-) -> bool {
-    if runner.settings.github.is_none() || tick.as_ref().is_some_and(|t| !t.is_finished()) {
-        return false;
-    }
-    let runner = runner.clone();
-    let changed = changed.clone();
-    *tick = Some(tokio::spawn(async move {
-        match crate::runner::drive::tick_prs(&runner).await {
-            Ok(passed) => {
-                for result in passed.results {
-                    tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "PR step taken");
-                }
-            }
-            Err(error) => tracing::error!(error = format!("{error:#}"), "the PR tick failed"),
-        }
-        let _ = changed.send(Changed::PrTickEnded);
-    }));
-    true
 }
 
 /// Serves `[web] listen`: the console's JSON API when `[web] enabled`, and GitHub's webhook
@@ -643,7 +491,7 @@ fn start_source_polls(
     sources: &[Arc<tokio::sync::Mutex<SourceIntake>>],
     store: &Arc<dyn Store>,
     polls: &mut [Option<JoinHandle<()>>],
-    changed: &mpsc::UnboundedSender<Changed>,
+    changed: &mpsc::UnboundedSender<Note>,
 ) {
     for (source, poll) in sources.iter().zip(polls.iter_mut()) {
         if poll.as_ref().is_some_and(|p| !p.is_finished()) {
@@ -657,7 +505,7 @@ fn start_source_polls(
                 // Failures are recorded and logged inside.
                 if let Ok(report) = source.poll(store.as_ref(), &SystemClock).await {
                     if report.created + report.updated > 0 {
-                        let _ = changed.send(Changed::NewWork);
+                        let _ = changed.send(Note::NewWork);
                     }
                 }
             }
@@ -722,7 +570,7 @@ fn start_analysis(
     store: &Arc<dyn Store>,
     pass: &mut Option<JoinHandle<()>>,
     backoff: Duration,
-    changed: &mpsc::UnboundedSender<Changed>,
+    changed: &mpsc::UnboundedSender<Note>,
 ) {
     let Some(analyzer) = analyzer else {
         return;
@@ -758,7 +606,7 @@ fn start_analysis(
                     "analysis pass done"
                 );
                 if report.analyzed() > 0 {
-                    let _ = changed.send(Changed::NewWork);
+                    let _ = changed.send(Note::NewWork);
                 }
                 !report.errors.is_empty()
             }
@@ -772,61 +620,6 @@ fn start_analysis(
         if troubled {
             tokio::time::sleep(backoff).await;
         }
-    }));
-}
-
-/// Resumes the runs whose escalations the owner answered.
-fn start_resume_pass(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
-    let runner = runner.clone();
-    passes.push(tokio::spawn(async move {
-        match crate::runner::drive::resume_decided(&runner).await {
-            Ok(passed) => {
-                for result in passed.results {
-                    tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, waiting_on = ?result.waiting_on, "resumed run ended");
-                }
-            }
-            Err(error) => tracing::error!(error = format!("{error:#}"), "resuming answered runs failed"),
-        }
-    }));
-}
-
-/// Starts a pass: recovery first when asked, then the approved tasks, then retention.
-fn start_pass(
-    runner: &Runner,
-    passes: &mut Vec<JoinHandle<()>>,
-    recover: bool,
-    changed: &mpsc::UnboundedSender<Changed>,
-) {
-    let runner = runner.clone();
-    let changed = changed.clone();
-    passes.push(tokio::spawn(async move {
-        if recover {
-            match crate::runner::drive::recover(&runner).await {
-                Ok(passed) => {
-                    for result in passed.results {
-                        tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "recovered run ended");
-                    }
-                }
-                Err(error) => tracing::error!(error = format!("{error:#}"), "recovery failed"),
-            }
-        }
-        match crate::runner::drive::run_approved(&runner).await {
-            Ok(passed) => {
-                for result in passed.results {
-                    tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "run ended");
-                }
-            }
-            Err(error) => tracing::error!(error = format!("{error:#}"), "runner pass failed"),
-        }
-        if let Err(error) =
-            crate::runner::drive::clean_worktrees(runner.store.as_ref(), &runner.settings).await
-        {
-            tracing::warn!(
-                error = format!("{error:#}"),
-                "cannot clean finished worktrees"
-            );
-        }
-        let _ = changed.send(Changed::PassEnded);
     }));
 }
 
