@@ -1562,12 +1562,33 @@ fn confinement(settings: &Settings) -> output::Confinement {
                 crate::sandbox::Posture::Confined { .. } => wall.describe(),
                 crate::sandbox::Posture::Unconfined { why } => why.clone(),
             },
+            memory: match wall.memory() {
+                crate::sandbox::MemoryPosture::Limited { bytes, base } => output::MemoryLimit {
+                    limited: true,
+                    max_bytes: Some(bytes),
+                    detail: format!(
+                        "each confined worker at most {} MiB (a cgroup v2 of its own under {})",
+                        bytes >> 20,
+                        base.display()
+                    ),
+                },
+                crate::sandbox::MemoryPosture::Unlimited { why } => output::MemoryLimit {
+                    limited: false,
+                    max_bytes: None,
+                    detail: why,
+                },
+            },
         },
         Err(error) => output::Confinement {
             confined: false,
             mode,
             network,
             detail: format!("the runner will not start: {error:#}"),
+            memory: output::MemoryLimit {
+                limited: false,
+                max_bytes: None,
+                detail: "the runner will not start".to_string(),
+            },
         },
     }
 }
@@ -1625,6 +1646,9 @@ fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
         max_processes: section.max_processes,
         max_file_size: config::sandbox::parse_size(&section.max_file_size)
             .map_err(|e| BadInput(format!("sandbox.max_file_size: {e}")))?,
+        max_memory: config::sandbox::parse_memory(&section.max_memory)
+            .map_err(|e| BadInput(format!("sandbox.max_memory: {e}")))?
+            .bytes(crate::sandbox::cgroup::total_memory()),
         bwrap: section.bwrap.as_deref().map(resolve),
         hidden,
         homes_dir: settings.root.join(".executor").join("homes"),
