@@ -45,112 +45,25 @@ use tokio::task::JoinHandle;
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
 pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
-    let store = shared.as_ref();
     let runner = super::build_runner(settings, Arc::clone(&shared))?;
     let _leases = super::LeaseKeeper::start(&runner);
     let chat = super::chat::build(settings, runner.settings.notices.clone()).await?;
     let chat_tasks = start_chat(chat, &shared).await?;
-    let mut engine = Scheduler::new(runner.clone());
-    let sources: Vec<Arc<tokio::sync::Mutex<SourceIntake>>> = super::source_intakes(settings)?
-        .into_iter()
-        .map(|s| Arc::new(tokio::sync::Mutex::new(s)))
-        .collect();
-    let mut source_polls: Vec<Option<JoinHandle<()>>> = sources.iter().map(|_| None).collect();
-    // The analyzer runs here unless another process (`executor analyze --once`) holds its
-    // lock; then that one analyzes, and this daemon tries the lock again on each heartbeat.
-    let mut analyzer_lock = None;
-    let mut analyzer: Option<Arc<crate::analyzer::Analyzer>> = None;
-    // Why the analyzer could not be built the last time this daemon tried, said once.
-    let mut analyzer_failed: Option<String> = None;
-    take_analyzer(
-        settings,
-        &shared,
-        &mut analyzer_lock,
-        &mut analyzer,
-        &mut analyzer_failed,
-        true,
-    )?;
-    let mut analysis: Option<JoinHandle<()>> = None;
-    let started_at = clock.now();
-    let mut heartbeat = Heartbeat {
-        component: "daemon".to_string(),
-        host: gethostname::gethostname().to_string_lossy().into_owned(),
-        pid: i64::from(std::process::id()),
-        started_at,
-        beat_at: started_at,
-        stopped_at: None,
-    };
-    store
-        .beat(&heartbeat)
-        .await
-        .context("cannot record the daemon's heartbeat")?;
-
-    // Commands from other processes (`go`, `decide`, …) wake this daemon at once.
-    let mut wakes = match store.listen_wakes().await {
-        Ok(wakes) => {
-            tracing::info!(address = %wakes.address, "listening for wake-ups");
-            Some(wakes)
-        }
-        Err(error) => {
-            tracing::warn!(
-                error = format!("{error:#}"),
-                "cannot listen for wake-ups; commands from other processes are picked up on the heartbeat"
-            );
-            None
-        }
-    };
-    // What this daemon's own background work tells the loop: approved work may be waiting.
-    let changed_tx = engine.sender();
+    let mut daemon = Daemon::start(settings, &shared, clock, runner).await?;
     // GitHub's webhook deliveries, when a secret is configured: each asks for a PR look now.
     let (looks_tx, mut looks_rx) = mpsc::unbounded_channel::<PrLook>();
-    let (web, webhooks) = start_web(settings, &runner, &shared, looks_tx).await?;
-    let webhook_poll = settings.raw.forge.webhook_poll;
-
+    let (web, webhooks) = start_web(settings, &daemon.runner, &shared, looks_tx).await?;
+    daemon.webhooks = webhooks;
     // The paths each file event names; a failed event names the folder (a full look).
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
-    let mut intake = settings.plans.clone().map(PlansIntake::new);
-    // One save is one event: a note is taken in once it has gone `settle` unwritten.
-    let mut settling = Settling::new(intake.as_ref().map_or(Duration::ZERO, |i| i.settle()));
     // Keep the watcher alive for the daemon's lifetime: dropping it stops the events.
-    let _watcher = match &intake {
-        Some(intake) => {
-            let dir = intake.dir().to_path_buf();
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create the plans folder {}", dir.display()))?;
-            let folder = dir.clone();
-            let mut watcher =
-                notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                    let paths = match event {
-                        Ok(event) if event.kind.is_access() => return,
-                        Ok(event) if !event.paths.is_empty() => event.paths,
-                        Ok(_) | Err(_) => vec![folder.clone()],
-                    };
-                    let _ = events_tx.send(paths);
-                })
-                .context("cannot start the file watcher")?;
-            watcher
-                .watch(&dir, RecursiveMode::Recursive)
-                .with_context(|| format!("cannot watch {}", dir.display()))?;
-            tracing::info!(folder = %dir.display(), "watching the plans folder");
-            Some(watcher)
-        }
-        None => None,
-    };
+    let _watcher = watch_plans(daemon.intake.as_ref(), events_tx)?;
 
-    tracing::info!(pid = heartbeat.pid, storage = %settings.storage.display(), "executor daemon started");
-    if let Some(intake) = intake.as_mut() {
-        ingest(intake, store, clock, &settling).await;
-    }
-    start_source_polls(&sources, &shared, &mut source_polls, &changed_tx);
-    start_analysis(
-        analyzer.as_ref(),
-        &shared,
-        &mut analysis,
-        settings.raw.runner.loop_sleep,
-        &changed_tx,
-    );
+    tracing::info!(pid = daemon.heartbeat.pid, storage = %settings.storage.display(), "executor daemon started");
+    daemon.ingest().await;
+    daemon.start_background();
     // The first pass reconciles what a previous runner left, then works approved tasks.
-    engine.start();
+    daemon.engine.start();
 
     let mut beat_timer = tokio::time::interval(HEARTBEAT_EVERY);
     let mut rescan_timer = tokio::time::interval(settings.raw.runner.loop_sleep);
@@ -172,110 +85,27 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                     paths.extend(more);
                 }
                 for path in &paths {
-                    settling.touch(path, now);
+                    daemon.settling.touch(path, now);
                 }
             }
-            _ = settled(settling.next_due()) => {
-                if settling.take_settled(std::time::Instant::now()) {
-                    if let Some(intake) = intake.as_mut() {
-                        ingest(intake, store, clock, &settling).await;
-                    }
-                    engine.wake().await;
-                }
-            }
-            heard = next_wake(&mut wakes) => {
-                match heard {
-                    Some(heard) => {
-                        // One pass answers every wake-up that came meanwhile.
-                        if let Some(wakes) = wakes.as_mut() {
-                            wakes.drain();
-                        }
-                        tracing::debug!(?heard, "woken");
-                        if heard == Heard::Reconnected {
-                            if let Some(intake) = intake.as_mut() {
-                                ingest(intake, store, clock, &settling).await;
-                            }
-                        }
-                        engine.wake().await;
-                        start_analysis(
-                            analyzer.as_ref(),
-                            &shared,
-                            &mut analysis,
-                            settings.raw.runner.loop_sleep,
-                            &changed_tx,
-                        );
-                    }
-                    None => {
-                        tracing::warn!("the wake-up listener stopped; commands from other processes are picked up on the heartbeat");
-                        wakes = None;
-                    }
-                }
-            }
+            _ = settled(daemon.settling.next_due()) => daemon.on_settled().await,
+            heard = next_wake(&mut daemon.wakes) => daemon.on_heard(heard).await,
             Some(look) = looks_rx.recv() => {
                 while looks_rx.try_recv().is_ok() {}
                 tracing::debug!(event = %look.event, prs = ?look.prs, "a webhook asks for a PR look");
                 // The delivery says something changed: the look reads GitHub again instead
                 // of the client's cached answers (one that came during the last look gets a
                 // look of its own).
-                engine.look_at_prs(true);
+                daemon.engine.look_at_prs(true);
             }
-            note = engine.next() => {
+            note = daemon.engine.next() => {
                 if let Note::Ended { kind, passed } = &note {
                     log_ended(*kind, passed);
                 }
-                engine.heard(&note).await;
+                daemon.engine.heard(&note).await;
             }
-            _ = rescan_timer.tick() => {
-                if let Some(intake) = intake.as_mut() {
-                    ingest(intake, store, clock, &settling).await;
-                }
-                engine.wake().await;
-                // With webhooks, the poll only reconciles what a delivery missed.
-                if engine.pr_look_due(webhooks, webhook_poll) {
-                    engine.look_at_prs(false);
-                }
-            }
-            _ = beat_timer.tick() => {
-                reload_contract(&runner);
-                start_source_polls(&sources, &shared, &mut source_polls, &changed_tx);
-                take_analyzer(
-                    settings,
-                    &shared,
-                    &mut analyzer_lock,
-                    &mut analyzer,
-                    &mut analyzer_failed,
-                    false,
-                )?;
-                start_analysis(
-                    analyzer.as_ref(),
-                    &shared,
-                    &mut analysis,
-                    settings.raw.runner.loop_sleep,
-                    &changed_tx,
-                );
-                heartbeat.beat_at = clock.now();
-                if let Err(error) = store.beat(&heartbeat).await {
-                    tracing::warn!(%error, "cannot record the heartbeat");
-                }
-                // The analyzer beats too while this daemon holds its lock, so `executor
-                // status` says who analyzes.
-                if analyzer_lock.is_some() {
-                    let analyzing = Heartbeat {
-                        component: "analyzer".to_string(),
-                        ..heartbeat.clone()
-                    };
-                    if let Err(error) = store.beat(&analyzing).await {
-                        tracing::warn!(%error, "cannot record the analyzer's heartbeat");
-                    }
-                }
-                if wakes.is_some() {
-                    // A wake-up left to a pass that was just ending its claims.
-                    engine.retry_deferred().await;
-                    engine.look_in_process().await;
-                } else {
-                    engine.wake().await;
-                }
-            }
+            _ = rescan_timer.tick() => daemon.on_rescan().await,
+            _ = beat_timer.tick() => daemon.on_beat().await?,
         }
     }
 
@@ -285,31 +115,278 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     for task in chat_tasks {
         task.abort();
     }
-    for poll in source_polls.iter_mut().filter_map(Option::take) {
-        poll.abort();
-    }
-    if let Some(pass) = analysis.take() {
-        pass.abort();
-    }
-    // Stopping a pass stops its workers (each is killed with its process); their runs
-    // stay `in_progress` for the recovery that the next start will do.
-    engine.stop();
-    heartbeat.beat_at = clock.now();
-    heartbeat.stopped_at = Some(heartbeat.beat_at);
-    if analyzer_lock.is_some() {
-        let analyzing = Heartbeat {
-            component: "analyzer".to_string(),
-            ..heartbeat.clone()
+    daemon.stop().await
+}
+
+/// The daemon's state between the events its loop hears: the scheduler of runs, the plans
+/// intake, the polled sources, the analyzer and the heartbeat.
+struct Daemon<'a> {
+    settings: &'a Settings,
+    shared: Arc<dyn Store>,
+    clock: &'a SystemClock,
+    runner: Runner,
+    engine: Scheduler,
+    /// Where background work says approved work may be waiting.
+    changed: mpsc::UnboundedSender<Note>,
+    sources: Vec<Arc<tokio::sync::Mutex<SourceIntake>>>,
+    source_polls: Vec<Option<JoinHandle<()>>>,
+    /// The analyzer runs here unless another process (`executor analyze --once`) holds its
+    /// lock; then that one analyzes, and this daemon tries the lock again on each beat.
+    analyzer_lock: Option<super::lock::RunnerLock>,
+    analyzer: Option<Arc<crate::analyzer::Analyzer>>,
+    /// Why the analyzer could not be built the last time this daemon tried, said once.
+    analyzer_failed: Option<String>,
+    analysis: Option<JoinHandle<()>>,
+    heartbeat: Heartbeat,
+    /// Commands from other processes (`go`, `decide`, …) wake this daemon at once.
+    wakes: Option<Wakes>,
+    intake: Option<PlansIntake>,
+    /// One save is one event: a note is taken in once it has gone `settle` unwritten.
+    settling: Settling,
+    /// GitHub's webhook deliveries are served, so the PR poll only reconciles.
+    webhooks: bool,
+}
+
+impl<'a> Daemon<'a> {
+    async fn start(
+        settings: &'a Settings,
+        shared: &Arc<dyn Store>,
+        clock: &'a SystemClock,
+        runner: Runner,
+    ) -> Result<Daemon<'a>> {
+        let engine = Scheduler::new(runner.clone());
+        let sources: Vec<_> = super::source_intakes(settings)?
+            .into_iter()
+            .map(|s| Arc::new(tokio::sync::Mutex::new(s)))
+            .collect();
+        let started_at = clock.now();
+        let heartbeat = Heartbeat {
+            component: "daemon".to_string(),
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            pid: i64::from(std::process::id()),
+            started_at,
+            beat_at: started_at,
+            stopped_at: None,
         };
-        if let Err(error) = store.beat(&analyzing).await {
-            tracing::warn!(%error, "cannot record the analyzer's stop");
+        shared
+            .beat(&heartbeat)
+            .await
+            .context("cannot record the daemon's heartbeat")?;
+        let intake = settings.plans.clone().map(PlansIntake::new);
+        let settle = intake.as_ref().map_or(Duration::ZERO, |i| i.settle());
+        let mut daemon = Daemon {
+            settings,
+            shared: Arc::clone(shared),
+            clock,
+            changed: engine.sender(),
+            runner,
+            engine,
+            source_polls: sources.iter().map(|_| None).collect(),
+            sources,
+            analyzer_lock: None,
+            analyzer: None,
+            analyzer_failed: None,
+            analysis: None,
+            heartbeat,
+            wakes: listen(shared.as_ref()).await,
+            intake,
+            settling: Settling::new(settle),
+            webhooks: false,
+        };
+        daemon.take_analyzer(true)?;
+        Ok(daemon)
+    }
+
+    /// Takes the plans folder in, leaving the notes still being written for when they
+    /// settle.
+    async fn ingest(&mut self) {
+        if let Some(intake) = self.intake.as_mut() {
+            ingest(intake, self.shared.as_ref(), self.clock, &self.settling).await;
         }
     }
-    store
-        .beat(&heartbeat)
-        .await
-        .context("cannot record the daemon's stop")?;
-    Ok(())
+
+    fn start_background(&mut self) {
+        start_source_polls(
+            &self.sources,
+            &self.shared,
+            &mut self.source_polls,
+            &self.changed,
+        );
+        self.start_analysis();
+    }
+
+    fn start_analysis(&mut self) {
+        start_analysis(
+            self.analyzer.as_ref(),
+            &self.shared,
+            &mut self.analysis,
+            self.settings.raw.runner.loop_sleep,
+            &self.changed,
+        );
+    }
+
+    fn take_analyzer(&mut self, first: bool) -> Result<()> {
+        take_analyzer(
+            self.settings,
+            &self.shared,
+            &mut self.analyzer_lock,
+            &mut self.analyzer,
+            &mut self.analyzer_failed,
+            first,
+        )
+    }
+
+    async fn on_settled(&mut self) {
+        if self.settling.take_settled(std::time::Instant::now()) {
+            self.ingest().await;
+            self.engine.wake().await;
+        }
+    }
+
+    async fn on_heard(&mut self, heard: Option<Heard>) {
+        let Some(heard) = heard else {
+            tracing::warn!("the wake-up listener stopped; commands from other processes are picked up on the heartbeat");
+            self.wakes = None;
+            return;
+        };
+        // One pass answers every wake-up that came meanwhile.
+        if let Some(wakes) = self.wakes.as_mut() {
+            wakes.drain();
+        }
+        tracing::debug!(?heard, "woken");
+        if heard == Heard::Reconnected {
+            self.ingest().await;
+        }
+        self.engine.wake().await;
+        self.start_analysis();
+    }
+
+    async fn on_rescan(&mut self) {
+        self.ingest().await;
+        self.engine.wake().await;
+        // With webhooks, the poll only reconciles what a delivery missed.
+        if self
+            .engine
+            .pr_look_due(self.webhooks, self.settings.raw.forge.webhook_poll)
+        {
+            self.engine.look_at_prs(false);
+        }
+    }
+
+    async fn on_beat(&mut self) -> Result<()> {
+        reload_contract(&self.runner);
+        start_source_polls(
+            &self.sources,
+            &self.shared,
+            &mut self.source_polls,
+            &self.changed,
+        );
+        self.take_analyzer(false)?;
+        self.start_analysis();
+        self.heartbeat.beat_at = self.clock.now();
+        self.beat().await;
+        if self.wakes.is_some() {
+            // A wake-up left to a pass that was just ending its claims.
+            self.engine.retry_deferred().await;
+            self.engine.look_in_process().await;
+        } else {
+            self.engine.wake().await;
+        }
+        Ok(())
+    }
+
+    /// Records the daemon's heartbeat, and the analyzer's while this daemon holds its lock
+    /// (so `executor status` says who analyzes).
+    async fn beat(&self) {
+        let store = self.shared.as_ref();
+        if let Err(error) = store.beat(&self.heartbeat).await {
+            tracing::warn!(%error, "cannot record the heartbeat");
+        }
+        if self.analyzer_lock.is_some() {
+            let analyzing = Heartbeat {
+                component: "analyzer".to_string(),
+                ..self.heartbeat.clone()
+            };
+            if let Err(error) = store.beat(&analyzing).await {
+                tracing::warn!(%error, "cannot record the analyzer's heartbeat");
+            }
+        }
+    }
+
+    /// Stops everything the daemon started and records its stop.
+    async fn stop(mut self) -> Result<()> {
+        for poll in self.source_polls.iter_mut().filter_map(Option::take) {
+            poll.abort();
+        }
+        if let Some(pass) = self.analysis.take() {
+            pass.abort();
+        }
+        // Stopping a pass stops its workers (each is killed with its process); their runs
+        // stay `in_progress` for the recovery that the next start will do.
+        self.engine.stop();
+        self.heartbeat.beat_at = self.clock.now();
+        self.heartbeat.stopped_at = Some(self.heartbeat.beat_at);
+        if self.analyzer_lock.is_some() {
+            let analyzing = Heartbeat {
+                component: "analyzer".to_string(),
+                ..self.heartbeat.clone()
+            };
+            if let Err(error) = self.shared.beat(&analyzing).await {
+                tracing::warn!(%error, "cannot record the analyzer's stop");
+            }
+        }
+        self.shared
+            .beat(&self.heartbeat)
+            .await
+            .context("cannot record the daemon's stop")
+    }
+}
+
+/// Listens for wake-ups from other processes; `None` (said why) when it cannot, and
+/// commands are then picked up on the heartbeat.
+async fn listen(store: &dyn Store) -> Option<Wakes> {
+    match store.listen_wakes().await {
+        Ok(wakes) => {
+            tracing::info!(address = %wakes.address, "listening for wake-ups");
+            Some(wakes)
+        }
+        Err(error) => {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "cannot listen for wake-ups; commands from other processes are picked up on the heartbeat"
+            );
+            None
+        }
+    }
+}
+
+/// Watches the plans folder, when there is one (created if missing), sending the paths of
+/// each change.
+fn watch_plans(
+    intake: Option<&PlansIntake>,
+    events: mpsc::UnboundedSender<Vec<PathBuf>>,
+) -> Result<Option<notify::RecommendedWatcher>> {
+    let Some(intake) = intake else {
+        return Ok(None);
+    };
+    let dir = intake.dir().to_path_buf();
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create the plans folder {}", dir.display()))?;
+    let folder = dir.clone();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let paths = match event {
+            Ok(event) if event.kind.is_access() => return,
+            Ok(event) if !event.paths.is_empty() => event.paths,
+            Ok(_) | Err(_) => vec![folder.clone()],
+        };
+        let _ = events.send(paths);
+    })
+    .context("cannot start the file watcher")?;
+    watcher
+        .watch(&dir, RecursiveMode::Recursive)
+        .with_context(|| format!("cannot watch {}", dir.display()))?;
+    tracing::info!(folder = %dir.display(), "watching the plans folder");
+    Ok(Some(watcher))
 }
 
 /// How often the outbox is looked at when nothing new was told (rows waiting for their
