@@ -66,6 +66,7 @@ pub async fn checks(settings: &Settings, store: &dyn Store, offline: bool) -> Ve
     out.extend(git(settings));
     out.push(verify(settings));
     out.push(confinement(settings));
+    out.push(memory(settings));
     out.extend(tokens(settings, offline).await);
     out.extend(personas(settings));
     out.push(service(settings));
@@ -407,6 +408,24 @@ fn confinement(settings: &Settings) -> Check {
             Level::Warn,
             format!("{}: workers run unconfined, judged strictly; install bubblewrap to confine them (README: Confinement)", found.detail),
         ),
+    }
+}
+
+/// Whether confined workers' memory is held to `[sandbox] max_memory` (a cgroup v2 of
+/// their own), or why not.
+fn memory(settings: &Settings) -> Check {
+    let found = super::confinement(settings).memory;
+    if found.limited {
+        check("memory", Level::Ok, found.detail)
+    } else {
+        check(
+            "memory",
+            Level::Warn,
+            format!(
+                "workers' memory is not limited: {} (README: Confinement, `max_memory`)",
+                found.detail
+            ),
+        )
     }
 }
 

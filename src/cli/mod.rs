@@ -1114,13 +1114,7 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         }
     }
     let _leases = LeaseKeeper::start(&runner);
-    let recovered = crate::runner::drive::recover(&runner).await?;
-    if !recovered.results.is_empty() {
-        eprint!("recovered ");
-        print_results(&recovered.results);
-    }
-    let mut failed = recovered.failed;
-    failed.extend(source_failures);
+    let mut failed = source_failures;
     let approved = runner.store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
         eprintln!("no approved task to work on");
@@ -1132,42 +1126,7 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
             settings.raw.runner.max_workers
         );
     }
-    // Round again until a pass changes nothing: subtasks become ready as the ones they
-    // depend on complete, a parent moves when its subtasks have, and runs whose escalation
-    // the owner answered resume (an answer given while this runs is taken too; a run that
-    // escalates again waits for the next answer).
-    loop {
-        let passed = crate::runner::drive::run_approved(&runner).await?;
-        let mut worked = !passed.results.is_empty() || !passed.failed.is_empty();
-        failed.extend(passed.failed);
-        print_results(&passed.results);
-        let resumed = crate::runner::drive::resume_decided(&runner).await?;
-        worked |= !resumed.results.is_empty() || !resumed.failed.is_empty();
-        failed.extend(resumed.failed);
-        print_results(&resumed.results);
-        let parents = crate::runner::drive::tick_parents(&runner).await?;
-        if !worked && !parents {
-            break;
-        }
-    }
-    // The owner's answers to the record step's escalations (a comment on the tracker, say).
-    match runner
-        .settings
-        .recorder
-        .apply_decided(runner.store.as_ref(), &runner.settings.notices)
-        .await
-    {
-        Ok(0) => {}
-        Ok(n) => eprintln!("record step: took the owner's answer to {n} escalation(s)"),
-        Err(error) => {
-            eprintln!("warning: cannot take the owner's answers to the record step: {error}")
-        }
-    }
-    // One look at every open PR: a step each (a worker, a label, completion, ...); a run
-    // waiting for CI or for the owner is not actionable and waits for the next run.
-    let ticked = crate::runner::drive::tick_prs(&runner).await?;
-    failed.extend(ticked.failed);
-    print_results(&ticked.results);
+    work_until_idle(&runner, &mut failed).await;
     clean_worktrees(runner.store.as_ref(), &runner.settings).await;
     if let Some(deliverer) = &chat.deliverer {
         deliver_chat(deliverer, runner.store.as_ref()).await;
@@ -1182,6 +1141,70 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         ));
     }
     fail_if_any(failed)
+}
+
+/// The daemon's scheduler with the exit rule of `run --once`: recovery first, then every
+/// pass work brings (subtasks made ready as the ones they depend on complete, parents,
+/// the owner's answers, the record step's), one look at the open PRs once nothing else is
+/// going, and out when no worker lives and nothing actionable is left. An answer given
+/// while this runs is taken too; a run that escalates again waits for the next answer.
+async fn work_until_idle(runner: &crate::runner::drive::Runner, failed: &mut Vec<String>) {
+    use crate::runner::engine::{Note, PassKind, Scheduler};
+    let mut engine = Scheduler::cleaning_at_the_end(runner.clone());
+    engine.start();
+    let mut looked_at_prs = !engine.has_prs();
+    // Whether the last round did something (a run ended or failed, a parent moved): only
+    // then can another look find new work. An approved task nobody can take yet (it waits
+    // for its dependencies) is no work.
+    // The first look is due whatever the first pass did (answers may wait for it).
+    let mut progressed = true;
+    loop {
+        if !engine.busy() && std::mem::take(&mut progressed) {
+            let looked = engine.wake().await;
+            if looked.record_answers > 0 {
+                eprintln!(
+                    "record step: took the owner's answer to {} escalation(s)",
+                    looked.record_answers
+                );
+            }
+            progressed = looked.parents_moved;
+        }
+        if !engine.busy() && !looked_at_prs {
+            // A run waiting for CI or for the owner is not actionable: it waits for the
+            // next run.
+            engine.look_at_prs(false);
+            looked_at_prs = true;
+        }
+        if !engine.busy() && !progressed {
+            return;
+        }
+        if !engine.busy() {
+            // A parent moved: look again before going.
+            continue;
+        }
+        let note = engine.next().await;
+        if let Note::Ended { kind, passed } = &note {
+            match passed {
+                Ok(passed) => {
+                    progressed |= !passed.results.is_empty() || !passed.failed.is_empty();
+                    if *kind == PassKind::Recovery && !passed.results.is_empty() {
+                        eprint!("recovered ");
+                    }
+                    print_results(&passed.results);
+                    failed.extend(passed.failed.iter().cloned());
+                }
+                // A pass that failed as a whole (the repository is not one, the store is
+                // gone) did nothing: no progress, and said once however often it is met.
+                Err(error) => {
+                    let error = format!("{error:#}");
+                    if !failed.contains(&error) {
+                        failed.push(error);
+                    }
+                }
+            }
+        }
+        engine.heard(&note).await;
+    }
 }
 
 /// `executor dispatch FILE`: a malformed file is bad input naming the field (exit 2); a
@@ -1549,12 +1572,33 @@ fn confinement(settings: &Settings) -> output::Confinement {
                 crate::sandbox::Posture::Confined { .. } => wall.describe(),
                 crate::sandbox::Posture::Unconfined { why } => why.clone(),
             },
+            memory: match wall.memory() {
+                crate::sandbox::MemoryPosture::Limited { bytes, base } => output::MemoryLimit {
+                    limited: true,
+                    max_bytes: Some(bytes),
+                    detail: format!(
+                        "each confined worker at most {} MiB (a cgroup v2 of its own under {})",
+                        bytes >> 20,
+                        base.display()
+                    ),
+                },
+                crate::sandbox::MemoryPosture::Unlimited { why } => output::MemoryLimit {
+                    limited: false,
+                    max_bytes: None,
+                    detail: why,
+                },
+            },
         },
         Err(error) => output::Confinement {
             confined: false,
             mode,
             network,
             detail: format!("the runner will not start: {error:#}"),
+            memory: output::MemoryLimit {
+                limited: false,
+                max_bytes: None,
+                detail: "the runner will not start".to_string(),
+            },
         },
     }
 }
@@ -1612,6 +1656,9 @@ fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
         max_processes: section.max_processes,
         max_file_size: config::sandbox::parse_size(&section.max_file_size)
             .map_err(|e| BadInput(format!("sandbox.max_file_size: {e}")))?,
+        max_memory: config::sandbox::parse_memory(&section.max_memory)
+            .map_err(|e| BadInput(format!("sandbox.max_memory: {e}")))?
+            .bytes(crate::sandbox::cgroup::total_memory()),
         bwrap: section.bwrap.as_deref().map(resolve),
         hidden,
         homes_dir: settings.root.join(".executor").join("homes"),
@@ -1686,6 +1733,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         wall: wall(settings)?,
         git_common_dir: git_common_dir(&settings.root.join(&runner.repository)),
         home: None,
+        clock: Arc::new(crate::core::clock::SystemClock),
         github: github_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {

@@ -59,6 +59,15 @@ pub struct Confinement {
     pub network: &'static str,
     /// One line: the wall, or why there is none.
     pub detail: String,
+    /// Whether confined workers' memory is limited (`[sandbox] max_memory`), or why not.
+    pub memory: MemoryLimit,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoryLimit {
+    pub limited: bool,
+    pub max_bytes: Option<u64>,
+    pub detail: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -499,6 +508,12 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
         writeln!(out, "live workers: {}", report.live_workers)?;
         if report.confinement.confined {
             writeln!(out, "workers: {}", report.confinement.detail)?;
+            let memory = &report.confinement.memory;
+            if memory.limited {
+                writeln!(out, "memory:  {}", memory.detail)?;
+            } else {
+                writeln!(out, "memory:  not limited ({})", memory.detail)?;
+            }
         } else {
             writeln!(out, "workers: UNCONFINED ({})", report.confinement.detail)?;
         }

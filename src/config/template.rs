@@ -152,6 +152,8 @@ path = "plans"
 # agent_config = "agent-home"   # copied into each run's private home as the agent's config
 # max_processes = 4096
 # max_file_size = "4G"
+# max_memory = "50%"            # each worker at most (a size, a share, or "none"); needs
+#                               # a delegated cgroup v2 (`executor doctor` says)
 
 [web]
 # enabled = false               # true: the daemon serves the console's JSON API (README: "The console's JSON API")

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 use chrono::{DateTime, Duration, Utc};
 
 /// A source of the current time.
-pub trait Clock: Send + Sync {
+pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> DateTime<Utc>;
 }
 

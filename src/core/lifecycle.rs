@@ -291,25 +291,7 @@ pub fn decide(
     let action = match (&view.stage, event) {
         (_, Event::Cancelled { reason }) => end(&mut next, reason),
         (_, Event::Begin) => resume_at_stage(&mut next, now),
-        (Stage::Working { work }, Event::Resumed { reason }) => {
-            next.reason = Some(reason);
-            let work = match work {
-                Work::Start => Work::Resume,
-                other => *other,
-            };
-            start(&mut next, work)
-        }
-        // What the worker did is not checked yet, and the snapshot of the repository from
-        // before it is gone with the runner: a new worker carries on, so nothing unchecked
-        // is verified, committed or pushed.
-        (
-            Stage::Verifying | Stage::Reviewing { .. } | Stage::Integrating,
-            Event::Resumed { reason },
-        ) => {
-            next.reason = Some(reason);
-            start(&mut next, Work::Resume)
-        }
-        (_, Event::Resumed { .. }) => resume_at_stage(&mut next, now),
+        (_, Event::Resumed { reason }) => resumed(&mut next, reason, now),
         (
             Stage::Working { .. },
             Event::WorkerEnded {
@@ -333,16 +315,7 @@ pub fn decide(
                 next.reason = None;
                 Action::Verify
             } else {
-                next.failed_workers += 1;
-                if !retryable || next.failed_workers >= rules.max_worker_attempts {
-                    end(&mut next, why)
-                } else {
-                    let until = now + chrono_of(backoff(rules, next.failed_workers));
-                    next.stage = Stage::RetryDelay { until };
-                    next.reason = Some(why);
-                    next.failure = None;
-                    Action::WaitUntil(until)
-                }
+                worker_failed(&mut next, rules, now, retryable, why)
             }
         }
         (Stage::RetryDelay { until }, Event::RetryDue) => {
@@ -352,31 +325,7 @@ pub fn decide(
                 start(&mut next, Work::Resume)
             }
         }
-        (Stage::Verifying, Event::Verified { failure: None }) => {
-            if rules.review_rounds > 0 {
-                let round = next.review_rejections + 1;
-                next.stage = Stage::Reviewing { round };
-                Action::Review { round }
-            } else {
-                next.stage = Stage::Integrating;
-                Action::Integrate
-            }
-        }
-        (
-            Stage::Verifying,
-            Event::Verified {
-                failure: Some(failure),
-            },
-        ) => {
-            next.ci_attempts += 1;
-            if next.ci_attempts > rules.max_ci_attempts {
-                end(&mut next, VERIFICATION_KEPT_FAILING.to_string())
-            } else {
-                next.failure = Some(failure);
-                next.reason = None;
-                start(&mut next, Work::FixCi)
-            }
-        }
+        (Stage::Verifying, Event::Verified { failure }) => verified(&mut next, rules, failure),
         (Stage::Reviewing { .. }, Event::ReviewAccepted { gate }) => match gate {
             Gate::Approve => {
                 next.stage = Stage::Integrating;
@@ -389,23 +338,7 @@ pub fn decide(
             },
         },
         (Stage::Reviewing { round }, Event::ReviewRejected { findings }) => {
-            next.review_rejections += 1;
-            let max = rules.review_rounds;
-            if next.review_rejections >= max {
-                Action::AskOwner {
-                    ask: Ask::ReviewExhausted {
-                        rejections: next.review_rejections,
-                        findings,
-                    },
-                    commit_first: true,
-                }
-            } else {
-                next.reason = Some(format!(
-                    "Your patch had these problems (review round {round} of {max}); fix them, then end with [DONE:implemented] again:\n{findings}"
-                ));
-                next.failure = None;
-                start(&mut next, Work::Resume)
-            }
+            rejected(&mut next, rules, *round, findings)
         }
         (Stage::Reviewing { .. }, Event::ReviewAsked { escalation }) => {
             next.stage = Stage::WaitingOnOwner { escalation };
@@ -428,9 +361,7 @@ pub fn decide(
             if next.ci_attempts > rules.max_ci_attempts {
                 end(&mut next, reason)
             } else {
-                next.reason = Some(reason);
-                next.failure = None;
-                start(&mut next, Work::Resume)
+                continue_with(&mut next, reason)
             }
         }
         (Stage::Integrating, Event::IntegrationAsked) => Action::AskOwner {
@@ -445,11 +376,7 @@ pub fn decide(
             Action::Wait
         }
         (Stage::WaitingOnOwner { .. }, Event::Answered(answer)) => match answer {
-            Answer::Continue { reason } => {
-                next.reason = Some(reason);
-                next.failure = None;
-                start(&mut next, Work::Resume)
-            }
+            Answer::Continue { reason } => continue_with(&mut next, reason),
             Answer::Integrate => {
                 next.stage = Stage::Integrating;
                 Action::Integrate
@@ -459,6 +386,97 @@ pub fn decide(
         (_, other) => return Err(unexpected(&other)),
     };
     Ok((next, action))
+}
+
+/// A runner takes the run up after another left it (`reason` says why).
+fn resumed(next: &mut RunView, reason: String, now: DateTime<Utc>) -> Action {
+    match next.stage.clone() {
+        Stage::Working { work } => {
+            next.reason = Some(reason);
+            let work = match work {
+                Work::Start => Work::Resume,
+                other => other,
+            };
+            start(next, work)
+        }
+        // What the worker did is not checked yet, and the snapshot of the repository from
+        // before it is gone with the runner: a new worker carries on, so nothing unchecked
+        // is verified, committed or pushed.
+        Stage::Verifying | Stage::Reviewing { .. } | Stage::Integrating => {
+            next.reason = Some(reason);
+            start(next, Work::Resume)
+        }
+        _ => resume_at_stage(next, now),
+    }
+}
+
+/// A resume worker, told `reason` (the owner's answer, why integration failed).
+fn continue_with(next: &mut RunView, reason: String) -> Action {
+    next.reason = Some(reason);
+    next.failure = None;
+    start(next, Work::Resume)
+}
+
+/// A worker ended without `[DONE:…]` and without a question: another after a back-off,
+/// or the end once attempts are spent or the failure is one no retry mends.
+fn worker_failed(
+    next: &mut RunView,
+    rules: &Rules,
+    now: DateTime<Utc>,
+    retryable: bool,
+    why: String,
+) -> Action {
+    next.failed_workers += 1;
+    if !retryable || next.failed_workers >= rules.max_worker_attempts {
+        return end(next, why);
+    }
+    let until = now + chrono_of(backoff(rules, next.failed_workers));
+    next.stage = Stage::RetryDelay { until };
+    next.reason = Some(why);
+    next.failure = None;
+    Action::WaitUntil(until)
+}
+
+/// The verification's verdict: on to review (or integration), or a `fix_ci` worker with
+/// the failure, until the attempts are spent.
+fn verified(next: &mut RunView, rules: &Rules, failure: Option<Failure>) -> Action {
+    let Some(failure) = failure else {
+        if rules.review_rounds > 0 {
+            let round = next.review_rejections + 1;
+            next.stage = Stage::Reviewing { round };
+            return Action::Review { round };
+        }
+        next.stage = Stage::Integrating;
+        return Action::Integrate;
+    };
+    next.ci_attempts += 1;
+    if next.ci_attempts > rules.max_ci_attempts {
+        return end(next, VERIFICATION_KEPT_FAILING.to_string());
+    }
+    next.failure = Some(failure);
+    next.reason = None;
+    start(next, Work::FixCi)
+}
+
+/// The review rejected the diff: the worker fixes the findings, or the owner decides once
+/// the rounds are spent.
+fn rejected(next: &mut RunView, rules: &Rules, round: u32, findings: String) -> Action {
+    next.review_rejections += 1;
+    let max = rules.review_rounds;
+    if next.review_rejections >= max {
+        return Action::AskOwner {
+            ask: Ask::ReviewExhausted {
+                rejections: next.review_rejections,
+                findings,
+            },
+            commit_first: true,
+        };
+    }
+    next.reason = Some(format!(
+        "Your patch had these problems (review round {round} of {max}); fix them, then end with [DONE:implemented] again:\n{findings}"
+    ));
+    next.failure = None;
+    start(next, Work::Resume)
 }
 
 /// The action a run at its stored stage needs when a runner takes it up.

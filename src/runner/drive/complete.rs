@@ -1,0 +1,197 @@
+//! A run's outside effects at its end: the push and the draft PR, the local completion
+//! with its record step and notice, the abandonment.
+
+use super::*;
+
+/// Pushes the run's branch and opens its draft PR (once: a run that has one keeps it),
+/// labels it, and moves the run to `pr`. The PR is an intent written before it is sent
+/// (`opening`): a GitHub failure leaves the run `in_progress` with its branch pushed, and
+/// the PR tick opens it later (or asks the owner after `max_effect_failures` tries).
+pub(super) async fn open_pr(
+    store: &dyn Store,
+    github: &GithubForge,
+    settings: &RunnerSettings,
+    task: &Task,
+    run: &mut Run,
+    wt: &worktree::Worktree,
+    worked: &Worked,
+) -> Result<Option<Asked>> {
+    if let Some(asked) = push(settings, &wt.path, &github.remote, &wt.branch, worked).await? {
+        return Ok(Some(asked));
+    }
+    // The push moved the PR's head: no cached look at it is current any more.
+    github.client.expire_cache();
+    let tried = if run.pr_number.is_none() {
+        let summary = worked
+            .done
+            .as_deref()
+            .and_then(|line| line.split_once(']').map(|(_, rest)| rest.trim()))
+            .unwrap_or("");
+        let body = format!(
+            "{}\n\n---\nTask `{}` ({}), run {} of executor.{}",
+            crate::core::task::body_of(task.description.as_deref().unwrap_or("")).trim(),
+            task.task_gid,
+            task.source.as_deref().unwrap_or("unknown source"),
+            run.id,
+            if summary.is_empty() {
+                String::new()
+            } else {
+                format!("\n\nThe worker's summary: {summary}")
+            }
+        );
+        let opening = crate::core::pr::Opening {
+            title: task.title(),
+            head: wt.branch.clone(),
+            base: settings.base_branch.clone(),
+            body,
+        };
+        opening::decide(store, github, run, opening).await?
+    } else {
+        let memory = opening::memory_of_run(store, run.id).await?;
+        opening::try_open(store, github, run, memory).await?
+    };
+    if let opening::Tried::Failed {
+        error, failures, ..
+    } = tried
+    {
+        tracing::warn!(gid = %task.task_gid, run = run.id, branch = %wt.branch, failures, %error, "cannot open the draft PR now; the run stays in progress with its branch pushed, and the PR tick tries again");
+    }
+    Ok(None)
+}
+
+/// `git push <remote> HEAD:refs/heads/<branch>` from the worktree, as the orchestrator (its
+/// credentials come from the owner's git setup; the worker never pushes). Nothing is
+/// pushed when the repository's git data changed since `worked`'s worker started: the
+/// escalation for the owner instead.
+pub(super) async fn push(
+    settings: &RunnerSettings,
+    worktree: &Path,
+    remote: &str,
+    branch: &str,
+    worked: &Worked,
+) -> Result<Option<Asked>> {
+    if settings.worktrees {
+        if let Some(asked) = tampered(worked.baseline.as_ref()).await? {
+            return Ok(Some(asked));
+        }
+    }
+    let git = orchestrator_git(settings, worktree)?;
+    let (remote, refspec) = (remote.to_string(), format!("HEAD:refs/heads/{branch}"));
+    tokio::task::spawn_blocking(move || git.push(&remote, &refspec))
+        .await?
+        .with_context(|| format!("cannot push {branch}"))?;
+    Ok(None)
+}
+
+pub(super) async fn move_run(store: &dyn Store, run: &mut Run, event: RunEvent) -> Result<()> {
+    run.state = next_state(&run.state, event)?;
+    run.updated_at = Utc::now();
+    store.save_run(run).await?;
+    Ok(())
+}
+
+pub(super) async fn abandon(
+    store: &dyn Store,
+    notices: &crate::chat::Notices,
+    run: &mut Run,
+    gid: &str,
+    why: &str,
+) -> Result<()> {
+    move_run(store, run, RunEvent::Abandoned).await?;
+    queue_ops::apply(
+        store,
+        &SystemClock,
+        gid,
+        QueueEvent::RunAbandoned,
+        "runner",
+        Some(why.to_string()),
+    )
+    .await?;
+    tracing::error!(gid = %gid, run = run.id, %why, "run abandoned; the task is back for the owner's review");
+    notices
+        .tell_abandoned(
+            store,
+            crate::core::outbox::Priority::Action,
+            gid,
+            run.id,
+            why,
+        )
+        .await;
+    Ok(())
+}
+
+/// Completes a run on the local forge, its work committed already: a subtask's work goes
+/// into its parent's branch first (so the subtasks that depend on it start from it), then
+/// the run and its task are complete, the record step runs and the owner is told. When the
+/// suites fail after that merge, the merge is undone and their failure returned instead.
+pub(super) async fn complete_local(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+    run: &mut Run,
+    wt: &worktree::Worktree,
+) -> Result<Option<String>> {
+    let gid = task.task_gid.clone();
+    if let Some(failed) =
+        conduct::merge_into_parent(store, settings, &gid, run.id, &wt.branch).await?
+    {
+        return Ok(Some(failed));
+    }
+    move_run(store, run, RunEvent::PrOpened).await?;
+    run.completed_at = Some(Utc::now());
+    move_run(store, run, RunEvent::Completed).await?;
+    queue_ops::apply(
+        store,
+        &SystemClock,
+        &gid,
+        QueueEvent::RunCompleted,
+        "runner",
+        None,
+    )
+    .await?;
+    tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
+    record(store, settings, task, run, &wt.path, verified(settings)).await;
+    settings
+        .notices
+        .tell_completed(store, &gid, run.id, None)
+        .await;
+    Ok(None)
+}
+
+/// The record step for a run that completed in `worktree`.
+pub(super) async fn record(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+    run: &Run,
+    worktree: &Path,
+    verification: Vec<String>,
+) {
+    let commit = if settings.worktrees {
+        head_commit(settings, worktree).await
+    } else {
+        None
+    };
+    settings
+        .recorder
+        .record(
+            store,
+            &settings.notices,
+            crate::runner::record::Completion {
+                task,
+                run,
+                commit,
+                verification,
+            },
+        )
+        .await;
+}
+
+/// What the local forge's verification checked, for the record.
+pub(super) fn verified(settings: &RunnerSettings) -> Vec<String> {
+    // `forge.verify` is one command's argv.
+    if settings.verify.is_empty() {
+        return Vec::new();
+    }
+    vec![format!("`{}`: passed", settings.verify.join(" "))]
+}

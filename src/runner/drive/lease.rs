@@ -1,0 +1,113 @@
+//! Run leases: this runner's claim on the runs it carries, taken, renewed and given back.
+//! A claim is fenced by the run's lease epoch; this module never decides what a run does.
+
+use super::*;
+
+/// How long a run's lease lasts without renewal; [`keep_leases`] renews it three times in
+/// that span while the runner lives.
+pub const LEASE_TTL: Duration = Duration::from_secs(60);
+
+/// This process's lease span (`[runner] lease_ttl`): one per process, set when its runner
+/// is built; [`LEASE_TTL`] until then.
+pub(super) static LEASE_SPAN: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// Sets this process's lease span (the first call wins).
+pub fn set_lease_ttl(ttl: Duration) {
+    let _ = LEASE_SPAN.set(ttl.max(Duration::from_secs(1)));
+}
+
+pub(super) fn lease_ttl() -> Duration {
+    LEASE_SPAN.get().copied().unwrap_or(LEASE_TTL)
+}
+
+/// The holder of this process's leases.
+pub fn this_runner() -> crate::core::lease::Holder {
+    let pid = std::process::id();
+    crate::core::lease::Holder {
+        host: host(),
+        pid,
+        start: supervisor::group::start_time(pid),
+    }
+}
+
+/// Renews this runner's leases until the task is dropped; a renewal that fails is logged
+/// and tried again at the next beat (the lease lasts three beats).
+pub async fn keep_leases(store: Arc<dyn Store>, holder: Arc<crate::core::lease::Holder>) {
+    let id = holder.id();
+    let mut beat = tokio::time::interval(lease_ttl() / 3);
+    loop {
+        beat.tick().await;
+        if let Err(error) = store.renew_leases(&id, lease_until()).await {
+            tracing::warn!(%error, "cannot renew this runner's run leases");
+        }
+    }
+}
+
+pub(super) fn lease_until() -> chrono::DateTime<Utc> {
+    Utc::now() + chrono::Duration::from_std(lease_ttl()).unwrap_or(chrono::Duration::seconds(60))
+}
+
+/// Takes run `run_id`'s lease for this runner if no live runner holds it (see
+/// [`crate::core::lease::claim`]): the lease epoch every save of the run is then fenced
+/// by; `None`, after saying who holds it, when a live runner does.
+pub(super) async fn take_run(
+    store: &dyn Store,
+    holder: &crate::core::lease::Holder,
+    run_id: i64,
+) -> Result<Option<i64>> {
+    use crate::core::lease::{claim, Claim};
+    let lease = store.lease(run_id).await?;
+    let now = Utc::now();
+    let alive = |h: &crate::core::lease::Holder| {
+        h.start.is_some() && supervisor::group::start_time(h.pid) == h.start
+    };
+    let steal = match claim(lease.as_ref(), holder, now, alive) {
+        Claim::Take => None,
+        Claim::TakeOver { from } => Some(from),
+        Claim::Held { holder, until } => {
+            tracing::info!(run = run_id, %holder, until = %until, "another runner carries this run; leaving it");
+            return Ok(None);
+        }
+    };
+    Ok(store
+        .take_lease(run_id, &holder.id(), now, lease_until(), steal.as_deref())
+        .await?)
+}
+
+/// Gives a run's lease back once this runner stops carrying it (best effort: an unreleased
+/// lease expires).
+pub(super) async fn release_run(
+    store: &dyn Store,
+    holder: &crate::core::lease::Holder,
+    run_id: i64,
+) {
+    if let Err(error) = store.release_lease(run_id, &holder.id()).await {
+        tracing::warn!(run = run_id, %error, "cannot release the run's lease; it expires on its own");
+    }
+}
+
+/// This machine's name, as worker records carry it.
+pub fn host() -> String {
+    gethostname::gethostname().to_string_lossy().into_owned()
+}
+
+/// Whether a live runner other than `me` holds run `run_id`'s lease (its workers are its
+/// own business).
+pub(super) async fn carried_by_live_runner(
+    store: &dyn Store,
+    me: &crate::core::lease::Holder,
+    run_id: i64,
+) -> Result<bool> {
+    use crate::core::lease::{claim, Claim};
+    let lease = store.lease(run_id).await?;
+    if lease.as_ref().is_some_and(|l| l.holder == me.id()) {
+        return Ok(true);
+    }
+    let alive = |h: &crate::core::lease::Holder| {
+        h.start.is_some() && supervisor::group::start_time(h.pid) == h.start
+    };
+    Ok(matches!(
+        claim(lease.as_ref(), me, Utc::now(), alive),
+        Claim::Held { .. }
+    ))
+}

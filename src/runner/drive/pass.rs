@@ -1,0 +1,379 @@
+//! Passes: taking approved tasks and answered escalations up as worker slots free, each
+//! run carried on its own task; a pass never holds a slot for a run that waits.
+
+use super::*;
+
+impl Runner {
+    /// Whether a pass is still taking approved tasks: it will take a newly approved one as
+    /// soon as a slot is free, so no new pass is needed for it.
+    pub fn is_claiming(&self) -> bool {
+        self.claiming.load(std::sync::atomic::Ordering::SeqCst) > 0
+    }
+}
+
+/// Counts a pass as claiming while it lives.
+pub(super) struct Claiming(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Claiming {
+    pub(super) fn new(count: &Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(Arc::clone(count))
+    }
+}
+
+impl Drop for Claiming {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Takes approved tasks one at a time, each as soon as a worker slot is free, and drives
+/// each to `complete` or `abandoned`; returns when none is left approved and its runs have
+/// ended. The list is read again for every free slot, so a task approved meanwhile is taken
+/// by the pass already running. A run holds one of `slots` while it lives, so however many
+/// passes run at once the cap on live workers holds; a task two passes (or two runners)
+/// both see is claimed by one only (the queue move to `in_progress` is compare-and-set).
+pub async fn run_approved(runner: &Runner) -> Result<Passed> {
+    let Runner {
+        store, settings, ..
+    } = runner;
+    let claiming = Claiming::new(&runner.claiming);
+    if store
+        .tasks_page(Some(&QueueStatus::Approved), i64::MIN, 1)
+        .await?
+        .is_empty()
+    {
+        return Ok(Passed::default());
+    }
+    if settings.worktrees && !settings.repository.join(".git").exists() {
+        anyhow::bail!(
+            "runner.repository {} is not a git repository (the runs' worktrees are made from it)",
+            settings.repository.display()
+        );
+    }
+    let mut runs = tokio::task::JoinSet::new();
+    loop {
+        let permit = Arc::clone(&runner.slots).acquire_owned().await?;
+        let Some(task) = claim_next(store.as_ref()).await? else {
+            break;
+        };
+        let r = runner.clone();
+        runs.spawn(async move {
+            let gid = task.task_gid.clone();
+            drive(&r, task, permit)
+                .await
+                .with_context(|| format!("run of task {gid}"))
+        });
+    }
+    drop(claiming);
+    Ok(collect(runs, "a run failed").await)
+}
+
+/// Claims the oldest approved task (moves it to `in_progress`); `None` when no approved
+/// task is left. A task another runner claimed first is skipped.
+pub(super) async fn claim_next(store: &dyn Store) -> Result<Option<Task>> {
+    const PAGE: u32 = 16;
+    let clock = SystemClock;
+    let mut after = i64::MIN;
+    loop {
+        let page = store
+            .tasks_page(Some(&QueueStatus::Approved), after, PAGE)
+            .await?;
+        let Some(last) = page.last() else {
+            return Ok(None);
+        };
+        after = last.id;
+        for task in page {
+            // A dispatched worker task is run by its `executor dispatch` alone.
+            if task.source.as_deref() == Some(DISPATCH) {
+                continue;
+            }
+            // A subtask starts only when the subtasks it depends on are complete.
+            let unmet = store.unmet_dependencies(&task.task_gid).await?;
+            if !unmet.is_empty() {
+                tracing::debug!(gid = %task.task_gid, waits_for = ?unmet, "a subtask waits for its dependencies");
+                continue;
+            }
+            match queue_ops::apply(
+                store,
+                &clock,
+                &task.task_gid,
+                QueueEvent::RunStarted,
+                "runner",
+                None,
+            )
+            .await
+            {
+                Ok(_) => return Ok(Some(task)),
+                Err(queue_ops::QueueOpError::Illegal { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
+
+/// Carries one claimed task (already `in_progress`) through a new run; `slot` is the
+/// worker slot its first worker takes. `None` when another runner claimed the run
+/// meanwhile (this one stood down).
+pub(super) async fn drive(
+    runner: &Runner,
+    task: Task,
+    slot: tokio::sync::OwnedSemaphorePermit,
+) -> Result<Option<RunResult>> {
+    let (store, adapter, prompts, settings) = (
+        runner.store.as_ref(),
+        &runner.adapter,
+        runner.prompts.as_ref(),
+        runner.settings.as_ref(),
+    );
+    let clock = SystemClock;
+    let gid = task.task_gid.clone();
+    let mut run = store.create_run(&gid, clock.now()).await?;
+    let run_id = run.id;
+    // A new run is nobody else's; the lease tells other runners so.
+    run.lease_epoch = store
+        .take_lease(
+            run_id,
+            &runner.holder.id(),
+            clock.now(),
+            lease_until(),
+            None,
+        )
+        .await?
+        .context("another runner holds the lease of a run just created")?;
+    let started = async {
+        let mut run = run;
+        let wt = prepare_worktree(store, settings, &task).await?;
+        tracing::info!(gid = %gid, run = run.id, branch = %wt.branch, worktree = %wt.path.display(), "run started");
+        if settings.worktrees {
+            run.worktree_path = Some(wt.path.display().to_string());
+            run.branch_name = Some(wt.branch.clone());
+        }
+        move_run(store, &mut run, RunEvent::WorkerStarted).await?;
+        if conduct::needs_split(store, settings, &task).await? {
+            let _planner = slot;
+            return conduct::decompose(store, adapter, prompts, settings, task, run, wt, None)
+                .await;
+        }
+        run.lifecycle = Some(lifecycle::RunView::default());
+        let start = Start {
+            slot: Some(slot),
+            ..Start::new(lifecycle::Event::Begin)
+        };
+        carry(runner, task, run, wt, start).await
+    }
+    .await;
+    release_run(store, &runner.holder, run_id).await;
+    settle(store, &runner.settings.notices, run_id, &gid, started).await
+}
+
+/// How a carried run's pass ends: a run another runner claimed meanwhile is left to it
+/// (`None`, nothing written); one that failed for a reason no worker can fix is abandoned.
+pub(super) async fn settle(
+    store: &dyn Store,
+    notices: &crate::chat::Notices,
+    run_id: i64,
+    gid: &str,
+    carried: Result<RunResult>,
+) -> Result<Option<RunResult>> {
+    match carried {
+        Ok(result) => Ok(Some(result)),
+        Err(error) if fenced(&error) => {
+            tracing::warn!(gid = %gid, run = run_id, "the run was claimed elsewhere (the owner cancelled it, or another runner took it over); this runner stopped its worker and stands down");
+            Ok(None)
+        }
+        Err(error) => {
+            give_up(store, notices, run_id, gid, &format!("{error:#}")).await;
+            Err(error)
+        }
+    }
+}
+
+/// A run that failed for a reason no worker can fix (its worktree cannot be made, its
+/// verification cannot start, the store failed) is abandoned rather than left looking
+/// alive; best effort, since the store itself may be what failed.
+pub(super) async fn give_up(
+    store: &dyn Store,
+    notices: &crate::chat::Notices,
+    run_id: i64,
+    gid: &str,
+    why: &str,
+) {
+    let Ok(runs) = store.runs(Some(gid)).await else {
+        return;
+    };
+    let Some(mut run) = runs.into_iter().find(|r| r.id == run_id) else {
+        return;
+    };
+    if run.state.is_active() {
+        if let Err(error) = abandon(store, notices, &mut run, gid, why).await {
+            tracing::error!(gid = %gid, run = run_id, error = format!("{error:#}"), "cannot abandon a failed run");
+        }
+    }
+}
+
+/// Whether `error` says the run's lease was claimed by another runner: this runner then
+/// writes nothing more for the run (not even its abandonment).
+pub(super) fn fenced(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<crate::store::StoreError>(),
+            Some(crate::store::StoreError::Fenced { .. })
+        )
+    })
+}
+
+/// Resumes every run whose escalation the owner has answered, each exactly once (the
+/// store's compare-and-set on `applied_at`), as soon as a worker slot is free.
+pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
+    let store = runner.store.as_ref();
+    let mut runs = tokio::task::JoinSet::new();
+    for escalation in store.answered_escalations().await? {
+        let Some(run_id) = escalation.run_id else {
+            continue;
+        };
+        let Some(gid) = escalation.task_gid.clone() else {
+            continue;
+        };
+        let Some(mut run) = store
+            .runs(Some(&gid))
+            .await?
+            .into_iter()
+            .find(|r| r.id == run_id)
+        else {
+            continue;
+        };
+        if run.state != RunState::InProgress {
+            continue;
+        }
+        let Some(task) = store.task(&gid).await? else {
+            continue;
+        };
+        let permit = Arc::clone(&runner.slots).acquire_owned().await?;
+        let Some(epoch) = take_run(store, &runner.holder, run_id).await? else {
+            continue;
+        };
+        run.lease_epoch = epoch;
+        if !store
+            .apply_escalation(escalation.id, runner.settings.clock.now())
+            .await?
+        {
+            release_run(store, &runner.holder, run_id).await;
+            continue;
+        }
+        let resolution = escalation.resolution.clone().unwrap_or_default();
+        let note = escalation
+            .resolution_note
+            .as_deref()
+            .map(|n| format!(" Their note: {n}"))
+            .unwrap_or_default();
+        tracing::info!(gid = %gid, run = run_id, escalation = escalation.id, %resolution, "resuming a run with the owner's decision");
+        let parked = escalation.tool_use_id.is_some()
+            && run.worker_session_id.is_some()
+            && matches!(runner.adapter, Adapter::Claude { .. });
+        let gate =
+            [review::INTEGRATE, review::REVIEW_EXHAUSTED].contains(&escalation.action.as_str());
+        let answer = match (gate, escalation.resolution.as_deref()) {
+            (true, Some("approve")) => lifecycle::Answer::Integrate,
+            (true, _) => lifecycle::Answer::Decline,
+            (false, _) => lifecycle::Answer::Continue {
+                reason: format!(
+                    "The owner answered your escalation ({}: {}): {resolution}.{note}",
+                    escalation.action,
+                    escalation.detail.as_deref().unwrap_or("")
+                ),
+            },
+        };
+        // The answer is what the run waits on, whatever stage an older executor (or the
+        // hook, for a parked tool call) left in its view.
+        run.lifecycle = Some(lifecycle::RunView {
+            stage: lifecycle::Stage::WaitingOnOwner {
+                escalation: escalation.id,
+            },
+            ..view_of(&run)
+        });
+        let start = Start {
+            event: lifecycle::Event::Answered(answer),
+            continue_parked: parked,
+            slot: Some(permit),
+        };
+        runs.spawn(continue_run(
+            runner.clone(),
+            task,
+            run,
+            start,
+            "resumed run",
+        ));
+    }
+    Ok(collect(runs, "a resumed run failed").await)
+}
+
+/// Carries an existing run on from `start` in its worktree (its lease already taken).
+/// `what` names the task in errors.
+pub(super) async fn continue_run(
+    r: Runner,
+    task: Task,
+    run: Run,
+    mut start: Start,
+    what: &'static str,
+) -> Result<Option<RunResult>> {
+    let gid = task.task_gid.clone();
+    let run_id = run.id;
+    let carried = async {
+        let wt = prepare_worktree(r.store.as_ref(), &r.settings, &task).await?;
+        // A goal still to be split goes back to its planner (told the owner's answer, or
+        // why it stopped), never to a worker that would do the whole goal at once.
+        if conduct::needs_split(r.store.as_ref(), &r.settings, &task).await? {
+            let _planner = match start.slot.take() {
+                Some(held) => held,
+                None => Arc::clone(&r.slots).acquire_owned().await?,
+            };
+            return conduct::decompose(
+                r.store.as_ref(),
+                &r.adapter,
+                &r.prompts,
+                &r.settings,
+                task,
+                run,
+                wt,
+                start.reason(),
+            )
+            .await;
+        }
+        carry(&r, task, run, wt, start).await
+    }
+    .await;
+    release_run(r.store.as_ref(), &r.holder, run_id).await;
+    settle(r.store.as_ref(), &r.settings.notices, run_id, &gid, carried)
+        .await
+        .with_context(|| format!("{what} of task {gid}"))
+}
+
+/// Whether some run waits only for a free slot to take the owner's answer.
+pub async fn has_decided(store: &dyn Store) -> Result<bool> {
+    Ok(store
+        .answered_escalations()
+        .await?
+        .iter()
+        .any(|e| e.run_id.is_some()))
+}
+
+/// Waits for every run of a pass. A run that failed or panicked is counted, never allowed
+/// to cut the others short.
+pub(super) async fn collect(
+    mut runs: tokio::task::JoinSet<Result<Option<RunResult>>>,
+    what: &'static str,
+) -> Passed {
+    let mut passed = Passed::default();
+    while let Some(joined) = runs.join_next().await {
+        match joined.map_err(anyhow::Error::from).and_then(|run| run) {
+            Ok(Some(result)) => passed.results.push(result),
+            Ok(None) => {}
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "{what}");
+                passed.failed.push(format!("{error:#}"));
+            }
+        }
+    }
+    passed
+}

@@ -1,0 +1,158 @@
+//! Recovery: what a dead or frozen runner left behind on this host, stopped and carried on.
+//! A live runner's runs and workers are never touched.
+
+use super::*;
+
+/// Reconciles what a runner that died (killed, crashed, the machine rebooted, or frozen
+/// past its lease) left behind on this host. Only runs whose lease is free, expired or
+/// held by a dead runner are touched, and only the workers recorded for them: each still
+/// alive (the same pid *and* start time: a reused pid is never touched) is stopped with
+/// its whole group; a live runner's workers and runs are left alone. Each such run left
+/// `in_progress` is then claimed (a new lease epoch, so the runner that left it writes
+/// nothing more) and carried on from its stored stage in its worktree. Call it at start,
+/// with the runner lock held, before any new run starts.
+pub async fn recover(runner: &Runner) -> Result<Passed> {
+    let Runner {
+        store, settings, ..
+    } = runner;
+    for worker in store.open_workers(&host()).await? {
+        if carried_by_live_runner(store.as_ref(), &runner.holder, worker.run_id).await? {
+            continue;
+        }
+        let Ok(pid) = u32::try_from(worker.pid) else {
+            continue;
+        };
+        let outcome = if stop_recorded(&worker, settings.grace).await {
+            tracing::warn!(
+                run = worker.run_id,
+                pid,
+                "stopped a worker a previous runner left running"
+            );
+            "stopped at recovery: its runner had died or lost its lease"
+        } else {
+            "gone when its runner was recovered"
+        };
+        store
+            .end_worker(worker.id, settings.clock.now(), outcome)
+            .await?;
+    }
+
+    let mut runs = tokio::task::JoinSet::new();
+    for mut run in store.runs(None).await? {
+        if run.state != RunState::InProgress {
+            continue;
+        }
+        let Some(task) = store.task(&run.task_gid).await? else {
+            continue;
+        };
+        if task.status != QueueStatus::InProgress {
+            continue;
+        }
+        // A parent waits for its subtasks, holding no worker.
+        if conduct::is_waiting_parent(store.as_ref(), &task.task_gid).await? {
+            continue;
+        }
+        // This runner's own runs are carried already.
+        if store
+            .lease(run.id)
+            .await?
+            .is_some_and(|lease| lease.holder == runner.holder.id())
+        {
+            continue;
+        }
+        // A dispatched worker runs with its task file's tools and timeout, which only its
+        // `executor dispatch` knows: an interrupted one ends here, to be dispatched again.
+        if task.source.as_deref() == Some(DISPATCH) {
+            if take_run(store.as_ref(), &runner.holder, run.id)
+                .await?
+                .is_some()
+            {
+                give_up(
+                    store.as_ref(),
+                    &settings.notices,
+                    run.id,
+                    &task.task_gid,
+                    "its executor dispatch was interrupted; dispatch the task file again",
+                )
+                .await;
+                release_run(store.as_ref(), &runner.holder, run.id).await;
+            }
+            continue;
+        }
+        // A run waiting for the owner is not stranded: the answer resumes it.
+        if store
+            .run_escalations(run.id)
+            .await?
+            .iter()
+            .any(|e| e.applied_at.is_none())
+        {
+            continue;
+        }
+        // A run whose pushed branch waits for its draft PR is the PR tick's, not a worker's.
+        if opening::opens_pr(store.as_ref(), run.id).await? {
+            continue;
+        }
+        // On a shared queue another host's runner may be carrying it right now.
+        let Some(epoch) = take_run(store.as_ref(), &runner.holder, run.id).await? else {
+            continue;
+        };
+        run.lease_epoch = epoch;
+        // A worker of a runner frozen past its lease was left running: gone before this
+        // runner starts one in the same worktree.
+        for worker in store.open_workers(&host()).await? {
+            if worker.run_id == run.id {
+                stop_recorded(&worker, settings.grace).await;
+                store
+                    .end_worker(
+                        worker.id,
+                        settings.clock.now(),
+                        "stopped: its runner's lease was taken over",
+                    )
+                    .await?;
+            }
+        }
+        tracing::info!(gid = %task.task_gid, run = run.id, stage = view_of(&run).stage_name(), "carrying on a run its runner left");
+        let start = Start::new(lifecycle::Event::Resumed {
+            reason: "the runner stopped while this run's worker was working".to_string(),
+        });
+        runs.spawn(continue_run(runner.clone(), task, run, start, "recovery"));
+    }
+    Ok(collect(runs, "a recovered run failed").await)
+}
+
+/// Stops a recorded worker's group if the worker (same pid and start time) or members of
+/// its group still live; true when something was stopped.
+pub(super) async fn stop_recorded(worker: &WorkerRecord, grace: Duration) -> bool {
+    let Ok(pid) = u32::try_from(worker.pid) else {
+        return false;
+    };
+    // Never a group that is not a worker's: 0 is the caller's own, 1 is init's.
+    if pid <= 1 {
+        return false;
+    }
+    let alive = supervisor::group::start_time(pid).and_then(|t| i64::try_from(t).ok());
+    let leader_is_ours = alive.is_some() && alive == worker.start_time;
+    // A dead leader's group id stays taken while any member lives, so members of group
+    // `pid` are still the worker's children.
+    let children_left = alive.is_none() && !supervisor::group::members(pid).is_empty();
+    if leader_is_ours || children_left {
+        stop_leftover(pid, grace).await;
+        true
+    } else {
+        false
+    }
+}
+
+/// TERM to a leftover worker's group, up to `grace` for it to go, then KILL.
+pub(super) async fn stop_leftover(pgid: u32, grace: Duration) {
+    use nix::sys::signal::Signal;
+    let _ = supervisor::group::signal_group(pgid, Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + grace;
+    while tokio::time::Instant::now() < deadline {
+        if supervisor::group::members(pgid).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = supervisor::group::signal_group(pgid, Signal::SIGKILL);
+}

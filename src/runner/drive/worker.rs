@@ -1,0 +1,236 @@
+//! One worker: its environment, its place in the wall, its supervision, and its record.
+//! It never commits or pushes: the orchestrator does, after checking the repository.
+
+use super::*;
+
+/// Appended to a Claude worker's system prompt: the phase prompt teaches the format in full,
+/// this keeps it in view however long the session grows.
+pub(super) const SYSTEM_REMINDER: &str = "You are a worker of executor. Report to it with message \
+lines exactly as your instructions describe ([STATUS:kind], [REQUEST:kind], [DONE:kind], \
+[ESCALATE:kind] at the start of a line). End every phase with one [DONE:kind] or \
+[ESCALATE:kind] line.";
+
+/// Longest output line kept from a worker.
+pub(super) const MAX_LINE: usize = 1024 * 1024;
+
+/// The environment every agent process starts with: nothing inherited but `PATH`, `HOME`,
+/// `LANG`, `TERM`, `TMPDIR`, the variables `agent.env` names, and the adapter's fixed ones.
+pub(super) fn worker_env(adapter: &Adapter, settings: &RunnerSettings) -> HashMap<String, String> {
+    agent_env(adapter, &settings.agent.env)
+}
+
+/// The environment an agent process gets: a few basics, the variables `[agent] env`
+/// names, and the adapter's own settings. Nothing else of this process's environment (its
+/// tokens above all) reaches it.
+pub fn agent_env(adapter: &Adapter, allowed: &[String]) -> HashMap<String, String> {
+    let mut env: HashMap<String, String> = HashMap::new();
+    for key in ["PATH", "HOME", "LANG", "TERM", "TMPDIR"] {
+        if let Ok(value) = std::env::var(key) {
+            env.insert(key.to_string(), value);
+        }
+    }
+    for key in allowed {
+        if let Ok(value) = std::env::var(key) {
+            env.insert(key.clone(), value);
+        }
+    }
+    for (key, value) in adapter.fixed_env() {
+        env.insert((*key).to_string(), (*value).to_string());
+    }
+    env
+}
+
+/// What a worker left for the owner to decide.
+#[derive(Debug, Clone)]
+pub(super) enum Asked {
+    /// An `[ESCALATE:kind] …` line.
+    Message(String),
+    /// A tool call the agent parked for a decision (Claude's `defer`).
+    DeferredTool(crate::agents::ToolUse),
+}
+
+/// What one worker did.
+pub(super) struct Worked {
+    pub(super) done: Option<String>,
+    pub(super) asked: Option<Asked>,
+    pub(super) stopped: Option<StopReason>,
+    pub(super) why: String,
+    /// The worker's record, as `result.json` keeps it.
+    pub(super) result: serde_json::Value,
+    /// The last of the worker's stderr.
+    pub(super) stderr: Vec<String>,
+    /// The repository as it was when the worker started (`None` without worktrees):
+    /// what the orchestrator checks before it commits or pushes.
+    pub(super) baseline: Option<Baseline>,
+    /// The repository's git data changed while the worker ran: the orchestrator runs no
+    /// git in the worktree and the run waits for the owner (`asked` says why).
+    pub(super) tampered: bool,
+}
+
+/// Bytes of a worker's stderr kept for its run record (the newest).
+pub(super) const STDERR_BYTES: usize = 256 * 1024;
+
+/// What one worker of a run works with.
+pub(super) struct WorkerRun<'a> {
+    pub(super) store: &'a dyn Store,
+    pub(super) adapter: &'a Adapter,
+    pub(super) settings: &'a RunnerSettings,
+    pub(super) gid: &'a str,
+    pub(super) phase: Phase,
+    pub(super) worktree: &'a Path,
+}
+
+/// Runs one `phase` worker of `run` in `worktree` with `prompt` to its end, and says
+/// what it did (see [`run_worker`]).
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn work(
+    store: &dyn Store,
+    adapter: &Adapter,
+    settings: &RunnerSettings,
+    run: &mut Run,
+    gid: &str,
+    phase: Phase,
+    worktree: &Path,
+    prompt: String,
+) -> Result<Worked> {
+    let w = WorkerRun {
+        store,
+        adapter,
+        settings,
+        gid,
+        phase,
+        worktree,
+    };
+    run_worker(w, run, prompt).await
+}
+
+/// Runs one worker to its end, and says what it did. The run is saved as the worker goes
+/// (its process, session and milestones).
+pub(super) async fn run_worker(w: WorkerRun<'_>, run: &mut Run, prompt: String) -> Result<Worked> {
+    let logs = PhaseLog::create(
+        &w.settings.logs_dir,
+        w.gid,
+        w.phase.as_str(),
+        &w.settings.clock,
+    )?;
+    let baseline = baseline(w.settings, w.worktree).await?;
+    let keeps_session = w.phase != Phase::PrReview;
+    let env = environment(&w, run, keeps_session).await?;
+    // The contract this worker is judged by, fixed for its whole life (a reload applies to
+    // the next worker).
+    let contract = w
+        .settings
+        .worker_contract
+        .as_ref()
+        .map(|cell| cell.current());
+    let launch = launch(&w, run, env, prompt, contract.as_deref())?;
+    let confined = launch.confined;
+    let watched = watch(&w, run, launch, logs, contract.as_deref()).await?;
+    run.worker_pid = None;
+    run.worker_last_update = Some(w.settings.clock.now());
+    if keeps_session && watched.said.session_id.is_some() {
+        run.worker_session_id = watched.said.session_id.clone();
+    }
+    conclude(&w, run, watched, baseline, confined).await
+}
+
+/// Why a worker ended, in words for the log, the record and the owner.
+fn why_ended(said: &Said, outcome: &supervisor::Outcome) -> String {
+    let deferred = said
+        .finished
+        .as_ref()
+        .and_then(|f| f.deferred_tool.as_ref());
+    let api_error = said.finished.as_ref().and_then(|f| f.api_error());
+    match (&said.done, &said.escalated, outcome.stopped) {
+        (Some(_), _, _) => "done".to_string(),
+        (None, _, None) if deferred.is_some() => format!(
+            "the agent parked a tool call for the owner: {}",
+            deferred.map(|t| t.name.as_str()).unwrap_or_default()
+        ),
+        (None, Some(line), _) => format!("the worker escalated: {line}"),
+        (None, None, Some(StopReason::NoOutput)) => "no output for too long".to_string(),
+        (None, None, Some(StopReason::HardTimeout)) => "hard timeout".to_string(),
+        (None, None, Some(StopReason::Requested)) => "stopped on request".to_string(),
+        (None, None, None) => match (outcome.exit_code, outcome.signal) {
+            // A model API error is the cause; the exit code is only its consequence.
+            (Some(code), _) if api_error.is_some() => format!(
+                "{} (the worker exited {code} without [DONE])",
+                api_error.unwrap_or_default()
+            ),
+            (None, _) if api_error.is_some() => api_error.unwrap_or_default(),
+            (Some(code), _) => format!("exited {code} without [DONE]"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "ended without [DONE]".to_string(),
+        },
+    }
+}
+
+/// Records the worker's end and says what it did. Whatever the worker said, a repository
+/// it tampered with goes to the owner, before any git of the orchestrator's runs in it
+/// again.
+async fn conclude(
+    w: &WorkerRun<'_>,
+    run: &Run,
+    watched: Watched,
+    baseline: Option<Baseline>,
+    confined: bool,
+) -> Result<Worked> {
+    let Watched {
+        outcome,
+        mut said,
+        worker_id,
+    } = watched;
+    let why = why_ended(&said, &outcome);
+    said.logs.message(&format!("worker ended: {why}"));
+    if let Some(id) = worker_id {
+        let at = w.settings.clock.now();
+        patience::durably("the worker's end", run.id, || async {
+            Ok(w.store.end_worker(id, at, &why).await?)
+        })
+        .await?;
+    }
+    let result = serde_json::json!({
+        "run_id": run.id,
+        "task_gid": w.gid,
+        "phase": w.phase.as_str(),
+        "agent": w.adapter.name(),
+        "confined": confined,
+        "wall": w.settings.wall.describe(),
+        "session_id": run.worker_session_id,
+        "done": said.done,
+        "escalated": said.escalated,
+        "why": why,
+        "exit_code": outcome.exit_code,
+        "signal": outcome.signal,
+        "stopped": outcome.stopped,
+        "killed": outcome.killed,
+        "lines": outcome.lines,
+        "truncated_lines": outcome.truncated_lines,
+        "agent_result": said.finished,
+    });
+    let deferred = said.finished.as_ref().and_then(|f| f.deferred_tool.clone());
+    let mut asked = match (&said.done, deferred, &said.escalated) {
+        (Some(_), _, _) => None,
+        (None, Some(tool), _) => Some(Asked::DeferredTool(tool)),
+        (None, None, Some(line)) => Some(Asked::Message(line.clone())),
+        (None, None, None) => None,
+    };
+    let (mut done, mut why, mut tampered) = (said.done, why, false);
+    if let Some((question, changes)) = tampered_since(baseline.as_ref()).await? {
+        tracing::warn!(gid = %w.gid, run = run.id, %changes, "the repository's git data changed while the worker ran; nothing is committed");
+        said.logs
+            .message(&format!("the repository's git data changed: {changes}"));
+        why = format!("the repository's git data changed: {changes}");
+        (done, asked, tampered) = (None, Some(question), true);
+    }
+    Ok(Worked {
+        done,
+        asked,
+        stopped: outcome.stopped,
+        why,
+        result,
+        stderr: said.stderr.into_lines(),
+        baseline,
+        tampered,
+    })
+}
