@@ -114,6 +114,18 @@ fn read_bot(settings: &Settings, persona: &str, section: &PersonaSection) -> Res
     })
 }
 
+/// Every Zulip persona's bot, read, and refused when two are one bot (`executor doctor`).
+pub(crate) fn distinct_personas(settings: &Settings) -> Result<()> {
+    let bots = settings
+        .raw
+        .chat
+        .personas
+        .iter()
+        .map(|(name, section)| read_bot(settings, name, section))
+        .collect::<Result<Vec<_>>>()?;
+    distinct(&bots)
+}
+
 /// Refuses two personas with one bot (the same email or the same API key).
 fn distinct(bots: &[Bot]) -> Result<()> {
     for (i, a) in bots.iter().enumerate() {

@@ -35,6 +35,7 @@ use crate::core::settle::Settling;
 use crate::ops::intake::PlansIntake;
 use crate::ops::source_intake::SourceIntake;
 use crate::runner::drive::Runner;
+use crate::runner::engine::{log_ended, Note, Scheduler};
 use crate::store::wake::{Heard, Wakes};
 use crate::store::Store;
 use crate::web::github_webhook::PrLook;
@@ -44,116 +45,26 @@ use tokio::task::JoinHandle;
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 
 pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
-    let store = shared.as_ref();
+    super::doctor::preflight(settings)?;
     let runner = super::build_runner(settings, Arc::clone(&shared))?;
     let _leases = super::LeaseKeeper::start(&runner);
     let chat = super::chat::build(settings, runner.settings.notices.clone()).await?;
     let chat_tasks = start_chat(chat, &shared).await?;
-    let mut passes: Vec<JoinHandle<()>> = Vec::new();
-    let mut pr_tick: Option<JoinHandle<()>> = None;
-    let sources: Vec<Arc<tokio::sync::Mutex<SourceIntake>>> = super::source_intakes(settings)?
-        .into_iter()
-        .map(|s| Arc::new(tokio::sync::Mutex::new(s)))
-        .collect();
-    let mut source_polls: Vec<Option<JoinHandle<()>>> = sources.iter().map(|_| None).collect();
-    // The analyzer runs here unless another process (`executor analyze --once`) holds its
-    // lock; then that one analyzes, and this daemon tries the lock again on each heartbeat.
-    let mut analyzer_lock = None;
-    let mut analyzer: Option<Arc<crate::analyzer::Analyzer>> = None;
-    // Why the analyzer could not be built the last time this daemon tried, said once.
-    let mut analyzer_failed: Option<String> = None;
-    take_analyzer(
-        settings,
-        &shared,
-        &mut analyzer_lock,
-        &mut analyzer,
-        &mut analyzer_failed,
-        true,
-    )?;
-    let mut analysis: Option<JoinHandle<()>> = None;
-    let started_at = clock.now();
-    let mut heartbeat = Heartbeat {
-        component: "daemon".to_string(),
-        host: gethostname::gethostname().to_string_lossy().into_owned(),
-        pid: i64::from(std::process::id()),
-        started_at,
-        beat_at: started_at,
-        stopped_at: None,
-    };
-    store
-        .beat(&heartbeat)
-        .await
-        .context("cannot record the daemon's heartbeat")?;
-
-    // Commands from other processes (`go`, `decide`, …) wake this daemon at once.
-    let mut wakes = match store.listen_wakes().await {
-        Ok(wakes) => {
-            tracing::info!(address = %wakes.address, "listening for wake-ups");
-            Some(wakes)
-        }
-        Err(error) => {
-            tracing::warn!(
-                error = format!("{error:#}"),
-                "cannot listen for wake-ups; commands from other processes are picked up on the heartbeat"
-            );
-            None
-        }
-    };
-    // What this daemon's own background work tells the loop: approved work may be waiting.
-    let (changed_tx, mut changed_rx) = mpsc::unbounded_channel::<Changed>();
-    let mut deferred = false;
+    let mut daemon = Daemon::start(settings, &shared, clock, runner).await?;
     // GitHub's webhook deliveries, when a secret is configured: each asks for a PR look now.
     let (looks_tx, mut looks_rx) = mpsc::unbounded_channel::<PrLook>();
-    let (web, webhooks) = start_web(settings, &runner, &shared, looks_tx).await?;
-    let webhook_poll = settings.raw.forge.webhook_poll;
-    let mut last_pr_tick: Option<std::time::Instant> = None;
-    let mut pr_again = false;
-
+    let (web, webhooks) = start_web(settings, &daemon.runner, &shared, looks_tx).await?;
+    daemon.webhooks = webhooks;
     // The paths each file event names; a failed event names the folder (a full look).
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
-    let mut intake = settings.plans.clone().map(PlansIntake::new);
-    // One save is one event: a note is taken in once it has gone `settle` unwritten.
-    let mut settling = Settling::new(intake.as_ref().map_or(Duration::ZERO, |i| i.settle()));
     // Keep the watcher alive for the daemon's lifetime: dropping it stops the events.
-    let _watcher = match &intake {
-        Some(intake) => {
-            let dir = intake.dir().to_path_buf();
-            std::fs::create_dir_all(&dir)
-                .with_context(|| format!("cannot create the plans folder {}", dir.display()))?;
-            let folder = dir.clone();
-            let mut watcher =
-                notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                    let paths = match event {
-                        Ok(event) if event.kind.is_access() => return,
-                        Ok(event) if !event.paths.is_empty() => event.paths,
-                        Ok(_) | Err(_) => vec![folder.clone()],
-                    };
-                    let _ = events_tx.send(paths);
-                })
-                .context("cannot start the file watcher")?;
-            watcher
-                .watch(&dir, RecursiveMode::Recursive)
-                .with_context(|| format!("cannot watch {}", dir.display()))?;
-            tracing::info!(folder = %dir.display(), "watching the plans folder");
-            Some(watcher)
-        }
-        None => None,
-    };
+    let _watcher = watch_plans(daemon.intake.as_ref(), events_tx)?;
 
-    tracing::info!(pid = heartbeat.pid, storage = %settings.storage.display(), "executor daemon started");
-    if let Some(intake) = intake.as_mut() {
-        ingest(intake, store, clock, &settling).await;
-    }
-    start_source_polls(&sources, &shared, &mut source_polls, &changed_tx);
-    start_analysis(
-        analyzer.as_ref(),
-        &shared,
-        &mut analysis,
-        settings.raw.runner.loop_sleep,
-        &changed_tx,
-    );
+    tracing::info!(pid = daemon.heartbeat.pid, storage = %settings.storage.display(), "executor daemon started");
+    daemon.ingest().await;
+    daemon.start_background();
     // The first pass reconciles what a previous runner left, then works approved tasks.
-    start_pass(&runner, &mut passes, true, &changed_tx);
+    daemon.engine.start();
 
     let mut beat_timer = tokio::time::interval(HEARTBEAT_EVERY);
     let mut rescan_timer = tokio::time::interval(settings.raw.runner.loop_sleep);
@@ -175,176 +86,308 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
                     paths.extend(more);
                 }
                 for path in &paths {
-                    settling.touch(path, now);
+                    daemon.settling.touch(path, now);
                 }
             }
-            _ = settled(settling.next_due()) => {
-                if settling.take_settled(std::time::Instant::now()) {
-                    if let Some(intake) = intake.as_mut() {
-                        ingest(intake, store, clock, &settling).await;
-                    }
-                    deferred |= wake(&runner, &mut passes, &changed_tx).await;
-                }
-            }
-            heard = next_wake(&mut wakes) => {
-                match heard {
-                    Some(heard) => {
-                        // One pass answers every wake-up that came meanwhile.
-                        if let Some(wakes) = wakes.as_mut() {
-                            wakes.drain();
-                        }
-                        tracing::debug!(?heard, "woken");
-                        if heard == Heard::Reconnected {
-                            if let Some(intake) = intake.as_mut() {
-                                ingest(intake, store, clock, &settling).await;
-                            }
-                        }
-                        deferred |= wake(&runner, &mut passes, &changed_tx).await;
-                        start_analysis(
-                            analyzer.as_ref(),
-                            &shared,
-                            &mut analysis,
-                            settings.raw.runner.loop_sleep,
-                            &changed_tx,
-                        );
-                    }
-                    None => {
-                        tracing::warn!("the wake-up listener stopped; commands from other processes are picked up on the heartbeat");
-                        wakes = None;
-                    }
-                }
-            }
+            _ = settled(daemon.settling.next_due()) => daemon.on_settled().await,
+            heard = next_wake(&mut daemon.wakes) => daemon.on_heard(heard).await,
             Some(look) = looks_rx.recv() => {
                 while looks_rx.try_recv().is_ok() {}
                 tracing::debug!(event = %look.event, prs = ?look.prs, "a webhook asks for a PR look");
-                // The delivery says something changed: the next look reads GitHub again
-                // instead of the client's cached answers.
-                if let Some(github) = &runner.settings.github {
-                    github.client.expire_cache();
-                }
-                if start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
-                    last_pr_tick = Some(std::time::Instant::now());
-                } else {
-                    pr_again = true;
-                }
+                // The delivery says something changed: the look reads GitHub again instead
+                // of the client's cached answers (one that came during the last look gets a
+                // look of its own).
+                daemon.engine.look_at_prs(true);
             }
-            Some(changed) = changed_rx.recv() => {
-                // A pass that ended while a wake-up was deferred to it: the work it was
-                // told of may have come after its last claim.
-                let look = match changed {
-                    Changed::PassEnded => std::mem::take(&mut deferred),
-                    Changed::NewWork => true,
-                    Changed::PrTickEnded => {
-                        // A delivery that came during the last look gets a look of its own.
-                        if std::mem::take(&mut pr_again) {
-                            if let Some(github) = &runner.settings.github {
-                                github.client.expire_cache();
-                            }
-                            if start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
-                                last_pr_tick = Some(std::time::Instant::now());
-                            }
-                        }
-                        false
-                    }
-                };
-                if look {
-                    deferred |= claim_waiting(&runner, &mut passes, &changed_tx).await;
+            note = daemon.engine.next() => {
+                if let Note::Ended { kind, passed } = &note {
+                    log_ended(*kind, passed);
                 }
+                daemon.engine.heard(&note).await;
             }
-            _ = rescan_timer.tick() => {
-                if let Some(intake) = intake.as_mut() {
-                    ingest(intake, store, clock, &settling).await;
-                }
-                deferred |= wake(&runner, &mut passes, &changed_tx).await;
-                // With webhooks, the poll only reconciles what a delivery missed.
-                let due = !webhooks
-                    || last_pr_tick.is_none_or(|at| at.elapsed() >= webhook_poll);
-                if due && start_pr_tick(&runner, &mut pr_tick, &changed_tx) {
-                    last_pr_tick = Some(std::time::Instant::now());
-                }
-            }
-            _ = beat_timer.tick() => {
-                reload_contract(&runner);
-                start_source_polls(&sources, &shared, &mut source_polls, &changed_tx);
-                take_analyzer(
-                    settings,
-                    &shared,
-                    &mut analyzer_lock,
-                    &mut analyzer,
-                    &mut analyzer_failed,
-                    false,
-                )?;
-                start_analysis(
-                    analyzer.as_ref(),
-                    &shared,
-                    &mut analysis,
-                    settings.raw.runner.loop_sleep,
-                    &changed_tx,
-                );
-                heartbeat.beat_at = clock.now();
-                if let Err(error) = store.beat(&heartbeat).await {
-                    tracing::warn!(%error, "cannot record the heartbeat");
-                }
-                // The analyzer beats too while this daemon holds its lock, so `executor
-                // status` says who analyzes.
-                if analyzer_lock.is_some() {
-                    let analyzing = Heartbeat {
-                        component: "analyzer".to_string(),
-                        ..heartbeat.clone()
-                    };
-                    if let Err(error) = store.beat(&analyzing).await {
-                        tracing::warn!(%error, "cannot record the analyzer's heartbeat");
-                    }
-                }
-                if wakes.is_some() {
-                    // A wake-up left to a pass that was just ending its claims.
-                    if std::mem::take(&mut deferred) {
-                        deferred |= claim_waiting(&runner, &mut passes, &changed_tx).await;
-                    }
-                    deferred |= look_in_process(&runner, &mut passes, &changed_tx).await;
-                } else {
-                    deferred |= wake(&runner, &mut passes, &changed_tx).await;
-                }
-            }
+            _ = rescan_timer.tick() => daemon.on_rescan().await,
+            _ = beat_timer.tick() => daemon.on_beat().await?,
         }
     }
 
-    if let Some(tick) = pr_tick.take() {
-        tick.abort();
-    }
     if let Some(web) = web {
         web.abort();
     }
     for task in chat_tasks {
         task.abort();
     }
-    for poll in source_polls.iter_mut().filter_map(Option::take) {
-        poll.abort();
-    }
-    if let Some(pass) = analysis.take() {
-        pass.abort();
-    }
-    for pass in passes.drain(..) {
-        // Dropping a pass stops its workers (each is killed with its process); their runs
-        // stay `in_progress` for the recovery that the next start will do.
-        pass.abort();
-    }
-    heartbeat.beat_at = clock.now();
-    heartbeat.stopped_at = Some(heartbeat.beat_at);
-    if analyzer_lock.is_some() {
-        let analyzing = Heartbeat {
-            component: "analyzer".to_string(),
-            ..heartbeat.clone()
+    daemon.stop().await
+}
+
+/// The daemon's state between the events its loop hears: the scheduler of runs, the plans
+/// intake, the polled sources, the analyzer and the heartbeat.
+struct Daemon<'a> {
+    settings: &'a Settings,
+    shared: Arc<dyn Store>,
+    clock: &'a SystemClock,
+    runner: Runner,
+    engine: Scheduler,
+    /// Where background work says approved work may be waiting.
+    changed: mpsc::UnboundedSender<Note>,
+    sources: Vec<Arc<tokio::sync::Mutex<SourceIntake>>>,
+    source_polls: Vec<Option<JoinHandle<()>>>,
+    /// The analyzer runs here unless another process (`executor analyze --once`) holds its
+    /// lock; then that one analyzes, and this daemon tries the lock again on each beat.
+    analyzer_lock: Option<super::lock::RunnerLock>,
+    analyzer: Option<Arc<crate::analyzer::Analyzer>>,
+    /// Why the analyzer could not be built the last time this daemon tried, said once.
+    analyzer_failed: Option<String>,
+    analysis: Option<JoinHandle<()>>,
+    heartbeat: Heartbeat,
+    /// Commands from other processes (`go`, `decide`, …) wake this daemon at once.
+    wakes: Option<Wakes>,
+    intake: Option<PlansIntake>,
+    /// One save is one event: a note is taken in once it has gone `settle` unwritten.
+    settling: Settling,
+    /// GitHub's webhook deliveries are served, so the PR poll only reconciles.
+    webhooks: bool,
+}
+
+impl<'a> Daemon<'a> {
+    async fn start(
+        settings: &'a Settings,
+        shared: &Arc<dyn Store>,
+        clock: &'a SystemClock,
+        runner: Runner,
+    ) -> Result<Daemon<'a>> {
+        let engine = Scheduler::new(runner.clone());
+        let sources: Vec<_> = super::source_intakes(settings)?
+            .into_iter()
+            .map(|s| Arc::new(tokio::sync::Mutex::new(s)))
+            .collect();
+        let started_at = clock.now();
+        let heartbeat = Heartbeat {
+            component: "daemon".to_string(),
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            pid: i64::from(std::process::id()),
+            started_at,
+            beat_at: started_at,
+            stopped_at: None,
         };
-        if let Err(error) = store.beat(&analyzing).await {
-            tracing::warn!(%error, "cannot record the analyzer's stop");
+        shared
+            .beat(&heartbeat)
+            .await
+            .context("cannot record the daemon's heartbeat")?;
+        let intake = settings.plans.clone().map(PlansIntake::new);
+        let settle = intake.as_ref().map_or(Duration::ZERO, |i| i.settle());
+        let mut daemon = Daemon {
+            settings,
+            shared: Arc::clone(shared),
+            clock,
+            changed: engine.sender(),
+            runner,
+            engine,
+            source_polls: sources.iter().map(|_| None).collect(),
+            sources,
+            analyzer_lock: None,
+            analyzer: None,
+            analyzer_failed: None,
+            analysis: None,
+            heartbeat,
+            wakes: listen(shared.as_ref()).await,
+            intake,
+            settling: Settling::new(settle),
+            webhooks: false,
+        };
+        daemon.take_analyzer(true)?;
+        Ok(daemon)
+    }
+
+    /// Takes the plans folder in, leaving the notes still being written for when they
+    /// settle.
+    async fn ingest(&mut self) {
+        if let Some(intake) = self.intake.as_mut() {
+            ingest(intake, self.shared.as_ref(), self.clock, &self.settling).await;
         }
     }
-    store
-        .beat(&heartbeat)
-        .await
-        .context("cannot record the daemon's stop")?;
-    Ok(())
+
+    fn start_background(&mut self) {
+        start_source_polls(
+            &self.sources,
+            &self.shared,
+            &mut self.source_polls,
+            &self.changed,
+        );
+        self.start_analysis();
+    }
+
+    fn start_analysis(&mut self) {
+        start_analysis(
+            self.analyzer.as_ref(),
+            &self.shared,
+            &mut self.analysis,
+            self.settings.raw.runner.loop_sleep,
+            &self.changed,
+        );
+    }
+
+    fn take_analyzer(&mut self, first: bool) -> Result<()> {
+        take_analyzer(
+            self.settings,
+            &self.shared,
+            &mut self.analyzer_lock,
+            &mut self.analyzer,
+            &mut self.analyzer_failed,
+            first,
+        )
+    }
+
+    async fn on_settled(&mut self) {
+        if self.settling.take_settled(std::time::Instant::now()) {
+            self.ingest().await;
+            self.engine.wake().await;
+        }
+    }
+
+    async fn on_heard(&mut self, heard: Option<Heard>) {
+        let Some(heard) = heard else {
+            tracing::warn!("the wake-up listener stopped; commands from other processes are picked up on the heartbeat");
+            self.wakes = None;
+            return;
+        };
+        // One pass answers every wake-up that came meanwhile.
+        if let Some(wakes) = self.wakes.as_mut() {
+            wakes.drain();
+        }
+        tracing::debug!(?heard, "woken");
+        if heard == Heard::Reconnected {
+            self.ingest().await;
+        }
+        self.engine.wake().await;
+        self.start_analysis();
+    }
+
+    async fn on_rescan(&mut self) {
+        self.ingest().await;
+        self.engine.wake().await;
+        // With webhooks, the poll only reconciles what a delivery missed.
+        if self
+            .engine
+            .pr_look_due(self.webhooks, self.settings.raw.forge.webhook_poll)
+        {
+            self.engine.look_at_prs(false);
+        }
+    }
+
+    async fn on_beat(&mut self) -> Result<()> {
+        reload_contract(&self.runner);
+        start_source_polls(
+            &self.sources,
+            &self.shared,
+            &mut self.source_polls,
+            &self.changed,
+        );
+        self.take_analyzer(false)?;
+        self.start_analysis();
+        self.heartbeat.beat_at = self.clock.now();
+        self.beat().await;
+        if self.wakes.is_some() {
+            // A wake-up left to a pass that was just ending its claims.
+            self.engine.retry_deferred().await;
+            self.engine.look_in_process().await;
+        } else {
+            self.engine.wake().await;
+        }
+        Ok(())
+    }
+
+    /// Records the daemon's heartbeat, and the analyzer's while this daemon holds its lock
+    /// (so `executor status` says who analyzes).
+    async fn beat(&self) {
+        let store = self.shared.as_ref();
+        if let Err(error) = store.beat(&self.heartbeat).await {
+            tracing::warn!(%error, "cannot record the heartbeat");
+        }
+        if self.analyzer_lock.is_some() {
+            let analyzing = Heartbeat {
+                component: "analyzer".to_string(),
+                ..self.heartbeat.clone()
+            };
+            if let Err(error) = store.beat(&analyzing).await {
+                tracing::warn!(%error, "cannot record the analyzer's heartbeat");
+            }
+        }
+    }
+
+    /// Stops everything the daemon started and records its stop.
+    async fn stop(mut self) -> Result<()> {
+        for poll in self.source_polls.iter_mut().filter_map(Option::take) {
+            poll.abort();
+        }
+        if let Some(pass) = self.analysis.take() {
+            pass.abort();
+        }
+        // Stopping a pass stops its workers (each is killed with its process); their runs
+        // stay `in_progress` for the recovery that the next start will do.
+        self.engine.stop();
+        self.heartbeat.beat_at = self.clock.now();
+        self.heartbeat.stopped_at = Some(self.heartbeat.beat_at);
+        if self.analyzer_lock.is_some() {
+            let analyzing = Heartbeat {
+                component: "analyzer".to_string(),
+                ..self.heartbeat.clone()
+            };
+            if let Err(error) = self.shared.beat(&analyzing).await {
+                tracing::warn!(%error, "cannot record the analyzer's stop");
+            }
+        }
+        self.shared
+            .beat(&self.heartbeat)
+            .await
+            .context("cannot record the daemon's stop")
+    }
+}
+
+/// Listens for wake-ups from other processes; `None` (said why) when it cannot, and
+/// commands are then picked up on the heartbeat.
+async fn listen(store: &dyn Store) -> Option<Wakes> {
+    match store.listen_wakes().await {
+        Ok(wakes) => {
+            tracing::info!(address = %wakes.address, "listening for wake-ups");
+            Some(wakes)
+        }
+        Err(error) => {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "cannot listen for wake-ups; commands from other processes are picked up on the heartbeat"
+            );
+            None
+        }
+    }
+}
+
+/// Watches the plans folder, when there is one (created if missing), sending the paths of
+/// each change.
+fn watch_plans(
+    intake: Option<&PlansIntake>,
+    events: mpsc::UnboundedSender<Vec<PathBuf>>,
+) -> Result<Option<notify::RecommendedWatcher>> {
+    let Some(intake) = intake else {
+        return Ok(None);
+    };
+    let dir = intake.dir().to_path_buf();
+    std::fs::create_dir_all(&dir)
+        .with_context(|| format!("cannot create the plans folder {}", dir.display()))?;
+    let folder = dir.clone();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let paths = match event {
+            Ok(event) if event.kind.is_access() => return,
+            Ok(event) if !event.paths.is_empty() => event.paths,
+            Ok(_) | Err(_) => vec![folder.clone()],
+        };
+        let _ = events.send(paths);
+    })
+    .context("cannot start the file watcher")?;
+    watcher
+        .watch(&dir, RecursiveMode::Recursive)
+        .with_context(|| format!("cannot watch {}", dir.display()))?;
+    tracing::info!(folder = %dir.display(), "watching the plans folder");
+    Ok(Some(watcher))
 }
 
 /// How often the outbox is looked at when nothing new was told (rows waiting for their
@@ -421,103 +464,12 @@ async fn start_chat(
     Ok(tasks)
 }
 
-/// What the daemon's own background work tells its loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Changed {
-    /// A runner pass ended.
-    PassEnded,
-    /// An analysis pass or a source poll may have approved tasks.
-    NewWork,
-    /// A look at the open PRs ended.
-    PrTickEnded,
-}
-
 /// The next wake-up, or never when this daemon does not listen.
 async fn next_wake(wakes: &mut Option<Wakes>) -> Option<Heard> {
     match wakes {
         Some(wakes) => wakes.recv().await,
         None => std::future::pending().await,
     }
-}
-
-/// The full pass: parents and the record step, the owner's answers, then approved tasks.
-/// True when a pass still taking tasks was left to take them (see [`claim_waiting`]).
-async fn wake(
-    runner: &Runner,
-    passes: &mut Vec<JoinHandle<()>>,
-    changed: &mpsc::UnboundedSender<Changed>,
-) -> bool {
-    look_in_process(runner, passes, changed).await;
-    // An owner's answer resumes its run whatever else is going on (each answer is taken
-    // exactly once, so a second pass looking at it does no harm).
-    match crate::runner::drive::has_decided(runner.store.as_ref()).await {
-        Ok(true) => start_resume_pass(runner, passes),
-        Ok(false) => {}
-        Err(error) => tracing::warn!(%error, "cannot look for answered escalations"),
-    }
-    claim_waiting(runner, passes, changed).await
-}
-
-/// What only this daemon's own runs change: parents of subtasks and the record step. A
-/// subtask made ready is claimed at once.
-async fn look_in_process(
-    runner: &Runner,
-    passes: &mut Vec<JoinHandle<()>>,
-    changed: &mpsc::UnboundedSender<Changed>,
-) -> bool {
-    // Parents waiting for their subtasks: merge what completed, split what failed,
-    // complete what is whole.
-    let moved = match crate::runner::drive::tick_parents(runner).await {
-        Ok(moved) => moved,
-        Err(error) => {
-            tracing::warn!(
-                error = format!("{error:#}"),
-                "cannot look at the parents of subtasks"
-            );
-            false
-        }
-    };
-    // The owner's answers to the record step's escalations (its runs are complete, so
-    // nothing resumes them), each carried out once.
-    if let Err(error) = runner
-        .settings
-        .recorder
-        .apply_decided(runner.store.as_ref(), &runner.settings.notices)
-        .await
-    {
-        tracing::warn!(%error, "cannot take the owner's answers to the record step");
-    }
-    moved && claim_waiting(runner, passes, changed).await
-}
-
-/// Starts a pass when approved work is waiting and no pass is taking tasks: a pass that is
-/// only waiting for its runs to end takes nothing new, so another starts beside it (the
-/// worker cap is shared, so it never exceeds the cap). True when a pass still taking tasks
-/// was left to take them: that pass may be past its last look, so the loop looks again when
-/// it ends.
-async fn claim_waiting(
-    runner: &Runner,
-    passes: &mut Vec<JoinHandle<()>>,
-    changed: &mpsc::UnboundedSender<Changed>,
-) -> bool {
-    passes.retain(|p| !p.is_finished());
-    if runner.is_claiming() {
-        return true;
-    }
-    match runner
-        .store
-        .tasks_page(Some(&QueueStatus::Approved), i64::MIN, 1)
-        .await
-    {
-        Ok(waiting) if waiting.is_empty() => return false,
-        Ok(_) => {}
-        Err(error) => {
-            tracing::warn!(%error, "cannot look for approved tasks");
-            return false;
-        }
-    }
-    start_pass(runner, passes, false, changed);
-    false
 }
 
 /// Takes an edited worker contract for the next workers; an edit that does not validate
@@ -534,32 +486,6 @@ fn reload_contract(runner: &Runner) {
             "the edited worker contract does not validate, so the last good one stays in force: {error}"
         ),
     }
-}
-
-/// Looks at the open PRs (every `runner.loop_sleep`, or `forge.webhook_poll` with webhooks,
-/// and at each webhook delivery), unless the last look is still going; true when it started.
-fn start_pr_tick(
-    runner: &Runner,
-    tick: &mut Option<JoinHandle<()>>,
-    changed: &mpsc::UnboundedSender<Changed>,
-) -> bool {
-    if runner.settings.github.is_none() || tick.as_ref().is_some_and(|t| !t.is_finished()) {
-        return false;
-    }
-    let runner = runner.clone();
-    let changed = changed.clone();
-    *tick = Some(tokio::spawn(async move {
-        match crate::runner::drive::tick_prs(&runner).await {
-            Ok(passed) => {
-                for result in passed.results {
-                    tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "PR step taken");
-                }
-            }
-            Err(error) => tracing::error!(error = format!("{error:#}"), "the PR tick failed"),
-        }
-        let _ = changed.send(Changed::PrTickEnded);
-    }));
-    true
 }
 
 /// Serves `[web] listen`: the console's JSON API when `[web] enabled`, and GitHub's webhook
@@ -643,7 +569,7 @@ fn start_source_polls(
     sources: &[Arc<tokio::sync::Mutex<SourceIntake>>],
     store: &Arc<dyn Store>,
     polls: &mut [Option<JoinHandle<()>>],
-    changed: &mpsc::UnboundedSender<Changed>,
+    changed: &mpsc::UnboundedSender<Note>,
 ) {
     for (source, poll) in sources.iter().zip(polls.iter_mut()) {
         if poll.as_ref().is_some_and(|p| !p.is_finished()) {
@@ -657,7 +583,7 @@ fn start_source_polls(
                 // Failures are recorded and logged inside.
                 if let Ok(report) = source.poll(store.as_ref(), &SystemClock).await {
                     if report.created + report.updated > 0 {
-                        let _ = changed.send(Changed::NewWork);
+                        let _ = changed.send(Note::NewWork);
                     }
                 }
             }
@@ -722,7 +648,7 @@ fn start_analysis(
     store: &Arc<dyn Store>,
     pass: &mut Option<JoinHandle<()>>,
     backoff: Duration,
-    changed: &mpsc::UnboundedSender<Changed>,
+    changed: &mpsc::UnboundedSender<Note>,
 ) {
     let Some(analyzer) = analyzer else {
         return;
@@ -758,7 +684,7 @@ fn start_analysis(
                     "analysis pass done"
                 );
                 if report.analyzed() > 0 {
-                    let _ = changed.send(Changed::NewWork);
+                    let _ = changed.send(Note::NewWork);
                 }
                 !report.errors.is_empty()
             }
@@ -772,61 +698,6 @@ fn start_analysis(
         if troubled {
             tokio::time::sleep(backoff).await;
         }
-    }));
-}
-
-/// Resumes the runs whose escalations the owner answered.
-fn start_resume_pass(runner: &Runner, passes: &mut Vec<JoinHandle<()>>) {
-    let runner = runner.clone();
-    passes.push(tokio::spawn(async move {
-        match crate::runner::drive::resume_decided(&runner).await {
-            Ok(passed) => {
-                for result in passed.results {
-                    tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, waiting_on = ?result.waiting_on, "resumed run ended");
-                }
-            }
-            Err(error) => tracing::error!(error = format!("{error:#}"), "resuming answered runs failed"),
-        }
-    }));
-}
-
-/// Starts a pass: recovery first when asked, then the approved tasks, then retention.
-fn start_pass(
-    runner: &Runner,
-    passes: &mut Vec<JoinHandle<()>>,
-    recover: bool,
-    changed: &mpsc::UnboundedSender<Changed>,
-) {
-    let runner = runner.clone();
-    let changed = changed.clone();
-    passes.push(tokio::spawn(async move {
-        if recover {
-            match crate::runner::drive::recover(&runner).await {
-                Ok(passed) => {
-                    for result in passed.results {
-                        tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "recovered run ended");
-                    }
-                }
-                Err(error) => tracing::error!(error = format!("{error:#}"), "recovery failed"),
-            }
-        }
-        match crate::runner::drive::run_approved(&runner).await {
-            Ok(passed) => {
-                for result in passed.results {
-                    tracing::info!(gid = %result.task_gid, run = result.run_id, state = %result.state, "run ended");
-                }
-            }
-            Err(error) => tracing::error!(error = format!("{error:#}"), "runner pass failed"),
-        }
-        if let Err(error) =
-            crate::runner::drive::clean_worktrees(runner.store.as_ref(), &runner.settings).await
-        {
-            tracing::warn!(
-                error = format!("{error:#}"),
-                "cannot clean finished worktrees"
-            );
-        }
-        let _ = changed.send(Changed::PassEnded);
     }));
 }
 

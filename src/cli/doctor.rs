@@ -1,9 +1,12 @@
 //! `executor doctor`: the checks a person wants before any paid work, one line each, `ok`,
-//! `warn` or `fail`, each failure with its fix: the agent CLI, git, the repository and its
-//! base branch, the verify command, the store, and whether workers run confined.
+//! `warn` or `fail`, each failure with its fix: the agent CLI and its login, git, the
+//! repository and its base branch, the verify command, the store, whether workers run
+//! confined, every configured token (with one authenticated read each unless offline), the
+//! chat personas, and the service. [`preflight`] is the part `run --once` and `daemon` run
+//! before any worker: the checks whose failure would waste paid work.
 //!
-//! What it must never do: change anything (it starts the agent only for `--version`, and
-//! the wall only with `true`), or print a secret.
+//! What it must never do: change anything (it starts the agent only for `--version`, the
+//! wall only with `true`, and only reads from the services), or print a secret.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -42,8 +45,9 @@ fn check(check: &'static str, level: Level, detail: impl Into<String>) -> Check 
 /// How long `PROGRAM --version` may take.
 const VERSION_LIMIT: Duration = Duration::from_secs(10);
 
-/// Runs every check, in the order a newcomer would fix them.
-pub async fn checks(settings: &Settings, store: &dyn Store) -> Vec<Check> {
+/// Runs every check, in the order a newcomer would fix them; `offline` leaves out the
+/// calls to the forge, the sources and chat.
+pub async fn checks(settings: &Settings, store: &dyn Store, offline: bool) -> Vec<Check> {
     let mut out = vec![check(
         "config",
         Level::Ok,
@@ -58,10 +62,167 @@ pub async fn checks(settings: &Settings, store: &dyn Store) -> Vec<Check> {
         ),
     });
     out.push(agent(settings));
+    out.extend(agent_login(settings));
     out.extend(git(settings));
     out.push(verify(settings));
     out.push(confinement(settings));
+    out.push(memory(settings));
+    out.extend(tokens(settings, offline).await);
+    out.extend(personas(settings));
+    out.push(service(settings));
     out
+}
+
+/// The checks whose failure would waste paid work, run by `run --once` and `daemon` before
+/// the first worker: the agent CLI, the repository and its base branch, the verify program.
+/// A failure is bad input (exit 2) naming each fault and its fix.
+pub fn preflight(settings: &Settings) -> Result<(), super::BadInput> {
+    // The agent only resolved, not started: `--version` of a real CLI costs a second.
+    let mut found: Vec<Check> = super::agent_adapter(settings)
+        .err()
+        .map(agent_missing)
+        .into_iter()
+        .collect();
+    found.extend(git(settings));
+    found.push(verify(settings));
+    let faults: Vec<String> = found
+        .iter()
+        .filter(|c| c.level == Level::Fail)
+        .map(|c| format!("{}: {}", c.check, c.detail))
+        .collect();
+    if faults.is_empty() {
+        Ok(())
+    } else {
+        Err(super::BadInput(format!(
+            "nothing was started, as it would fail: {} (`executor doctor` checks it all)",
+            faults.join("; ")
+        )))
+    }
+}
+
+/// One line per configured token: present, and working unless `offline`.
+async fn tokens(settings: &Settings, offline: bool) -> Vec<Check> {
+    let mut out = Vec::new();
+    for credential in super::credentials::configured(settings) {
+        let line = match super::credentials::check(&credential, offline).await {
+            Ok(detail) => check("token", Level::Ok, format!("{}: {detail}", credential.what)),
+            Err(why) => check("token", Level::Fail, format!("{}: {why}", credential.what)),
+        };
+        out.push(line);
+    }
+    out
+}
+
+/// Two chat personas may not be one bot: the topic could not tell them apart.
+fn personas(settings: &Settings) -> Option<Check> {
+    let chat = &settings.raw.chat;
+    if chat.zulip.is_none() || chat.personas.len() < 2 {
+        return None;
+    }
+    Some(match super::chat::distinct_personas(settings) {
+        Ok(()) => check(
+            "personas",
+            Level::Ok,
+            format!(
+                "{} distinct bots",
+                chat.personas.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ),
+        Err(error) => check("personas", Level::Fail, format!("{error:#}")),
+    })
+}
+
+/// Whether this workspace's service is installed (either way fine: it is a choice).
+fn service(settings: &Settings) -> Check {
+    match super::service_setup::installed(settings) {
+        Some(place) => check("service", Level::Ok, format!("installed: {place}")),
+        None => check(
+            "service",
+            Level::Ok,
+            "not installed (`executor service install --write` keeps executor running)",
+        ),
+    }
+}
+
+/// The variables that carry a model key for each agent, and the file its login leaves in
+/// its configuration folder.
+fn credentials_of(
+    family: crate::sandbox::AgentFamily,
+) -> Option<(&'static [&'static str], &'static str)> {
+    use crate::sandbox::AgentFamily;
+    match family {
+        AgentFamily::Claude => Some((
+            &[
+                "ANTHROPIC_API_KEY",
+                "ANTHROPIC_AUTH_TOKEN",
+                "CLAUDE_CODE_OAUTH_TOKEN",
+            ],
+            ".credentials.json",
+        )),
+        AgentFamily::Codex => Some((&["OPENAI_API_KEY", "CODEX_API_KEY"], "auth.json")),
+        AgentFamily::Pi => Some((
+            &[
+                "ANTHROPIC_API_KEY",
+                "OPENAI_API_KEY",
+                "GEMINI_API_KEY",
+                "OPENROUTER_API_KEY",
+            ],
+            "auth.json",
+        )),
+        AgentFamily::Command => None,
+    }
+}
+
+/// The agent's model key or login, as a worker will get it: a key variable named in
+/// `[agent] env` and set, or a login in the configuration folder workers are given. Never
+/// prints a value.
+fn agent_login(settings: &Settings) -> Option<Check> {
+    let adapter = super::agent_adapter(settings).ok()?;
+    let family = adapter.family();
+    let (keys, login_file) = credentials_of(family)?;
+    let passed: Vec<&str> = settings
+        .raw
+        .agent
+        .env
+        .iter()
+        .map(|v| v.get_ref().as_str())
+        .collect();
+    let set = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
+    if let Some(key) = keys.iter().find(|k| passed.contains(k) && set(k)) {
+        return Some(check(
+            "login",
+            Level::Ok,
+            format!("API key in ${key}, given to workers by [agent] env"),
+        ));
+    }
+    let mut folders = Vec::new();
+    if let Some(dir) = &settings.raw.sandbox.agent_config {
+        folders.push(settings.root.join(dir));
+    }
+    if let Some((var, _)) = family.config_var() {
+        if passed.contains(&var) {
+            if let Some(dir) = std::env::var_os(var) {
+                folders.push(std::path::PathBuf::from(dir));
+            }
+        }
+    }
+    if let Some(dir) = folders.iter().find(|d| d.join(login_file).is_file()) {
+        return Some(check(
+            "login",
+            Level::Ok,
+            format!("a login in {}", dir.display()),
+        ));
+    }
+    let unpassed = keys.iter().find(|k| set(k) && !passed.contains(k));
+    let detail = match unpassed {
+        Some(key) => format!("${key} is set but not listed in [agent] env, so workers do not get it: add it there"),
+        None => format!(
+            "no model key or login for {} found: list {} in [agent] env (and set it), or log in with the agent and name its configuration folder in [sandbox] agent_config (README: Quick start with Claude Code)",
+            adapter.name(),
+            keys[0]
+        ),
+    };
+    Some(check("login", Level::Warn, detail))
 }
 
 fn agent(settings: &Settings) -> Check {
@@ -94,12 +255,18 @@ fn agent(settings: &Settings) -> Check {
                 },
             }
         }
-        Err(error) => check(
-            "agent",
-            Level::Fail,
-            format!("{error:#}: install Claude Code, Codex or pi, or name the program in [agent] program"),
-        ),
+        Err(error) => agent_missing(error),
     }
+}
+
+fn agent_missing(error: anyhow::Error) -> Check {
+    check(
+        "agent",
+        Level::Fail,
+        format!(
+            "{error:#}: install Claude Code, Codex or pi, or name the program in [agent] program"
+        ),
+    )
 }
 
 /// `program --version`, first line, when it answers in time.
@@ -241,6 +408,24 @@ fn confinement(settings: &Settings) -> Check {
             Level::Warn,
             format!("{}: workers run unconfined, judged strictly; install bubblewrap to confine them (README: Confinement)", found.detail),
         ),
+    }
+}
+
+/// Whether confined workers' memory is held to `[sandbox] max_memory` (a cgroup v2 of
+/// their own), or why not.
+fn memory(settings: &Settings) -> Check {
+    let found = super::confinement(settings).memory;
+    if found.limited {
+        check("memory", Level::Ok, found.detail)
+    } else {
+        check(
+            "memory",
+            Level::Warn,
+            format!(
+                "workers' memory is not limited: {} (README: Confinement, `max_memory`)",
+                found.detail
+            ),
+        )
     }
 }
 

@@ -84,6 +84,9 @@ pub async fn run(dir: &Path, example: bool) -> Result<()> {
     println!("ready    prompts/ (one template per worker phase, and the analyzer's)");
 
     let settings = config::load(&dir.join(config::FILE_NAME), &Env::from_process())?;
+    if inside_a_repository(dir) {
+        ignore_own_files(dir)?;
+    }
     if let Some(plans) = &settings.plans {
         std::fs::create_dir_all(&plans.dir)
             .with_context(|| format!("cannot create {}", plans.dir.display()))?;
@@ -104,6 +107,73 @@ pub async fn run(dir: &Path, example: bool) -> Result<()> {
     println!(
         "\nnext: cd {} && executor add --title \"...\"  (or drop a note into the plans folder), then executor queue",
         dir.display()
+    );
+    Ok(())
+}
+
+/// What executor keeps in a workspace, as `.gitignore` lines anchored to its folder: the
+/// config and prompts the owner edits, the queue's database, the logs, the run worktrees,
+/// the runner's lock, the confined workers' homes and the service's secrets.
+const OWN_FILES: [&str; 11] = [
+    "/executor.toml",
+    "/executor.env",
+    "/executor.db",
+    "/executor.db-*",
+    "/roles/",
+    "/prompts/",
+    "/plans/",
+    "/logs/",
+    "/worktrees/",
+    "/runner.lock",
+    "/.executor/",
+];
+
+fn inside_a_repository(dir: &Path) -> bool {
+    std::process::Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "--is-inside-work-tree"])
+        .output()
+        .is_ok_and(|out| out.status.success() && out.stdout.starts_with(b"true"))
+}
+
+/// A workspace made inside a git repository keeps its files out of it: `.gitignore` gets
+/// the lines it does not have yet; the owner's own lines stay as they are.
+fn ignore_own_files(dir: &Path) -> Result<()> {
+    let path = dir.join(".gitignore");
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let have = existing.as_deref().unwrap_or("");
+    let missing: Vec<&str> = OWN_FILES
+        .iter()
+        .copied()
+        .filter(|line| !have.lines().any(|l| l.trim() == *line))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut text = have.to_string();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(
+        "# executor's workspace (executor init): its config, state, logs and worktrees\n",
+    );
+    for line in &missing {
+        text.push_str(line);
+        text.push('\n');
+    }
+    std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+    println!(
+        "{}  .gitignore (executor's files stay out of this repository)",
+        if existing.is_some() {
+            "updated"
+        } else {
+            "created"
+        }
     );
     Ok(())
 }

@@ -7,6 +7,7 @@
 mod analyze;
 mod chat;
 mod console;
+mod credentials;
 mod daemon;
 pub(crate) mod doctor;
 pub(crate) mod hook;
@@ -21,6 +22,7 @@ mod reanalyze;
 mod record;
 mod runs;
 mod service;
+mod service_setup;
 mod tree;
 
 /// The runner's lock file, beside the config file.
@@ -46,7 +48,7 @@ use crate::store::{self, Store};
 #[derive(Debug, Parser)]
 #[command(
     name = "executor",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("EXECUTOR_COMMIT"), ")"),
     about = "Runs an autonomous team of coding agents on your repositories",
     propagate_version = true
 )]
@@ -139,12 +141,16 @@ enum Command {
         #[arg(long)]
         reason: Option<String>,
     },
-    /// Checks before any work: the agent CLI, git, the repository and its base branch, the
-    /// verify command, the store, the confinement; each line ok, warn or FAIL with the fix
-    /// (exit 1 when any failed)
+    /// Checks before any work: the agent CLI and its login, git, the repository and its
+    /// base branch, the verify command, the store, the confinement, every configured token,
+    /// the chat personas, the service; each line ok, warn or FAIL with the fix (exit 1 when
+    /// any failed)
     Doctor {
         #[arg(long)]
         json: bool,
+        /// Check that tokens are present without calling the forge, the sources or chat
+        #[arg(long)]
+        offline: bool,
     },
     /// Health: daemon, queue, live workers, pending escalations, intake errors
     Status {
@@ -223,6 +229,14 @@ enum Command {
         #[command(subcommand)]
         agent: HookAgent,
     },
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell),
+    /// e.g. `executor completions bash > ~/.local/share/bash-completion/completions/executor`
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), e.g. `executor man > ~/.local/share/man/man1/executor.1`
+    Man,
     /// Inside a worker's wall: pass the wall's loopback ports to executor's sockets and run
     /// the worker (the runner starts it; not for use by hand)
     #[command(hide = true)]
@@ -300,21 +314,46 @@ enum HookAgent {
 
 #[derive(Debug, Subcommand)]
 enum ServiceAction {
-    /// Print the service definition (and, with --write, put it where the manager looks)
+    /// Print this workspace's service definition (and, with --write, install it and leave
+    /// an environment file for your secrets)
     Install {
-        /// A systemd user unit running the daemon (the default on Linux)
-        #[arg(long, conflicts_with_all = ["launchd", "cron"])]
-        systemd: bool,
-        /// A launchd user agent running the daemon (the default on macOS)
-        #[arg(long, conflicts_with = "cron")]
-        launchd: bool,
-        /// A crontab line running `run --once` every five minutes
-        #[arg(long)]
-        cron: bool,
-        /// Also write the unit or agent file (cron: print only)
+        #[command(flatten)]
+        manager: ManagerArgs,
+        /// Also install it: the unit or agent file where the manager looks, or the line in
+        /// your crontab
         #[arg(long)]
         write: bool,
     },
+    /// Stop this workspace's service and remove its definition (the environment file and
+    /// the logs stay)
+    Uninstall {
+        #[command(flatten)]
+        manager: ManagerArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ManagerArgs {
+    /// A systemd user unit running the daemon (the default on Linux)
+    #[arg(long, conflicts_with_all = ["launchd", "cron"])]
+    systemd: bool,
+    /// A launchd user agent running the daemon (the default on macOS)
+    #[arg(long, conflicts_with = "cron")]
+    launchd: bool,
+    /// A crontab line running `run --once` every five minutes
+    #[arg(long)]
+    cron: bool,
+}
+
+impl ManagerArgs {
+    fn manager(&self) -> service::Manager {
+        match (self.systemd, self.launchd, self.cron) {
+            (true, _, _) => service::Manager::Systemd,
+            (_, true, _) => service::Manager::Launchd,
+            (_, _, true) => service::Manager::Cron,
+            _ => service::Manager::native(),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -457,6 +496,19 @@ async fn dispatch(cli: Cli) -> Result<()> {
     let config_path = cli.config.clone();
     match cli.command {
         Command::Init { dir, example } => init::run(&dir, example).await,
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut text = Vec::new();
+            clap_complete::generate(shell, &mut command, "executor", &mut text);
+            output::print_bytes(&text)
+        }
+        Command::Man => {
+            let mut text = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command())
+                .render(&mut text)
+                .context("cannot render the man page")?;
+            output::print_bytes(&text)
+        }
         Command::Protocol {
             action: ProtocolAction::Parse,
         } => {
@@ -524,23 +576,16 @@ async fn dispatch(cli: Cli) -> Result<()> {
             })
             .await
         }
-        Command::Service {
-            action:
-                ServiceAction::Install {
-                    systemd,
-                    launchd,
-                    cron,
-                    write,
-                },
-        } => {
+        Command::Service { action } => {
             let settings = load_settings(config_path.as_deref())?;
-            let manager = match (systemd, launchd, cron) {
-                (true, _, _) => service::Manager::Systemd,
-                (_, true, _) => service::Manager::Launchd,
-                (_, _, true) => service::Manager::Cron,
-                _ => service::Manager::native(),
-            };
-            install_service(&settings, manager, write)
+            match action {
+                ServiceAction::Install { manager, write } => {
+                    service_setup::install(&settings, manager.manager(), write)
+                }
+                ServiceAction::Uninstall { manager } => {
+                    service_setup::uninstall(&settings, manager.manager())
+                }
+            }
         }
         command => {
             let settings = load_settings(config_path.as_deref())?;
@@ -617,6 +662,8 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         | Command::Hook { .. }
         | Command::SandboxBridge { .. }
         | Command::Policy { .. }
+        | Command::Completions { .. }
+        | Command::Man
         | Command::Protocol { .. } => unreachable_init(),
         Command::Add(args) => {
             let goal_label = settings.raw.conductor.goal_labels.first().cloned();
@@ -734,8 +781,8 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         Command::Decide { id, answer, note } => {
             decide(settings, store, id, answer, note.as_deref()).await
         }
-        Command::Doctor { json } => {
-            let checks = doctor::checks(settings, store).await;
+        Command::Doctor { json, offline } => {
+            let checks = doctor::checks(settings, store, offline).await;
             let healthy = if json {
                 output::print_json(&checks)?;
                 checks.iter().all(|c| c.level != doctor::Level::Fail)
@@ -763,44 +810,6 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             daemon::run(settings, Arc::clone(&shared), &clock).await
         }
     }
-}
-
-fn install_service(settings: &Settings, manager: service::Manager, write: bool) -> Result<()> {
-    let exe = std::env::current_exe().context("cannot tell where this executor binary is")?;
-    let logs = settings.root.join(&settings.raw.runner.logs_dir);
-    let definition = match manager {
-        service::Manager::Systemd => service::systemd_unit(&exe, &settings.path),
-        service::Manager::Launchd => {
-            service::launchd_plist(&exe, &settings.path, &logs.join("daemon.log"))
-        }
-        service::Manager::Cron => {
-            service::crontab_line(&exe, &settings.path, &logs.join("cron.log"))
-        }
-    };
-    let mut written = None;
-    if write {
-        let home = std::env::var_os("HOME")
-            .map(PathBuf::from)
-            .ok_or_else(|| BadInput("--write needs HOME to be set".into()))?;
-        match service::install_path(manager, &home) {
-            Some(path) => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)
-                        .with_context(|| format!("cannot create {}", parent.display()))?;
-                }
-                std::fs::create_dir_all(&logs)
-                    .with_context(|| format!("cannot create {}", logs.display()))?;
-                std::fs::write(&path, &definition)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
-                eprintln!("wrote {}", path.display());
-                written = Some(path);
-            }
-            None => eprintln!("cron has no file to write; the line is printed below"),
-        }
-    }
-    print!("{definition}");
-    eprintln!("next: {}", service::next_step(manager, written.as_deref()));
-    Ok(())
 }
 
 fn unreachable_init() -> Result<()> {
@@ -989,7 +998,7 @@ async fn decide(
                 "escalation {id} was already answered: {} at {}; nothing changed",
                 d.resolution.as_deref().unwrap_or("?"),
                 d.resolved_at
-                    .map(|t| crate::core::time::format_utc(&t))
+                    .map(|t| runs::local_time(&t))
                     .unwrap_or_default()
             );
             Ok(())
@@ -1060,6 +1069,7 @@ async fn owner_move(
 }
 
 async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemClock) -> Result<()> {
+    doctor::preflight(settings)?;
     let runner = build_runner(settings, Arc::clone(&store))?;
     let chat = chat::build(settings, runner.settings.notices.clone()).await?;
     // The owner's replies since the last run, first, so an answer resumes its run now.
@@ -1104,13 +1114,7 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         }
     }
     let _leases = LeaseKeeper::start(&runner);
-    let recovered = crate::runner::drive::recover(&runner).await?;
-    if !recovered.results.is_empty() {
-        eprint!("recovered ");
-        print_results(&recovered.results);
-    }
-    let mut failed = recovered.failed;
-    failed.extend(source_failures);
+    let mut failed = source_failures;
     let approved = runner.store.tasks(Some(&QueueStatus::Approved)).await?;
     if approved.is_empty() {
         eprintln!("no approved task to work on");
@@ -1122,42 +1126,7 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
             settings.raw.runner.max_workers
         );
     }
-    // Round again until a pass changes nothing: subtasks become ready as the ones they
-    // depend on complete, a parent moves when its subtasks have, and runs whose escalation
-    // the owner answered resume (an answer given while this runs is taken too; a run that
-    // escalates again waits for the next answer).
-    loop {
-        let passed = crate::runner::drive::run_approved(&runner).await?;
-        let mut worked = !passed.results.is_empty() || !passed.failed.is_empty();
-        failed.extend(passed.failed);
-        print_results(&passed.results);
-        let resumed = crate::runner::drive::resume_decided(&runner).await?;
-        worked |= !resumed.results.is_empty() || !resumed.failed.is_empty();
-        failed.extend(resumed.failed);
-        print_results(&resumed.results);
-        let parents = crate::runner::drive::tick_parents(&runner).await?;
-        if !worked && !parents {
-            break;
-        }
-    }
-    // The owner's answers to the record step's escalations (a comment on the tracker, say).
-    match runner
-        .settings
-        .recorder
-        .apply_decided(runner.store.as_ref(), &runner.settings.notices)
-        .await
-    {
-        Ok(0) => {}
-        Ok(n) => eprintln!("record step: took the owner's answer to {n} escalation(s)"),
-        Err(error) => {
-            eprintln!("warning: cannot take the owner's answers to the record step: {error}")
-        }
-    }
-    // One look at every open PR: a step each (a worker, a label, completion, ...); a run
-    // waiting for CI or for the owner is not actionable and waits for the next run.
-    let ticked = crate::runner::drive::tick_prs(&runner).await?;
-    failed.extend(ticked.failed);
-    print_results(&ticked.results);
+    work_until_idle(&runner, &mut failed).await;
     clean_worktrees(runner.store.as_ref(), &runner.settings).await;
     if let Some(deliverer) = &chat.deliverer {
         deliver_chat(deliverer, runner.store.as_ref()).await;
@@ -1172,6 +1141,70 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
         ));
     }
     fail_if_any(failed)
+}
+
+/// The daemon's scheduler with the exit rule of `run --once`: recovery first, then every
+/// pass work brings (subtasks made ready as the ones they depend on complete, parents,
+/// the owner's answers, the record step's), one look at the open PRs once nothing else is
+/// going, and out when no worker lives and nothing actionable is left. An answer given
+/// while this runs is taken too; a run that escalates again waits for the next answer.
+async fn work_until_idle(runner: &crate::runner::drive::Runner, failed: &mut Vec<String>) {
+    use crate::runner::engine::{Note, PassKind, Scheduler};
+    let mut engine = Scheduler::cleaning_at_the_end(runner.clone());
+    engine.start();
+    let mut looked_at_prs = !engine.has_prs();
+    // Whether the last round did something (a run ended or failed, a parent moved): only
+    // then can another look find new work. An approved task nobody can take yet (it waits
+    // for its dependencies) is no work.
+    // The first look is due whatever the first pass did (answers may wait for it).
+    let mut progressed = true;
+    loop {
+        if !engine.busy() && std::mem::take(&mut progressed) {
+            let looked = engine.wake().await;
+            if looked.record_answers > 0 {
+                eprintln!(
+                    "record step: took the owner's answer to {} escalation(s)",
+                    looked.record_answers
+                );
+            }
+            progressed = looked.parents_moved;
+        }
+        if !engine.busy() && !looked_at_prs {
+            // A run waiting for CI or for the owner is not actionable: it waits for the
+            // next run.
+            engine.look_at_prs(false);
+            looked_at_prs = true;
+        }
+        if !engine.busy() && !progressed {
+            return;
+        }
+        if !engine.busy() {
+            // A parent moved: look again before going.
+            continue;
+        }
+        let note = engine.next().await;
+        if let Note::Ended { kind, passed } = &note {
+            match passed {
+                Ok(passed) => {
+                    progressed |= !passed.results.is_empty() || !passed.failed.is_empty();
+                    if *kind == PassKind::Recovery && !passed.results.is_empty() {
+                        eprint!("recovered ");
+                    }
+                    print_results(&passed.results);
+                    failed.extend(passed.failed.iter().cloned());
+                }
+                // A pass that failed as a whole (the repository is not one, the store is
+                // gone) did nothing: no progress, and said once however often it is met.
+                Err(error) => {
+                    let error = format!("{error:#}");
+                    if !failed.contains(&error) {
+                        failed.push(error);
+                    }
+                }
+            }
+        }
+        engine.heard(&note).await;
+    }
 }
 
 /// `executor dispatch FILE`: a malformed file is bad input naming the field (exit 2); a
@@ -1539,12 +1572,33 @@ fn confinement(settings: &Settings) -> output::Confinement {
                 crate::sandbox::Posture::Confined { .. } => wall.describe(),
                 crate::sandbox::Posture::Unconfined { why } => why.clone(),
             },
+            memory: match wall.memory() {
+                crate::sandbox::MemoryPosture::Limited { bytes, base } => output::MemoryLimit {
+                    limited: true,
+                    max_bytes: Some(bytes),
+                    detail: format!(
+                        "each confined worker at most {} MiB (a cgroup v2 of its own under {})",
+                        bytes >> 20,
+                        base.display()
+                    ),
+                },
+                crate::sandbox::MemoryPosture::Unlimited { why } => output::MemoryLimit {
+                    limited: false,
+                    max_bytes: None,
+                    detail: why,
+                },
+            },
         },
         Err(error) => output::Confinement {
             confined: false,
             mode,
             network,
             detail: format!("the runner will not start: {error:#}"),
+            memory: output::MemoryLimit {
+                limited: false,
+                max_bytes: None,
+                detail: "the runner will not start".to_string(),
+            },
         },
     }
 }
@@ -1602,6 +1656,9 @@ fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
         max_processes: section.max_processes,
         max_file_size: config::sandbox::parse_size(&section.max_file_size)
             .map_err(|e| BadInput(format!("sandbox.max_file_size: {e}")))?,
+        max_memory: config::sandbox::parse_memory(&section.max_memory)
+            .map_err(|e| BadInput(format!("sandbox.max_memory: {e}")))?
+            .bytes(crate::sandbox::cgroup::total_memory()),
         bwrap: section.bwrap.as_deref().map(resolve),
         hidden,
         homes_dir: settings.root.join(".executor").join("homes"),
@@ -1639,7 +1696,10 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
     };
     let repository = settings.root.join(&runner.repository);
     Ok(crate::runner::drive::RunnerSettings {
-        commit_author: crate::runner::git::owner_identity(&repository),
+        commit_author: crate::runner::git::commit_author(
+            settings.raw.runner.commit_author.as_deref(),
+            &repository,
+        ),
         repository,
         base_branch: runner.base_branch.clone(),
         branch_prefix: runner.branch_prefix.clone(),

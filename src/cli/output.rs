@@ -59,6 +59,15 @@ pub struct Confinement {
     pub network: &'static str,
     /// One line: the wall, or why there is none.
     pub detail: String,
+    /// Whether confined workers' memory is limited (`[sandbox] max_memory`), or why not.
+    pub memory: MemoryLimit,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MemoryLimit {
+    pub limited: bool,
+    pub max_bytes: Option<u64>,
+    pub detail: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -115,6 +124,13 @@ fn finish(result: io::Result<()>) -> Result<()> {
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
     }
+}
+
+/// `bytes` on stdout as they are; a reader that stops early (`| head`) is no error.
+pub fn print_bytes(bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut out = io::stdout().lock();
+    finish(out.write_all(bytes).and_then(|()| out.flush()))
 }
 
 pub fn print_json<T: Serialize>(value: &T) -> Result<()> {
@@ -315,8 +331,9 @@ fn unconfined_mark(confined: Option<bool>) -> &'static str {
     }
 }
 
+/// Tables show times in the owner's own time zone, to the second (`--json` keeps UTC).
 fn when(at: &DateTime<Utc>) -> String {
-    at.format("%Y-%m-%d %H:%M:%S").to_string()
+    super::runs::local_time(at)
 }
 
 pub fn print_task(shown: &ShownTask) -> Result<()> {
@@ -491,6 +508,12 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
         writeln!(out, "live workers: {}", report.live_workers)?;
         if report.confinement.confined {
             writeln!(out, "workers: {}", report.confinement.detail)?;
+            let memory = &report.confinement.memory;
+            if memory.limited {
+                writeln!(out, "memory:  {}", memory.detail)?;
+            } else {
+                writeln!(out, "memory:  not limited ({})", memory.detail)?;
+            }
         } else {
             writeln!(out, "workers: UNCONFINED ({})", report.confinement.detail)?;
         }

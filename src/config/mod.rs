@@ -180,6 +180,10 @@ pub struct RunnerSection {
     /// nothing is committed.
     #[serde(default = "default_true")]
     pub worktrees: bool,
+    /// Who the runs' commits are by, `Name <email>`; unset: the repository's own
+    /// `user.name` and `user.email`.
+    #[serde(default)]
+    pub commit_author: Option<String>,
 }
 
 fn default_keep_worktrees() -> Duration {
@@ -217,6 +221,7 @@ impl Default for RunnerSection {
             max_worker_attempts: default_max_worker_attempts(),
             keep_worktrees: default_keep_worktrees(),
             worktrees: true,
+            commit_author: None,
         }
     }
 }
@@ -866,6 +871,17 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
             key: "agent.max_turns",
             message: "must be at least 1 (leave it out for no cap)".to_string(),
         });
+    }
+
+    if let Some(author) = &raw.runner.commit_author {
+        if crate::runner::git::Identity::parse(author).is_none() {
+            return Err(ConfigError::Invalid {
+                path: path.to_path_buf(),
+                line: line_of_key(text, "commit_author"),
+                key: "runner.commit_author",
+                message: format!("`{author}` is not `Name <email>`"),
+            });
+        }
     }
 
     if raw.runner.max_workers == 0 {

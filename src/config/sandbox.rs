@@ -85,6 +85,11 @@ pub struct SandboxSection {
     /// Largest file a worker may write: bytes, or a number with K, M, G (binary).
     #[serde(default = "default_max_file_size")]
     pub max_file_size: String,
+    /// Memory of each confined worker at most (everything it starts counted): a size
+    /// (`8G`), a share of the machine's memory (`50%`), or `none`. Held through a cgroup v2
+    /// of the worker's own where this process may make one (see `crate::sandbox::cgroup`).
+    #[serde(default = "default_max_memory")]
+    pub max_memory: String,
     /// The bubblewrap program (default: `bwrap` on `PATH`).
     #[serde(default)]
     pub bwrap: Option<PathBuf>,
@@ -98,6 +103,56 @@ fn default_max_file_size() -> String {
     "4G".to_string()
 }
 
+fn default_max_memory() -> String {
+    "50%".to_string()
+}
+
+/// `[sandbox] max_memory` read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryLimit {
+    None,
+    Bytes(u64),
+    /// Percent of the machine's memory, 1 to 100.
+    Share(u8),
+}
+
+impl MemoryLimit {
+    /// The limit in bytes on a machine with `total` bytes of memory (`None`: no limit, or
+    /// a share of a total that is not known).
+    pub fn bytes(self, total: Option<u64>) -> Option<u64> {
+        match self {
+            MemoryLimit::None => None,
+            MemoryLimit::Bytes(b) => Some(b),
+            MemoryLimit::Share(p) => total.map(|t| (u128::from(t) * u128::from(p) / 100) as u64),
+        }
+    }
+}
+
+/// Reads `none`, a size, or `N%`.
+pub fn parse_memory(text: &str) -> Result<MemoryLimit, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(MemoryLimit::None);
+    }
+    if let Some(share) = t.strip_suffix('%') {
+        return match share.trim().parse::<u8>() {
+            Ok(p) if (1..=100).contains(&p) => Ok(MemoryLimit::Share(p)),
+            _ => Err(format!(
+                "`{text}` is not a share of the memory (1% to 100%)"
+            )),
+        };
+    }
+    match parse_size(t) {
+        Ok(b) if b >= 64 << 20 => Ok(MemoryLimit::Bytes(b)),
+        Ok(_) => Err(format!(
+            "`{text}` is too little for any agent; at least 64M"
+        )),
+        Err(_) => Err(format!(
+            "`{text}` is not a memory limit (a size such as 8G, a share such as 50%, or none)"
+        )),
+    }
+}
+
 impl Default for SandboxSection {
     fn default() -> Self {
         Self {
@@ -109,6 +164,7 @@ impl Default for SandboxSection {
             agent_config: None,
             max_processes: default_max_processes(),
             max_file_size: default_max_file_size(),
+            max_memory: default_max_memory(),
             bwrap: None,
         }
     }
@@ -197,6 +253,7 @@ pub fn validate(section: &SandboxSection) -> Result<(), (&'static str, String)> 
         parse_host_port(entry).map_err(|message| ("sandbox.allow", message))?;
     }
     parse_size(&section.max_file_size).map_err(|message| ("sandbox.max_file_size", message))?;
+    parse_memory(&section.max_memory).map_err(|message| ("sandbox.max_memory", message))?;
     if section.max_processes < 16 {
         return Err((
             "sandbox.max_processes",
@@ -239,5 +296,24 @@ mod tests {
         assert!(parse_size("4X").is_err());
         assert!(parse_size("0").is_err());
         assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn memory_is_a_size_a_share_or_none() {
+        assert_eq!(parse_memory("none"), Ok(MemoryLimit::None));
+        assert_eq!(parse_memory("8G"), Ok(MemoryLimit::Bytes(8 << 30)));
+        assert_eq!(parse_memory("50%"), Ok(MemoryLimit::Share(50)));
+        assert!(parse_memory("0%").is_err());
+        assert!(parse_memory("150%").is_err());
+        assert!(parse_memory("1M").is_err(), "too little to start an agent");
+        assert!(parse_memory("lots").is_err());
+        assert_eq!(MemoryLimit::Share(50).bytes(Some(8 << 30)), Some(4 << 30));
+        assert_eq!(MemoryLimit::Share(50).bytes(None), None);
+        assert_eq!(MemoryLimit::None.bytes(Some(1)), None);
+        assert_eq!(
+            SandboxSection::default().max_memory,
+            "50%",
+            "the default holds a runaway worker to half the machine"
+        );
     }
 }

@@ -27,6 +27,9 @@ url = "sqlite://executor.db"
 # max_worker_attempts = 3       # workers ending without [DONE] before the run is abandoned
 # keep_worktrees = "7d"         # a finished run's worktree is removed after this (branch kept)
 # worktrees = true              # false: workers run in the repository itself, nothing committed
+# commit_author = "Your Name <you@example.com>"  # who run commits are by (unset: the
+#                               # repository's user.name / user.email); each carries
+#                               # Executor-Run: and Executor-Task: trailers
 
 [analyzer]
 # no_output_timeout = "5m"
@@ -149,6 +152,8 @@ path = "plans"
 # agent_config = "agent-home"   # copied into each run's private home as the agent's config
 # max_processes = 4096
 # max_file_size = "4G"
+# max_memory = "50%"            # each worker at most (a size, a share, or "none"); needs
+#                               # a delegated cgroup v2 (`executor doctor` says)
 
 [web]
 # enabled = false               # true: the daemon serves the console's JSON API (README: "The console's JSON API")

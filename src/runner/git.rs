@@ -719,6 +719,22 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// `Name <email>` (`[runner] commit_author`): both parts there, no control characters,
+    /// no `<` or `>` inside either.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        let (name, rest) = text.split_once('<')?;
+        let email = rest.strip_suffix('>')?;
+        let (name, email) = (name.trim(), email.trim());
+        let fit = |part: &str| {
+            !part.is_empty() && !part.chars().any(|c| c.is_control() || c == '<' || c == '>')
+        };
+        (fit(name) && fit(email)).then(|| Self {
+            name: name.to_string(),
+            email: email.to_string(),
+        })
+    }
+
     /// executor's own, for a repository (and owner) that names nobody.
     pub fn executor() -> Self {
         Self {
@@ -726,6 +742,20 @@ impl Identity {
             email: "executor@localhost".into(),
         }
     }
+}
+
+/// The message of a run's commit: the task's title, then the trailers that say executor
+/// made it and for which run (`git log --format=%(trailers)` reads them).
+pub fn commit_message(title: &str, run_id: i64, task_gid: &str) -> String {
+    format!("{title}\n\nExecutor-Run: {run_id}\nExecutor-Task: {task_gid}\n")
+}
+
+/// Who the runs' commits are by: `[runner] commit_author` when set, else the owner as the
+/// repository names them ([`owner_identity`]).
+pub fn commit_author(configured: Option<&str>, repo: &Path) -> Identity {
+    configured
+        .and_then(Identity::parse)
+        .unwrap_or_else(|| owner_identity(repo))
 }
 
 /// The owner's commit identity: `user.name` and `user.email` as git itself reads them for
@@ -887,6 +917,32 @@ mod tests {
         assert_eq!(
             ref_target(&dir, "refs/heads/gone", packed).ok().flatten(),
             None
+        );
+    }
+
+    #[test]
+    fn a_configured_author_is_name_and_email_and_the_message_carries_the_run() {
+        assert_eq!(
+            Identity::parse(" Ada Lovelace <ada@example.com> "),
+            Some(Identity {
+                name: "Ada Lovelace".into(),
+                email: "ada@example.com".into()
+            })
+        );
+        for bad in [
+            "Ada",
+            "<ada@example.com>",
+            "Ada <>",
+            "Ada <a@b",
+            "A\nB <a@b>",
+            "A <a<b>",
+        ] {
+            assert_eq!(Identity::parse(bad), None, "{bad:?}");
+        }
+        let message = commit_message("Fix the tab", 42, "T-1");
+        assert_eq!(
+            message,
+            "Fix the tab\n\nExecutor-Run: 42\nExecutor-Task: T-1\n"
         );
     }
 

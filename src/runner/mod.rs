@@ -4,6 +4,7 @@
 
 pub mod contract;
 pub mod drive;
+pub mod engine;
 pub mod git;
 pub mod judge;
 pub mod record;

@@ -5,8 +5,9 @@
 //!
 //! What it cannot give (and the README says): a process namespace of its own (a daemon a
 //! worker starts is ended by killing the worker's process group, not by the kernel), and
-//! a hidden place is unreadable rather than absent. The profile is generated and unit
-//! tested here; it is not run by the test suite, which runs on Linux.
+//! a hidden place is unreadable rather than absent. The profile and the command line are
+//! generated and unit tested here (and in `super`'s tests, on Linux); neither is run by
+//! the test suite, which runs on Linux.
 //!
 //! What it must never do: put a path into the profile unquoted (every path is a string
 //! literal with `\` and `"` escaped), or allow a write the plan does not name.
@@ -42,6 +43,18 @@ fn literal(path: &std::path::Path) -> String {
         }
     }
     out.push('"');
+    out
+}
+
+/// `sandbox-exec -p PROFILE -- argv`: the worker's command line on macOS.
+pub fn argv(sandbox_exec: &std::path::Path, p: &Profile, worker: Vec<String>) -> Vec<String> {
+    let mut out = vec![
+        sandbox_exec.to_string_lossy().into_owned(),
+        "-p".to_string(),
+        profile(p),
+        "--".to_string(),
+    ];
+    out.extend(worker);
     out
 }
 

@@ -17,6 +17,7 @@
 //! | no process of the host; everything it starts ends with it | `--unshare-pid`, `--die-with-parent` |
 //! | the network the config allows | `--unshare-net` and the orchestrator's proxy ([`proxy`], [`bridge`]) |
 //! | limits on processes and file size | `RLIMIT_NPROC`, `RLIMIT_FSIZE` set by the supervisor on `bwrap` |
+//! | a limit on memory, where a cgroup v2 subtree can be had | a cgroup of its own ([`cgroup`]) |
 //!
 //! Unconfined, the worker's spec is left as it is, and the decisions about its tool calls
 //! are taken in the policy's strict posture (see `crate::policy`).
@@ -26,6 +27,7 @@
 
 pub mod bridge;
 pub mod bwrap;
+pub mod cgroup;
 pub mod home;
 pub mod macos;
 pub mod probe;
@@ -59,8 +61,13 @@ pub enum WallError {
 /// How workers run in this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Posture {
-    Confined { bwrap: PathBuf },
-    Unconfined { why: String },
+    /// `program` is bubblewrap on Linux, `sandbox-exec` on macOS.
+    Confined {
+        program: PathBuf,
+    },
+    Unconfined {
+        why: String,
+    },
 }
 
 /// `[sandbox]` resolved: paths absolute, sizes in bytes.
@@ -74,6 +81,8 @@ pub struct WallSettings {
     pub agent_config: Option<PathBuf>,
     pub max_processes: u64,
     pub max_file_size: u64,
+    /// Memory of each worker at most, in bytes (`None`: no limit asked).
+    pub max_memory: Option<u64>,
     pub bwrap: Option<PathBuf>,
     /// Executor's own places, never visible to a worker: the workspace (database, config,
     /// plans, roles, logs), the worktrees folder, the repository's checkout.
@@ -96,6 +105,7 @@ impl WallSettings {
             agent_config: None,
             max_processes: 4096,
             max_file_size: 4 << 30,
+            max_memory: None,
             bwrap: None,
             hidden: Vec::new(),
             homes_dir,
@@ -221,6 +231,18 @@ pub struct Enclosed {
 pub struct Wall {
     settings: WallSettings,
     posture: Posture,
+    /// Where workers' memory cgroups can go (surveyed at start, changing nothing).
+    memory: cgroup::Decision,
+    /// The base for workers' cgroups, set up by the first worker that needs one (so
+    /// `status` and `doctor`, which never enclose, change no cgroup).
+    memory_base: std::sync::OnceLock<Result<PathBuf, String>>,
+}
+
+/// Whether confined workers' memory is limited, for `doctor` and `status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MemoryPosture {
+    Limited { bytes: u64, base: PathBuf },
+    Unlimited { why: String },
 }
 
 impl Wall {
@@ -232,7 +254,7 @@ impl Wall {
             },
             SandboxMode::Auto | SandboxMode::Required => {
                 match probe::probe(settings.bwrap.as_deref()) {
-                    probe::Probed::Works { bwrap } => Posture::Confined { bwrap },
+                    probe::Probed::Works { program } => Posture::Confined { program },
                     probe::Probed::Unavailable { why } => {
                         if settings.mode == SandboxMode::Required {
                             return Err(WallError::Required { why });
@@ -242,7 +264,21 @@ impl Wall {
                 }
             }
         };
-        Ok(Wall { settings, posture })
+        let memory = match (&posture, settings.max_memory) {
+            (Posture::Unconfined { .. }, _) => cgroup::Decision::Unavailable {
+                why: "workers run unconfined".to_string(),
+            },
+            (_, None) => cgroup::Decision::Unavailable {
+                why: "[sandbox] max_memory = \"none\"".to_string(),
+            },
+            (Posture::Confined { .. }, Some(_)) => cgroup::survey(),
+        };
+        Ok(Wall {
+            settings,
+            posture,
+            memory,
+            memory_base: std::sync::OnceLock::new(),
+        })
     }
 
     /// A wall that is off, for callers that never confine.
@@ -252,7 +288,59 @@ impl Wall {
             posture: Posture::Unconfined {
                 why: "[sandbox] mode = \"off\"".to_string(),
             },
+            memory: cgroup::Decision::Unavailable {
+                why: "workers run unconfined".to_string(),
+            },
+            memory_base: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Whether each confined worker's memory is held to `[sandbox] max_memory`, and if not,
+    /// why.
+    pub fn memory(&self) -> MemoryPosture {
+        let (bytes, base) = match (&self.memory, self.settings.max_memory) {
+            (cgroup::Decision::Unavailable { why }, _) => {
+                return MemoryPosture::Unlimited { why: why.clone() }
+            }
+            (_, None) => {
+                return MemoryPosture::Unlimited {
+                    why: "[sandbox] max_memory = \"none\"".to_string(),
+                }
+            }
+            (cgroup::Decision::Ready { base } | cgroup::Decision::Enable { base }, Some(b)) => {
+                (b, base.clone())
+            }
+        };
+        match self.memory_base.get() {
+            Some(Err(why)) => MemoryPosture::Unlimited { why: why.clone() },
+            _ => MemoryPosture::Limited { bytes, base },
+        }
+    }
+
+    /// A cgroup for one worker, its memory limit set; `None` when memory is not limited.
+    /// The first call sets up the base (see [`cgroup::establish`]); when that fails, memory
+    /// stays unlimited for the process and the reason is logged once.
+    fn worker_cgroup(&self, place: &Place) -> Result<Option<PathBuf>, WallError> {
+        let Some(bytes) = self.settings.max_memory else {
+            return Ok(None);
+        };
+        if matches!(self.memory, cgroup::Decision::Unavailable { .. }) {
+            return Ok(None);
+        }
+        let base = self.memory_base.get_or_init(|| {
+            let base = cgroup::establish(&self.memory);
+            match &base {
+                Ok(base) => tracing::info!(cgroup = %base.display(), bytes, "confined workers' memory is limited"),
+                Err(why) => tracing::warn!(%why, "confined workers' memory is NOT limited"),
+            }
+            base
+        });
+        let Ok(base) = base else {
+            return Ok(None);
+        };
+        cgroup::worker(base, bytes)
+            .map(Some)
+            .map_err(place.error(format!("the memory cgroup under {}", base.display())))
     }
 
     pub fn posture(&self) -> &Posture {
@@ -266,9 +354,14 @@ impl Wall {
     /// One line for the log, `status` and run records.
     pub fn describe(&self) -> String {
         match &self.posture {
-            Posture::Confined { bwrap } => format!(
-                "confined (bubblewrap at {}, network {})",
-                bwrap.display(),
+            Posture::Confined { program } => format!(
+                "confined ({} at {}, network {})",
+                if cfg!(target_os = "macos") {
+                    "sandbox-exec"
+                } else {
+                    "bubblewrap"
+                },
+                program.display(),
                 self.settings.network.as_str()
             ),
             Posture::Unconfined { why } => format!("unconfined: {why}"),
@@ -278,7 +371,7 @@ impl Wall {
     /// `spec` as it must run at `place`: inside the wall, under its limits, when the posture
     /// is confined; as it is otherwise.
     pub fn enclose(&self, mut spec: WorkerSpec, place: &Place) -> Result<Enclosed, WallError> {
-        let Posture::Confined { bwrap } = &self.posture else {
+        let Posture::Confined { program } = &self.posture else {
             // Unconfined, the spec stays as it is: no limits either, since setting them
             // between fork and exec costs every spawn its fast path (posix_spawn), and an
             // unconfined worker is held by nothing else of the wall anyway.
@@ -288,10 +381,6 @@ impl Wall {
                 gate: None,
             });
         };
-        spec.os_limits = Some(OsLimits {
-            max_processes: self.settings.max_processes,
-            max_file_size: self.settings.max_file_size,
-        });
         let worktree = place
             .worktree
             .canonicalize()
@@ -308,14 +397,75 @@ impl Wall {
             self.settings.homes_dir.display()
         )))?;
         home::point_env(&mut spec.env, &home_dir, place.agent);
+        let tmp = home_dir.join("tmp");
         let mut mounts = self.mounts(place, &spec, &worktree, home_dir);
+        if cfg!(target_os = "macos") {
+            return self.enclose_macos(program, spec, place, mounts, tmp);
+        }
         let (prefix, gate) = self.network(place, &mut spec, &mut mounts)?;
         spec.env.insert("TMPDIR".to_string(), "/tmp".to_string());
         let plan = mounts.plan(worktree, self.settings.network != SandboxNetwork::Host);
-        let mut argv = bwrap::argv(bwrap, &plan);
+        let mut argv = bwrap::argv(program, &plan);
         argv.extend(prefix);
         argv.append(&mut spec.argv);
         spec.argv = argv;
+        // Last, so a wall that could not be prepared leaves no cgroup behind.
+        spec.os_limits = Some(OsLimits {
+            max_processes: self.settings.max_processes,
+            max_file_size: self.settings.max_file_size,
+            cgroup: self.worker_cgroup(place)?,
+        });
+        Ok(Enclosed {
+            spec,
+            confined: true,
+            gate,
+        })
+    }
+
+    /// The macOS wall: `sandbox-exec -p PROFILE -- argv`, the profile made from the same
+    /// places as bubblewrap's mounts (see [`macos`]); its tmp is a folder of its home, and
+    /// the allowlist's proxy listens on a loopback port of the host, the only remote the
+    /// profile lets it reach besides the allowed loopback ports. Written without `cfg` so
+    /// it is compiled and tested on Linux too; only macOS calls it.
+    fn enclose_macos(
+        &self,
+        sandbox_exec: &Path,
+        mut spec: WorkerSpec,
+        place: &Place,
+        mounts: Mounts,
+        tmp: PathBuf,
+    ) -> Result<Enclosed, WallError> {
+        std::fs::create_dir_all(&tmp).map_err(place.error(format!("the tmp {}", tmp.display())))?;
+        spec.env
+            .insert("TMPDIR".to_string(), tmp.to_string_lossy().into_owned());
+        let mut profile = macos::Profile {
+            hidden: mounts.hidden,
+            read_only: mounts.read_only,
+            read_write: mounts.read_write,
+            ..macos::Profile::default()
+        };
+        let mut gate = None;
+        match self.settings.network {
+            SandboxNetwork::Host => profile.host_network = true,
+            SandboxNetwork::None => {}
+            SandboxNetwork::Allowlist => {
+                let (remote, loopback) = self.allowlist(place.agent, &spec);
+                profile.loopback_ports = loopback;
+                if !remote.is_empty() {
+                    let (g, port) = proxy::NetGate::start_tcp(remote, place.label.clone())
+                        .map_err(place.error("the network proxy".to_string()))?;
+                    profile.proxy_port = Some(port);
+                    proxy_env(&mut spec.env, port);
+                    gate = Some(g);
+                }
+            }
+        }
+        spec.argv = macos::argv(sandbox_exec, &profile, std::mem::take(&mut spec.argv));
+        spec.os_limits = Some(OsLimits {
+            max_processes: self.settings.max_processes,
+            max_file_size: self.settings.max_file_size,
+            cgroup: None,
+        });
         Ok(Enclosed {
             spec,
             confined: true,
@@ -416,17 +566,7 @@ impl Wall {
             ));
         }
         prefix.push("--".to_string());
-        let url = format!("http://127.0.0.1:{proxy_port}");
-        for key in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
-            spec.env.insert(key.to_string(), url.clone());
-        }
-        for key in ["NO_PROXY", "no_proxy"] {
-            spec.env
-                .insert(key.to_string(), "localhost,127.0.0.1,::1".to_string());
-        }
-        // Node's own fetch honours the proxy variables only when asked (Node 24+).
-        spec.env
-            .insert("NODE_USE_ENV_PROXY".to_string(), "1".to_string());
+        proxy_env(&mut spec.env, proxy_port);
         Ok((prefix, Some(gate)))
     }
 
@@ -470,6 +610,19 @@ impl Wall {
         ports.dedup();
         (remote, ports)
     }
+}
+
+/// The proxy variables the agents honour, pointing at executor's proxy on `port`.
+fn proxy_env(env: &mut std::collections::HashMap<String, String>, port: u16) {
+    let url = format!("http://127.0.0.1:{port}");
+    for key in ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"] {
+        env.insert(key.to_string(), url.clone());
+    }
+    for key in ["NO_PROXY", "no_proxy"] {
+        env.insert(key.to_string(), "localhost,127.0.0.1,::1".to_string());
+    }
+    // Node's own fetch honours the proxy variables only when asked (Node 24+).
+    env.insert("NODE_USE_ENV_PROXY".to_string(), "1".to_string());
 }
 
 /// `path` with its symlinks resolved, when it exists.
@@ -571,6 +724,8 @@ mod tests {
         let wall = Wall {
             settings,
             posture: Posture::Unconfined { why: "test".into() },
+            memory: cgroup::Decision::Unavailable { why: "test".into() },
+            memory_base: std::sync::OnceLock::new(),
         };
         let mut spec = crate::supervisor::WorkerSpec::for_test(vec!["claude".into()]);
         spec.env.insert(
@@ -584,5 +739,90 @@ mod tests {
         let (remote, ports) = wall.allowlist(AgentFamily::Command, &WorkerSpec::for_test(vec![]));
         assert_eq!(remote.len(), 1, "only pypi.org from allow");
         assert_eq!(ports, [11434]);
+    }
+
+    /// The macOS wall's spec, built here on Linux: what macOS would run.
+    #[tokio::test]
+    async fn on_macos_a_worker_runs_under_sandbox_exec_with_its_profile() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let worktree = dir.path().join("ws/worktrees/run-1");
+        std::fs::create_dir_all(&worktree).expect("mkdir");
+        let mut settings = WallSettings::off(dir.path().join("ws/.executor/homes"));
+        settings.mode = SandboxMode::Required;
+        settings.hidden = vec![dir.path().join("ws")];
+        settings.allow =
+            vec![crate::config::sandbox::parse_host_port("127.0.0.1:11434").expect("hp")];
+        let wall = Wall {
+            settings,
+            posture: Posture::Confined {
+                program: PathBuf::from("/usr/bin/sandbox-exec"),
+            },
+            memory: cgroup::Decision::Unavailable { why: "test".into() },
+            memory_base: std::sync::OnceLock::new(),
+        };
+        let place = Place {
+            worktree: worktree.clone(),
+            read_only_worktree: false,
+            git_common_dir: None,
+            home: "run-1".into(),
+            agent: AgentFamily::Claude,
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            label: "run 1".into(),
+        };
+        let spec = WorkerSpec::for_test(vec!["/bin/echo".into(), "hi".into()]);
+        let worktree = worktree.canonicalize().expect("canon");
+        let home = dir
+            .path()
+            .canonicalize()
+            .expect("canon")
+            .join("ws/.executor/homes/run-1");
+        std::fs::create_dir_all(&home).expect("mkdir");
+        let mounts = wall.mounts(&place, &spec, &worktree, home.clone());
+        let enclosed = wall
+            .enclose_macos(
+                Path::new("/usr/bin/sandbox-exec"),
+                spec,
+                &place,
+                mounts,
+                home.join("tmp"),
+            )
+            .expect("enclosed");
+        let argv = &enclosed.spec.argv;
+        assert_eq!(argv[..2], ["/usr/bin/sandbox-exec", "-p"]);
+        assert_eq!(argv[3..], ["--", "/bin/echo", "hi"]);
+        let profile = &argv[2];
+        assert!(profile.starts_with("(version 1)\n(deny default)\n"));
+        assert!(profile.contains(&format!(
+            "(deny file-read* (subpath \"{}\"))",
+            dir.path()
+                .canonicalize()
+                .expect("canon")
+                .join("ws")
+                .display()
+        )));
+        assert!(profile.contains(&format!(
+            "(allow file-read* file-write* (subpath \"{}\"))",
+            worktree.display()
+        )));
+        assert!(profile.contains(&format!(
+            "(allow file-read* file-write* (subpath \"{}\"))",
+            home.display()
+        )));
+        // Claude's model API goes through the proxy on a loopback port; the local model
+        // server's port is allowed as it is.
+        let port = enclosed.spec.env["HTTPS_PROXY"]
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .expect("a proxy port");
+        assert!(profile.contains(&format!("(remote ip \"localhost:{port}\")")));
+        assert!(profile.contains("(remote ip \"localhost:11434\")"));
+        assert_eq!(
+            enclosed.spec.env["TMPDIR"],
+            home.join("tmp").to_string_lossy()
+        );
+        assert!(enclosed.confined && enclosed.gate.is_some());
+        assert!(enclosed.spec.os_limits.is_some());
     }
 }

@@ -13,8 +13,9 @@ use super::bwrap::{self, Plan};
 /// The answer of [`probe`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Probed {
-    /// bubblewrap ran a program with every namespace of a worker.
-    Works { bwrap: PathBuf },
+    /// bubblewrap ran a program with every namespace of a worker (on macOS:
+    /// `sandbox-exec` ran one under a profile).
+    Works { program: PathBuf },
     /// It cannot be had; the text says why and what to do.
     Unavailable { why: String },
 }
@@ -25,10 +26,14 @@ const PROBE_LIMIT: Duration = Duration::from_secs(10);
 /// Runs `true` inside the wall. `bwrap` is the configured program, or `None` for `bwrap` on
 /// `PATH`.
 pub fn probe(bwrap: Option<&Path>) -> Probed {
+    if cfg!(target_os = "macos") {
+        return probe_sandbox_exec(Path::new(SANDBOX_EXEC));
+    }
     if !cfg!(target_os = "linux") {
         return Probed::Unavailable {
-            why: "the bubblewrap wall is Linux only (macOS has sandbox-exec; see the README)"
-                .to_string(),
+            why:
+                "the wall is bubblewrap on Linux and sandbox-exec on macOS; this system has neither"
+                    .to_string(),
         };
     }
     let program = match bwrap {
@@ -90,7 +95,7 @@ pub fn probe(bwrap: Option<&Path>) -> Probed {
         }
     };
     if status.success() {
-        return Probed::Works { bwrap: program };
+        return Probed::Works { program };
     }
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
@@ -99,6 +104,35 @@ pub fn probe(bwrap: Option<&Path>) -> Probed {
     }
     Probed::Unavailable {
         why: diagnose(stderr.trim(), &read_sysctls()),
+    }
+}
+
+/// Where macOS keeps `sandbox-exec`.
+pub const SANDBOX_EXEC: &str = "/usr/bin/sandbox-exec";
+
+/// Runs `true` under a profile that allows everything: whether `sandbox-exec` works.
+fn probe_sandbox_exec(program: &Path) -> Probed {
+    if !program.exists() {
+        return Probed::Unavailable {
+            why: format!("{} is not there", program.display()),
+        };
+    }
+    let ran = Command::new(program)
+        .args(["-p", "(version 1)(allow default)", "--", "/usr/bin/true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    match ran {
+        Ok(status) if status.success() => Probed::Works {
+            program: program.to_path_buf(),
+        },
+        Ok(status) => Probed::Unavailable {
+            why: format!("{} could not run a program ({status})", program.display()),
+        },
+        Err(e) => Probed::Unavailable {
+            why: format!("cannot run {}: {e}", program.display()),
+        },
     }
 }
 
@@ -176,6 +210,10 @@ mod tests {
         match probe(Some(Path::new("/nonexistent/bwrap"))) {
             Probed::Unavailable { why } => assert!(why.contains("/nonexistent/bwrap"), "{why}"),
             Probed::Works { .. } => panic!("a missing bwrap cannot work"),
+        }
+        match probe_sandbox_exec(Path::new("/nonexistent/sandbox-exec")) {
+            Probed::Unavailable { why } => assert!(why.contains("is not there"), "{why}"),
+            Probed::Works { .. } => panic!("a missing sandbox-exec cannot work"),
         }
     }
 }

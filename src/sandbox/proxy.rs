@@ -17,8 +17,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpStream, UnixListener, UnixStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::task::JoinHandle;
 
 use crate::config::sandbox::HostPort;
@@ -40,7 +40,9 @@ impl Drop for NetGate {
         for task in &self.tasks {
             task.abort();
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if !self.dir.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
     }
 }
 
@@ -114,6 +116,35 @@ impl NetGate {
         }
         Ok(gate)
     }
+
+    /// The proxy alone, on a loopback TCP port of the host (the macOS wall, which has no
+    /// network namespace to put a bridge in; its profile lets the worker reach this port
+    /// only). Returns the gate and its port.
+    pub fn start_tcp(allow: Vec<HostPort>, label: String) -> std::io::Result<(NetGate, u16)> {
+        let proxy = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+        proxy.set_nonblocking(true)?;
+        let port = proxy.local_addr()?.port();
+        let proxy = TcpListener::from_std(proxy)?;
+        let allow = std::sync::Arc::new(allow);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((client, _)) = proxy.accept().await else {
+                    return;
+                };
+                let (allow, label) = (allow.clone(), label.clone());
+                tokio::spawn(async move {
+                    if let Err(error) = tunnel(client, &allow, &label).await {
+                        tracing::debug!(worker = %label, %error, "a proxied connection ended with an error");
+                    }
+                });
+            }
+        });
+        let gate = NetGate {
+            dir: PathBuf::new(),
+            tasks: vec![task],
+        };
+        Ok((gate, port))
+    }
 }
 
 /// What a request head asks for.
@@ -158,7 +189,10 @@ pub fn allowed(allow: &[HostPort], asked: &HostPort) -> bool {
     })
 }
 
-async fn tunnel(mut client: UnixStream, allow: &[HostPort], label: &str) -> std::io::Result<()> {
+async fn tunnel<S>(mut client: S, allow: &[HostPort], label: &str) -> std::io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
         Ok(head) => head?,
         Err(_) => return Ok(()),
@@ -206,7 +240,7 @@ async fn tunnel(mut client: UnixStream, allow: &[HostPort], label: &str) -> std:
 
 /// Reads up to the blank line that ends a request head, byte by byte so nothing of the
 /// tunnelled stream after it is consumed.
-async fn read_head(client: &mut UnixStream) -> std::io::Result<String> {
+async fn read_head<S: AsyncRead + Unpin>(client: &mut S) -> std::io::Result<String> {
     let mut head = Vec::with_capacity(256);
     let mut byte = [0u8; 1];
     while head.len() < MAX_HEAD {
@@ -259,5 +293,30 @@ mod tests {
         assert!(!allowed(&allow, &hp("evilopenai.com", 443)));
         assert!(!allowed(&[hp("127.0.0.1", 5432)], &hp("127.0.0.1", 5432)));
         assert!(!allowed(&allow, &hp("localhost", 443)));
+    }
+
+    #[tokio::test]
+    async fn the_tcp_proxy_refuses_what_is_not_allowed_connect() {
+        let (gate, port) = NetGate::start_tcp(vec![hp("api.anthropic.com", 443)], "t".into())
+            .expect("the proxy listens");
+        let ask = |request: &'static str| async move {
+            let mut stream = TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect");
+            stream.write_all(request.as_bytes()).await.expect("send");
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.expect("answer");
+            answer
+        };
+        assert!(ask("CONNECT evil.example:443 HTTP/1.1\r\n\r\n")
+            .await
+            .starts_with("HTTP/1.1 403"));
+        assert!(ask("CONNECT 127.0.0.1:22 HTTP/1.1\r\n\r\n")
+            .await
+            .starts_with("HTTP/1.1 403"));
+        assert!(ask("GET http://api.anthropic.com/ HTTP/1.1\r\n\r\n")
+            .await
+            .starts_with("HTTP/1.1 405"));
+        drop(gate);
     }
 }

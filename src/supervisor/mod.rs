@@ -53,12 +53,16 @@ pub struct WorkerSpec {
 
 /// Resource limits set in the worker's process before it runs its program; everything it
 /// starts inherits them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OsLimits {
     /// `RLIMIT_NPROC`: processes of the worker's user.
     pub max_processes: u64,
     /// `RLIMIT_FSIZE`: the largest file it may write, in bytes.
     pub max_file_size: u64,
+    /// A cgroup (v2) of the worker's own, its memory limit set (see `crate::sandbox::cgroup`):
+    /// the worker enters it before it runs its program, and it is removed when the worker
+    /// is gone.
+    pub cgroup: Option<PathBuf>,
 }
 
 impl WorkerSpec {
@@ -178,32 +182,23 @@ where
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(limits) = spec.os_limits {
-        // SAFETY: between fork and exec only async-signal-safe calls are allowed;
-        // setrlimit is one (a plain system call), and nothing here allocates.
-        unsafe {
-            command.pre_exec(move || {
-                use nix::sys::resource::{setrlimit, Resource};
-                setrlimit(
-                    Resource::RLIMIT_NPROC,
-                    limits.max_processes,
-                    limits.max_processes,
-                )
-                .map_err(std::io::Error::from)?;
-                setrlimit(
-                    Resource::RLIMIT_FSIZE,
-                    limits.max_file_size,
-                    limits.max_file_size,
-                )
-                .map_err(std::io::Error::from)?;
-                Ok(())
+    let cgroup = spec.os_limits.as_ref().and_then(|l| l.cgroup.clone());
+    if let Some(limits) = &spec.os_limits {
+        set_os_limits(&mut command, limits)?;
+    }
+    let spawned = command.spawn();
+    let mut child = match spawned {
+        Ok(child) => child,
+        Err(source) => {
+            if let Some(dir) = &cgroup {
+                crate::sandbox::cgroup::remove(dir).await;
+            }
+            return Err(SupervisorError::Spawn {
+                program: program.clone(),
+                source,
             });
         }
-    }
-    let mut child = command.spawn().map_err(|source| SupervisorError::Spawn {
-        program: program.clone(),
-        source,
-    })?;
+    };
     // A pid of 0 recorded for the worker would later make recovery signal group 0: the
     // runner's own. `id()` is `None` only for a child already reaped, which this one cannot be.
     let Some(pid) = child.id() else {
@@ -312,11 +307,61 @@ where
     for reader in readers {
         reader.abort();
     }
+    if let Some(dir) = &cgroup {
+        crate::sandbox::cgroup::remove(dir).await;
+    }
 
     use std::os::unix::process::ExitStatusExt;
     outcome.exit_code = status.code();
     outcome.signal = status.signal();
     Ok(outcome)
+}
+
+/// Has the worker set `limits` on itself between fork and exec: its rlimits, and its entry
+/// into its cgroup (so nothing it starts is outside it).
+fn set_os_limits(command: &mut Command, limits: &OsLimits) -> Result<(), SupervisorError> {
+    let limits_copy = (limits.max_processes, limits.max_file_size);
+    let procs = match &limits.cgroup {
+        Some(dir) => {
+            use std::os::unix::ffi::OsStrExt;
+            let path = dir.join("cgroup.procs");
+            Some(
+                std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+                    SupervisorError::Spawn {
+                        program: path.display().to_string(),
+                        source: std::io::Error::other("a cgroup path with a NUL byte"),
+                    }
+                })?,
+            )
+        }
+        None => None,
+    };
+    // SAFETY: between fork and exec only async-signal-safe calls are allowed; setrlimit,
+    // open, write and close are plain system calls, and nothing here allocates (the path
+    // was made before the fork).
+    unsafe {
+        command.pre_exec(move || {
+            use nix::sys::resource::{setrlimit, Resource};
+            let (processes, file_size) = limits_copy;
+            setrlimit(Resource::RLIMIT_NPROC, processes, processes)
+                .map_err(std::io::Error::from)?;
+            setrlimit(Resource::RLIMIT_FSIZE, file_size, file_size)
+                .map_err(std::io::Error::from)?;
+            if let Some(procs) = &procs {
+                use nix::fcntl::{open, OFlag};
+                // "0" is the writing process itself.
+                let fd = open(
+                    procs.as_c_str(),
+                    OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+                    nix::sys::stat::Mode::empty(),
+                )
+                .map_err(std::io::Error::from)?;
+                nix::unistd::write(&fd, b"0").map_err(std::io::Error::from)?;
+            }
+            Ok(())
+        });
+    }
+    Ok(())
 }
 
 /// Kills a worker's whole group when dropped while still armed.

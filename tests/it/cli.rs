@@ -300,13 +300,18 @@ fn init_twice_keeps_what_is_there() {
     assert!(ws.path().join("state/queue.db").exists());
 }
 
-/// `run --once` in a workspace whose runner has no git repository: the plans folder is
-/// taken in, then the runner refuses to start workers, naming the path it wanted.
-fn run_once_without_a_repository(ws: &Workspace) {
+/// `run --once` with a note that cannot be taken in: the others are taken in (and worked
+/// on), the broken one is named, and the exit is 1.
+fn run_once_naming_the_broken_note(ws: &Workspace) {
     let out = ws.run(&["run", "--once"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("not a git repository"), "{stderr}");
+    assert!(stderr.contains("broken.md"), "{stderr}");
+}
+
+/// The status `gid` entered the queue with.
+fn entered_as(ws: &Workspace, gid: &str) -> Value {
+    ws.json(&["show", gid, "--json"])["events"][0]["to_status"].clone()
 }
 
 #[test]
@@ -320,12 +325,13 @@ fn run_once_takes_in_the_plans_folder_and_reports_a_malformed_note_untouched() {
     let broken: &[u8] = b"---\ntitle: [oops\n---\nbody\n";
     std::fs::write(ws.plans().join("broken.md"), broken).expect("write note");
 
-    run_once_without_a_repository(&ws);
+    run_once_naming_the_broken_note(&ws);
     let queue = ws.queue();
     assert_eq!(queue.len(), 1);
     assert_eq!(queue[0]["task_gid"], "T-9");
     assert_eq!(
-        queue[0]["status"], "approved",
+        entered_as(&ws, "T-9"),
+        "approved",
         "the owner's notes enter approved"
     );
     assert_eq!(queue[0]["source"], "plans");
@@ -348,7 +354,7 @@ fn run_once_takes_in_the_plans_folder_and_reports_a_malformed_note_untouched() {
     );
 
     std::fs::write(ws.plans().join("broken.md"), "# Fixed now\n").expect("fix note");
-    run_once_without_a_repository(&ws);
+    ws.ok(&["run", "--once"]);
     assert_eq!(ws.queue().len(), 2);
     let status = ws.json(&["status", "--json"]);
     assert_eq!(status["intake_errors"], Value::Array(vec![]));
@@ -449,11 +455,42 @@ fn service_install_prints_and_writes_the_definitions() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let written =
-        std::fs::read_to_string(home.path().join(".config/systemd/user/executor.service"))
-            .expect("unit written");
-    assert_eq!(written, unit);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("systemctl --user"));
+    let units = || -> Vec<std::path::PathBuf> {
+        let mut found: Vec<_> = std::fs::read_dir(home.path().join(".config/systemd/user"))
+            .expect("unit folder")
+            .map(|e| e.expect("entry").path())
+            .collect();
+        found.sort();
+        found
+    };
+    let written = units();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let name = written[0]
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(
+        name.starts_with("executor-") && name.ends_with(".service"),
+        "{name}"
+    );
+    assert_eq!(std::fs::read_to_string(&written[0]).expect("unit"), unit);
+    assert!(String::from_utf8_lossy(&out.stderr)
+        .contains(&format!("systemctl --user enable --now {name}")));
+
+    // A second workspace installs a unit of its own beside the first.
+    let other = Workspace::init();
+    let out = other
+        .command(&["service", "install", "--systemd", "--write"])
+        .env("HOME", home.path())
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(units().len(), 2);
 
     ws.fails_with(2, &["service", "install", "--systemd", "--cron"]);
 }
@@ -562,4 +599,102 @@ fn no_text_says_allowed_tools_skip_the_hook() {
             "{name}: {line}"
         );
     }
+}
+
+#[test]
+fn init_inside_a_repository_keeps_its_files_out_of_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    crate::support::init_repo(dir.path());
+    std::fs::write(dir.path().join(".gitignore"), "target/\n").expect("owner's ignore");
+    crate::support::git(dir.path(), &["add", ".gitignore"]);
+    let out = crate::support::executor(dir.path())
+        .args(["init", "."])
+        .output()
+        .expect("init");
+    crate::support::assert_success(&out, "init");
+    let ws = Workspace {
+        dir,
+        env: Vec::new(),
+    };
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replacen("# kind = \"auto\"", "kind = \"example\"", 1));
+    ws.ok(&["add", "--title", "Write it", "--gid", "G-1"]);
+    ws.ok(&["go", "G-1"]);
+    ws.ok(&["run", "--once"]);
+    let ignore = std::fs::read_to_string(ws.path().join(".gitignore")).expect("ignore");
+    assert!(
+        ignore.starts_with("target/\n"),
+        "the owner's lines stay: {ignore}"
+    );
+    // After a whole run, executor's files (config, database, logs, worktrees, lock) are all
+    // ignored: only the owner's edited .gitignore shows.
+    assert_eq!(
+        crate::support::git(ws.path(), &["status", "--porcelain"]),
+        "AM .gitignore"
+    );
+    ws.ok(&["init", "."]);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".gitignore")).unwrap(),
+        ignore,
+        "a second init adds nothing"
+    );
+}
+
+#[test]
+fn completions_and_the_man_page_come_from_the_argument_table() {
+    let ws = Workspace::init();
+    let bash = ws.ok(&["completions", "bash"]);
+    for word in ["doctor", "service", "uninstall", "--offline", "completions"] {
+        assert!(bash.contains(word), "{word} in the bash completions");
+    }
+    assert!(ws.ok(&["completions", "zsh"]).contains("#compdef executor"));
+    ws.fails_with(2, &["completions", "tcsh"]);
+    let man = ws.ok(&["man"]);
+    assert!(man.contains(".TH executor 1"), "{man}");
+    assert!(man.contains("doctor"), "{man}");
+    let version = ws.ok(&["--version"]);
+    let commit = version
+        .trim()
+        .strip_prefix(concat!("executor ", env!("CARGO_PKG_VERSION"), " ("))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{version}"));
+    assert!(
+        commit == "unknown" || (commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit())),
+        "{version}"
+    );
+}
+
+#[test]
+fn tables_show_times_in_the_owners_zone_to_the_second() {
+    if !std::path::Path::new("/usr/share/zoneinfo/Asia/Kolkata").exists() {
+        eprintln!("skipped: no time zone database (/usr/share/zoneinfo) on this machine");
+        return;
+    }
+    let ws = Workspace::init();
+    ws.ok(&["add", "--title", "A", "--gid", "Z-1"]);
+    let added = |tz: &str| -> chrono::NaiveDateTime {
+        let out = ws
+            .command(&["show", "Z-1"])
+            .env("TZ", tz)
+            .output()
+            .expect("show");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let line = text
+            .lines()
+            .find_map(|l| l.strip_prefix("added "))
+            .unwrap_or_else(|| panic!("{text}"));
+        let stamp: String = line.chars().take(19).collect();
+        chrono::NaiveDateTime::parse_from_str(&stamp, "%Y-%m-%d %H:%M:%S")
+            .unwrap_or_else(|e| panic!("{stamp}: {e}"))
+    };
+    let utc = added("UTC");
+    let india = added("Asia/Kolkata");
+    assert_eq!(india - utc, chrono::Duration::minutes(330));
+    let json = ws.json(&["show", "Z-1", "--json"]);
+    assert!(
+        json["task"]["added_at"]
+            .as_str()
+            .is_some_and(|t| t.ends_with('Z')),
+        "{json}"
+    );
 }

@@ -759,3 +759,79 @@ echo "[DONE:implemented] tried"
         "a 3 MiB file was written under a 1 MiB cap: {report}"
     );
 }
+
+#[test]
+fn doctor_and_status_say_whether_workers_memory_is_limited() {
+    if !wall_works() {
+        return;
+    }
+    let ws = Workspace::init();
+    // What this machine allows, surveyed the way the runner does (the child executor sits
+    // in this process's cgroup). Here (cgroup v1 for memory) it is the "not limited" path.
+    let survey = executor::sandbox::cgroup::survey();
+    let status = |ws: &Workspace| -> serde_json::Value {
+        let out = confined(&mut ws.command(&["status", "--json"]))
+            .output()
+            .expect("status");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    let doctor_memory = |ws: &Workspace| -> serde_json::Value {
+        let out = confined(&mut ws.command(&["doctor", "--json"]))
+            .output()
+            .expect("doctor");
+        let checks: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        checks
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["check"] == "memory").cloned())
+            .unwrap_or_else(|| panic!("no memory check in {checks}"))
+    };
+    let memory = status(&ws)["confinement"]["memory"].clone();
+    let doctor = doctor_memory(&ws);
+    match &survey {
+        executor::sandbox::cgroup::Decision::Unavailable { why } => {
+            println!("memory is not limited on this machine: {why}");
+            assert_eq!(memory["limited"], false, "{memory}");
+            assert_eq!(memory["detail"], why.as_str(), "{memory}");
+            assert_eq!(doctor["level"], "warn", "{doctor}");
+            let detail = doctor["detail"].as_str().unwrap_or_default();
+            assert!(
+                detail.starts_with("workers' memory is not limited: ") && detail.contains(why),
+                "{doctor}"
+            );
+        }
+        executor::sandbox::cgroup::Decision::Ready { .. }
+        | executor::sandbox::cgroup::Decision::Enable { .. } => {
+            assert_eq!(memory["limited"], true, "{memory}");
+            assert!(
+                memory["max_bytes"].as_u64().is_some_and(|b| b > 0),
+                "{memory}"
+            );
+            assert_eq!(doctor["level"], "ok", "{doctor}");
+        }
+    }
+    // `none` asks for no limit, and says so whatever the machine allows.
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replacen("\n[sandbox]\n", "\n[sandbox]\nmax_memory = \"none\"\n", 1));
+    let memory = status(&ws)["confinement"]["memory"].clone();
+    assert_eq!(memory["limited"], false, "{memory}");
+    assert_eq!(
+        memory["detail"], "[sandbox] max_memory = \"none\"",
+        "{memory}"
+    );
+    // A value that is not a limit refuses to start, naming the key.
+    ws.write_config(&config.replacen("\n[sandbox]\n", "\n[sandbox]\nmax_memory = \"lots\"\n", 1));
+    let out = confined(&mut ws.command(&["status"]))
+        .output()
+        .expect("status");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("sandbox.max_memory"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -492,3 +492,115 @@ async fn three_runners_one_killed_and_replaced_complete_every_task_once_without_
     }
     schema.drop().await;
 }
+
+/// A small tmpfs of the test's own for the database, or `None` (said) where this machine
+/// cannot mount one (not root, no mount namespace rights).
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().expect("a folder for the tmpfs");
+        let mounted = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match mounted {
+            Ok(out) if out.status.success() => Some(Self { dir }),
+            Ok(out) => {
+                eprintln!(
+                    "skipped: cannot mount a small tmpfs here ({}); the full-disk outage is not tried",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(error) => {
+                eprintln!("skipped: cannot run mount ({error}); the full-disk outage is not tried");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fills the disk to its last byte with one file, and returns it.
+    fn fill(&self) -> std::path::PathBuf {
+        let filler = self.path().join("filler");
+        let mut file = std::fs::File::create(&filler).expect("the filler");
+        let block = vec![0u8; 64 * 1024];
+        use std::io::Write;
+        while file.write_all(&block).is_ok() {}
+        let mut byte = [0u8; 1];
+        while file.write_all(&byte).is_ok() {
+            byte[0] = byte[0].wrapping_add(1);
+        }
+        let _ = file.sync_all();
+        filler
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+#[test]
+fn a_full_disk_under_the_sqlite_store_strands_no_run_and_loses_no_worker_line() {
+    let Some(disk) = SmallDisk::mount("8m") else {
+        return;
+    };
+    let mut ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "for i in $(seq 1 30); do echo \"[STATUS:step] n=$i\"; sleep 0.2; done; echo changed > CHANGED.md; echo '[DONE:implemented] all steps'",
+        ],
+        &[],
+        "",
+    );
+    let db = disk.path().join("executor.db");
+    ws.env.push((
+        "EXECUTOR_STORAGE_URL".into(),
+        format!("sqlite://{}", db.display()),
+    ));
+    ws.ok(&["add", "--title", "Thirty steps", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    let log = ws.dir.path().join("runner.log");
+    let mut runner = ws
+        .command(&["run", "--once"])
+        .stderr(std::fs::File::create(&log).expect("the runner's log"))
+        .spawn()
+        .expect("start");
+    eventually(LONG, "the worker running", || {
+        (!sqlite_workers(&db).is_empty()).then_some(())
+    });
+    // For three seconds of the worker's six, the database's disk has not one byte free.
+    let filler = disk.fill();
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::remove_file(&filler).expect("free the disk");
+    let status = runner.wait().expect("wait");
+    let log = std::fs::read_to_string(&log).expect("the runner's log");
+    assert!(status.success(), "{status}\n{log}");
+    // The outage was real: the runner met it, and waited it out.
+    assert!(log.contains("the store is out of reach"), "{log}");
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let conn = rusqlite::Connection::open(&db).expect("open the database");
+    let steps: Vec<String> = conn
+        .prepare("SELECT line FROM executor_messages WHERE kind = 'step' ORDER BY id")
+        .expect("prepare")
+        .query_map([], |row| row.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let expected: Vec<String> = (1..=30).map(|n| format!("[STATUS:step] n={n}")).collect();
+    assert_eq!(steps, expected, "every worker line stored, once, in order");
+}

@@ -45,6 +45,7 @@ mod record;
 mod review_rounds;
 mod runner;
 mod runs_cli;
+mod service;
 mod store_conformance;
 mod supervisor;
 mod support;

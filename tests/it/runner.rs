@@ -220,18 +220,19 @@ fn a_silent_worker_counts_as_stuck() {
 }
 
 #[test]
-fn without_a_git_repository_the_runner_says_which_path_it_wanted() {
+fn without_a_git_repository_the_runner_says_which_path_it_wanted_and_starts_nothing() {
     let ws = Workspace::init();
     ws.write_config("[runner]\nrepository = \"nowhere\"\n\n[agent]\nkind = \"example\"\n");
     ws.ok(&["add", "--title", "A", "--gid", "T-4"]);
     ws.ok(&["go", "T-4"]);
-    let out = ws.run(&["run", "--once"]);
-    assert_eq!(out.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = ws.fails_with(2, &["run", "--once"]);
     assert!(
         stderr.contains("nowhere") && stderr.contains("not a git repository"),
         "{stderr}"
     );
+    let shown = ws.json(&["show", "T-4", "--json"]);
+    assert_eq!(shown["task"]["status"], "approved");
+    assert_eq!(shown["runs"], serde_json::json!([]));
 }
 
 #[test]
@@ -355,6 +356,52 @@ fn the_orchestrators_commit_is_authored_by_the_repositorys_own_user() {
         ),
         "Repo Owner <repo-owner@example.com> / Repo Owner <repo-owner@example.com>"
     );
+}
+
+#[test]
+fn a_configured_commit_author_signs_the_commit_with_the_runs_trailer() {
+    let ws = workspace(
+        &[EXAMPLE_WORKER],
+        &["true"],
+        "commit_author = \"Ada Lovelace <ada@example.com>\"\n",
+    );
+    let repo = ws.path().join("repo");
+    git(&repo, &["config", "user.name", "Repo Owner"]);
+    git(&repo, &["config", "user.email", "repo-owner@example.com"]);
+    std::fs::write(
+        ws.plans().join("mine.md"),
+        "---\ngid: T-1\n---\n# Write it\n",
+    )
+    .expect("note");
+    ws.ok(&["run", "--once"]);
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let run = shown["runs"][0]["id"].as_i64().expect("run id");
+    let branch = shown["runs"][0]["branch_name"].as_str().expect("branch");
+    assert_eq!(
+        git(
+            &repo,
+            &["log", "-1", "--format=%an <%ae> / %cn <%ce>", branch]
+        ),
+        "Ada Lovelace <ada@example.com> / Ada Lovelace <ada@example.com>"
+    );
+    assert_eq!(
+        git(
+            &repo,
+            &[
+                "log",
+                "-1",
+                "--format=%(trailers:key=Executor-Run,valueonly)",
+                branch
+            ]
+        ),
+        run.to_string()
+    );
+    // A malformed author is refused where it is written.
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&config.replace("Ada Lovelace <ada@example.com>", "Ada"));
+    let stderr = ws.fails_with(2, &["queue"]);
+    assert!(stderr.contains("runner.commit_author"), "{stderr}");
 }
 
 #[test]
@@ -733,17 +780,20 @@ fn finished_worktrees_are_kept_within_the_retention() {
 }
 
 #[test]
-fn a_run_that_cannot_start_is_abandoned_not_left_looking_alive() {
-    let ws = workspace(&[EXAMPLE_WORKER], &[], "base_branch = \"develop\"\n");
-    ws.ok(&["add", "--title", "Bad base", "--gid", "B-1"]);
-    ws.ok(&["go", "B-1"]);
-    let out = ws.run(&["run", "--once"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("develop"), "{stderr}");
-    let shown = ws.json(&["show", "B-1", "--json"]);
-    assert_eq!(shown["task"]["status"], "for_review");
-    assert_eq!(shown["runs"][0]["state"], "abandoned");
+fn a_missing_base_branch_or_verify_program_stops_the_run_before_any_task_changes() {
+    for (extra, verify, fault) in [
+        ("base_branch = \"develop\"\n", "/bin/true", "develop"),
+        ("", "no-such-verify-program-9", "no-such-verify-program-9"),
+    ] {
+        let ws = workspace(&[EXAMPLE_WORKER], &[verify], extra);
+        ws.ok(&["add", "--title", "Bad base", "--gid", "B-1"]);
+        ws.ok(&["go", "B-1"]);
+        let stderr = ws.fails_with(2, &["run", "--once"]);
+        assert!(stderr.contains(fault), "{stderr}");
+        let shown = ws.json(&["show", "B-1", "--json"]);
+        assert_eq!(shown["task"]["status"], "approved", "{stderr}");
+        assert_eq!(shown["runs"], serde_json::json!([]), "{stderr}");
+    }
 }
 
 #[test]

@@ -91,6 +91,9 @@ impl Workspace {
             .output()
             .expect("run executor init");
         assert_success(&out, "executor init");
+        // `repository = "."`: the workspace is the repository workers change, so `run --once`
+        // and the daemon pass their check of it before starting.
+        init_repo(dir.path());
         // Most tests watch the bundled example worker; `auto` never runs it, so it is named.
         let config = dir.path().join("executor.toml");
         let text = std::fs::read_to_string(&config).expect("read config");

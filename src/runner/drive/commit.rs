@@ -109,11 +109,7 @@ pub(super) async fn commit_checked(
         return Ok(Some(asked));
     }
     let git = orchestrator_git(settings, worktree)?;
-    let message = format!(
-        "{}\n\nexecutor run {run_id}, task {}",
-        task.title(),
-        task.task_gid
-    );
+    let message = git::commit_message(&task.title(), run_id, &task.task_gid);
     let name = format!("user.name={}", settings.commit_author.name);
     let email = format!("user.email={}", settings.commit_author.email);
     tokio::task::spawn_blocking(move || -> Result<()> {

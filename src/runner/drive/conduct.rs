@@ -77,31 +77,13 @@ pub(super) async fn decompose(
         discard_uncommitted(settings, &wt.path).await?;
     }
     for attempt in 1..=settings.max_worker_attempts {
-        let mut ctx = PromptContext::new(
-            Phase::Decompose,
-            TaskContext::from_task(&task),
-            RunContext {
-                id: run.id,
-                branch: wt.branch.clone(),
-                base_branch: settings.base_branch.clone(),
-                worktree: wt.path.display().to_string(),
-                pr_url: None,
-                pr_number: None,
-                ci_attempts: run.ci_attempts,
-                worker_stuck_count: run.worker_stuck_count,
-            },
-        );
-        ctx.attempt = attempt;
-        ctx.max_attempts = Some(settings.max_worker_attempts);
-        ctx.resume_reason = problem.clone();
-        ctx.conductor = Some(crate::prompts::ConductorInputs {
-            plan_file: PLAN_FILE.to_string(),
+        let planner = Planner {
+            attempt,
             depth,
-            max_depth: settings.conductor.max_depth,
-            max_subtasks: plan::MAX_SUBTASKS as u32,
+            problem: problem.clone(),
             split_reason: split_reason.clone(),
-        });
-        let prompt = prompts.render(Phase::Decompose, &ctx)?;
+        };
+        let prompt = planner.prompt(prompts, settings, &task, &run, &wt)?;
         let plan_path = wt.path.join(PLAN_FILE);
         let _ = std::fs::remove_file(&plan_path);
         let worked = work(
@@ -120,16 +102,10 @@ pub(super) async fn decompose(
         let _ = std::fs::remove_file(&plan_path);
         write_run_record(settings, &gid, run.id, Phase::Decompose, &wt.path, &worked).await?;
         if let Some(asked) = &worked.asked {
-            run.updated_at = Utc::now();
+            run.updated_at = settings.clock.now();
             store.save_run(&run).await?;
             let escalation = open_escalation(store, adapter, settings, &run, &gid, asked).await?;
-            return Ok(RunResult {
-                task_gid: gid,
-                run_id: run.id,
-                state: run.state.clone(),
-                ci_attempts: run.ci_attempts,
-                waiting_on: Some(escalation),
-            });
+            return Ok(result_of(&run, Some(escalation)));
         }
         let parsed = match planned {
             Ok(text) => plan::parse(&text).map_err(|e| e.to_string()),
@@ -145,39 +121,10 @@ pub(super) async fn decompose(
                 if settings.worktrees {
                     discard_uncommitted(settings, &wt.path).await?;
                 }
-                store_children(store, &task, depth, &plan).await?;
+                store_children(store, settings, &task, depth, &plan).await?;
                 tracing::info!(gid = %gid, run = run.id, subtasks = plan.subtasks.len(), depth, "split into subtasks; they run as their dependencies complete");
-                settings
-                    .notices
-                    .tell(
-                        store,
-                        crate::chat::Notice::orchestrator(
-                            crate::core::outbox::Priority::Info,
-                            gid.clone(),
-                            Some(run.id),
-                            format!(
-                                "`{gid}` is split into {} subtask(s): {}",
-                                plan.subtasks.len(),
-                                plan.subtasks
-                                    .iter()
-                                    .map(|s| format!(
-                                        "`{}` {}",
-                                        plan::child_gid(&gid, &s.key),
-                                        s.title
-                                    ))
-                                    .collect::<Vec<_>>()
-                                    .join("; ")
-                            ),
-                        ),
-                    )
-                    .await;
-                return Ok(RunResult {
-                    task_gid: gid,
-                    run_id: run.id,
-                    state: run.state.clone(),
-                    ci_attempts: run.ci_attempts,
-                    waiting_on: None,
-                });
+                tell_split(store, settings, &gid, run.id, &plan).await;
+                return Ok(result_of(&run, None));
             }
             Err(why) => {
                 tracing::warn!(gid = %gid, run = run.id, attempt, %why, "the planner's plan was refused");
@@ -187,19 +134,108 @@ pub(super) async fn decompose(
     }
     let why = problem.unwrap_or_else(|| "the planner made no plan".into());
     abandon(store, &settings.notices, &mut run, &gid, &why).await?;
-    Ok(RunResult {
-        task_gid: gid,
+    Ok(result_of(&run, None))
+}
+
+/// How a carried run stands when its pass lets it go.
+fn result_of(run: &Run, waiting_on: Option<i64>) -> RunResult {
+    RunResult {
+        task_gid: run.task_gid.clone(),
         run_id: run.id,
         state: run.state.clone(),
         ci_attempts: run.ci_attempts,
-        waiting_on: None,
-    })
+        waiting_on,
+    }
+}
+
+/// One planner's round: which attempt, how deep the goal is, and what it is told.
+struct Planner {
+    attempt: u32,
+    depth: u32,
+    /// The owner's answer, or why the last plan was refused.
+    problem: Option<String>,
+    /// Why this subtask is split again (its workers failed).
+    split_reason: Option<String>,
+}
+
+impl Planner {
+    fn prompt(
+        &self,
+        prompts: &PromptSet,
+        settings: &RunnerSettings,
+        task: &Task,
+        run: &Run,
+        wt: &worktree::Worktree,
+    ) -> Result<String> {
+        let mut ctx = PromptContext::new(
+            Phase::Decompose,
+            TaskContext::from_task(task),
+            RunContext {
+                id: run.id,
+                branch: wt.branch.clone(),
+                base_branch: settings.base_branch.clone(),
+                worktree: wt.path.display().to_string(),
+                pr_url: None,
+                pr_number: None,
+                ci_attempts: run.ci_attempts,
+                worker_stuck_count: run.worker_stuck_count,
+            },
+        );
+        ctx.attempt = self.attempt;
+        ctx.max_attempts = Some(settings.max_worker_attempts);
+        ctx.resume_reason = self.problem.clone();
+        ctx.conductor = Some(crate::prompts::ConductorInputs {
+            plan_file: PLAN_FILE.to_string(),
+            depth: self.depth,
+            max_depth: settings.conductor.max_depth,
+            max_subtasks: plan::MAX_SUBTASKS as u32,
+            split_reason: self.split_reason.clone(),
+        });
+        Ok(prompts.render(Phase::Decompose, &ctx)?)
+    }
+}
+
+/// Tells the owner what the goal was split into.
+async fn tell_split(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    gid: &str,
+    run_id: i64,
+    plan: &Plan,
+) {
+    let parts = plan
+        .subtasks
+        .iter()
+        .map(|s| format!("`{}` {}", plan::child_gid(gid, &s.key), s.title))
+        .collect::<Vec<_>>()
+        .join("; ");
+    settings
+        .notices
+        .tell(
+            store,
+            crate::chat::Notice::orchestrator(
+                crate::core::outbox::Priority::Info,
+                gid.to_string(),
+                Some(run_id),
+                format!(
+                    "`{gid}` is split into {} subtask(s): {parts}",
+                    plan.subtasks.len()
+                ),
+            ),
+        )
+        .await;
 }
 
 /// Links the children first (all or nothing), then creates their tasks, approved: the
 /// owner's go for the goal is the go for its parts.
-async fn store_children(store: &dyn Store, parent: &Task, depth: u32, plan: &Plan) -> Result<()> {
-    let now = Utc::now();
+async fn store_children(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    parent: &Task,
+    depth: u32,
+    plan: &Plan,
+) -> Result<()> {
+    let now = settings.clock.now();
     let gid = &parent.task_gid;
     let links: Vec<TaskLink> = plan
         .subtasks
@@ -309,22 +345,57 @@ async fn tick_parent(
     store: &dyn Store,
     settings: &RunnerSettings,
     task: &Task,
-    mut run: Run,
+    run: Run,
     links: &[TaskLink],
 ) -> Result<bool> {
     let gid = task.task_gid.clone();
+    let Some(children) = children_of(store, settings, &gid, &run, links).await? else {
+        return Ok(false);
+    };
+    match progress::next(&children, settings.conductor.max_depth) {
+        ParentStep::Wait => Ok(false),
+        ParentStep::Complete => complete_parent(store, settings, task, run, children.len()).await,
+        ParentStep::Split { child } => {
+            mark_goal(store, settings, &child).await?;
+            queue_ops::apply(
+                store,
+                settings.clock.as_ref(),
+                &child,
+                QueueEvent::Go,
+                "conductor",
+                Some("its worker failed every retry: split into smaller subtasks".into()),
+            )
+            .await?;
+            tracing::warn!(gid = %gid, %child, "a subtask failed every retry; it is split into smaller ones");
+            Ok(true)
+        }
+        ParentStep::GiveUp { child } => {
+            give_up_parent(store, settings, &gid, run, &children, &child).await
+        }
+    }
+}
+
+/// The parent's subtasks as the progress rule reads them, the completed ones merged into
+/// the parent's branch; `None` while one is linked but not created yet.
+async fn children_of(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    gid: &str,
+    run: &Run,
+    links: &[TaskLink],
+) -> Result<Option<Vec<ChildState>>> {
     let mut children = Vec::with_capacity(links.len());
     for link in links {
         let Some(child) = store.task(&link.task_gid).await? else {
             // Linked but not created yet (a planner's children are linked first): wait.
             tracing::warn!(gid = %gid, child = %link.task_gid, "a subtask is linked but has no task yet");
-            return Ok(false);
+            return Ok(None);
         };
         let runs = store.runs(Some(&link.task_gid)).await?;
         let last = runs.last();
         if child.status == QueueStatus::Done {
             if let Some(branch) = last.and_then(|r| r.branch_name.clone()) {
-                merge_child(settings, &run, &link.task_gid, &branch).await?;
+                merge_child(settings, run, &link.task_gid, &branch).await?;
             }
         }
         let refused = last_abandon_reason(store, &link.task_gid)
@@ -340,111 +411,99 @@ async fn tick_parent(
             workers_failed: !refused,
         });
     }
-    match progress::next(&children, settings.conductor.max_depth) {
-        ParentStep::Wait => Ok(false),
-        ParentStep::Complete => {
-            // A split subtask is itself a parent: its work goes into its own parent's
-            // branch before it counts as done, like any subtask's.
-            if let Some(branch) = run.branch_name.clone() {
-                if let Some(failed) =
-                    merge_into_parent(store, settings, &gid, run.id, &branch).await?
-                {
-                    abandon(store, &settings.notices, &mut run, &gid, &failed).await?;
-                    return Ok(true);
-                }
-            }
-            move_run(store, &mut run, RunEvent::PrOpened).await?;
-            run.completed_at = Some(Utc::now());
-            move_run(store, &mut run, RunEvent::Completed).await?;
-            queue_ops::apply(
-                store,
-                &SystemClock,
-                &gid,
-                QueueEvent::RunCompleted,
-                "conductor",
-                Some(format!("all {} subtasks complete", children.len())),
-            )
-            .await?;
-            tracing::info!(gid = %gid, run = run.id, subtasks = children.len(), "every subtask is complete; the parent completes");
-            {
-                let path = run
-                    .worktree_path
-                    .as_deref()
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| settings.repository.clone());
-                record(
-                    store,
-                    settings,
-                    task,
-                    &run,
-                    &path,
-                    vec![format!(
-                        "all {} subtasks complete and merged",
-                        children.len()
-                    )],
-                )
-                .await;
-            }
-            settings
-                .notices
-                .tell_completed(store, &gid, run.id, None)
-                .await;
-            Ok(true)
-        }
-        ParentStep::Split { child } => {
-            mark_goal(store, settings, &child).await?;
-            queue_ops::apply(
-                store,
-                &SystemClock,
-                &child,
-                QueueEvent::Go,
-                "conductor",
-                Some("its worker failed every retry: split into smaller subtasks".into()),
-            )
-            .await?;
-            tracing::warn!(gid = %gid, %child, "a subtask failed every retry; it is split into smaller ones");
-            Ok(true)
-        }
-        ParentStep::GiveUp { child } => {
-            let at_cap = children.iter().any(|c| {
-                c.gid == child
-                    && c.workers_failed
-                    && !c.split
-                    && !c.tried_split
-                    && c.depth >= settings.conductor.max_depth
-            });
-            let why = if at_cap {
-                format!(
-                    "subtask `{child}` failed every retry at the depth cap ({})",
-                    settings.conductor.max_depth
-                )
-            } else {
-                format!(
-                    "subtask `{child}` was abandoned ({}) and is not split again",
-                    last_abandon_reason(store, &child)
-                        .await?
-                        .unwrap_or_else(|| "no reason recorded".into())
-                )
-            };
-            // Its siblings that have not started will not: the parent is given up.
-            for sibling in children
-                .iter()
-                .filter(|c| c.gid != child && c.status == QueueStatus::Approved)
-            {
-                queue_ops::apply(
-                    store,
-                    &SystemClock,
-                    &sibling.gid,
-                    QueueEvent::Skip,
-                    "conductor",
-                    Some(format!("its parent {gid} was given up")),
-                )
-                .await?;
-            }
-            abandon(store, &settings.notices, &mut run, &gid, &why).await?;
-            Ok(true)
+    Ok(Some(children))
+}
+
+/// Every subtask is complete: the parent's own branch goes into its parent (a split
+/// subtask is a parent too), then the run completes, is recorded and told.
+async fn complete_parent(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    task: &Task,
+    mut run: Run,
+    subtasks: usize,
+) -> Result<bool> {
+    let gid = task.task_gid.clone();
+    if let Some(branch) = run.branch_name.clone() {
+        if let Some(failed) = merge_into_parent(store, settings, &gid, run.id, &branch).await? {
+            abandon(store, &settings.notices, &mut run, &gid, &failed).await?;
+            return Ok(true);
         }
     }
+    move_run(store, &mut run, RunEvent::PrOpened).await?;
+    run.completed_at = Some(settings.clock.now());
+    move_run(store, &mut run, RunEvent::Completed).await?;
+    queue_ops::apply(
+        store,
+        settings.clock.as_ref(),
+        &gid,
+        QueueEvent::RunCompleted,
+        "conductor",
+        Some(format!("all {subtasks} subtasks complete")),
+    )
+    .await?;
+    tracing::info!(gid = %gid, run = run.id, subtasks, "every subtask is complete; the parent completes");
+    let path = run
+        .worktree_path
+        .as_deref()
+        .map(PathBuf::from)
+        .unwrap_or_else(|| settings.repository.clone());
+    let verification = vec![format!("all {subtasks} subtasks complete and merged")];
+    record(store, settings, task, &run, &path, verification).await;
+    settings
+        .notices
+        .tell_completed(store, &gid, run.id, None)
+        .await;
+    Ok(true)
+}
+
+/// A subtask failed for good: its siblings that have not started never will, and the
+/// parent's run is abandoned with why.
+async fn give_up_parent(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    gid: &str,
+    mut run: Run,
+    children: &[ChildState],
+    child: &str,
+) -> Result<bool> {
+    let at_cap = children.iter().any(|c| {
+        c.gid == child
+            && c.workers_failed
+            && !c.split
+            && !c.tried_split
+            && c.depth >= settings.conductor.max_depth
+    });
+    let why = if at_cap {
+        format!(
+            "subtask `{child}` failed every retry at the depth cap ({})",
+            settings.conductor.max_depth
+        )
+    } else {
+        format!(
+            "subtask `{child}` was abandoned ({}) and is not split again",
+            last_abandon_reason(store, child)
+                .await?
+                .unwrap_or_else(|| "no reason recorded".into())
+        )
+    };
+    // Its siblings that have not started will not: the parent is given up.
+    for sibling in children
+        .iter()
+        .filter(|c| c.gid != child && c.status == QueueStatus::Approved)
+    {
+        queue_ops::apply(
+            store,
+            settings.clock.as_ref(),
+            &sibling.gid,
+            QueueEvent::Skip,
+            "conductor",
+            Some(format!("its parent {gid} was given up")),
+        )
+        .await?;
+    }
+    abandon(store, &settings.notices, &mut run, gid, &why).await?;
+    Ok(true)
 }
 
 /// Abandonment reasons that are a refusal, not a failure: such a subtask is never split.
@@ -483,7 +542,7 @@ async fn mark_goal(store: &dyn Store, settings: &RunnerSettings, gid: &str) -> R
         facts.labels.push(label);
     }
     store
-        .save_task_facts(gid, &serde_json::to_string(&facts)?, Utc::now())
+        .save_task_facts(gid, &serde_json::to_string(&facts)?, settings.clock.now())
         .await?;
     Ok(())
 }

@@ -47,7 +47,6 @@ pub fn agent_tools(adapter: &Adapter, tools: &[Tool]) -> Vec<String> {
 pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> {
     let store = runner.store.as_ref();
     let adapter = &runner.adapter;
-    let clock = SystemClock;
     let gid = file.id.clone();
     let mut settings = runner.settings.as_ref().clone();
     settings.limits.hard = file.timeout;
@@ -59,7 +58,34 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
         settings.home = Some(format!("session-{name}"));
     }
 
-    // The conductor's contract decides whether this worker may be dispatched at all.
+    approved_by_contract(runner, &settings, file)?;
+    let mut run = start_run(runner, file).await?;
+    anyhow::ensure!(
+        settings.worktrees,
+        "executor dispatch needs runner.worktrees: a worker task runs in the worktree its file names"
+    );
+    let carried = carry_dispatched(runner, &settings, file, &mut run).await;
+    if let Err(error) = &carried {
+        give_up(
+            store,
+            &runner.settings.notices,
+            run.id,
+            &gid,
+            &format!("{error:#}"),
+        )
+        .await;
+    }
+    release_run(store, &runner.holder, run.id).await;
+    carried
+}
+
+/// The conductor's contract decides whether this worker may be dispatched at all.
+fn approved_by_contract(
+    runner: &Runner,
+    settings: &RunnerSettings,
+    file: &WorkerTask,
+) -> Result<()> {
+    let gid = &file.id;
     if let Some(contract) = runner
         .settings
         .recorder
@@ -92,9 +118,17 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
             ),
         }
     }
+    Ok(())
+}
+
+/// The worker task's task (approved, then started) and its run, leased to this runner.
+async fn start_run(runner: &Runner, file: &WorkerTask) -> Result<Run> {
+    let store = runner.store.as_ref();
+    let clock = runner.settings.clock.as_ref();
+    let gid = file.id.clone();
     let (task, _) = queue_ops::add(
         store,
-        &clock,
+        clock,
         &NewTask {
             task_gid: gid.clone(),
             source: DISPATCH.to_string(),
@@ -107,9 +141,9 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
     )
     .await?;
     if task.status == QueueStatus::ForReview {
-        queue_ops::apply(store, &clock, &gid, QueueEvent::Go, "dispatch", None).await?;
+        queue_ops::apply(store, clock, &gid, QueueEvent::Go, "dispatch", None).await?;
     }
-    queue_ops::apply(store, &clock, &gid, QueueEvent::RunStarted, "dispatch", None)
+    queue_ops::apply(store, clock, &gid, QueueEvent::RunStarted, "dispatch", None)
         .await
         .with_context(|| format!("task {gid} cannot start again (a worker task id runs once; give the next round its own id and the same session)"))?;
     let mut run = store.create_run(&gid, clock.now()).await?;
@@ -123,11 +157,19 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
         )
         .await?
         .context("another runner holds the lease of a run just created")?;
-    anyhow::ensure!(
-        settings.worktrees,
-        "executor dispatch needs runner.worktrees: a worker task runs in the worktree its file names"
-    );
-    let carried = async {
+    Ok(run)
+}
+
+/// Runs the dispatched worker in its workspace's worktree and ends the run by what it
+/// said.
+async fn carry_dispatched(
+    runner: &Runner,
+    settings: &RunnerSettings,
+    file: &WorkerTask,
+    run: &mut Run,
+) -> Result<Dispatched> {
+    let (store, adapter, gid) = (runner.store.as_ref(), &runner.adapter, file.id.clone());
+    {
         let wt = if settings.worktrees {
             let branch = format!("{}{}", settings.branch_prefix, file.workspace);
             let (repo, dir, base) = (
@@ -149,7 +191,7 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
             run.worktree_path = Some(wt.path.display().to_string());
             run.branch_name = Some(wt.branch.clone());
         }
-        move_run(store, &mut run, RunEvent::WorkerStarted).await?;
+        move_run(store, run, RunEvent::WorkerStarted).await?;
         // A named session the agent can continue is continued (the worker keeps what it
         // learnt in the earlier rounds).
         let earlier = match &file.session {
@@ -162,7 +204,7 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
         let phase = match earlier {
             Some(session) => {
                 run.worker_session_id = Some(session.session_id);
-                store.save_run(&run).await?;
+                store.save_run(run).await?;
                 Phase::InProgress
             }
             None => Phase::Queued,
@@ -170,52 +212,28 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
         let worked = work(
             store,
             adapter,
-            &settings,
-            &mut run,
+            settings,
+            run,
             &gid,
             phase,
             &wt.path,
             file.prompt.clone(),
         )
         .await?;
-        let record = write_run_record(&settings, &gid, run.id, phase, &wt.path, &worked).await?;
+        let record = write_run_record(settings, &gid, run.id, phase, &wt.path, &worked).await?;
         if let (Some(name), Some(id)) = (&file.session, &run.worker_session_id) {
             store
                 .save_agent_session(&AgentSession {
                     name: name.clone(),
                     agent: adapter.name().to_string(),
                     session_id: id.clone(),
-                    updated_at: Utc::now(),
+                    updated_at: settings.clock.now(),
                 })
                 .await?;
         }
         let done = worked.done.is_some();
-        if done {
-            move_run(store, &mut run, RunEvent::PrOpened).await?;
-            run.completed_at = Some(Utc::now());
-            move_run(store, &mut run, RunEvent::Completed).await?;
-            queue_ops::apply(
-                store,
-                &clock,
-                &gid,
-                QueueEvent::RunCompleted,
-                "dispatch",
-                None,
-            )
-            .await?;
-        } else {
-            move_run(store, &mut run, RunEvent::Abandoned).await?;
-            queue_ops::apply(
-                store,
-                &clock,
-                &gid,
-                QueueEvent::RunAbandoned,
-                "dispatch",
-                Some(worked.why.clone()),
-            )
-            .await?;
-        }
-        anyhow::Ok(Dispatched {
+        end_run(store, settings, run, &gid, done, &worked.why).await?;
+        Ok(Dispatched {
             task_gid: gid.clone(),
             run_id: run.id,
             record,
@@ -224,19 +242,45 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
             session_id: run.worker_session_id.clone(),
         })
     }
-    .await;
-    if let Err(error) = &carried {
-        give_up(
+}
+
+/// A dispatched run ends with its one worker: complete when it said `[DONE:…]`, else
+/// abandoned with why.
+async fn end_run(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    run: &mut Run,
+    gid: &str,
+    done: bool,
+    why: &str,
+) -> Result<()> {
+    let clock = &settings.clock;
+    if done {
+        move_run(store, run, RunEvent::PrOpened).await?;
+        run.completed_at = Some(clock.now());
+        move_run(store, run, RunEvent::Completed).await?;
+        queue_ops::apply(
             store,
-            &runner.settings.notices,
-            run.id,
-            &gid,
-            &format!("{error:#}"),
+            clock.as_ref(),
+            gid,
+            QueueEvent::RunCompleted,
+            "dispatch",
+            None,
         )
-        .await;
+        .await?;
+    } else {
+        move_run(store, run, RunEvent::Abandoned).await?;
+        queue_ops::apply(
+            store,
+            clock.as_ref(),
+            gid,
+            QueueEvent::RunAbandoned,
+            "dispatch",
+            Some(why.to_string()),
+        )
+        .await?;
     }
-    release_run(store, &runner.holder, run.id).await;
-    carried
+    Ok(())
 }
 
 #[cfg(test)]

@@ -65,3 +65,59 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// What SQLite answers a write to a read-only database (or a full disk: `DiskFull`).
+    fn refused(code: std::ffi::c_int) -> anyhow::Error {
+        crate::store::StoreError::Sqlite {
+            path: PathBuf::from("executor.db"),
+            source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None),
+        }
+        .into()
+    }
+
+    #[tokio::test]
+    async fn a_store_refusing_writes_for_a_while_delays_the_write_and_loses_nothing() {
+        for code in [rusqlite::ffi::SQLITE_READONLY, rusqlite::ffi::SQLITE_FULL] {
+            let tries = AtomicU32::new(0);
+            let written = durably("a worker message", 1, || async {
+                match tries.fetch_add(1, Ordering::SeqCst) {
+                    0..=2 => Err(refused(code)),
+                    n => Ok(n),
+                }
+            })
+            .await
+            .expect("written once the store takes writes again");
+            assert_eq!(written, 3, "tried until the store took it, then not again");
+            assert_eq!(tries.load(Ordering::SeqCst), 4);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_the_store_refuses_for_good_goes_back_at_once() {
+        let tries = AtomicU32::new(0);
+        let fenced = durably("the run", 7, || async {
+            tries.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(crate::store::StoreError::Fenced { run_id: 7 }.into())
+        })
+        .await;
+        assert!(fenced.is_err());
+        assert_eq!(
+            tries.load(Ordering::SeqCst),
+            1,
+            "a fenced save is never retried"
+        );
+        let tries = AtomicU32::new(0);
+        let bad = durably("the run", 7, || async {
+            tries.fetch_add(1, Ordering::SeqCst);
+            Err::<(), _>(refused(rusqlite::ffi::SQLITE_CONSTRAINT))
+        })
+        .await;
+        assert!(bad.is_err());
+        assert_eq!(tries.load(Ordering::SeqCst), 1, "a constraint is no outage");
+    }
+}
