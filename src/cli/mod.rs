@@ -1298,6 +1298,7 @@ impl LeaseKeeper {
         Self(tokio::spawn(crate::runner::drive::keep_leases(
             Arc::clone(&runner.store),
             Arc::clone(&runner.holder),
+            Arc::clone(&runner.settings.clock),
         )))
     }
 }

@@ -25,7 +25,7 @@ use chrono::Utc;
 use tokio::sync::Semaphore;
 
 use crate::agents::Adapter;
-use crate::core::clock::{Clock, SystemClock};
+use crate::core::clock::Clock;
 use crate::core::lifecycle;
 use crate::core::queue::{QueueEvent, QueueStatus};
 use crate::core::record::{Run, WorkerRecord};

@@ -134,14 +134,7 @@ pub(super) async fn carry(
             }
             lifecycle::Action::Abandon { reason } => {
                 let gid = c.task.task_gid.clone();
-                abandon(
-                    c.r.store.as_ref(),
-                    &c.r.settings.notices,
-                    &mut c.run,
-                    &gid,
-                    &reason,
-                )
-                .await?;
+                abandon(c.r.store.as_ref(), &c.r.settings, &mut c.run, &gid, &reason).await?;
                 break;
             }
             lifecycle::Action::Wait => break,

@@ -45,10 +45,10 @@ pub(super) async fn open_pr(
             base: settings.base_branch.clone(),
             body,
         };
-        opening::decide(store, github, run, opening).await?
+        opening::decide(store, settings.clock.as_ref(), github, run, opening).await?
     } else {
         let memory = opening::memory_of_run(store, run.id).await?;
-        opening::try_open(store, github, run, memory).await?
+        opening::try_open(store, settings.clock.as_ref(), github, run, memory).await?
     };
     if let opening::Tried::Failed {
         error, failures, ..
@@ -83,24 +83,32 @@ pub(super) async fn push(
     Ok(None)
 }
 
-pub(super) async fn move_run(store: &dyn Store, run: &mut Run, event: RunEvent) -> Result<()> {
+/// Moves the run by `event` (its state machine, `core::run`) and saves it, as of `now`.
+pub(super) async fn move_run(
+    store: &dyn Store,
+    run: &mut Run,
+    event: RunEvent,
+    now: chrono::DateTime<Utc>,
+) -> Result<()> {
     run.state = next_state(&run.state, event)?;
-    run.updated_at = Utc::now();
+    run.updated_at = now;
     store.save_run(run).await?;
     Ok(())
 }
 
+/// Abandons the run with `why`: its task goes back to the owner, who is told.
 pub(super) async fn abandon(
     store: &dyn Store,
-    notices: &crate::chat::Notices,
+    settings: &RunnerSettings,
     run: &mut Run,
     gid: &str,
     why: &str,
 ) -> Result<()> {
-    move_run(store, run, RunEvent::Abandoned).await?;
+    let notices = &settings.notices;
+    move_run(store, run, RunEvent::Abandoned, settings.clock.now()).await?;
     queue_ops::apply(
         store,
-        &SystemClock,
+        settings.clock.as_ref(),
         gid,
         QueueEvent::RunAbandoned,
         "runner",
@@ -137,12 +145,13 @@ pub(super) async fn complete_local(
     {
         return Ok(Some(failed));
     }
-    move_run(store, run, RunEvent::PrOpened).await?;
-    run.completed_at = Some(Utc::now());
-    move_run(store, run, RunEvent::Completed).await?;
+    let now = settings.clock.now();
+    move_run(store, run, RunEvent::PrOpened, now).await?;
+    run.completed_at = Some(now);
+    move_run(store, run, RunEvent::Completed, now).await?;
     queue_ops::apply(
         store,
-        &SystemClock,
+        settings.clock.as_ref(),
         &gid,
         QueueEvent::RunCompleted,
         "runner",

@@ -133,7 +133,7 @@ pub(super) async fn decompose(
         }
     }
     let why = problem.unwrap_or_else(|| "the planner made no plan".into());
-    abandon(store, &settings.notices, &mut run, &gid, &why).await?;
+    abandon(store, settings, &mut run, &gid, &why).await?;
     Ok(result_of(&run, None))
 }
 
@@ -426,13 +426,13 @@ async fn complete_parent(
     let gid = task.task_gid.clone();
     if let Some(branch) = run.branch_name.clone() {
         if let Some(failed) = merge_into_parent(store, settings, &gid, run.id, &branch).await? {
-            abandon(store, &settings.notices, &mut run, &gid, &failed).await?;
+            abandon(store, settings, &mut run, &gid, &failed).await?;
             return Ok(true);
         }
     }
-    move_run(store, &mut run, RunEvent::PrOpened).await?;
+    move_run(store, &mut run, RunEvent::PrOpened, settings.clock.now()).await?;
     run.completed_at = Some(settings.clock.now());
-    move_run(store, &mut run, RunEvent::Completed).await?;
+    move_run(store, &mut run, RunEvent::Completed, settings.clock.now()).await?;
     queue_ops::apply(
         store,
         settings.clock.as_ref(),
@@ -502,7 +502,7 @@ async fn give_up_parent(
         )
         .await?;
     }
-    abandon(store, &settings.notices, &mut run, gid, &why).await?;
+    abandon(store, settings, &mut run, gid, &why).await?;
     Ok(true)
 }
 

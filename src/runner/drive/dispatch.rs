@@ -66,14 +66,7 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
     );
     let carried = carry_dispatched(runner, &settings, file, &mut run).await;
     if let Err(error) = &carried {
-        give_up(
-            store,
-            &runner.settings.notices,
-            run.id,
-            &gid,
-            &format!("{error:#}"),
-        )
-        .await;
+        give_up(store, &runner.settings, run.id, &gid, &format!("{error:#}")).await;
     }
     release_run(store, &runner.holder, run.id).await;
     carried
@@ -152,7 +145,7 @@ async fn start_run(runner: &Runner, file: &WorkerTask) -> Result<Run> {
             run.id,
             &runner.holder.id(),
             clock.now(),
-            lease_until(),
+            lease_until(clock.now()),
             None,
         )
         .await?
@@ -191,7 +184,7 @@ async fn carry_dispatched(
             run.worktree_path = Some(wt.path.display().to_string());
             run.branch_name = Some(wt.branch.clone());
         }
-        move_run(store, run, RunEvent::WorkerStarted).await?;
+        move_run(store, run, RunEvent::WorkerStarted, settings.clock.now()).await?;
         // A named session the agent can continue is continued (the worker keeps what it
         // learnt in the earlier rounds).
         let earlier = match &file.session {
@@ -256,9 +249,9 @@ async fn end_run(
 ) -> Result<()> {
     let clock = &settings.clock;
     if done {
-        move_run(store, run, RunEvent::PrOpened).await?;
+        move_run(store, run, RunEvent::PrOpened, settings.clock.now()).await?;
         run.completed_at = Some(clock.now());
-        move_run(store, run, RunEvent::Completed).await?;
+        move_run(store, run, RunEvent::Completed, settings.clock.now()).await?;
         queue_ops::apply(
             store,
             clock.as_ref(),
@@ -269,7 +262,7 @@ async fn end_run(
         )
         .await?;
     } else {
-        move_run(store, run, RunEvent::Abandoned).await?;
+        move_run(store, run, RunEvent::Abandoned, settings.clock.now()).await?;
         queue_ops::apply(
             store,
             clock.as_ref(),

@@ -32,19 +32,24 @@ pub fn this_runner() -> crate::core::lease::Holder {
 
 /// Renews this runner's leases until the task is dropped; a renewal that fails is logged
 /// and tried again at the next beat (the lease lasts three beats).
-pub async fn keep_leases(store: Arc<dyn Store>, holder: Arc<crate::core::lease::Holder>) {
+pub async fn keep_leases(
+    store: Arc<dyn Store>,
+    holder: Arc<crate::core::lease::Holder>,
+    clock: Arc<dyn Clock>,
+) {
     let id = holder.id();
     let mut beat = tokio::time::interval(lease_ttl() / 3);
     loop {
         beat.tick().await;
-        if let Err(error) = store.renew_leases(&id, lease_until()).await {
+        if let Err(error) = store.renew_leases(&id, lease_until(clock.now())).await {
             tracing::warn!(%error, "cannot renew this runner's run leases");
         }
     }
 }
 
-pub(super) fn lease_until() -> chrono::DateTime<Utc> {
-    Utc::now() + chrono::Duration::from_std(lease_ttl()).unwrap_or(chrono::Duration::seconds(60))
+/// When a lease taken or renewed at `now` ends.
+pub(super) fn lease_until(now: chrono::DateTime<Utc>) -> chrono::DateTime<Utc> {
+    now + chrono::Duration::from_std(lease_ttl()).unwrap_or(chrono::Duration::seconds(60))
 }
 
 /// Takes run `run_id`'s lease for this runner if no live runner holds it (see
@@ -53,11 +58,12 @@ pub(super) fn lease_until() -> chrono::DateTime<Utc> {
 pub(super) async fn take_run(
     store: &dyn Store,
     holder: &crate::core::lease::Holder,
+    clock: &dyn Clock,
     run_id: i64,
 ) -> Result<Option<i64>> {
     use crate::core::lease::{claim, Claim};
     let lease = store.lease(run_id).await?;
-    let now = Utc::now();
+    let now = clock.now();
     let alive = |h: &crate::core::lease::Holder| {
         h.start.is_some() && supervisor::group::start_time(h.pid) == h.start
     };
@@ -70,7 +76,13 @@ pub(super) async fn take_run(
         }
     };
     Ok(store
-        .take_lease(run_id, &holder.id(), now, lease_until(), steal.as_deref())
+        .take_lease(
+            run_id,
+            &holder.id(),
+            now,
+            lease_until(now),
+            steal.as_deref(),
+        )
         .await?)
 }
 
@@ -96,6 +108,7 @@ pub fn host() -> String {
 pub(super) async fn carried_by_live_runner(
     store: &dyn Store,
     me: &crate::core::lease::Holder,
+    now: chrono::DateTime<Utc>,
     run_id: i64,
 ) -> Result<bool> {
     use crate::core::lease::{claim, Claim};
@@ -107,7 +120,7 @@ pub(super) async fn carried_by_live_runner(
         h.start.is_some() && supervisor::group::start_time(h.pid) == h.start
     };
     Ok(matches!(
-        claim(lease.as_ref(), me, Utc::now(), alive),
+        claim(lease.as_ref(), me, now, alive),
         Claim::Held { .. }
     ))
 }

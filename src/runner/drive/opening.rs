@@ -29,9 +29,14 @@ pub(super) async fn memory_of_run(store: &dyn Store, run_id: i64) -> Result<PrMe
     })
 }
 
-pub(super) async fn save_memory(store: &dyn Store, run_id: i64, memory: &PrMemory) -> Result<()> {
+pub(super) async fn save_memory(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    run_id: i64,
+    memory: &PrMemory,
+) -> Result<()> {
     store
-        .save_pr_memory(run_id, &serde_json::to_string(memory)?, Utc::now())
+        .save_pr_memory(run_id, &serde_json::to_string(memory)?, clock.now())
         .await?;
     Ok(())
 }
@@ -63,14 +68,15 @@ pub(super) enum Tried {
 /// Writes `opening` as run `run`'s intent, then tries it once.
 pub(super) async fn decide(
     store: &dyn Store,
+    clock: &dyn Clock,
     github: &GithubForge,
     run: &mut Run,
     opening: Opening,
 ) -> Result<Tried> {
     let mut memory = memory_of_run(store, run.id).await?;
     memory.opening = Some(opening);
-    save_memory(store, run.id, &memory).await?;
-    try_open(store, github, run, memory).await
+    save_memory(store, clock, run.id, &memory).await?;
+    try_open(store, clock, github, run, memory).await
 }
 
 /// One try at the run's PR: adopt or create it, save its number, label it, move the run to
@@ -78,6 +84,7 @@ pub(super) async fn decide(
 /// a store failure is an error.
 pub(super) async fn try_open(
     store: &dyn Store,
+    clock: &dyn Clock,
     github: &GithubForge,
     run: &mut Run,
     memory: PrMemory,
@@ -90,7 +97,7 @@ pub(super) async fn try_open(
             Ok(pr) => {
                 run.pr_number = Some(i64::try_from(pr.number).unwrap_or(i64::MAX));
                 run.pr_url = Some(pr.html_url.clone());
-                run.updated_at = Utc::now();
+                run.updated_at = clock.now();
                 store.save_run(run).await?;
             }
             Err(error) => {
@@ -101,7 +108,7 @@ pub(super) async fn try_open(
                     1
                 };
                 let (memory, ask) = memory.effect_failed(max);
-                save_memory(store, run.id, &memory).await?;
+                save_memory(store, clock, run.id, &memory).await?;
                 return Ok(Tried::Failed {
                     error,
                     failures: memory.effect_failures,
@@ -122,11 +129,11 @@ pub(super) async fn try_open(
         if let Some(view) = run.lifecycle.as_mut() {
             view.stage = crate::core::lifecycle::Stage::InPr;
         }
-        move_run(store, run, RunEvent::PrOpened).await?;
+        move_run(store, run, RunEvent::PrOpened, clock.now()).await?;
     }
     let mut memory = memory.effect_done();
     memory.opening = None;
-    save_memory(store, run.id, &memory).await?;
+    save_memory(store, clock, run.id, &memory).await?;
     Ok(Tried::Opened)
 }
 

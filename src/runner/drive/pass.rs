@@ -54,7 +54,7 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
     let mut runs = tokio::task::JoinSet::new();
     loop {
         let permit = Arc::clone(&runner.slots).acquire_owned().await?;
-        let Some(task) = claim_next(store.as_ref()).await? else {
+        let Some(task) = claim_next(store.as_ref(), settings.clock.as_ref()).await? else {
             break;
         };
         let r = runner.clone();
@@ -71,9 +71,8 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
 
 /// Claims the oldest approved task (moves it to `in_progress`); `None` when no approved
 /// task is left. A task another runner claimed first is skipped.
-pub(super) async fn claim_next(store: &dyn Store) -> Result<Option<Task>> {
+pub(super) async fn claim_next(store: &dyn Store, clock: &dyn Clock) -> Result<Option<Task>> {
     const PAGE: u32 = 16;
-    let clock = SystemClock;
     let mut after = i64::MIN;
     loop {
         let page = store
@@ -96,7 +95,7 @@ pub(super) async fn claim_next(store: &dyn Store) -> Result<Option<Task>> {
             }
             match queue_ops::apply(
                 store,
-                &clock,
+                clock,
                 &task.task_gid,
                 QueueEvent::RunStarted,
                 "runner",
@@ -126,7 +125,7 @@ pub(super) async fn drive(
         runner.prompts.as_ref(),
         runner.settings.as_ref(),
     );
-    let clock = SystemClock;
+    let clock = settings.clock.as_ref();
     let gid = task.task_gid.clone();
     let mut run = store.create_run(&gid, clock.now()).await?;
     let run_id = run.id;
@@ -136,7 +135,7 @@ pub(super) async fn drive(
             run_id,
             &runner.holder.id(),
             clock.now(),
-            lease_until(),
+            lease_until(clock.now()),
             None,
         )
         .await?
@@ -149,7 +148,7 @@ pub(super) async fn drive(
             run.worktree_path = Some(wt.path.display().to_string());
             run.branch_name = Some(wt.branch.clone());
         }
-        move_run(store, &mut run, RunEvent::WorkerStarted).await?;
+        move_run(store, &mut run, RunEvent::WorkerStarted, settings.clock.now()).await?;
         if conduct::needs_split(store, settings, &task).await? {
             let _planner = slot;
             return conduct::decompose(store, adapter, prompts, settings, task, run, wt, None)
@@ -164,14 +163,14 @@ pub(super) async fn drive(
     }
     .await;
     release_run(store, &runner.holder, run_id).await;
-    settle(store, &runner.settings.notices, run_id, &gid, started).await
+    settle(store, &runner.settings, run_id, &gid, started).await
 }
 
 /// How a carried run's pass ends: a run another runner claimed meanwhile is left to it
 /// (`None`, nothing written); one that failed for a reason no worker can fix is abandoned.
 pub(super) async fn settle(
     store: &dyn Store,
-    notices: &crate::chat::Notices,
+    settings: &RunnerSettings,
     run_id: i64,
     gid: &str,
     carried: Result<RunResult>,
@@ -183,7 +182,7 @@ pub(super) async fn settle(
             Ok(None)
         }
         Err(error) => {
-            give_up(store, notices, run_id, gid, &format!("{error:#}")).await;
+            give_up(store, settings, run_id, gid, &format!("{error:#}")).await;
             Err(error)
         }
     }
@@ -194,7 +193,7 @@ pub(super) async fn settle(
 /// alive; best effort, since the store itself may be what failed.
 pub(super) async fn give_up(
     store: &dyn Store,
-    notices: &crate::chat::Notices,
+    settings: &RunnerSettings,
     run_id: i64,
     gid: &str,
     why: &str,
@@ -206,7 +205,7 @@ pub(super) async fn give_up(
         return;
     };
     if run.state.is_active() {
-        if let Err(error) = abandon(store, notices, &mut run, gid, why).await {
+        if let Err(error) = abandon(store, settings, &mut run, gid, why).await {
             tracing::error!(gid = %gid, run = run_id, error = format!("{error:#}"), "cannot abandon a failed run");
         }
     }
@@ -250,7 +249,14 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             continue;
         };
         let permit = Arc::clone(&runner.slots).acquire_owned().await?;
-        let Some(epoch) = take_run(store, &runner.holder, run_id).await? else {
+        let Some(epoch) = take_run(
+            store,
+            &runner.holder,
+            runner.settings.clock.as_ref(),
+            run_id,
+        )
+        .await?
+        else {
             continue;
         };
         run.lease_epoch = epoch;
@@ -344,7 +350,7 @@ pub(super) async fn continue_run(
     }
     .await;
     release_run(r.store.as_ref(), &r.holder, run_id).await;
-    settle(r.store.as_ref(), &r.settings.notices, run_id, &gid, carried)
+    settle(r.store.as_ref(), &r.settings, run_id, &gid, carried)
         .await
         .with_context(|| format!("{what} of task {gid}"))
 }

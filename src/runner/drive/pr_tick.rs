@@ -42,7 +42,14 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
             && run.branch_name.is_some()
             && opening::opens_pr(store, run.id).await?
         {
-            if let Some(epoch) = take_run(store, &runner.holder, run.id).await? {
+            if let Some(epoch) = take_run(
+                store,
+                &runner.holder,
+                runner.settings.clock.as_ref(),
+                run.id,
+            )
+            .await?
+            {
                 run.lease_epoch = epoch;
                 let (gid, run_id) = (run.task_gid.clone(), run.id);
                 let opened = open_one(runner, &github, run).await;
@@ -60,7 +67,14 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
         if !watched {
             continue;
         }
-        let Some(epoch) = take_run(store, &runner.holder, run.id).await? else {
+        let Some(epoch) = take_run(
+            store,
+            &runner.holder,
+            runner.settings.clock.as_ref(),
+            run.id,
+        )
+        .await?
+        else {
             continue;
         };
         run.lease_epoch = epoch;
@@ -84,7 +98,8 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
             worker_running: false,
         })
         .collect();
-    let observed = github::observe_many(&github.client, &looks, &config, Utc::now()).await;
+    let observed =
+        github::observe_many(&github.client, &looks, &config, runner.settings.clock.now()).await;
     drop(looks);
 
     let parallel = Arc::new(Semaphore::new(runner.settings.max_workers.max(1)));
@@ -164,7 +179,15 @@ async fn open_one(
 ) -> Result<Option<RunResult>> {
     let store = runner.store.as_ref();
     let memory = opening::memory_of_run(store, run.id).await?;
-    match opening::try_open(store, github, &mut run, memory).await? {
+    match opening::try_open(
+        store,
+        runner.settings.clock.as_ref(),
+        github,
+        &mut run,
+        memory,
+    )
+    .await?
+    {
         opening::Tried::Opened => {
             tracing::info!(gid = %run.task_gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
             Ok(Some(result_of(&run, None)))
@@ -259,7 +282,7 @@ async fn tick_step(
         Err(error) if error.is_not_found() => {
             abandon(
                 store,
-                &settings.notices,
+                settings,
                 &mut run,
                 &gid,
                 "its PR is gone from GitHub",
@@ -268,7 +291,7 @@ async fn tick_step(
             return Ok(Some(result_of(&run, None)));
         }
         Err(error) if error.is_transient() => {
-            tracing::info!(gid = %gid, run = run.id, %error, retry_at = ?error.retry_at(Utc::now()), "GitHub cannot answer now; the run waits");
+            tracing::info!(gid = %gid, run = run.id, %error, retry_at = ?error.retry_at(settings.clock.now()), "GitHub cannot answer now; the run waits");
             return Ok(None);
         }
         Err(error) => return Err(error.into()),
@@ -301,7 +324,7 @@ async fn tick_step(
             store.save_run(&run).await?;
             // The attempt is tied to this head before the worker starts, so no later tick
             // (nor a crash and a restart) starts a second one for it.
-            opening::save_memory(store, run.id, &after).await?;
+            opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
             let failure = failure.clone();
             let (worked, pushed) =
                 pr_worker(runner, github, &task, &mut run, Phase::FixCi, |ctx| {
@@ -349,7 +372,7 @@ async fn tick_step(
                 // The verdict is kept before it is posted: a failed post is posted again
                 // by a later tick, never reviewed again.
                 after = after.record_review(&obs.head_sha, passed, &body);
-                opening::save_memory(store, run.id, &after).await?;
+                opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
                 after = post_kept_review(runner, github, &run, after, &body).await?;
             }
             moved = true;
@@ -363,8 +386,8 @@ async fn tick_step(
             if run.state == RunState::Pr {
                 // Decided first (the effects it owes are in `after.completion`), then the
                 // effects, each marked done as it lands.
-                opening::save_memory(store, run.id, &after).await?;
-                complete_run(store, &mut run, &task).await?;
+                opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
+                complete_run(store, settings, &mut run, &task).await?;
                 settle_completion(runner, github, &mut run, after).await?;
                 return Ok(Some(result_of(&run, None)));
             }
@@ -373,7 +396,7 @@ async fn tick_step(
         PrStep::Closed => {
             abandon(
                 store,
-                &settings.notices,
+                settings,
                 &mut run,
                 &gid,
                 "its PR was closed without a merge",
@@ -382,7 +405,13 @@ async fn tick_step(
             moved = true;
         }
         PrStep::BackToPr { .. } => {
-            move_run(store, &mut run, RunEvent::OwnerCommented).await?;
+            move_run(
+                store,
+                &mut run,
+                RunEvent::OwnerCommented,
+                settings.clock.now(),
+            )
+            .await?;
             moved = true;
         }
         PrStep::Escalate { kind, detail } => {
@@ -396,25 +425,30 @@ async fn tick_step(
                 &Asked::Message(line),
             )
             .await?;
-            opening::save_memory(store, run.id, &after).await?;
+            opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
             return Ok(Some(result_of(&run, Some(id))));
         }
     }
-    opening::save_memory(store, run.id, &after).await?;
+    opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
     Ok(moved.then(|| result_of(&run, None)))
 }
 
 /// The run `complete` and its task `done` (a run back in `pr` after the owner's comment
 /// completes again; its task is `done` already).
-async fn complete_run(store: &dyn Store, run: &mut Run, task: &Task) -> Result<()> {
+async fn complete_run(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    run: &mut Run,
+    task: &Task,
+) -> Result<()> {
     if run.state == RunState::Pr {
-        run.completed_at = Some(Utc::now());
-        move_run(store, run, RunEvent::Completed).await?;
+        run.completed_at = Some(settings.clock.now());
+        move_run(store, run, RunEvent::Completed, settings.clock.now()).await?;
     }
     if task.status == QueueStatus::InProgress {
         queue_ops::apply(
             store,
-            &SystemClock,
+            settings.clock.as_ref(),
             &task.task_gid,
             QueueEvent::RunCompleted,
             "runner",
@@ -461,7 +495,13 @@ async fn effect_failed(
     };
     let (memory, ask) = memory.effect_failed(max);
     tracing::warn!(gid = %run.task_gid, run = run.id, failures = memory.effect_failures, %error, "cannot {what} now; the next tick tries again");
-    opening::save_memory(runner.store.as_ref(), run.id, &memory).await?;
+    opening::save_memory(
+        runner.store.as_ref(),
+        runner.settings.clock.as_ref(),
+        run.id,
+        &memory,
+    )
+    .await?;
     if ask {
         let line = format!(
             "[ESCALATE:EffectFailing] cannot {what} on PR {} ({} failed tries; executor keeps trying): {error}",
@@ -501,7 +541,7 @@ async fn settle_completion(
     };
     let mut moved = None;
     if run.state == RunState::Pr || task.status == QueueStatus::InProgress {
-        complete_run(store, run, &task).await?;
+        complete_run(store, settings, run, &task).await?;
         moved = Some(result_of(run, None));
     }
     while let Some(owed) = memory.completion.as_ref().and_then(|c| c.next()) {
@@ -562,7 +602,7 @@ async fn settle_completion(
                 memory.completion = None;
             }
         }
-        opening::save_memory(store, run.id, &memory).await?;
+        opening::save_memory(store, settings.clock.as_ref(), run.id, &memory).await?;
         moved = Some(result_of(run, None));
     }
     if memory
@@ -571,7 +611,7 @@ async fn settle_completion(
         .is_some_and(|c| c.next().is_none())
     {
         memory.completion = None;
-        opening::save_memory(store, run.id, &memory).await?;
+        opening::save_memory(store, settings.clock.as_ref(), run.id, &memory).await?;
     }
     Ok((memory, moved))
 }

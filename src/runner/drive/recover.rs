@@ -16,7 +16,14 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         store, settings, ..
     } = runner;
     for worker in store.open_workers(&host()).await? {
-        if carried_by_live_runner(store.as_ref(), &runner.holder, worker.run_id).await? {
+        if carried_by_live_runner(
+            store.as_ref(),
+            &runner.holder,
+            settings.clock.now(),
+            worker.run_id,
+        )
+        .await?
+        {
             continue;
         }
         let Ok(pid) = u32::try_from(worker.pid) else {
@@ -63,13 +70,18 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         // A dispatched worker runs with its task file's tools and timeout, which only its
         // `executor dispatch` knows: an interrupted one ends here, to be dispatched again.
         if task.source.as_deref() == Some(DISPATCH) {
-            if take_run(store.as_ref(), &runner.holder, run.id)
-                .await?
-                .is_some()
+            if take_run(
+                store.as_ref(),
+                &runner.holder,
+                runner.settings.clock.as_ref(),
+                run.id,
+            )
+            .await?
+            .is_some()
             {
                 give_up(
                     store.as_ref(),
-                    &settings.notices,
+                    settings,
                     run.id,
                     &task.task_gid,
                     "its executor dispatch was interrupted; dispatch the task file again",
@@ -93,7 +105,14 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
             continue;
         }
         // On a shared queue another host's runner may be carrying it right now.
-        let Some(epoch) = take_run(store.as_ref(), &runner.holder, run.id).await? else {
+        let Some(epoch) = take_run(
+            store.as_ref(),
+            &runner.holder,
+            runner.settings.clock.as_ref(),
+            run.id,
+        )
+        .await?
+        else {
             continue;
         };
         run.lease_epoch = epoch;

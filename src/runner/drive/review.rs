@@ -83,7 +83,7 @@ pub(super) async fn review(
     }
     // The reviewer works in a session of its own; the author's is kept for the next round.
     let author = run.worker_session_id.clone();
-    let started = Utc::now();
+    let started = settings.clock.now();
     let worked = work(
         store,
         adapter,
@@ -101,7 +101,7 @@ pub(super) async fn review(
         discard_uncommitted(settings, &wt.path).await?;
     }
     run.worker_session_id = author;
-    run.updated_at = Utc::now();
+    run.updated_at = settings.clock.now();
     store.save_run(run).await?;
     if let Some(asked) = &worked.asked {
         let escalation = open_escalation(store, adapter, settings, run, &gid, asked).await?;
@@ -127,7 +127,7 @@ pub(super) async fn review(
         .record_message(&crate::core::record::NewMessage {
             run_id: run.id,
             task_gid: gid.clone(),
-            at: Utc::now(),
+            at: settings.clock.now(),
             source: "orchestrator".to_string(),
             tag: "STATUS".to_string(),
             kind: "review_round".to_string(),
