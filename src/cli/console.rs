@@ -1,13 +1,19 @@
-//! The owner's console, first part: the JSON API under `/api/v1/` on `[web] listen`
-//! (DESIGN section 12). The documents are the ones the CLI prints with `--json`, built by
-//! the same functions; the actions (go, skip, decide, cancel, retry) take the same paths as
-//! the CLI and the chat, and wake the daemon like them.
+//! The owner's console (DESIGN section 12) on `[web] listen`: the JSON API under
+//! `/api/v1/` (the documents the CLI prints with `--json`, built by the same functions),
+//! the pages rendered on the server ([`pages`]), and the live feed of changes as
+//! server-sent events ([`events`]). Every owner action, from the API or a page's form, goes
+//! through [`actions`]: the same paths as the CLI and the chat.
 //!
 //! It is served on loopback only and answers only requests that name a loopback host
-//! (a page on another site that rebinds its name to 127.0.0.1 is refused) and, for an
-//! action, that come as JSON from no other origin (a browser sends a cross-site JSON POST
-//! only after a preflight, which is never allowed). It must never serve a non-loopback
-//! address: that needs a login, which is not built yet.
+//! (a page on another site that rebinds its name to 127.0.0.1 is refused). An API action
+//! must come as JSON from no other origin (a browser sends a cross-site JSON POST only
+//! after a preflight, which is never allowed); a page's form must come from no other
+//! origin and carry the page's CSRF token. It must never serve a non-loopback address:
+//! that needs a login, which is not built yet.
+
+mod actions;
+mod events;
+mod pages;
 
 use std::sync::Arc;
 
@@ -21,20 +27,22 @@ use serde::Deserialize;
 use serde_json::json;
 
 use crate::config::Settings;
-use crate::core::clock::SystemClock;
-use crate::core::queue::{QueueEvent, QueueStatus};
-use crate::core::record::Resolved;
-use crate::ops::queue::{self as queue_ops, QueueOpError};
-use crate::store::wake::{self, Wake};
+use crate::core::queue::QueueStatus;
 use crate::store::Store;
 
 /// The API's root.
 pub const API: &str = "/api/v1";
 
+/// Where the pages' forms post.
+pub const ACTIONS: &str = "/actions";
+
 #[derive(Clone)]
 struct Console {
     settings: Arc<Settings>,
     store: Arc<dyn Store>,
+    /// This process's CSRF token: in every page, required with every form.
+    csrf: Arc<str>,
+    pages: Arc<pages::Templates>,
 }
 
 /// Whether `listen` is a loopback address, the only kind the console serves.
@@ -45,8 +53,14 @@ pub fn is_loopback(listen: &str) -> bool {
         || listen.starts_with("localhost:")
 }
 
-/// The console's routes.
+/// The console's routes: the API, the live feed, the pages and their forms.
 pub fn router(settings: Arc<Settings>, store: Arc<dyn Store>) -> Router {
+    let console = Console {
+        settings,
+        store,
+        csrf: pages::new_csrf_token().into(),
+        pages: Arc::new(pages::Templates::load()),
+    };
     Router::new()
         .route(&format!("{API}/status"), get(status))
         .route(&format!("{API}/tasks"), get(tasks))
@@ -59,12 +73,14 @@ pub fn router(settings: Arc<Settings>, store: Arc<dyn Store>) -> Router {
         .route(&format!("{API}/runs/{{target}}/cancel"), post(cancel))
         .route(&format!("{API}/escalations"), get(escalations))
         .route(&format!("{API}/escalations/{{id}}/decide"), post(decide))
+        .route(&format!("{API}/events"), get(events::stream))
+        .merge(pages::routes())
         .layer(middleware::from_fn(guard))
-        .with_state(Console { settings, store })
+        .with_state(console)
 }
 
-/// Refuses a request that names a host other than loopback, and an action that is not
-/// JSON or comes from another origin.
+/// Refuses a request that names a host other than loopback; an API action that is not
+/// JSON, a form that is not a form, and either from another origin.
 pub(super) async fn guard(request: Request, next: Next) -> Response {
     let headers = request.headers();
     if !host_is_loopback(headers) {
@@ -74,15 +90,24 @@ pub(super) async fn guard(request: Request, next: Next) -> Response {
         );
     }
     if request.method() == Method::POST {
-        let json = headers
+        let form = request.uri().path().starts_with(ACTIONS);
+        let (wanted, what) = if form {
+            (
+                "application/x-www-form-urlencoded",
+                "a form is a POST with Content-Type: application/x-www-form-urlencoded",
+            )
+        } else {
+            (
+                "application/json",
+                "an action is a POST with Content-Type: application/json",
+            )
+        };
+        let typed = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("application/json"));
-        if !json {
-            return refuse(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "an action is a POST with Content-Type: application/json",
-            );
+            .is_some_and(|v| v.starts_with(wanted));
+        if !typed {
+            return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, what);
         }
         let cross_site = headers
             .get("sec-fetch-site")
@@ -137,23 +162,8 @@ fn refuse(status: StatusCode, why: &str) -> Response {
 /// An error as the API answers it: not found, a conflict with the current state, or the
 /// store failing.
 fn failed(error: anyhow::Error) -> Response {
-    use crate::ops::run::RunOpError;
-    let status = match (
-        error.downcast_ref::<QueueOpError>(),
-        error.downcast_ref::<RunOpError>(),
-    ) {
-        (Some(QueueOpError::NotFound(_)), _) | (_, Some(RunOpError::NotFound(_))) => {
-            StatusCode::NOT_FOUND
-        }
-        (Some(QueueOpError::Illegal { .. }), _) | (_, Some(RunOpError::Conflict(_))) => {
-            StatusCode::CONFLICT
-        }
-        _ if error.downcast_ref::<crate::store::StoreError>().is_some() => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    };
-    refuse(status, &format!("{error:#}"))
+    let refused = actions::Refused::from_error(error);
+    refuse(refused.status(), refused.message())
 }
 
 fn document<T: serde::Serialize>(value: anyhow::Result<T>) -> Response {
@@ -224,56 +234,23 @@ async fn escalations(State(c): State<Console>, Query(q): Query<EscalationsQuery>
     document(c.store.escalations(!q.all).await.map_err(Into::into))
 }
 
-/// What an action changed, for its answer.
-fn moved(gid: &str, from: impl std::fmt::Display, to: impl std::fmt::Display) -> Response {
-    Json(json!({ "task_gid": gid, "from": from.to_string(), "to": to.to_string() })).into_response()
-}
-
-async fn owner_move(c: &Console, gid: &str, event: QueueEvent) -> Response {
-    match queue_ops::apply(
-        c.store.as_ref(),
-        &SystemClock,
-        gid,
-        event,
-        "owner",
-        Some("from the console".to_string()),
-    )
-    .await
-    {
-        Ok((step, _)) => {
-            wake::notify(c.store.as_ref(), Wake::Queue).await;
-            moved(gid, step.from, step.to)
-        }
-        Err(error) => failed(error.into()),
+fn acted(outcome: actions::Outcome) -> Response {
+    match outcome {
+        Ok(done) => Json(done.to_json()).into_response(),
+        Err(refused) => refuse(refused.status(), refused.message()),
     }
 }
 
 async fn go(State(c): State<Console>, Path(gid): Path<String>) -> Response {
-    // A run waiting at the integration gate is integrated by the owner's go, as in the CLI.
-    let gate = match c.store.decisions(&gid).await {
-        Ok(decisions) => decisions
-            .into_iter()
-            .find(|d| d.is_pending() && d.action == crate::runner::drive::INTEGRATE),
-        Err(error) => return failed(error.into()),
-    };
-    match gate {
-        Some(gate) => answer(&c, gate.id, "approve", Some("go")).await,
-        None => owner_move(&c, &gid, QueueEvent::Go).await,
-    }
+    acted(actions::go(c.store.as_ref(), &gid).await)
 }
 
 async fn skip(State(c): State<Console>, Path(gid): Path<String>) -> Response {
-    owner_move(&c, &gid, QueueEvent::Skip).await
+    acted(actions::skip(c.store.as_ref(), &gid).await)
 }
 
 async fn retry(State(c): State<Console>, Path(gid): Path<String>) -> Response {
-    match crate::ops::run::retry(c.store.as_ref(), &gid).await {
-        Ok(step) => {
-            wake::notify(c.store.as_ref(), Wake::Queue).await;
-            moved(&gid, step.from, step.to)
-        }
-        Err(error) => failed(error),
-    }
+    acted(actions::retry(c.store.as_ref(), &gid).await)
 }
 
 #[derive(Deserialize, Default)]
@@ -286,29 +263,8 @@ async fn cancel(
     Path(target): Path<String>,
     body: Option<Json<CancelBody>>,
 ) -> Response {
-    let reason = body
-        .and_then(|Json(b)| b.reason)
-        .unwrap_or_else(|| "no reason given (from the console)".to_string());
-    match crate::ops::run::cancel(
-        c.store.as_ref(),
-        &crate::ops::run::this_process(),
-        &target,
-        &reason,
-    )
-    .await
-    {
-        Ok(done) => {
-            wake::notify(c.store.as_ref(), Wake::Queue).await;
-            Json(json!({
-                "run_id": done.run.id,
-                "task_gid": done.run.task_gid,
-                "state": done.run.state.as_str(),
-                "why": done.why,
-            }))
-            .into_response()
-        }
-        Err(error) => failed(error),
-    }
+    let reason = body.and_then(|Json(b)| b.reason);
+    acted(actions::cancel(c.store.as_ref(), &target, reason.as_deref()).await)
 }
 
 #[derive(Deserialize)]
@@ -322,38 +278,7 @@ async fn decide(
     Path(id): Path<i64>,
     Json(body): Json<DecideBody>,
 ) -> Response {
-    if !matches!(body.answer.as_str(), "approve" | "deny") {
-        return refuse(StatusCode::BAD_REQUEST, "`answer` is approve or deny");
-    }
-    answer(&c, id, &body.answer, body.note.as_deref()).await
-}
-
-/// Records the owner's answer to escalation `id`, once: a repeated or stale click changes
-/// nothing and says so.
-async fn answer(c: &Console, id: i64, resolution: &str, note: Option<&str>) -> Response {
-    let resolved = c
-        .store
-        .resolve_escalation(id, resolution, note, "owner (console)", chrono::Utc::now())
-        .await;
-    match resolved {
-        Err(error) => failed(error.into()),
-        Ok(None) => refuse(StatusCode::NOT_FOUND, &format!("no escalation {id}")),
-        Ok(Some(Resolved::NotAnEscalation(_))) => refuse(
-            StatusCode::CONFLICT,
-            &format!("decision {id} is not an escalation"),
-        ),
-        Ok(Some(Resolved::AlreadyResolved(d))) => refuse(
-            StatusCode::CONFLICT,
-            &format!(
-                "escalation {id} was already answered: {}",
-                d.resolution.as_deref().unwrap_or("?")
-            ),
-        ),
-        Ok(Some(Resolved::Recorded(d))) => {
-            wake::notify(c.store.as_ref(), Wake::Answer).await;
-            Json(d).into_response()
-        }
-    }
+    acted(actions::decide(c.store.as_ref(), id, &body.answer, body.note.as_deref()).await)
 }
 
 #[cfg(test)]

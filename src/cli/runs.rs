@@ -134,7 +134,11 @@ fn log_stamp(path: &Path) -> Option<(DateTime<Utc>, bool)> {
 /// The work logs (`logs/{gid}/{phase}_{stamp}.md`) written while `run` lived, in the order
 /// they were started. `next_start` is when the task's next run started: nothing from then
 /// on is this run's.
-fn run_logs(logs_dir: &Path, run: &Run, next_start: Option<DateTime<Utc>>) -> Vec<PathBuf> {
+pub(crate) fn run_logs(
+    logs_dir: &Path,
+    run: &Run,
+    next_start: Option<DateTime<Utc>>,
+) -> Vec<PathBuf> {
     let started = run.started_at.unwrap_or(run.updated_at);
     // A run that is over ended at its completion, or at its last update when none was
     // kept (an abandoned run); a live one has no end yet.
@@ -166,7 +170,7 @@ fn run_logs(logs_dir: &Path, run: &Run, next_start: Option<DateTime<Utc>>) -> Ve
 }
 
 /// The run `target` names: a run id, else a task gid (its latest run).
-fn find_run(runs: &[Run], target: &str) -> Option<(Run, Option<DateTime<Utc>>)> {
+pub(crate) fn find_run(runs: &[Run], target: &str) -> Option<(Run, Option<DateTime<Utc>>)> {
     let run = target
         .parse::<i64>()
         .ok()

@@ -586,6 +586,19 @@ pub trait Store: Send + Sync {
     /// Nobody listening is not an error; callers that must not fail use [`wake::notify`].
     async fn wake(&self, wake: wake::Wake) -> StoreResult<()>;
 
+    /// The console's live feed: the queue's events, the workers' messages (of run `run_id`
+    /// only, when given) and the decisions after `after`, at most `limit` of each, in id
+    /// order (see [`crate::core::changes`]).
+    async fn changes_after(
+        &self,
+        after: &crate::core::changes::Cursor,
+        run_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<crate::core::changes::Changes>;
+
+    /// The cursor past every row [`Store::changes_after`] reads now.
+    async fn change_cursor(&self) -> StoreResult<crate::core::changes::Cursor>;
+
     /// Starts listening for wake-ups; fails when this store cannot be listened on (another
     /// daemon holds the SQLite socket, Postgres refuses the connection).
     async fn listen_wakes(&self) -> StoreResult<wake::Wakes>;

@@ -828,6 +828,67 @@ impl Store for PgStore {
             .collect::<Result<_, _>>()?)
     }
 
+    async fn changes_after(
+        &self,
+        after: &crate::core::changes::Cursor,
+        run_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<crate::core::changes::Changes> {
+        let limit = i64::from(limit);
+        let events = sqlx::query(&format!(
+            "SELECT {EVENT_COLUMNS} FROM executor_events WHERE id > $1 ORDER BY id LIMIT $2"
+        ))
+        .bind(after.event)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let messages = sqlx::query(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM executor_messages \
+             WHERE id > $1 AND ($2::BIGINT IS NULL OR run_id = $2) ORDER BY id LIMIT $3"
+        ))
+        .bind(after.message)
+        .bind(run_id)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        let decisions = sqlx::query(&format!(
+            "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE id > $1 ORDER BY id LIMIT $2"
+        ))
+        .bind(after.decision)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(crate::core::changes::Changes {
+            events: events
+                .iter()
+                .map(event_from_row)
+                .collect::<Result<_, _>>()?,
+            messages: messages
+                .iter()
+                .map(message_from_row)
+                .collect::<Result<_, _>>()?,
+            decisions: decisions
+                .iter()
+                .map(decision_from_row)
+                .collect::<Result<_, _>>()?,
+        })
+    }
+
+    async fn change_cursor(&self) -> StoreResult<crate::core::changes::Cursor> {
+        let (event, message, decision): (i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT COALESCE(MAX(id), 0) FROM executor_events)::BIGINT, \
+             (SELECT COALESCE(MAX(id), 0) FROM executor_messages)::BIGINT, \
+             (SELECT COALESCE(MAX(id), 0) FROM executor_decisions)::BIGINT",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(crate::core::changes::Cursor {
+            event,
+            message,
+            decision,
+        })
+    }
+
     async fn report_intake_error(
         &self,
         source: &str,

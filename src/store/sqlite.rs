@@ -850,6 +850,60 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn changes_after(
+        &self,
+        after: &crate::core::changes::Cursor,
+        run_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<crate::core::changes::Changes> {
+        let after = *after;
+        self.call(move |conn| {
+            let events = conn
+                .prepare_cached(&format!(
+                    "SELECT {EVENT_COLUMNS} FROM executor_events WHERE id > ?1 ORDER BY id LIMIT ?2"
+                ))?
+                .query_map(params![after.event, limit], event_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            let messages = conn
+                .prepare_cached(&format!(
+                    "SELECT {MESSAGE_COLUMNS} FROM executor_messages \
+                     WHERE id > ?1 AND (?2 IS NULL OR run_id = ?2) ORDER BY id LIMIT ?3"
+                ))?
+                .query_map(params![after.message, run_id, limit], message_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            let decisions = conn
+                .prepare_cached(&format!(
+                    "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE id > ?1 ORDER BY id LIMIT ?2"
+                ))?
+                .query_map(params![after.decision, limit], decision_from_row)?
+                .collect::<rusqlite::Result<_>>()?;
+            Ok(crate::core::changes::Changes {
+                events,
+                messages,
+                decisions,
+            })
+        })
+        .await
+    }
+
+    async fn change_cursor(&self) -> StoreResult<crate::core::changes::Cursor> {
+        self.call(|conn| {
+            conn.prepare_cached(
+                "SELECT (SELECT COALESCE(MAX(id), 0) FROM executor_events), \
+                 (SELECT COALESCE(MAX(id), 0) FROM executor_messages), \
+                 (SELECT COALESCE(MAX(id), 0) FROM executor_decisions)",
+            )?
+            .query_row([], |row| {
+                Ok(crate::core::changes::Cursor {
+                    event: row.get(0)?,
+                    message: row.get(1)?,
+                    decision: row.get(2)?,
+                })
+            })
+        })
+        .await
+    }
+
     async fn report_intake_error(
         &self,
         source: &str,

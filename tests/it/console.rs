@@ -11,16 +11,16 @@ use crate::daemon::Daemon;
 use crate::runner::workspace;
 use crate::support::{eventually, Workspace};
 
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 /// Asks the owner first; finishes once the owner's answer is in its prompt.
-const ASKING_WORKER: &str = "prompt=$(cat); \
+pub(crate) const ASKING_WORKER: &str = "prompt=$(cat); \
     if printf '%s' \"$prompt\" | grep -q 'The owner answered your escalation'; then \
       echo schema > CHANGED.md; echo '[DONE:implemented] done as the owner allowed'; \
     else echo '[ESCALATE:needs_decision] may I change the schema?'; fi";
 
 /// One HTTP/1.1 request; the status code and the body (parsed when it is JSON).
-fn call(
+pub(crate) fn call(
     address: &str,
     method: &str,
     path: &str,
@@ -55,13 +55,13 @@ fn call(
     )
 }
 
-fn get(address: &str, path: &str) -> Value {
+pub(crate) fn get(address: &str, path: &str) -> Value {
     let (code, body) = call(address, "GET", path, &[], "");
     assert_eq!(code, 200, "GET {path}: {body}");
     body
 }
 
-fn post(address: &str, path: &str, body: &str) -> (u16, Value) {
+pub(crate) fn post(address: &str, path: &str, body: &str) -> (u16, Value) {
     call(
         address,
         "POST",
@@ -71,11 +71,11 @@ fn post(address: &str, path: &str, body: &str) -> (u16, Value) {
     )
 }
 
-fn console_address(ws: &Workspace) -> String {
+pub(crate) fn console_address(ws: &Workspace) -> String {
     crate::daemon::logged_address(ws, "serving the console's JSON API")
 }
 
-fn pending(address: &str) -> Vec<Value> {
+pub(crate) fn pending(address: &str) -> Vec<Value> {
     get(address, "/api/v1/escalations")
         .as_array()
         .cloned()

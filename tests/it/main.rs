@@ -9,6 +9,8 @@ mod cli;
 mod conductor;
 mod confinement;
 mod console;
+mod console_browser;
+mod console_pages;
 mod daemon;
 mod dispatch;
 mod doctor;

@@ -1,0 +1,581 @@
+//! The console's pages, rendered on the server from minijinja templates built into the
+//! binary, with htmx and a few lines of the console's own script served from the binary
+//! too (no CDN, no build step): *Needs you* (`/`), *Runs* (`/runs`), *Run* (`/runs/{id}`)
+//! and *Queue* (`/queue`). Their forms post to `/actions/…`, through the same
+//! [`actions`](super::actions) as the JSON API, each with the process's CSRF token and the
+//! id it answers in its path.
+//!
+//! What a page must never do: change anything on a GET, take a form without its token, or
+//! show a task's or worker's text unescaped (the templates escape every value).
+
+use std::path::Path as FsPath;
+
+use axum::extract::{Form, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use minijinja::{context, Environment};
+use serde::{Deserialize, Serialize};
+
+use super::actions::{self, Outcome};
+use super::Console;
+use crate::core::queue::QueueStatus;
+use crate::core::record::Decision;
+use crate::core::record::Run;
+
+/// The templates and assets, built into the binary.
+const TEMPLATES: &[(&str, &str)] = &[
+    ("base.html", include_str!("templates/base.html")),
+    ("needs.html", include_str!("templates/needs.html")),
+    ("runs.html", include_str!("templates/runs.html")),
+    ("run.html", include_str!("templates/run.html")),
+    ("queue.html", include_str!("templates/queue.html")),
+    ("notice.html", include_str!("templates/notice.html")),
+];
+const ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "htmx.min.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/htmx.min.js"),
+    ),
+    (
+        "console.js",
+        "text/javascript; charset=utf-8",
+        include_str!("assets/console.js"),
+    ),
+    (
+        "console.css",
+        "text/css; charset=utf-8",
+        include_str!("assets/console.css"),
+    ),
+];
+
+/// How much of a worker's log or a run record's file a page shows (the end of it).
+const TAIL_BYTES: usize = 64 * 1024;
+
+pub(super) struct Templates {
+    env: Environment<'static>,
+}
+
+impl Templates {
+    pub(super) fn load() -> Self {
+        let mut env = Environment::new();
+        for (name, source) in TEMPLATES {
+            // The templates are part of the binary: one that does not parse fails every
+            // test that renders a page, so this cannot reach an owner.
+            if let Err(error) = env.add_template(name, source) {
+                tracing::error!(%error, template = name, "a console template does not parse");
+            }
+        }
+        Templates { env }
+    }
+
+    fn render(&self, name: &str, ctx: minijinja::Value) -> Result<String, minijinja::Error> {
+        self.env.get_template(name)?.render(ctx)
+    }
+}
+
+/// A fresh random token for this process's forms.
+pub(super) fn new_csrf_token() -> String {
+    let mut bytes = [0u8; 24];
+    if let Err(error) = getrandom::getrandom(&mut bytes) {
+        // No randomness means no token anyone could guess either: refuse every form.
+        tracing::error!(%error, "no randomness for the console's CSRF token; its forms are refused");
+        return String::new();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(super) fn routes() -> Router<Console> {
+    Router::new()
+        .route("/", get(needs))
+        .route("/runs", get(runs))
+        .route("/runs/{id}", get(run))
+        .route("/queue", get(queue))
+        .route("/assets/{name}", get(asset))
+        .route(
+            &format!("{}/escalations/{{id}}/decide", super::ACTIONS),
+            post(decide),
+        )
+        .route(
+            &format!("{}/tasks/{{gid}}/{{verb}}", super::ACTIONS),
+            post(task_action),
+        )
+        .route(
+            &format!("{}/runs/{{target}}/cancel", super::ACTIONS),
+            post(cancel),
+        )
+}
+
+async fn asset(Path(name): Path<String>) -> Response {
+    match ASSETS.iter().find(|(n, _, _)| *n == name) {
+        Some((_, kind, body)) => (
+            [
+                (header::CONTENT_TYPE, *kind),
+                (header::CACHE_CONTROL, "max-age=3600"),
+            ],
+            *body,
+        )
+            .into_response(),
+        None => (StatusCode::NOT_FOUND, "no such asset").into_response(),
+    }
+}
+
+/// A page, or the reason it could not be made.
+fn page(c: &Console, name: &str, ctx: minijinja::Value) -> Response {
+    match c.pages.render(name, ctx) {
+        Ok(html) => Html(html).into_response(),
+        Err(error) => {
+            tracing::error!(%error, template = name, "cannot render a console page");
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}")).into_response()
+        }
+    }
+}
+
+fn unavailable(error: impl std::fmt::Display) -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!("the store cannot be read: {error}"),
+    )
+        .into_response()
+}
+
+/// An escalation as a page shows it.
+#[derive(Serialize)]
+struct EscalationView {
+    id: i64,
+    task_gid: Option<String>,
+    run_id: Option<i64>,
+    at: String,
+    action: String,
+    rule: Option<String>,
+    question: Option<String>,
+    window: Vec<String>,
+}
+
+impl EscalationView {
+    fn of(d: &Decision) -> Self {
+        let window = d
+            .message_window
+            .as_deref()
+            .and_then(|w| serde_json::from_str::<Vec<serde_json::Value>>(w).ok())
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|m| m["line"].as_str().map(str::to_string))
+            .collect();
+        EscalationView {
+            id: d.id,
+            task_gid: d.task_gid.clone(),
+            run_id: d.run_id,
+            at: super::super::runs::local_time(&d.at),
+            action: d.action.clone(),
+            rule: d.rule_id.clone(),
+            question: d.detail.clone(),
+            window,
+        }
+    }
+}
+
+/// A task as a page shows it.
+#[derive(Serialize)]
+struct TaskView {
+    gid: String,
+    title: String,
+    status: String,
+    priority: Option<i64>,
+    updated: String,
+    run_id: Option<i64>,
+}
+
+impl TaskView {
+    fn of(t: &crate::core::task::Task) -> Self {
+        TaskView {
+            gid: t.task_gid.clone(),
+            title: t.title(),
+            status: t.status.as_str().to_string(),
+            priority: t.priority,
+            updated: super::super::runs::local_time(&t.updated_at),
+            run_id: t.executor_run_id,
+        }
+    }
+}
+
+/// A run as a page shows it.
+#[derive(Serialize)]
+struct RunView {
+    id: i64,
+    task_gid: String,
+    state: String,
+    stage: String,
+    active: bool,
+    worker: String,
+    elapsed: String,
+    waiting_on: Option<i64>,
+    pr_url: Option<String>,
+    pr_number: Option<i64>,
+    branch: Option<String>,
+    ci_attempts: i64,
+    updated: String,
+}
+
+impl RunView {
+    fn of(c: &Console, run: &Run) -> Self {
+        let now = chrono::Utc::now();
+        let started = run.started_at.unwrap_or(run.updated_at);
+        let ended = run
+            .completed_at
+            .or((!run.state.is_active()).then_some(run.updated_at));
+        let seconds = (ended.unwrap_or(now) - started).num_seconds().max(0);
+        let kind = format!("{:?}", c.settings.raw.agent.kind).to_lowercase();
+        let worker = match run.worker_pid.filter(|_| run.state.is_active()) {
+            Some(pid) => format!("{kind} (pid {pid})"),
+            None => "-".to_string(),
+        };
+        RunView {
+            id: run.id,
+            task_gid: run.task_gid.clone(),
+            state: run.state.as_str().to_string(),
+            stage: super::super::runs::stage(run),
+            active: run.state.is_active(),
+            worker,
+            elapsed: elapsed(seconds),
+            waiting_on: super::super::runs::waiting_on(run),
+            pr_url: run.pr_url.clone(),
+            pr_number: run.pr_number,
+            branch: run.branch_name.clone(),
+            ci_attempts: run.ci_attempts,
+            updated: super::super::runs::local_time(&run.updated_at),
+        }
+    }
+}
+
+/// A duration as a person reads it: `2h 5m`, `4m 10s`, `12s`.
+fn elapsed(seconds: i64) -> String {
+    let (h, m, s) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
+    match (h, m) {
+        (0, 0) => format!("{s}s"),
+        (0, _) => format!("{m}m {s}s"),
+        _ => format!("{h}h {m}m"),
+    }
+}
+
+/// The live feed's starting point for a page: right after what the page shows.
+async fn feed(c: &Console, run: Option<i64>) -> String {
+    let cursor = c.store.change_cursor().await.unwrap_or_default();
+    match run {
+        Some(id) => format!("{}/events?after={cursor}&run={id}", super::API),
+        None => format!("{}/events?after={cursor}", super::API),
+    }
+}
+
+async fn needs(State(c): State<Console>) -> Response {
+    // The feed's cursor is read first, so nothing that happens while the page is read
+    // is missed by it.
+    let events = feed(&c, None).await;
+    let escalations = match c.store.escalations(true).await {
+        Ok(found) => found,
+        Err(error) => return unavailable(error),
+    };
+    let mut waiting = Vec::new();
+    for status in [QueueStatus::ForReview, QueueStatus::AwaitingGo] {
+        match c.store.tasks(Some(&status)).await {
+            Ok(tasks) => waiting.extend(tasks.iter().map(TaskView::of)),
+            Err(error) => return unavailable(error),
+        }
+    }
+    let escalations: Vec<EscalationView> = escalations.iter().map(EscalationView::of).collect();
+    page(
+        &c,
+        "needs.html",
+        context! { title => "Needs you", path => "/", csrf => &*c.csrf, events,
+        escalations, tasks => waiting },
+    )
+}
+
+async fn runs(State(c): State<Console>) -> Response {
+    let events = feed(&c, None).await;
+    let mut runs = match c.store.runs(None).await {
+        Ok(runs) => runs,
+        Err(error) => return unavailable(error),
+    };
+    runs.sort_by_key(|r| (!r.state.is_active(), std::cmp::Reverse(r.id)));
+    let runs: Vec<RunView> = runs.iter().map(|r| RunView::of(&c, r)).collect();
+    page(
+        &c,
+        "runs.html",
+        context! { title => "Runs", path => "/runs", csrf => &*c.csrf, events, runs },
+    )
+}
+
+/// One file of a run as the Run page shows it: its name and its end.
+#[derive(Serialize)]
+struct FileView {
+    name: String,
+    text: String,
+    cut: bool,
+}
+
+fn tail_of(path: &FsPath, name: String) -> Option<FileView> {
+    let bytes = std::fs::read(path).ok()?;
+    let cut = bytes.len() > TAIL_BYTES;
+    let start = bytes.len().saturating_sub(TAIL_BYTES);
+    Some(FileView {
+        name,
+        text: String::from_utf8_lossy(&bytes[start..]).into_owned(),
+        cut,
+    })
+}
+
+/// The run's records (`logs/<gid>/run-<id>/<n>-<phase>/`): each worker's result, stderr and
+/// patch, in the order the workers ran.
+fn run_records(logs_dir: &FsPath, run: &Run) -> Vec<(String, Vec<FileView>)> {
+    let dir = logs_dir.join(&run.task_gid).join(format!("run-{}", run.id));
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut records: Vec<_> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    // `<n>-<phase>`: ordered by n.
+    records.sort_by_key(|p| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.split('-').next())
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or(u32::MAX)
+    });
+    records
+        .iter()
+        .map(|p| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let files = ["result.json", "stderr.txt", "patch.diff"]
+                .iter()
+                .filter_map(|f| tail_of(&p.join(f), (*f).to_string()))
+                .collect();
+            (name, files)
+        })
+        .collect()
+}
+
+async fn run(State(c): State<Console>, Path(id): Path<i64>) -> Response {
+    let events = feed(&c, Some(id)).await;
+    let all = match c.store.runs(None).await {
+        Ok(runs) => runs,
+        Err(error) => return unavailable(error),
+    };
+    let Some((found, next_start)) = super::super::runs::find_run(&all, &id.to_string()) else {
+        return (StatusCode::NOT_FOUND, format!("no run {id}")).into_response();
+    };
+    let (messages, decisions, task) = match tokio::try_join!(
+        c.store.messages(id, 1000),
+        c.store.decisions(&found.task_gid),
+        c.store.task(&found.task_gid),
+    ) {
+        Ok(read) => read,
+        Err(error) => return unavailable(error),
+    };
+    let logs_dir = c.settings.root.join(&c.settings.raw.runner.logs_dir);
+    let output: Vec<FileView> = super::super::runs::run_logs(&logs_dir, &found, next_start)
+        .iter()
+        .filter_map(|p| {
+            let name = p.file_name()?.to_string_lossy().into_owned();
+            tail_of(p, name)
+        })
+        .collect();
+    let decisions: Vec<_> = decisions
+        .iter()
+        .filter(|d| d.run_id == Some(id))
+        .map(|d| {
+            context! { id => d.id, at => super::super::runs::local_time(&d.at), role => &d.role,
+            action => &d.action, decision => &d.decision, rule => &d.rule_id,
+            detail => &d.detail, resolution => &d.resolution,
+            pending => d.is_pending() }
+        })
+        .collect();
+    let lines: Vec<_> = messages
+        .iter()
+        .map(|m| context! { id => m.id, line => &m.line, source => &m.source })
+        .collect();
+    let records = run_records(&logs_dir, &found);
+    page(
+        &c,
+        "run.html",
+        context! { title => format!("Run {id}"), path => format!("/runs/{id}"),
+        csrf => &*c.csrf, events, run => RunView::of(&c, &found),
+        task => task.as_ref().map(TaskView::of), lines, output, decisions,
+        records => records.into_iter()
+            .map(|(name, files)| context! { name, files }).collect::<Vec<_>>() },
+    )
+}
+
+async fn queue(State(c): State<Console>) -> Response {
+    let events = feed(&c, None).await;
+    let tasks = match c.store.tasks(None).await {
+        Ok(tasks) => tasks,
+        Err(error) => return unavailable(error),
+    };
+    let groups: Vec<_> = QueueStatus::KNOWN
+        .iter()
+        .map(|status| {
+            let of: Vec<TaskView> = tasks
+                .iter()
+                .filter(|t| &t.status == status)
+                .map(TaskView::of)
+                .collect();
+            context! { status => status.as_str(), tasks => of }
+        })
+        .collect();
+    page(
+        &c,
+        "queue.html",
+        context! { title => "Queue", path => "/queue", csrf => &*c.csrf, events, groups },
+    )
+}
+
+/// Every form's fields; each action reads the ones it takes.
+#[derive(Deserialize)]
+struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    answer: Option<String>,
+    note: Option<String>,
+    reason: Option<String>,
+}
+
+/// Whether `given` is this process's token, compared in constant time.
+fn token_matches(expected: &str, given: &str) -> bool {
+    if expected.is_empty() || expected.len() != given.len() {
+        return false;
+    }
+    expected
+        .bytes()
+        .zip(given.bytes())
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
+}
+
+/// What a form's post answers: the notice alone for htmx (which puts it at the top of the
+/// page), a whole page for a browser without script.
+fn answered(c: &Console, headers: &HeaderMap, outcome: Outcome) -> Response {
+    let (status, ok, text) = match &outcome {
+        Ok(done) => (StatusCode::OK, true, done.sentence()),
+        Err(refused) => (
+            refused.status(),
+            false,
+            format!("Changed nothing: {}", refused.message()),
+        ),
+    };
+    let notice = context! { ok, text };
+    let htmx = headers.contains_key("hx-request");
+    let name = if htmx { "notice.html" } else { "base.html" };
+    let ctx = if htmx {
+        notice
+    } else {
+        context! { title => "Done", path => "/", csrf => &*c.csrf, notice }
+    };
+    match c.pages.render(name, ctx) {
+        Ok(html) => (
+            status,
+            // Every open part of the page reads the store again.
+            [("hx-trigger", "executor:changed")],
+            Html(html),
+        )
+            .into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}")).into_response(),
+    }
+}
+
+fn forged(c: &Console, headers: &HeaderMap) -> Response {
+    let refused = actions::Refused::Forbidden(
+        "the form's CSRF token is missing or not this console's: reload the page".to_string(),
+    );
+    answered(c, headers, Err(refused))
+}
+
+async fn decide(
+    State(c): State<Console>,
+    Path(id): Path<i64>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if !token_matches(&c.csrf, &form.csrf) {
+        return forged(&c, &headers);
+    }
+    let answer = form.answer.as_deref().unwrap_or_default();
+    let outcome = actions::decide(c.store.as_ref(), id, answer, form.note.as_deref()).await;
+    answered(&c, &headers, outcome)
+}
+
+async fn task_action(
+    State(c): State<Console>,
+    Path((gid, verb)): Path<(String, String)>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if !token_matches(&c.csrf, &form.csrf) {
+        return forged(&c, &headers);
+    }
+    let store = c.store.as_ref();
+    let outcome = match verb.as_str() {
+        "go" => actions::go(store, &gid).await,
+        "skip" => actions::skip(store, &gid).await,
+        "retry" => actions::retry(store, &gid).await,
+        "cancel" => actions::cancel(store, &gid, form.reason.as_deref()).await,
+        _ => Err(actions::Refused::NotFound(format!("no action {verb}"))),
+    };
+    answered(&c, &headers, outcome)
+}
+
+async fn cancel(
+    State(c): State<Console>,
+    Path(target): Path<String>,
+    headers: HeaderMap,
+    Form(form): Form<ActionForm>,
+) -> Response {
+    if !token_matches(&c.csrf, &form.csrf) {
+        return forged(&c, &headers);
+    }
+    let outcome = actions::cancel(c.store.as_ref(), &target, form.reason.as_deref()).await;
+    answered(&c, &headers, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_template_parses_and_escapes_what_it_shows() {
+        let templates = Templates::load();
+        for (name, _) in TEMPLATES {
+            assert!(templates.env.get_template(name).is_ok(), "{name}");
+        }
+        let html = templates
+            .render(
+                "notice.html",
+                context! { ok => false, text => "<script>alert(1)</script>" },
+            )
+            .unwrap();
+        assert!(!html.contains("<script>"), "{html}");
+        assert!(html.contains("&lt;script&gt;"), "{html}");
+    }
+
+    #[test]
+    fn only_this_processs_token_opens_a_form() {
+        let token = new_csrf_token();
+        assert_eq!(token.len(), 48);
+        assert_ne!(token, new_csrf_token());
+        assert!(token_matches(&token, &token.clone()));
+        assert!(!token_matches(&token, ""));
+        assert!(!token_matches(&token, &token[1..]));
+        assert!(!token_matches("", ""));
+        let mut other = token.clone().into_bytes();
+        other[0] = if other[0] == b'a' { b'b' } else { b'a' };
+        assert!(!token_matches(&token, &String::from_utf8(other).unwrap()));
+    }
+}
