@@ -263,7 +263,9 @@ async fn tick_one(
     tick_step(runner, github, config, run, task, memory, observed).await
 }
 
-/// The `pr` machine's one step on the look at the run's PR.
+/// The `pr` machine's one step on the look at the run's PR: decides the step, carries it
+/// out (labels, CI, threads, a worker, completion, the end of the PR, an escalation) and
+/// saves the memory after it.
 async fn tick_step(
     runner: &Runner,
     github: &GithubForge,
@@ -277,24 +279,9 @@ async fn tick_step(
     let settings = runner.settings.as_ref();
     let gid = run.task_gid.clone();
     let pr = pr_number(&run);
-    let obs = match observed {
-        Ok(obs) => obs,
-        Err(error) if error.is_not_found() => {
-            abandon(
-                store,
-                settings,
-                &mut run,
-                &gid,
-                "its PR is gone from GitHub",
-            )
-            .await?;
-            return Ok(Some(result_of(&run, None)));
-        }
-        Err(error) if error.is_transient() => {
-            tracing::info!(gid = %gid, run = run.id, %error, retry_at = ?error.retry_at(settings.clock.now()), "GitHub cannot answer now; the run waits");
-            return Ok(None);
-        }
-        Err(error) => return Err(error.into()),
+    let obs = match looked(runner, &mut run, observed).await? {
+        Looked::Seen(obs) => obs,
+        Looked::Done(result) => return Ok(result),
     };
     let step = next_pr_step(&obs, &memory, config);
     tracing::info!(gid = %gid, run = run.id, step = ?step, "PR tick");
@@ -320,27 +307,8 @@ async fn tick_step(
         PrStep::SpawnFixCi {
             attempt, failure, ..
         } => {
-            run.ci_attempts = i64::from(*attempt);
-            store.save_run(&run).await?;
-            // The attempt is tied to this head before the worker starts, so no later tick
-            // (nor a crash and a restart) starts a second one for it.
-            opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
-            let failure = failure.clone();
-            let (worked, pushed) =
-                pr_worker(runner, github, &task, &mut run, Phase::FixCi, |ctx| {
-                    ctx.ci = Some(failure);
-                })
-                .await?;
-            after.ci_fix = if worked.done.is_none() {
-                // It ended without a fix (it crashed, timed out): the head may be tried
-                // again, within `max_ci_attempts`.
-                None
-            } else {
-                Some(crate::core::pr::CiFix {
-                    head_sha: obs.head_sha.clone(),
-                    pushed,
-                })
-            };
+            let fix = (*attempt, failure.clone());
+            after = fix_ci(runner, github, &task, &mut run, after, &obs.head_sha, fix).await?;
             moved = true;
         }
         PrStep::SpawnFixComments { threads, .. } => {
@@ -355,26 +323,16 @@ async fn tick_step(
         }
         PrStep::SpawnReview { inputs } => {
             let inputs = inputs.clone();
-            let (worked, _) = pr_worker(runner, github, &task, &mut run, Phase::PrReview, |ctx| {
-                ctx.review = Some(inputs);
-            })
+            after = review_pr(
+                runner,
+                github,
+                &task,
+                &mut run,
+                after,
+                &obs.head_sha,
+                inputs,
+            )
             .await?;
-            if let Some(done) = &worked.done {
-                let passed = done.starts_with("[DONE:review_green]");
-                let summary = done
-                    .split_once(']')
-                    .map(|(_, rest)| rest.trim())
-                    .unwrap_or_default();
-                let body = format!(
-                    "executor's review: {}\n\n{summary}",
-                    if passed { "green" } else { "changes requested" }
-                );
-                // The verdict is kept before it is posted: a failed post is posted again
-                // by a later tick, never reviewed again.
-                after = after.record_review(&obs.head_sha, passed, &body);
-                opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
-                after = post_kept_review(runner, github, &run, after, &body).await?;
-            }
             moved = true;
         }
         PrStep::PostReview { body, .. } => {
@@ -431,6 +389,102 @@ async fn tick_step(
     }
     opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
     Ok(moved.then(|| result_of(&run, None)))
+}
+
+/// What the look at a run's PR left for its step.
+enum Looked {
+    /// The PR as GitHub shows it now: the machine steps on it.
+    Seen(PrObservation),
+    /// No step this tick: the run ended (its PR is gone), or GitHub cannot answer now.
+    Done(Option<RunResult>),
+}
+
+/// Judges the look at the run's PR: a PR gone from GitHub abandons the run; a transient
+/// failure (a 5xx, a rate limit, a timeout) leaves the run for the next tick; any other
+/// failure is the step's error.
+async fn looked(
+    runner: &Runner,
+    run: &mut Run,
+    observed: Result<PrObservation, github::GithubError>,
+) -> Result<Looked> {
+    let settings = runner.settings.as_ref();
+    let gid = run.task_gid.clone();
+    match observed {
+        Ok(obs) => Ok(Looked::Seen(obs)),
+        Err(error) if error.is_not_found() => {
+            let why = "its PR is gone from GitHub";
+            abandon(runner.store.as_ref(), settings, run, &gid, why).await?;
+            Ok(Looked::Done(Some(result_of(run, None))))
+        }
+        Err(error) if error.is_transient() => {
+            tracing::info!(gid = %gid, run = run.id, %error, retry_at = ?error.retry_at(settings.clock.now()), "GitHub cannot answer now; the run waits");
+            Ok(Looked::Done(None))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
+/// Starts the `fix_ci` worker of attempt `fix.0` on the failed head `head_sha` (failure
+/// `fix.1`), tied to that head in the memory before it starts, so no later tick (nor a
+/// crash and a restart) starts a second one for it. Answers the memory after the worker:
+/// the fix and the commit it pushed, or no fix when the worker ended without one (the head
+/// may be tried again, within `max_ci_attempts`).
+async fn fix_ci(
+    runner: &Runner,
+    github: &GithubForge,
+    task: &Task,
+    run: &mut Run,
+    mut after: PrMemory,
+    head_sha: &str,
+    (attempt, failure): (u32, crate::prompts::CiFailure),
+) -> Result<PrMemory> {
+    let store = runner.store.as_ref();
+    run.ci_attempts = i64::from(attempt);
+    store.save_run(run).await?;
+    opening::save_memory(store, runner.settings.clock.as_ref(), run.id, &after).await?;
+    let (worked, pushed) = pr_worker(runner, github, task, run, Phase::FixCi, |ctx| {
+        ctx.ci = Some(failure);
+    })
+    .await?;
+    after.ci_fix = worked.done.as_ref().map(|_| crate::core::pr::CiFix {
+        head_sha: head_sha.to_string(),
+        pushed,
+    });
+    Ok(after)
+}
+
+/// Starts the `pr_review` worker on `head_sha`; its verdict is kept in the memory before
+/// it is posted (a failed post is posted again by a later tick, never reviewed again).
+/// Answers the memory after the post.
+async fn review_pr(
+    runner: &Runner,
+    github: &GithubForge,
+    task: &Task,
+    run: &mut Run,
+    mut after: PrMemory,
+    head_sha: &str,
+    inputs: crate::prompts::ReviewInputs,
+) -> Result<PrMemory> {
+    let (worked, _) = pr_worker(runner, github, task, run, Phase::PrReview, |ctx| {
+        ctx.review = Some(inputs);
+    })
+    .await?;
+    let Some(done) = &worked.done else {
+        return Ok(after);
+    };
+    let passed = done.starts_with("[DONE:review_green]");
+    let summary = done
+        .split_once(']')
+        .map(|(_, rest)| rest.trim())
+        .unwrap_or_default();
+    let body = format!(
+        "executor's review: {}\n\n{summary}",
+        if passed { "green" } else { "changes requested" }
+    );
+    after = after.record_review(head_sha, passed, &body);
+    let clock = runner.settings.clock.as_ref();
+    opening::save_memory(runner.store.as_ref(), clock, run.id, &after).await?;
+    post_kept_review(runner, github, run, after, &body).await
 }
 
 /// The run `complete` and its task `done` (a run back in `pr` after the owner's comment
