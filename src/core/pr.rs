@@ -291,8 +291,12 @@ pub struct PrMemory {
     /// The owner's conversation comments that sent the complete run back to `pr`, for the
     /// next `fix_comments` worker; emptied when one is sent.
     pub owner_asks: Vec<OwnerComment>,
-    /// The draft PR this run opens, decided when its verified branch was pushed and kept
-    /// until the PR is open (a transient error leaves it here for the next tick).
+    /// The run's verified commit to push to its branch, decided before the push and kept
+    /// until the push lands (a remote that is down leaves it here for the next tick, which
+    /// pushes it again before it opens the PR).
+    pub push: Option<Push>,
+    /// The draft PR this run opens, decided with its push and kept until the PR is open (a
+    /// transient error leaves it here for the next tick).
     pub opening: Option<Opening>,
     /// What the run's completion still owes the outside world (the owner's @mention on
     /// the PR, the record step and the owner's notice), set with the decision to complete
@@ -305,6 +309,17 @@ pub struct PrMemory {
     pub effect_failures: u32,
     /// The owner was asked about those failures (once per streak).
     pub effect_escalated: bool,
+}
+
+/// A push the orchestrator owes: `git push <remote> <commit>:refs/heads/<branch>`. The
+/// commit is the one the orchestrator made (checked against the worker's snapshot before
+/// it was recorded), so a push again pushes that commit and nothing newer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Push {
+    /// The run's branch on the remote.
+    pub branch: String,
+    /// The full commit id pushed to it.
+    pub commit: String,
 }
 
 /// A draft PR to open: what `POST /pulls` is sent.
@@ -443,6 +458,14 @@ impl PrMemory {
             next.effect_escalated = true;
         }
         (next, ask)
+    }
+
+    /// The memory after the owed push landed: none owed, the failure streak over.
+    pub fn push_done(&self) -> PrMemory {
+        PrMemory {
+            push: None,
+            ..self.effect_done()
+        }
     }
 
     /// The memory after an outside effect landed: the failure streak is over.
@@ -2278,6 +2301,10 @@ mod tests {
                 kind: EscalationKind::CiAttemptsExhausted,
             }),
             owner_asks: vec![owner_comment(4061400000, 11, 0)],
+            push: Some(Push {
+                branch: "fix/tab-preview-stuck".into(),
+                commit: HEAD.into(),
+            }),
             opening: Some(Opening {
                 title: "Fix tab preview".into(),
                 head: "fix/tab-preview-stuck".into(),
@@ -2551,5 +2578,37 @@ mod tests {
             let done = next.effect_done();
             assert_eq!((done.effect_failures, done.effect_escalated), (0, false));
         }
+    }
+
+    #[test]
+    fn a_landed_push_is_owed_no_more_and_ends_the_failure_streak() {
+        let owed = PrMemory {
+            push: Some(Push {
+                branch: "executor/g-1".to_string(),
+                commit: "a".repeat(40),
+            }),
+            opening: Some(Opening {
+                title: "t".to_string(),
+                head: "executor/g-1".to_string(),
+                base: "main".to_string(),
+                body: String::new(),
+            }),
+            effect_failures: 3,
+            effect_escalated: true,
+            ..PrMemory::default()
+        };
+        let done = owed.push_done();
+        assert_eq!(done.push, None);
+        assert_eq!((done.effect_failures, done.effect_escalated), (0, false));
+        // The PR is still to be opened after the push.
+        assert_eq!(done.opening, owed.opening);
+        // A memory stored before pushes were kept reads back with none owed.
+        let old: PrMemory = serde_json::from_str(r#"{"stage":"pr","opening":null}"#)
+            .expect("an older memory reads back");
+        assert_eq!(old.push, None);
+        // The intent survives the store's round trip.
+        let json = serde_json::to_string(&owed).expect("memory to JSON");
+        let back: PrMemory = serde_json::from_str(&json).expect("memory from JSON");
+        assert_eq!(back, owed);
     }
 }

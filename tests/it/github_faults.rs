@@ -2,7 +2,8 @@
 //! fault on one route: nothing is abandoned for a 5xx, no PR is orphaned, the owner's
 //! @mention and the record step happen once, one `fix_ci` worker per failed head, replies
 //! go to a thread's top-level comment, and a review verdict is posted once, by one review
-//! worker.
+//! worker; a remote that refuses the push keeps the run, and the tick pushes the recorded
+//! commit later.
 
 use crate::fake_github::{Ci, FakeGithub, Fault, FIRST_HEAD, OWNER, PR, REPO, TOKEN};
 use crate::runner::workspace;
@@ -126,6 +127,89 @@ fn a_502_on_opening_the_pr_keeps_the_run_and_a_later_pass_opens_it() {
     assert_eq!(workers(&ws, "implement"), 1);
     assert_eq!(github.count("POST", "/pulls"), 3);
     assert!(github.pr(PR + 1).is_none());
+}
+
+#[test]
+fn a_remote_that_refuses_the_push_keeps_the_run_and_the_tick_pushes_and_opens_the_pr_once() {
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::InProgress);
+    let ws = faults_workspace(&github, "max_effect_failures = 3\n");
+    // The remote is gone: every push fails (the run's own, then each tick's).
+    let remote = ws.path().join("remote.git");
+    let away = ws.path().join("remote.git.away");
+    std::fs::rename(&remote, &away).expect("move the remote away");
+    let stderr = pass(&ws);
+    let now = shown(&ws);
+    assert_eq!(now["runs"][0]["state"], "in_progress", "{stderr}");
+    assert_eq!(now["task"]["status"], "in_progress", "{stderr}");
+    assert_eq!(now["runs"][0]["pr_number"], serde_json::Value::Null);
+    assert_eq!(
+        github.count("POST", "/pulls"),
+        0,
+        "no PR before its branch is pushed"
+    );
+    let asked = ws.json(&["escalations", "--json"]);
+    assert_eq!(asked.as_array().expect("escalations").len(), 0, "{asked}");
+
+    // The third failed try in a row asks the owner, once; the run still waits on the push.
+    pass(&ws);
+    pass(&ws);
+    let now = shown(&ws);
+    assert_eq!(now["runs"][0]["state"], "in_progress", "{now}");
+    let asked = ws.json(&["escalations", "--json"]);
+    let asked = asked.as_array().expect("escalations");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    let text = asked[0].to_string();
+    assert!(text.contains("cannot push branch"), "{text}");
+
+    // The worker's worktree moves on after the orchestrator's commit: a push again sends
+    // the recorded commit, not the worktree's newer one.
+    let branch = now["runs"][0]["branch_name"]
+        .as_str()
+        .expect("a branch")
+        .to_string();
+    let worktree = now["runs"][0]["worktree_path"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .expect("a worktree");
+    let recorded = git(&worktree, &["rev-parse", "HEAD"]).trim().to_string();
+    std::fs::write(worktree.join("stray.txt"), "not the orchestrator's").expect("stray file");
+    git(&worktree, &["add", "stray.txt"]);
+    git(
+        &worktree,
+        &[
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "stray",
+        ],
+    );
+
+    // The remote is back: the next tick pushes and opens the PR, once; no worker again.
+    std::fs::rename(&away, &remote).expect("move the remote back");
+    let stderr = pass(&ws);
+    let now = shown(&ws);
+    assert_eq!(now["runs"][0]["state"], "pr", "{stderr}");
+    assert_eq!(now["runs"][0]["pr_number"], PR);
+    assert_eq!(github.count("POST", "/pulls"), 1);
+    assert!(github.pr(PR + 1).is_none());
+    assert_eq!(workers(&ws, "implement"), 1);
+    let pushed = git(&remote, &["rev-parse", &format!("refs/heads/{branch}")]);
+    assert_eq!(
+        pushed.trim(),
+        recorded,
+        "the recorded commit is what was pushed"
+    );
+    git(
+        &remote,
+        &["cat-file", "-e", &format!("{branch}:greeting.txt")],
+    );
+    pass(&ws);
+    assert_eq!(github.count("POST", "/pulls"), 1);
+    assert_eq!(shown(&ws)["runs"][0]["state"], "pr");
 }
 
 #[test]

@@ -1,12 +1,15 @@
-//! A run's outside effects at its end: the push and the draft PR, the local completion
+//! A run's outside effects at its end: the push and the draft PR (as intents, see
+//! `opening`), the local completion
 //! with its record step and notice, the abandonment.
 
 use super::*;
 
 /// Pushes the run's branch and opens its draft PR (once: a run that has one keeps it),
-/// labels it, and moves the run to `pr`. The PR is an intent written before it is sent
-/// (`opening`): a GitHub failure leaves the run `in_progress` with its branch pushed, and
-/// the PR tick opens it later (or asks the owner after `max_effect_failures` tries).
+/// labels it, and moves the run to `pr`. Both are intents written before they are tried
+/// (`push`, `opening` in the run's PR memory), after the check that the repository's git
+/// data is as the worker's snapshot left it: a remote that is down or a GitHub failure
+/// leaves the run `in_progress`, and the PR tick pushes the recorded commit again and opens
+/// the PR later (or asks the owner after `max_effect_failures` tries).
 pub(super) async fn open_pr(
     store: &dyn Store,
     github: &GithubForge,
@@ -16,47 +19,69 @@ pub(super) async fn open_pr(
     wt: &worktree::Worktree,
     worked: &Worked,
 ) -> Result<Option<Asked>> {
-    if let Some(asked) = push(settings, &wt.path, &github.remote, &wt.branch, worked).await? {
-        return Ok(Some(asked));
+    if settings.worktrees {
+        if let Some(asked) = tampered(worked.baseline.as_ref()).await? {
+            return Ok(Some(asked));
+        }
     }
-    // The push moved the PR's head: no cached look at it is current any more.
-    github.client.expire_cache();
-    let tried = if run.pr_number.is_none() {
-        let summary = worked
-            .done
-            .as_deref()
-            .and_then(|line| line.split_once(']').map(|(_, rest)| rest.trim()))
-            .unwrap_or("");
-        let body = format!(
-            "{}\n\n---\nTask `{}` ({}), run {} of executor.{}",
-            crate::core::task::body_of(task.description.as_deref().unwrap_or("")).trim(),
-            task.task_gid,
-            task.source.as_deref().unwrap_or("unknown source"),
-            run.id,
-            if summary.is_empty() {
-                String::new()
-            } else {
-                format!("\n\nThe worker's summary: {summary}")
-            }
-        );
-        let opening = crate::core::pr::Opening {
-            title: task.title(),
-            head: wt.branch.clone(),
-            base: settings.base_branch.clone(),
-            body,
-        };
-        opening::decide(store, settings.clock.as_ref(), github, run, opening).await?
-    } else {
-        let memory = opening::memory_of_run(store, run.id).await?;
-        opening::try_open(store, settings.clock.as_ref(), github, run, memory).await?
-    };
+    let commit = full_head(settings, &wt.path)
+        .await
+        .with_context(|| format!("cannot read the commit of branch {} to push", wt.branch))?;
+    let mut memory = opening::memory_of_run(store, run.id).await?;
+    memory.push = Some(crate::core::pr::Push {
+        branch: wt.branch.clone(),
+        commit,
+    });
+    if run.pr_number.is_none() {
+        memory.opening = Some(opening_of(settings, task, run, wt, worked));
+    }
+    opening::save_memory(store, settings.clock.as_ref(), run.id, &memory).await?;
+    // The owner is asked by the PR tick's tries, so the run never waits on an escalation
+    // it opened before it is left to the tick.
+    let tried = opening::try_publish(store, settings, github, run, memory, false).await?;
     if let opening::Tried::Failed {
-        error, failures, ..
+        effect,
+        error,
+        failures,
+        ..
     } = tried
     {
-        tracing::warn!(gid = %task.task_gid, run = run.id, branch = %wt.branch, failures, %error, "cannot open the draft PR now; the run stays in progress with its branch pushed, and the PR tick tries again");
+        tracing::warn!(gid = %task.task_gid, run = run.id, branch = %wt.branch, ?effect, failures, %error, "cannot push the branch or open its draft PR now; the run stays in progress, and the PR tick tries again");
     }
     Ok(None)
+}
+
+/// The draft PR a run opens for its verified change.
+fn opening_of(
+    settings: &RunnerSettings,
+    task: &Task,
+    run: &Run,
+    wt: &worktree::Worktree,
+    worked: &Worked,
+) -> crate::core::pr::Opening {
+    let summary = worked
+        .done
+        .as_deref()
+        .and_then(|line| line.split_once(']').map(|(_, rest)| rest.trim()))
+        .unwrap_or("");
+    let body = format!(
+        "{}\n\n---\nTask `{}` ({}), run {} of executor.{}",
+        crate::core::task::body_of(task.description.as_deref().unwrap_or("")).trim(),
+        task.task_gid,
+        task.source.as_deref().unwrap_or("unknown source"),
+        run.id,
+        if summary.is_empty() {
+            String::new()
+        } else {
+            format!("\n\nThe worker's summary: {summary}")
+        }
+    );
+    crate::core::pr::Opening {
+        title: task.title(),
+        head: wt.branch.clone(),
+        base: settings.base_branch.clone(),
+        body,
+    }
 }
 
 /// `git push <remote> HEAD:refs/heads/<branch>` from the worktree, as the orchestrator (its
@@ -81,6 +106,47 @@ pub(super) async fn push(
         .await?
         .with_context(|| format!("cannot push {branch}"))?;
     Ok(None)
+}
+
+/// `git push <remote> <commit>:refs/heads/<branch>` of a recorded push, as the
+/// orchestrator: the commit it made and checked, whatever the worktree holds now, so a
+/// push again (idempotent: same branch, same commit) never sends anything newer. From the
+/// run's worktree when it is still there, else from the repository (they share objects).
+pub(super) async fn push_recorded(
+    settings: &RunnerSettings,
+    run: &Run,
+    remote: &str,
+    push: &crate::core::pr::Push,
+) -> Result<()> {
+    let worktree = run
+        .worktree_path
+        .as_deref()
+        .map(PathBuf::from)
+        .filter(|path| path.exists());
+    let git = match &worktree {
+        Some(path) => orchestrator_git(settings, path)?,
+        None => Git::repository(&settings.repository),
+    };
+    let remote = remote.to_string();
+    let refspec = format!("{}:refs/heads/{}", push.commit, push.branch);
+    tokio::task::spawn_blocking(move || git.push(&remote, &refspec))
+        .await?
+        .with_context(|| format!("cannot push {} to {}", push.commit, push.branch))?;
+    Ok(())
+}
+
+/// The worktree's `HEAD` commit, in full.
+pub(super) async fn full_head(settings: &RunnerSettings, worktree: &Path) -> Option<String> {
+    let git = orchestrator_git(settings, worktree).ok()?;
+    tokio::task::spawn_blocking(move || {
+        let out = git.output(&["rev-parse", "HEAD"]).ok()?;
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// Moves the run by `event` (its state machine, `core::run`) and saves it, as of `now`.

@@ -1,10 +1,12 @@
-//! Opening a run's draft PR as a durable intent: when a run's verified branch is pushed, the
-//! PR it is to open (title, head, base, body) is written into the run's PR memory first,
-//! then tried. A GitHub failure leaves the run `in_progress` with its branch pushed and the
-//! intent kept; the next PR tick tries again, and after `[forge] max_effect_failures`
-//! failures in a row the owner is asked, with the error (an error that cannot pass, such as
-//! a 422, asks at once). The run moves to `pr` only once its PR exists and its number is
-//! saved.
+//! Publishing a run's verified change as durable intents: when a run's branch is verified,
+//! the commit to push (`push`: the branch and the commit the orchestrator made) and the PR
+//! it is to open (title, head, base, body) are written into the run's PR memory first, then
+//! tried, the push before the PR. A remote that refuses the push (down, a network error) or
+//! a GitHub failure leaves the run `in_progress` with the intents kept; the next PR tick
+//! pushes the recorded commit again (same branch, same commit: idempotent) and opens the PR,
+//! and after `[forge] max_effect_failures` failures in a row the owner is asked, with the
+//! error (a GitHub error that cannot pass, such as a 422, asks at once). The run moves to
+//! `pr` only once its PR exists and its number is saved.
 //!
 //! Every try is safe to repeat: it first looks for an open PR of the run's head (GitHub
 //! allows one per head) and adopts it, so a create whose answer was lost (a 502 after
@@ -13,11 +15,12 @@
 //! labels are a set, and a failed label call is healed by the `pr` machine's own
 //! `AddLabels` step.
 //!
-//! What it must never do: abandon a run for a GitHub failure, create a second PR for a head
-//! that has one, or move a run to `pr` before its PR number is stored.
+//! What it must never do: abandon a run for a failed push or a GitHub failure, push
+//! anything but the recorded commit, create a second PR for a head that has one, open a PR
+//! before its branch is pushed, or move a run to `pr` before its PR number is stored.
 
 use super::*;
-use crate::core::pr::{Opening, PrMemory};
+use crate::core::pr::PrMemory;
 use crate::forge::github::{GithubError, NewPullRequest, PullRequest};
 
 /// Run `run_id`'s PR memory (the default when it has none).
@@ -41,53 +44,89 @@ pub(super) async fn save_memory(
     Ok(())
 }
 
-/// Whether run `run_id` waits for its draft PR to be opened (its branch is pushed): the PR
-/// tick opens it, and no worker is started for it again.
+/// Whether run `run_id` waits for its branch to be pushed or its draft PR to be opened:
+/// the PR tick does both, and no worker is started for it again.
 pub async fn opens_pr(store: &dyn Store, run_id: i64) -> Result<bool> {
     Ok(match store.pr_memory(run_id).await? {
         Some(json) => serde_json::from_str::<PrMemory>(&json)
-            .map(|m| m.opening.is_some())
+            .map(|m| m.opening.is_some() || m.push.is_some())
             .unwrap_or(false),
         None => false,
     })
 }
 
-/// What one try of opening left.
+/// The outside effect a try failed on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Effect {
+    /// `git push` of the recorded commit.
+    Push,
+    /// Finding or creating the PR on GitHub.
+    Open,
+}
+
+/// What one try of publishing left.
 pub(super) enum Tried {
-    /// The PR is open, its number saved, the run in `pr`.
+    /// The branch is pushed and the PR open, its number saved, the run in `pr`.
     Opened,
-    /// GitHub failed; the run stays `in_progress` with the intent kept. `ask`: the owner
-    /// is to be asked now (the failures reached the configured number).
+    /// The push or GitHub failed; the run stays `in_progress` with the intents kept.
+    /// `ask`: the owner is to be asked now (the failures reached the configured number).
     Failed {
-        error: GithubError,
+        effect: Effect,
+        error: String,
         failures: u32,
         ask: bool,
     },
 }
 
-/// Writes `opening` as run `run`'s intent, then tries it once.
-pub(super) async fn decide(
+/// One try at what the run still owes of its publishing: the recorded push, when it is
+/// owed (marked done as it lands), then the PR. A failure is counted in the memory and
+/// answered as [`Tried::Failed`]; only a store failure is an error. `asks`: the owner may
+/// be asked on this try (the PR tick's tries; the run's own first try leaves it to them).
+pub(super) async fn try_publish(
     store: &dyn Store,
-    clock: &dyn Clock,
+    settings: &RunnerSettings,
     github: &GithubForge,
     run: &mut Run,
-    opening: Opening,
+    mut memory: PrMemory,
+    asks: bool,
 ) -> Result<Tried> {
-    let mut memory = memory_of_run(store, run.id).await?;
-    memory.opening = Some(opening);
-    save_memory(store, clock, run.id, &memory).await?;
-    try_open(store, clock, github, run, memory).await
+    let clock = settings.clock.as_ref();
+    if let Some(push) = memory.push.clone() {
+        if let Err(error) = push_recorded(settings, run, &github.remote, &push).await {
+            // Whatever refused it (the remote down, the network, a rejected ref) is retried
+            // like a transient GitHub failure: the owner is asked after as many tries.
+            let max = if asks {
+                github.max_effect_failures
+            } else {
+                u32::MAX
+            };
+            let (memory, ask) = memory.effect_failed(max);
+            save_memory(store, clock, run.id, &memory).await?;
+            return Ok(Tried::Failed {
+                effect: Effect::Push,
+                error: format!("{error:#}"),
+                failures: memory.effect_failures,
+                ask,
+            });
+        }
+        // The push moved the PR's head: no cached look at it is current any more.
+        github.client.expire_cache();
+        memory = memory.push_done();
+        save_memory(store, clock, run.id, &memory).await?;
+    }
+    try_open(store, clock, github, run, memory, asks).await
 }
 
 /// One try at the run's PR: adopt or create it, save its number, label it, move the run to
 /// `pr`. A GitHub failure is counted in the memory and answered as [`Tried::Failed`]; only
 /// a store failure is an error.
-pub(super) async fn try_open(
+async fn try_open(
     store: &dyn Store,
     clock: &dyn Clock,
     github: &GithubForge,
     run: &mut Run,
     memory: PrMemory,
+    asks: bool,
 ) -> Result<Tried> {
     if run.pr_number.is_none() {
         let Some(opening) = memory.opening.clone() else {
@@ -102,7 +141,9 @@ pub(super) async fn try_open(
             }
             Err(error) => {
                 // An error that cannot pass by itself (a 422, a 404) is the owner's at once.
-                let max = if error.is_transient() {
+                let max = if !asks {
+                    u32::MAX
+                } else if error.is_transient() {
                     github.max_effect_failures
                 } else {
                     1
@@ -110,7 +151,8 @@ pub(super) async fn try_open(
                 let (memory, ask) = memory.effect_failed(max);
                 save_memory(store, clock, run.id, &memory).await?;
                 return Ok(Tried::Failed {
-                    error,
+                    effect: Effect::Open,
+                    error: error.to_string(),
                     failures: memory.effect_failures,
                     ask,
                 });
@@ -141,7 +183,7 @@ pub(super) async fn try_open(
 /// exists (GitHub's 422) adopts that PR.
 async fn find_or_create(
     github: &GithubForge,
-    opening: &Opening,
+    opening: &crate::core::pr::Opening,
 ) -> Result<PullRequest, GithubError> {
     if let Some(pr) = github.client.open_pr_for_head(&opening.head).await? {
         tracing::info!(pr = pr.number, head = %opening.head, "adopting the open PR of the run's branch");
@@ -165,9 +207,14 @@ async fn find_or_create(
     }
 }
 
-/// The owner's escalation line for a PR that cannot be opened.
-pub(super) fn failing_line(branch: &str, failures: u32, error: &GithubError) -> String {
+/// The owner's escalation line for a branch that cannot be pushed or a PR that cannot be
+/// opened.
+pub(super) fn failing_line(branch: &str, effect: Effect, failures: u32, error: &str) -> String {
+    let what = match effect {
+        Effect::Push => format!("cannot push branch {branch}"),
+        Effect::Open => format!("cannot open the draft PR of branch {branch}"),
+    };
     format!(
-        "[ESCALATE:EffectFailing] cannot open the draft PR of branch {branch} ({failures} failed tries; executor keeps trying): {error}"
+        "[ESCALATE:EffectFailing] {what} ({failures} failed tries; executor keeps trying): {error}"
     )
 }

@@ -7,9 +7,9 @@
 //!
 //! Outside effects are written before they are performed and marked done after, in the
 //! run's PR memory, so a failure or a crash between the two is healed by the next tick:
-//! a run whose pushed branch waits for its PR has it opened (`opening`); a review verdict
-//! is kept by head and posted again rather than reviewed again; a `fix_ci` worker is tied
-//! to the head it was made for. A completion is decided first (the run `complete`, its
+//! a run whose branch waits for its push or its PR has it pushed and opened (`opening`); a
+//! review verdict is kept by head and posted again rather than reviewed again; a `fix_ci`
+//! worker is tied to the head it was made for. A completion is decided first (the run `complete`, its
 //! task `done`, with the completion's effects owed in the memory), then each owed effect
 //! is performed and marked done: the owner's @mention on the PR (found by its marker
 //! before it is posted again), then the record step and the owner's notice. So the owner
@@ -170,43 +170,37 @@ fn pr_number(run: &Run) -> u64 {
     u64::try_from(run.pr_number.unwrap_or_default()).unwrap_or_default()
 }
 
-/// Tries to open the PR of a run whose branch is pushed; `Some` when the run moved to `pr`
-/// or the owner was asked.
+/// Pushes the recorded commit of a run that still owes its push, then tries to open its
+/// PR; `Some` when the run moved to `pr` or the owner was asked.
 async fn open_one(
     runner: &Runner,
     github: &GithubForge,
     mut run: Run,
 ) -> Result<Option<RunResult>> {
     let store = runner.store.as_ref();
+    let settings = runner.settings.as_ref();
     let memory = opening::memory_of_run(store, run.id).await?;
-    match opening::try_open(
-        store,
-        runner.settings.clock.as_ref(),
-        github,
-        &mut run,
-        memory,
-    )
-    .await?
-    {
+    match opening::try_publish(store, settings, github, &mut run, memory, true).await? {
         opening::Tried::Opened => {
             tracing::info!(gid = %run.task_gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
             Ok(Some(result_of(&run, None)))
         }
         opening::Tried::Failed {
+            effect,
             error,
             failures,
             ask,
         } => {
-            tracing::warn!(gid = %run.task_gid, run = run.id, failures, %error, "cannot open the draft PR now; the next tick tries again");
+            tracing::warn!(gid = %run.task_gid, run = run.id, ?effect, failures, %error, "cannot push the branch or open its draft PR now; the next tick tries again");
             if !ask {
                 return Ok(None);
             }
             let branch = run.branch_name.clone().unwrap_or_default();
-            let line = opening::failing_line(&branch, failures, &error);
+            let line = opening::failing_line(&branch, effect, failures, &error);
             let id = open_escalation(
                 store,
                 &runner.adapter,
-                &runner.settings,
+                settings,
                 &run,
                 &run.task_gid.clone(),
                 &Asked::Message(line),
@@ -296,13 +290,7 @@ async fn tick_step(
             steps::resolve_threads(&github.client, thread_ids).await?;
         }
         PrStep::TriggerCi { head_sha, reason } => {
-            let branch = run.branch_name.clone().unwrap_or_default();
-            match steps::choose_ci_trigger(&obs, reason, github.ci_workflow.as_deref(), &branch) {
-                Some(how) => steps::trigger_ci(&github.client, head_sha, &how).await?,
-                None => {
-                    tracing::warn!(gid = %gid, run = run.id, "CI is missing for the head and executor cannot start it (no failed run to re-run); the owner is asked if it does not appear")
-                }
-            }
+            trigger_ci(github, &run, &obs, head_sha, reason).await?;
         }
         PrStep::SpawnFixCi {
             attempt, failure, ..
@@ -389,6 +377,26 @@ async fn tick_step(
     }
     opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
     Ok(moved.then(|| result_of(&run, None)))
+}
+
+/// Starts CI for `head_sha` the way that fits what GitHub shows (a re-run of the failed
+/// jobs, or the configured workflow dispatched); nothing when neither is possible (the
+/// owner is asked by the machine if CI does not appear).
+async fn trigger_ci(
+    github: &GithubForge,
+    run: &Run,
+    obs: &PrObservation,
+    head_sha: &str,
+    reason: &crate::core::pr::TriggerReason,
+) -> Result<()> {
+    let branch = run.branch_name.clone().unwrap_or_default();
+    match steps::choose_ci_trigger(obs, reason, github.ci_workflow.as_deref(), &branch) {
+        Some(how) => steps::trigger_ci(&github.client, head_sha, &how).await?,
+        None => {
+            tracing::warn!(gid = %run.task_gid, run = run.id, "CI is missing for the head and executor cannot start it (no failed run to re-run); the owner is asked if it does not appear")
+        }
+    }
+    Ok(())
 }
 
 /// What the look at a run's PR left for its step.
@@ -850,20 +858,6 @@ async fn pr_worker(
         tracing::warn!(gid = %gid, run = run.id, phase = phase.as_str(), why = %worked.why, "a PR worker ended without [DONE]; the next tick looks again");
     }
     Ok((worked, pushed))
-}
-
-/// The worktree's `HEAD` commit, in full.
-async fn full_head(settings: &RunnerSettings, worktree: &Path) -> Option<String> {
-    let git = orchestrator_git(settings, worktree).ok()?;
-    tokio::task::spawn_blocking(move || {
-        let out = git.output(&["rev-parse", "HEAD"]).ok()?;
-        out.status
-            .success()
-            .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-    })
-    .await
-    .ok()
-    .flatten()
 }
 
 #[cfg(test)]
