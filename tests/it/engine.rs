@@ -335,7 +335,7 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
         &[
             "/bin/sh",
             "-c",
-            "for i in $(seq 1 30); do echo \"[STATUS:step] n=$i\"; sleep 0.2; done; echo changed > CHANGED.md; echo '[DONE:implemented] all steps'",
+            "for i in $(seq 1 40); do echo \"[STATUS:step] n=$i\"; sleep 1; done; echo changed > CHANGED.md; echo '[DONE:implemented] all steps'",
         ],
         &[],
         "",
@@ -348,7 +348,7 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
             schema.url_with_schema()
         ),
     ));
-    ws.ok(&["add", "--title", "Thirty steps", "--gid", "T-1"]);
+    ws.ok(&["add", "--title", "Many steps", "--gid", "T-1"]);
     ws.ok(&["go", "T-1"]);
     let mut runner = ws.command(&["run", "--once"]).spawn().expect("start");
     let runtime = tokio::runtime::Handle::current();
@@ -357,10 +357,10 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
             (!runtime.block_on(pg_workers(&schema)).is_empty()).then_some(())
         })
     });
-    // For three seconds of the worker's six, every connection the runner has is
+    // For thirty seconds of the worker's forty, every connection the runner has is
     // terminated by the server, again and again.
     let admin = schema.admin().await;
-    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    let until = tokio::time::Instant::now() + Duration::from_secs(30);
     let mut cut = 0i64;
     while tokio::time::Instant::now() < until {
         let killed: Vec<bool> = sqlx::query_scalar(
@@ -386,7 +386,7 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
             .await
             .expect("messages");
     admin.close().await;
-    let expected: Vec<String> = (1..=30).map(|n| format!("[STATUS:step] n={n}")).collect();
+    let expected: Vec<String> = (1..=40).map(|n| format!("[STATUS:step] n={n}")).collect();
     assert_eq!(steps, expected, "every worker line stored, once, in order");
     schema.drop().await;
 }
@@ -570,7 +570,7 @@ fn a_full_disk_under_the_sqlite_store_strands_no_run_and_loses_no_worker_line() 
         "EXECUTOR_STORAGE_URL".into(),
         format!("sqlite://{}", db.display()),
     ));
-    ws.ok(&["add", "--title", "Thirty steps", "--gid", "T-1"]);
+    ws.ok(&["add", "--title", "Many steps", "--gid", "T-1"]);
     ws.ok(&["go", "T-1"]);
     let log = ws.dir.path().join("runner.log");
     let mut runner = ws

@@ -15,35 +15,7 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
     let Runner {
         store, settings, ..
     } = runner;
-    for worker in store.open_workers(&host()).await? {
-        if carried_by_live_runner(
-            store.as_ref(),
-            &runner.holder,
-            settings.clock.now(),
-            worker.run_id,
-        )
-        .await?
-        {
-            continue;
-        }
-        let Ok(pid) = u32::try_from(worker.pid) else {
-            continue;
-        };
-        let outcome = if stop_recorded(&worker, settings.grace).await {
-            tracing::warn!(
-                run = worker.run_id,
-                pid,
-                "stopped a worker a previous runner left running"
-            );
-            "stopped at recovery: its runner had died or lost its lease"
-        } else {
-            "gone when its runner was recovered"
-        };
-        store
-            .end_worker(worker.id, settings.clock.now(), outcome)
-            .await?;
-    }
-
+    stop_left_workers(runner).await?;
     let mut runs = tokio::task::JoinSet::new();
     for mut run in store.runs(None).await? {
         if run.state != RunState::InProgress {
@@ -137,6 +109,44 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         runs.spawn(continue_run(runner.clone(), task, run, start, "recovery"));
     }
     Ok(collect(runs, "a recovered run failed").await)
+}
+
+/// Stops every worker recorded on this host whose runner is gone (dead, or its lease
+/// expired or taken), with its whole group, and records its end; a live runner's workers
+/// are left alone.
+async fn stop_left_workers(runner: &Runner) -> Result<()> {
+    let Runner {
+        store, settings, ..
+    } = runner;
+    for worker in store.open_workers(&host()).await? {
+        if carried_by_live_runner(
+            store.as_ref(),
+            &runner.holder,
+            settings.clock.now(),
+            worker.run_id,
+        )
+        .await?
+        {
+            continue;
+        }
+        let Ok(pid) = u32::try_from(worker.pid) else {
+            continue;
+        };
+        let outcome = if stop_recorded(&worker, settings.grace).await {
+            tracing::warn!(
+                run = worker.run_id,
+                pid,
+                "stopped a worker a previous runner left running"
+            );
+            "stopped at recovery: its runner had died or lost its lease"
+        } else {
+            "gone when its runner was recovered"
+        };
+        store
+            .end_worker(worker.id, settings.clock.now(), outcome)
+            .await?;
+    }
+    Ok(())
 }
 
 /// Stops a recorded worker's group if the worker (same pid and start time) or members of
