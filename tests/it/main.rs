@@ -39,6 +39,7 @@ mod hostile_intake;
 mod layers;
 mod model_server;
 mod pg_adoption;
+mod plan_notes;
 mod policy;
 mod real_agents;
 mod real_runs;
