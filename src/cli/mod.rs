@@ -18,6 +18,8 @@ mod metrics;
 mod output;
 mod policy;
 mod protocol;
+#[cfg(test)]
+mod readme_commands;
 mod reanalyze;
 mod record;
 mod runs;
