@@ -38,6 +38,7 @@ mod hook;
 mod hostile_intake;
 mod layers;
 mod model_server;
+mod newcomer;
 mod pg_adoption;
 mod plan_notes;
 mod policy;
