@@ -127,3 +127,118 @@ fn the_readmes_first_command_works_in_a_fresh_folder_and_doctor_finds_nothing_wr
         );
     }
 }
+
+/// `executor.toml` after the quick start's edits: its keys uncommented where `init` wrote
+/// them, and what this test's machine needs besides (the CLI's path, the scripted model
+/// server as the API, its port let through the wall).
+fn quick_start_config(text: &str, cli: &Path, env: &[&str], port: &str) -> String {
+    let edits = [
+        ("# kind = \"auto\"", "kind = \"claude\"".to_string()),
+        (
+            "# program = \"claude\"",
+            format!("program = \"{}\"", cli.display()),
+        ),
+        ("# env = []", format!("env = {env:?}")),
+        (
+            "# verify = []",
+            "verify = [\"sh\", \"-c\", \"test -s greeting.txt\"]".to_string(),
+        ),
+        ("# allow = []", format!("allow = [\"127.0.0.1:{port}\"]")),
+    ];
+    let mut text = text.to_string();
+    for (commented, set) in edits {
+        assert!(text.contains(commented), "the template has `{commented}`");
+        text = text.replacen(commented, &set, 1);
+    }
+    text
+}
+
+#[test]
+fn the_claude_quick_start_completes_a_task_with_a_real_change_by_the_repositorys_author() {
+    use crate::model_server::{ModelServer, Turn};
+    let Some(cli) = crate::real_agents::agent_cli("claude") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::bash("echo verbose > greeting.txt"),
+        Turn::text("[STATUS:implemented] wrote greeting.txt\n[DONE:implemented] flag added"),
+    ]);
+    let root = tempfile::tempdir().expect("temp dir");
+    let (repo, home) = (root.path().join("app"), root.path().join("home"));
+    std::fs::create_dir_all(&repo).expect("repo folder");
+    std::fs::create_dir_all(&home).expect("home folder");
+    crate::support::init_repo(&repo);
+    crate::support::git(&repo, &["config", "user.name", "Ada Owner"]);
+    crate::support::git(&repo, &["config", "user.email", "ada@example.com"]);
+
+    let mode = if crate::confinement::wall_works() {
+        "required"
+    } else {
+        "off"
+    };
+    let run = |args: &[&str]| {
+        let mut cmd = crate::support::executor(&repo);
+        cmd.args(args)
+            .env("HOME", &home)
+            .env(crate::support::SANDBOX_MODE_ENV, mode);
+        for (key, value) in server.claude_env() {
+            cmd.env(key, value);
+        }
+        let out = cmd.output().expect("run executor");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(
+            out.status.success(),
+            "executor {args:?}: {stdout}\n{stderr}"
+        );
+        stdout
+    };
+
+    run(&["init", "."]);
+    let config = repo.join("executor.toml");
+    let port = server
+        .url()
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    // The quick start's API key, and the scripted server standing in for Anthropic's API.
+    let env = [
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_BASE_URL",
+        "CLAUDE_CODE_MAX_RETRIES",
+    ];
+    let text = std::fs::read_to_string(&config).expect("read config");
+    std::fs::write(&config, quick_start_config(&text, &cli, &env, &port)).expect("write");
+
+    let doctor = run(&["doctor", "--offline"]);
+    assert!(
+        doctor.contains("API key in $ANTHROPIC_API_KEY"),
+        "the login is found: {doctor}"
+    );
+    run(&["add", "--title", "Add a --verbose flag", "--gid", "V-1"]);
+    run(&["go", "V-1"]);
+    run(&["run", "--once"]);
+
+    let shown: serde_json::Value =
+        serde_json::from_str(&run(&["show", "V-1", "--json"])).expect("show --json");
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    let the_run = &shown["runs"][0];
+    assert_eq!(the_run["state"], "complete", "{shown}");
+    let branch = the_run["branch_name"].as_str().expect("a branch");
+    assert_eq!(
+        crate::support::git(&repo, &["show", &format!("{branch}:greeting.txt")]),
+        "verbose",
+        "the worker's change is committed on the run's branch"
+    );
+    let commit = crate::support::git(&repo, &["log", "-1", "--format=%an <%ae>%n%B", branch]);
+    assert!(
+        commit.starts_with("Ada Owner <ada@example.com>"),
+        "committed by the repository's own author: {commit}"
+    );
+    assert!(
+        commit.contains(&format!("Executor-Run: {}", the_run["id"]))
+            && commit.contains("Executor-Task: V-1"),
+        "{commit}"
+    );
+}
