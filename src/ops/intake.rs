@@ -130,6 +130,9 @@ impl PlansIntake {
                                 .is_some_and(|seen| seen.outcome.as_ref().ok() == Some(&note.gid));
                         let gid = note.gid.clone();
                         if note.draft {
+                            if !unchanged_bytes {
+                                tracing::info!(%gid, path = %display_path, "plan note is a draft: left out until its `status: draft` line is removed");
+                            }
                             report.drafts.push(gid.clone());
                         } else if taken_in_before {
                             report.unchanged += 1;
