@@ -18,6 +18,8 @@ mod metrics;
 mod output;
 mod policy;
 mod protocol;
+#[cfg(test)]
+mod readme_commands;
 mod reanalyze;
 mod record;
 mod runs;
@@ -935,6 +937,17 @@ pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::S
         Some(json) => serde_json::from_str(&json).ok(),
         None => None,
     };
+    let worked_on = match runs.last() {
+        Some(run) => store
+            .run_task_text(run.id)
+            .await?
+            .map(|task_text| output::WorkedOn {
+                run_id: run.id,
+                changed_since: task.description.as_deref() != Some(task_text.as_str()),
+                task_text,
+            }),
+        None => None,
+    };
     Ok(output::ShownTask {
         task,
         facts,
@@ -942,6 +955,7 @@ pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::S
         events,
         decisions,
         messages,
+        worked_on,
     })
 }
 
@@ -957,13 +971,15 @@ pub(crate) async fn status_report(
     summary.live_workers =
         runs::live_workers(&store.open_workers(&host).await?, runs::process_alive);
     let outbox = store.outbox_backlog().await?;
-    Ok(output::StatusReport::new(
+    let mut report = output::StatusReport::new(
         settings,
         summary,
         outbox,
         confinement(settings),
         chrono::Utc::now(),
-    ))
+    );
+    report.changed_since_run = store.changed_since_run().await?;
+    Ok(report)
 }
 
 async fn decide(

@@ -32,6 +32,18 @@ pub struct ShownTask {
     pub decisions: Vec<Decision>,
     /// The latest run's recent messages, oldest first.
     pub messages: Vec<crate::core::record::StoredMessage>,
+    /// The text the latest run was given; absent before it has a run, or for a run from
+    /// before executor kept it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worked_on: Option<WorkedOn>,
+}
+
+/// The task text a run was given, and whether the task's text changed since.
+#[derive(Debug, Serialize)]
+pub struct WorkedOn {
+    pub run_id: i64,
+    pub task_text: String,
+    pub changed_since: bool,
 }
 
 /// `executor status`.
@@ -44,6 +56,8 @@ pub struct StatusReport {
     pub live_workers: i64,
     pub pending_escalations: i64,
     pub intake_errors: Vec<IntakeError>,
+    /// Done tasks whose text changed since the run that did them.
+    pub changed_since_run: Vec<crate::core::record::ChangedTask>,
     /// Chat messages not delivered yet, per notifier.
     pub outbox: Vec<crate::core::outbox::OutboxBacklog>,
     /// Whether workers run inside the wall, and why not.
@@ -113,6 +127,7 @@ impl StatusReport {
             live_workers: summary.live_workers,
             pending_escalations: summary.pending_escalations,
             intake_errors: summary.intake_errors,
+            changed_since_run: Vec::new(),
             outbox,
             confinement,
         }
@@ -408,6 +423,19 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
                 )?;
             }
         }
+        if let Some(worked_on) = &shown.worked_on {
+            if worked_on.changed_since {
+                writeln!(
+                    out,
+                    "run #{} worked on an earlier text (changed since; `executor retry {}` runs it again):\n{}",
+                    worked_on.run_id,
+                    task.task_gid,
+                    printable_text(&worked_on.task_text)
+                )?;
+            } else {
+                writeln!(out, "run #{} worked on the text above", worked_on.run_id)?;
+            }
+        }
         writeln!(out, "history:")?;
         for event in &shown.events {
             let moved = match (&event.from_status, &event.to_status) {
@@ -532,6 +560,20 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
                 )?;
             }
         }
+        if !report.changed_since_run.is_empty() {
+            writeln!(
+                out,
+                "done, but changed since ({}):",
+                report.changed_since_run.len()
+            )?;
+            for c in &report.changed_since_run {
+                writeln!(
+                    out,
+                    "  {}: its text changed after run {}; `executor retry {}` runs it again",
+                    c.task_gid, c.run_id, c.task_gid
+                )?;
+            }
+        }
         if report.outbox.is_empty() {
             writeln!(out, "chat outbox: nothing waiting")?;
         } else {
@@ -564,6 +606,12 @@ pub fn print_ingest(dir: &Path, report: &IngestReport) {
     );
     for (path, reason) in &report.errors {
         eprintln!("  {path}: {reason} (left untouched)");
+    }
+    if !report.drafts.is_empty() {
+        eprintln!(
+            "  drafts, left out until their `status: draft` line is removed: {}",
+            report.drafts.join(", ")
+        );
     }
 }
 

@@ -212,6 +212,15 @@ pub struct StoredMessage {
     pub line: String,
 }
 
+/// A done task whose text changed since the run that did it (`executor status` lists it
+/// with the command to run it again).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChangedTask {
+    pub task_gid: String,
+    /// The task's latest run, which worked on the older text.
+    pub run_id: i64,
+}
+
 /// An input a source could not turn into a task (a malformed plan note), kept until the
 /// input is fixed or gone (`executor_intake_errors`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

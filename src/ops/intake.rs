@@ -5,6 +5,8 @@
 //! it is recorded as an intake error (shown by `executor status`) until it is fixed or
 //! removed, and the other notes are taken in all the same: one bad note (a NUL byte, a value
 //! the database refuses) never blocks the rest. Deleting a note never deletes its task.
+//! A draft (`status: draft` in its front matter) is not taken in, and a task made from an
+//! earlier version of it is left as it was, until the owner removes that line.
 
 use std::collections::{HashMap, HashSet};
 
@@ -20,6 +22,8 @@ pub struct IngestReport {
     pub created: Vec<String>,
     pub updated: Vec<String>,
     pub unchanged: usize,
+    /// Gids of the notes left out because they are drafts.
+    pub drafts: Vec<String>,
     /// Notes not taken in: (path, reason).
     pub errors: Vec<(String, String)>,
 }
@@ -124,40 +128,22 @@ impl PlansIntake {
                         let taken_in_before = unchanged_bytes
                             && previous
                                 .is_some_and(|seen| seen.outcome.as_ref().ok() == Some(&note.gid));
-                        if taken_in_before {
+                        let gid = note.gid.clone();
+                        if note.draft {
+                            if !unchanged_bytes {
+                                tracing::info!(%gid, path = %display_path, "plan note is a draft: left out until its `status: draft` line is removed");
+                            }
+                            report.drafts.push(gid.clone());
+                        } else if taken_in_before {
                             report.unchanged += 1;
                         } else {
-                            let new = NewTask {
-                                task_gid: note.gid.clone(),
-                                source: note.source.unwrap_or_else(|| plans::SOURCE.to_string()),
-                                description: note.description,
-                                notes: note.notes,
-                                priority: note.priority,
-                                initial_status: self.settings.initial_status.clone(),
-                            };
-                            match store.upsert_task(&new, plans::SOURCE, clock.now()).await {
-                                Ok((_, UpsertOutcome::Created)) => {
-                                    tracing::info!(gid = %note.gid, path = %display_path, "plan note added to the queue");
-                                    report.created.push(note.gid.clone());
-                                }
-                                Ok((_, UpsertOutcome::Updated)) => {
-                                    tracing::info!(gid = %note.gid, path = %display_path, "plan note updated its task");
-                                    report.updated.push(note.gid.clone());
-                                }
-                                Ok((_, UpsertOutcome::Unchanged)) => report.unchanged += 1,
-                                // This note's values, not the store: the other notes go on.
-                                Err(error) if error.is_refused_value() => {
-                                    refused = Some(format!(
-                                        "the database refused it: {}",
-                                        error.with_causes()
-                                    ));
-                                }
-                                Err(error) => return Err(error.into()),
-                            }
+                            refused = self
+                                .take_in(store, clock, note, &display_path, &mut report)
+                                .await?;
                         }
                         match refused.take() {
                             Some(reason) => Err(reason),
-                            None => Ok(note.gid),
+                            None => Ok(gid),
                         }
                     }
                 },
@@ -185,6 +171,48 @@ impl PlansIntake {
         store.retain_intake_errors(plans::SOURCE, &failing).await?;
         self.seen = seen_now;
         Ok(report)
+    }
+}
+
+impl PlansIntake {
+    /// Writes one readable note's task; `Some(reason)` if the database refused its values
+    /// (this note's fault, not the store's: the other notes go on).
+    async fn take_in(
+        &self,
+        store: &dyn Store,
+        clock: &dyn Clock,
+        note: plans::PlanNote,
+        display_path: &str,
+        report: &mut IngestReport,
+    ) -> Result<Option<String>, IntakeError> {
+        let gid = note.gid.clone();
+        let new = NewTask {
+            task_gid: note.gid,
+            source: note.source.unwrap_or_else(|| plans::SOURCE.to_string()),
+            description: note.description,
+            notes: note.notes,
+            priority: note.priority,
+            initial_status: self.settings.initial_status.clone(),
+        };
+        match store.upsert_task(&new, plans::SOURCE, clock.now()).await {
+            Ok((_, UpsertOutcome::Created)) => {
+                tracing::info!(%gid, path = %display_path, "plan note added to the queue");
+                report.created.push(gid);
+            }
+            Ok((_, UpsertOutcome::Updated)) => {
+                tracing::info!(%gid, path = %display_path, "plan note updated its task");
+                report.updated.push(gid);
+            }
+            Ok((_, UpsertOutcome::Unchanged)) => report.unchanged += 1,
+            Err(error) if error.is_refused_value() => {
+                return Ok(Some(format!(
+                    "the database refused it: {}",
+                    error.with_causes()
+                )));
+            }
+            Err(error) => return Err(error.into()),
+        }
+        Ok(None)
     }
 }
 

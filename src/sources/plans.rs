@@ -3,7 +3,9 @@
 //! A note may open with YAML front matter between `---` lines. `title`, `priority`, `source`
 //! and `gid` are read from it; every other key is kept, as YAML, in the task's `notes`.
 //! Without a `gid` the task's gid is derived from the note's path, so it is stable across
-//! edits and restarts. [`parse_note`] is pure; [`scan`] only reads files, never writes them.
+//! edits and restarts. A note whose front matter says `status: draft` is read but marked a
+//! draft: the intake leaves it out of the queue until the owner removes that line.
+//! [`parse_note`] is pure; [`scan`] only reads files, never writes them.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +28,8 @@ pub struct PlanNote {
     pub description: String,
     /// The front matter keys this version does not use, as YAML.
     pub notes: Option<String>,
+    /// `status: draft` in the front matter: still being written, not to be taken in.
+    pub draft: bool,
 }
 
 /// Why a note was not taken in. The note itself is left untouched.
@@ -86,6 +90,7 @@ pub fn parse_note(relative_path: &str, bytes: &[u8]) -> Result<PlanNote, NoteErr
         },
     };
 
+    let draft = take_draft(&mut fields);
     let title = take_string(&mut fields, "title")?;
     let source = take_string(&mut fields, "source")?;
     if let Some(why) = source
@@ -161,7 +166,22 @@ pub fn parse_note(relative_path: &str, bytes: &[u8]) -> Result<PlanNote, NoteErr
         source,
         description,
         notes,
+        draft,
     })
+}
+
+/// Whether `status` says `draft` (any case); only then is the key taken out of the front
+/// matter. Any other `status` (an Obsidian workflow's own `todo`, `done`, …) stays in the
+/// task's notes as before.
+fn take_draft(fields: &mut Mapping) -> bool {
+    let is_draft = matches!(
+        fields.get("status"),
+        Some(Value::String(s)) if s.trim().eq_ignore_ascii_case("draft")
+    );
+    if is_draft {
+        fields.shift_remove("status");
+    }
+    is_draft
 }
 
 /// Splits `---\nYAML\n---\nbody`; a text without an opening `---` line is all body.

@@ -74,6 +74,11 @@ pub const SQLITE: &[Migration] = &[
         name: "webhook_deliveries",
         sql: include_str!("sql/sqlite/0012_webhook_deliveries.sql"),
     },
+    Migration {
+        version: 13,
+        name: "run_task_text",
+        sql: include_str!("sql/sqlite/0013_run_task_text.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -136,6 +141,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 12,
         name: "webhook_deliveries",
         sql: include_str!("sql/postgres/0012_webhook_deliveries.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "run_task_text",
+        sql: include_str!("sql/postgres/0013_run_task_text.sql"),
     },
 ];
 

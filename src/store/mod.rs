@@ -26,8 +26,8 @@ use thiserror::Error;
 use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
-    StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
+    ChangedTask, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run,
+    StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::task::{Analysis, NewTask, Task, UpsertOutcome};
 use crate::core::tree::{AgentSession, TaskDependency, TaskLink};
@@ -320,6 +320,13 @@ pub trait Store: Send + Sync {
 
     /// Runs, oldest first: all of them or those of one task.
     async fn runs(&self, gid: Option<&str>) -> StoreResult<Vec<Run>>;
+
+    /// The task text run `run_id` was given when it was created; `None` for an unknown run
+    /// or one created before executor kept it.
+    async fn run_task_text(&self, run_id: i64) -> StoreResult<Option<String>>;
+
+    /// Done tasks whose text differs from what their latest run was given, by gid.
+    async fn changed_since_run(&self) -> StoreResult<Vec<ChangedTask>>;
 
     /// Records a worker that just started; returns its id.
     async fn record_worker(&self, worker: &WorkerRecord) -> StoreResult<i64>;

@@ -18,8 +18,8 @@ use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult
 use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
-    StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
+    ChangedTask, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run,
+    StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
@@ -520,16 +520,18 @@ impl Store for PgStore {
 
     async fn create_run(&self, gid: &str, at: DateTime<Utc>) -> StoreResult<Run> {
         let mut tx = self.pool.begin().await?;
-        if select_task(&mut tx, gid, true).await?.is_none() {
+        let Some(task) = select_task(&mut tx, gid, true).await? else {
             return Err(StoreError::TaskNotFound(gid.to_string()));
-        }
+        };
+        // The text this run is given, kept: the task's own text may be edited later.
         let row = sqlx::query(&format!(
-            "INSERT INTO executor_runs (task_gid, started_at, updated_at, state) VALUES ($1, $2, $2, $3) \
-             RETURNING {RUN_COLUMNS}"
+            "INSERT INTO executor_runs (task_gid, started_at, updated_at, state, task_text) \
+             VALUES ($1, $2, $2, $3, $4) RETURNING {RUN_COLUMNS}"
         ))
         .bind(gid)
         .bind(at)
         .bind(RunState::Queued.as_str())
+        .bind(task.description)
         .fetch_one(&mut *tx)
         .await?;
         let run = run_from_row(&row)?;
@@ -597,6 +599,32 @@ impl Store for PgStore {
             }
         };
         Ok(rows.iter().map(run_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn run_task_text(&self, run_id: i64) -> StoreResult<Option<String>> {
+        let text: Option<Option<String>> =
+            sqlx::query_scalar("SELECT task_text FROM executor_runs WHERE id = $1")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(text.flatten())
+    }
+
+    async fn changed_since_run(&self) -> StoreResult<Vec<ChangedTask>> {
+        // Casts: an adopted owner's table may type these columns its own way.
+        let rows: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT q.task_gid::text, r.id::bigint FROM executor_queue q \
+             JOIN executor_runs r ON r.id::bigint = q.executor_run_id::bigint \
+             WHERE q.status::text = $1 AND r.task_text IS NOT NULL \
+             AND r.task_text IS DISTINCT FROM q.description::text ORDER BY 1",
+        )
+        .bind(QueueStatus::Done.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(task_gid, run_id)| ChangedTask { task_gid, run_id })
+            .collect())
     }
 
     async fn record_worker(&self, w: &WorkerRecord) -> StoreResult<i64> {

@@ -23,8 +23,8 @@ use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult
 use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run, StatusChange,
-    StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
+    ChangedTask, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run,
+    StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
@@ -543,13 +543,15 @@ impl Store for SqliteStore {
         let gid = gid.to_string();
         self.call_store(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            if select_task(&tx, &gid)?.is_none() {
+            let Some(task) = select_task(&tx, &gid)? else {
                 return Err(StoreError::TaskNotFound(gid).into());
-            }
+            };
+            // The text this run is given, kept: the task's own text may be edited later.
             tx.prepare_cached(
-                "INSERT INTO executor_runs (task_gid, started_at, updated_at, state) VALUES (?1, ?2, ?2, ?3)",
+                "INSERT INTO executor_runs (task_gid, started_at, updated_at, state, task_text) \
+                 VALUES (?1, ?2, ?2, ?3, ?4)",
             )?
-            .execute(params![gid, text(&at), RunState::Queued.as_str()])?;
+            .execute(params![gid, text(&at), RunState::Queued.as_str(), task.description])?;
             let run_id = tx.last_insert_rowid();
             tx.prepare_cached("UPDATE executor_queue SET executor_run_id = ?2, updated_at = ?3 WHERE task_gid = ?1")?
                 .execute(params![gid, run_id, text(&at)])?;
@@ -613,6 +615,35 @@ impl Store for SqliteStore {
                 ))?
                 .query_map([], run_from_row)?
                 .collect(),
+        })
+        .await
+    }
+
+    async fn run_task_text(&self, run_id: i64) -> StoreResult<Option<String>> {
+        self.call(move |conn| {
+            conn.prepare_cached("SELECT task_text FROM executor_runs WHERE id = ?1")?
+                .query_row([run_id], |row| row.get::<_, Option<String>>(0))
+                .optional()
+                .map(Option::flatten)
+        })
+        .await
+    }
+
+    async fn changed_since_run(&self) -> StoreResult<Vec<ChangedTask>> {
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT q.task_gid, r.id FROM executor_queue q \
+                 JOIN executor_runs r ON r.id = q.executor_run_id \
+                 WHERE q.status = ?1 AND r.task_text IS NOT NULL \
+                 AND r.task_text IS NOT q.description ORDER BY q.task_gid",
+            )?
+            .query_map([QueueStatus::Done.as_str()], |row| {
+                Ok(ChangedTask {
+                    task_gid: row.get(0)?,
+                    run_id: row.get(1)?,
+                })
+            })?
+            .collect()
         })
         .await
     }

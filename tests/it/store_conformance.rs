@@ -297,6 +297,77 @@ async fn a_run_is_created_queued_and_linked_to_its_task(store: &dyn Store) {
     assert!(matches!(err, StoreError::TaskNotFound(_)), "{err}");
 }
 
+async fn a_run_keeps_the_text_it_was_given_and_later_edits_are_listed(store: &dyn Store) {
+    use executor::core::record::ChangedTask;
+    for (gid, text) in [("T-1", "# A\n\nfirst"), ("T-2", "# B")] {
+        store
+            .upsert_task(&new_task(gid, text), "cli", t0())
+            .await
+            .expect("add");
+    }
+    let first = store.create_run("T-1", t0()).await.expect("run");
+    let other = store.create_run("T-2", t0()).await.expect("run");
+    assert_eq!(
+        store
+            .run_task_text(first.id)
+            .await
+            .expect("text")
+            .as_deref(),
+        Some("# A\n\nfirst")
+    );
+    assert_eq!(
+        store
+            .run_task_text(first.id + other.id + 100)
+            .await
+            .expect("text"),
+        None
+    );
+    for gid in ["T-1", "T-2"] {
+        store
+            .change_status(&change(gid, QueueStatus::Pending, QueueStatus::Done, t0()))
+            .await
+            .expect("done");
+    }
+    assert!(
+        store.changed_since_run().await.expect("changed").is_empty(),
+        "done as they were run: nothing changed"
+    );
+
+    let later = t0() + chrono::Duration::minutes(5);
+    store
+        .upsert_task(&new_task("T-1", "# A\n\nsecond"), "plans", later)
+        .await
+        .expect("edit");
+    assert_eq!(
+        store
+            .run_task_text(first.id)
+            .await
+            .expect("text")
+            .as_deref(),
+        Some("# A\n\nfirst"),
+        "the run keeps the text it was given"
+    );
+    assert_eq!(
+        store.changed_since_run().await.expect("changed"),
+        vec![ChangedTask {
+            task_gid: "T-1".into(),
+            run_id: first.id,
+        }]
+    );
+
+    // A fresh run is given the new text, and the task is no longer listed.
+    let second = store.create_run("T-1", later).await.expect("run");
+    assert_eq!(
+        store
+            .run_task_text(second.id)
+            .await
+            .expect("text")
+            .as_deref(),
+        Some("# A\n\nsecond")
+    );
+    assert!(store.changed_since_run().await.expect("changed").is_empty());
+}
+
 async fn a_saved_run_reads_back_with_every_column(store: &dyn Store) {
     store
         .upsert_task(&new_task("T-1", "# A"), "cli", t0())
@@ -2202,6 +2273,7 @@ conformance!(
     tasks_list_in_insertion_order_and_filter_by_status,
     task_pages_follow_ids_and_keep_the_filter,
     a_run_is_created_queued_and_linked_to_its_task,
+    a_run_keeps_the_text_it_was_given_and_later_edits_are_listed,
     a_saved_run_reads_back_with_every_column,
     a_save_lands_only_under_the_runs_current_lease_epoch,
     workers_are_recorded_and_open_ones_listed_per_host,

@@ -226,3 +226,26 @@ fn a_link_leaving_the_folder_is_reported_unread_and_one_inside_is_followed() {
         .as_ref()
         .is_err_and(|e| e.contains("nowhere.md, which cannot be followed")));
 }
+
+#[test]
+fn status_draft_marks_a_note_a_draft_and_other_statuses_stay_in_the_notes() {
+    let draft = ok(
+        "a.md",
+        "---\nstatus: Draft\narea: ui\n---\n# Half an idea\n",
+    );
+    assert!(draft.draft);
+    assert_eq!(draft.notes.as_deref(), Some("area: ui"));
+
+    let ready = ok("a.md", "---\nstatus: todo\n---\n# Ready\n");
+    assert!(!ready.draft);
+    assert_eq!(ready.notes.as_deref(), Some("status: todo"));
+
+    assert!(!ok("a.md", "# No front matter\n").draft);
+    assert!(
+        !ok(
+            "a.md",
+            "---\nstatus: [draft]\n---\n# A list is not a draft\n"
+        )
+        .draft
+    );
+}
