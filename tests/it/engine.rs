@@ -46,9 +46,10 @@ fn a_runner_killed_during_every_back_off_still_abandons_after_max_worker_attempt
     let ws = workspace(
         &["/bin/sh", "-c", "echo '[STATUS:working] trying'; exit 1"],
         &[],
-        "max_worker_attempts = 3\nretry_backoff = \"2s\"\n",
+        "max_worker_attempts = 3\nretry_backoff = \"6s\"\n",
     );
     // The workspace's own retry_backoff comes first in the file; this one is the last word.
+    // Long enough that a loaded machine's poll still sees the back-off before it ends.
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
     ws.write_config(&config.replace("retry_backoff = \"10ms\"\n", ""));
     ws.ok(&["add", "--title", "Never finishes", "--gid", "T-1"]);
