@@ -159,3 +159,26 @@ path = "plans"
 # enabled = false               # true: the daemon serves the console's JSON API (README: "The console's JSON API")
 # listen = "127.0.0.1:8450"     # loopback only while the console has no login
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::TEMPLATE;
+
+    /// The README's configuration reference is this template, byte for byte: a change to
+    /// one without the other fails here.
+    #[test]
+    fn the_readmes_configuration_reference_is_the_template() {
+        let readme = include_str!("../../README.md");
+        let section = readme
+            .find("### Configuration reference")
+            .map(|at| &readme[at..])
+            .expect("the README has a configuration reference");
+        let open = section.find("```toml\n").expect("its toml block") + "```toml\n".len();
+        let close = section[open..].find("\n```").expect("the block's end") + open + 1;
+        assert_eq!(
+            &section[open..close],
+            TEMPLATE,
+            "README's configuration reference differs from src/config/template.rs: copy the template into it"
+        );
+    }
+}
