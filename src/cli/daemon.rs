@@ -35,7 +35,7 @@ use crate::core::settle::Settling;
 use crate::ops::intake::PlansIntake;
 use crate::ops::source_intake::SourceIntake;
 use crate::runner::drive::Runner;
-use crate::runner::engine::{log_ended, Note, Scheduler};
+use crate::runner::engine::{failed_pass, log_ended, Note, Scheduler};
 use crate::store::wake::{Heard, Wakes};
 use crate::store::Store;
 use crate::web::github_webhook::PrLook;
@@ -102,6 +102,9 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
             note = daemon.engine.next() => {
                 if let Note::Ended { kind, passed } = &note {
                     log_ended(*kind, passed);
+                    if let Err(error) = passed {
+                        daemon.record_error(&format!("{}: {error:#}", failed_pass(*kind))).await;
+                    }
                 }
                 daemon.engine.heard(&note).await;
             }
@@ -294,6 +297,23 @@ impl<'a> Daemon<'a> {
             self.engine.wake().await;
         }
         Ok(())
+    }
+
+    /// Keeps `message` as the daemon's last error, where `executor status` shows it with its
+    /// time and count (best effort: the store may be what failed).
+    async fn record_error(&self, message: &str) {
+        let recorded = self
+            .shared
+            .record_component_error(
+                &self.heartbeat.component,
+                &self.heartbeat.host,
+                message,
+                self.clock.now(),
+            )
+            .await;
+        if let Err(error) = recorded {
+            tracing::warn!(%error, "cannot record the daemon's last error");
+        }
     }
 
     /// Records the daemon's heartbeat, and the analyzer's while this daemon holds its lock

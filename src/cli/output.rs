@@ -90,6 +90,8 @@ pub struct ComponentState {
     pub heartbeat: Heartbeat,
     /// `running`, `stopped` or `not_responding`.
     pub state: &'static str,
+    /// The last error it met since it started (`null`: none).
+    pub last_error: Option<crate::core::record::ComponentError>,
 }
 
 impl StatusReport {
@@ -100,6 +102,7 @@ impl StatusReport {
         confinement: Confinement,
         now: DateTime<Utc>,
     ) -> Self {
+        let errors = summary.component_errors;
         let components = summary
             .heartbeats
             .into_iter()
@@ -111,7 +114,15 @@ impl StatusReport {
                 } else {
                     "running"
                 };
-                ComponentState { heartbeat, state }
+                let last_error = errors
+                    .iter()
+                    .find(|e| e.component == heartbeat.component && e.host == heartbeat.host)
+                    .cloned();
+                ComponentState {
+                    heartbeat,
+                    state,
+                    last_error,
+                }
             })
             .collect();
         let queue = summary
@@ -525,6 +536,18 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
                 ),
             };
             writeln!(out, "{}:  {detail}", hb.component)?;
+            if let Some(error) = &c.last_error {
+                writeln!(
+                    out,
+                    "  last error {} ({} since it started): {}",
+                    when(&error.at),
+                    match error.count {
+                        1 => "once".to_string(),
+                        n => format!("{n} times"),
+                    },
+                    error.message
+                )?;
+            }
         }
         let queue = report
             .queue

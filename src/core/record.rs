@@ -258,6 +258,20 @@ pub struct StoreSummary {
     pub pending_escalations: i64,
     pub intake_errors: Vec<IntakeError>,
     pub heartbeats: Vec<Heartbeat>,
+    /// The last error of each component that met one since it started.
+    pub component_errors: Vec<ComponentError>,
+}
+
+/// The last error a component (`daemon`, `analyzer`) met since it started, with when and
+/// how many it has met.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ComponentError {
+    pub component: String,
+    pub host: String,
+    pub message: String,
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    pub at: DateTime<Utc>,
+    pub count: i64,
 }
 
 /// One worker process (`executor_workers`).

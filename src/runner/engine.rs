@@ -340,13 +340,17 @@ pub fn log_ended(kind: PassKind, passed: &anyhow::Result<Passed>) {
             }
         }
         Err(error) => {
-            let failed = match kind {
-                PassKind::Recovery => "recovery failed",
-                PassKind::Approved => "runner pass failed",
-                PassKind::Resumed => "resuming answered runs failed",
-                PassKind::PrLook => "the PR tick failed",
-            };
-            tracing::error!(error = format!("{error:#}"), "{failed}");
+            tracing::error!(error = format!("{error:#}"), "{}", failed_pass(kind));
         }
+    }
+}
+
+/// What failed, in words, when a pass of `kind` failed as a whole.
+pub fn failed_pass(kind: PassKind) -> &'static str {
+    match kind {
+        PassKind::Recovery => "recovery failed",
+        PassKind::Approved => "runner pass failed",
+        PassKind::Resumed => "resuming answered runs failed",
+        PassKind::PrLook => "the PR tick failed",
     }
 }

@@ -79,6 +79,11 @@ pub const SQLITE: &[Migration] = &[
         name: "run_task_text",
         sql: include_str!("sql/sqlite/0013_run_task_text.sql"),
     },
+    Migration {
+        version: 14,
+        name: "component_errors",
+        sql: include_str!("sql/sqlite/0014_component_errors.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -146,6 +151,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 13,
         name: "run_task_text",
         sql: include_str!("sql/postgres/0013_run_task_text.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "component_errors",
+        sql: include_str!("sql/postgres/0014_component_errors.sql"),
     },
 ];
 

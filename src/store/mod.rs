@@ -404,6 +404,15 @@ pub trait Store: Send + Sync {
 
     /// Records a component's sign of life (insert or replace by component and host).
     async fn beat(&self, heartbeat: &Heartbeat) -> StoreResult<()>;
+    /// Records `message` as the last error of `component` on `host` (its heartbeat's row),
+    /// counting it; a new start of the component (a new `started_at`) clears them.
+    async fn record_component_error(
+        &self,
+        component: &str,
+        host: &str,
+        message: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()>;
 
     /// Takes run `run_id`'s lease for `holder` until `until`, if it is free: no lease, an
     /// expired one (`expires_at` before `now`), one `holder` already has, or one held by

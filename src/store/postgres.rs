@@ -18,8 +18,8 @@ use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult
 use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    ChangedTask, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run,
-    StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
+    ChangedTask, ComponentError, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage,
+    Resolved, Run, StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
@@ -978,7 +978,10 @@ impl Store for PgStore {
             "INSERT INTO executor_heartbeats (component, host, pid, started_at, beat_at, stopped_at) \
              VALUES ($1, $2, $3, $4, $5, $6) \
              ON CONFLICT (component, host) DO UPDATE SET pid = excluded.pid, started_at = excluded.started_at, \
-             beat_at = excluded.beat_at, stopped_at = excluded.stopped_at",
+             beat_at = excluded.beat_at, stopped_at = excluded.stopped_at, \
+             last_error = CASE WHEN executor_heartbeats.started_at = excluded.started_at THEN executor_heartbeats.last_error END, \
+             last_error_at = CASE WHEN executor_heartbeats.started_at = excluded.started_at THEN executor_heartbeats.last_error_at END, \
+             error_count = CASE WHEN executor_heartbeats.started_at = excluded.started_at THEN executor_heartbeats.error_count ELSE 0 END",
         )
         .bind(&hb.component)
         .bind(&hb.host)
@@ -986,6 +989,26 @@ impl Store for PgStore {
         .bind(hb.started_at)
         .bind(hb.beat_at)
         .bind(hb.stopped_at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn record_component_error(
+        &self,
+        component: &str,
+        host: &str,
+        message: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE executor_heartbeats SET last_error = $3, last_error_at = $4, error_count = error_count + 1 \
+             WHERE component = $1 AND host = $2",
+        )
+        .bind(component)
+        .bind(host)
+        .bind(message)
+        .bind(at)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -1536,12 +1559,30 @@ impl Store for PgStore {
             })
         })
         .collect::<Result<_, sqlx::Error>>()?;
+        let component_errors = sqlx::query(
+            "SELECT component, host, last_error, last_error_at, error_count FROM executor_heartbeats \
+             WHERE last_error IS NOT NULL ORDER BY component, host",
+        )
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(|row| {
+            Ok(ComponentError {
+                component: row.try_get(0)?,
+                host: row.try_get(1)?,
+                message: row.try_get(2)?,
+                at: row.try_get(3)?,
+                count: row.try_get(4)?,
+            })
+        })
+        .collect::<Result<_, sqlx::Error>>()?;
         Ok(StoreSummary {
             queue: complete_counts(found),
             live_workers,
             pending_escalations,
             intake_errors: self.intake_errors().await?,
             heartbeats,
+            component_errors,
         })
     }
 

@@ -23,8 +23,8 @@ use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult
 use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
-    ChangedTask, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run,
-    StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
+    ChangedTask, ComponentError, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage,
+    Resolved, Run, StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
@@ -1005,9 +1005,32 @@ impl Store for SqliteStore {
                 "INSERT INTO executor_heartbeats (component, host, pid, started_at, beat_at, stopped_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
                  ON CONFLICT (component, host) DO UPDATE SET pid = excluded.pid, started_at = excluded.started_at, \
-                 beat_at = excluded.beat_at, stopped_at = excluded.stopped_at",
+                 beat_at = excluded.beat_at, stopped_at = excluded.stopped_at, \
+                 last_error = CASE WHEN executor_heartbeats.started_at = excluded.started_at THEN executor_heartbeats.last_error END, \
+                 last_error_at = CASE WHEN executor_heartbeats.started_at = excluded.started_at THEN executor_heartbeats.last_error_at END, \
+                 error_count = CASE WHEN executor_heartbeats.started_at = excluded.started_at THEN executor_heartbeats.error_count ELSE 0 END",
             )?
             .execute(params![hb.component, hb.host, hb.pid, text(&hb.started_at), text(&hb.beat_at), hb.stopped_at.as_ref().map(text)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn record_component_error(
+        &self,
+        component: &str,
+        host: &str,
+        message: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let (component, host, message) =
+            (component.to_string(), host.to_string(), message.to_string());
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "UPDATE executor_heartbeats SET last_error = ?3, last_error_at = ?4, error_count = error_count + 1 \
+                 WHERE component = ?1 AND host = ?2",
+            )?
+            .execute(params![component, host, message, text(&at)])?;
             Ok(())
         })
         .await
@@ -1549,7 +1572,7 @@ impl Store for SqliteStore {
 
     async fn summary(&self) -> StoreResult<StoreSummary> {
         let intake_errors = self.intake_errors().await?;
-        let (found, live_workers, pending_escalations, heartbeats) = self
+        let (found, live_workers, pending_escalations, heartbeats, component_errors) = self
             .call(|conn| {
                 let found: Vec<(QueueStatus, i64)> = conn
                     .prepare_cached("SELECT status, count(*) FROM executor_queue GROUP BY status")?
@@ -1587,7 +1610,22 @@ impl Store for SqliteStore {
                         })
                     })?
                     .collect::<rusqlite::Result<_>>()?;
-                Ok((found, live, escalations, heartbeats))
+                let errors: Vec<ComponentError> = conn
+                    .prepare_cached(
+                        "SELECT component, host, last_error, last_error_at, error_count FROM executor_heartbeats \
+                         WHERE last_error IS NOT NULL ORDER BY component, host",
+                    )?
+                    .query_map([], |row| {
+                        Ok(ComponentError {
+                            component: row.get(0)?,
+                            host: row.get(1)?,
+                            message: row.get(2)?,
+                            at: ts(row, 3)?,
+                            count: row.get(4)?,
+                        })
+                    })?
+                    .collect::<rusqlite::Result<_>>()?;
+                Ok((found, live, escalations, heartbeats, errors))
             })
             .await?;
         Ok(StoreSummary {
@@ -1596,6 +1634,7 @@ impl Store for SqliteStore {
             pending_escalations,
             intake_errors,
             heartbeats,
+            component_errors,
         })
     }
 

@@ -407,3 +407,35 @@ fn an_analyzer_that_cannot_be_built_after_start_is_logged_and_the_daemon_goes_on
         log()
     );
 }
+
+#[test]
+fn status_shows_the_daemons_last_error_with_its_time_and_count() {
+    let ws = Workspace::init();
+    let _daemon = Daemon::start(&ws);
+    // The repository goes away under the running daemon: its next pass cannot make a
+    // worktree and fails as a whole.
+    std::fs::rename(ws.path().join(".git"), ws.path().join(".git-away")).expect("move .git");
+    ws.ok(&["add", "--title", "Needs a repository", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    let error = eventually(WAIT, "the daemon's last error in status", || {
+        let status = ws.json(&["status", "--json"]);
+        status["components"]
+            .as_array()?
+            .iter()
+            .find(|c| c["component"] == "daemon")
+            .and_then(|c| c["last_error"].as_object().cloned())
+    });
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("runner pass failed"), "{error:?}");
+    assert!(message.contains("not a git repository"), "{error:?}");
+    assert!(
+        error["count"].as_i64().unwrap_or_default() >= 1,
+        "{error:?}"
+    );
+    assert!(error["at"].is_string(), "{error:?}");
+    let text = ws.ok(&["status"]);
+    assert!(
+        text.contains("last error") && text.contains("not a git repository"),
+        "{text}"
+    );
+}

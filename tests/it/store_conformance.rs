@@ -869,6 +869,57 @@ async fn heartbeats_are_replaced_per_component_and_host(store: &dyn Store) {
     assert_eq!(summary.heartbeats, vec![beat]);
 }
 
+async fn a_components_last_error_is_counted_and_cleared_by_its_next_start(store: &dyn Store) {
+    let mut beat = Heartbeat {
+        component: "daemon".into(),
+        host: "h1".into(),
+        pid: 42,
+        started_at: t0(),
+        beat_at: t0(),
+        stopped_at: None,
+    };
+    store.beat(&beat).await.expect("beat");
+    for (n, message) in ["first failure", "second failure"].iter().enumerate() {
+        let at = t0() + Duration::seconds(n as i64 + 1);
+        store
+            .record_component_error("daemon", "h1", message, at)
+            .await
+            .expect("record the error");
+    }
+    // A component that never started has no row to carry an error.
+    store
+        .record_component_error("analyzer", "h1", "nobody", t0())
+        .await
+        .expect("an error of a component without a heartbeat");
+    let errors = store.summary().await.expect("summary").component_errors;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(
+        (errors[0].message.as_str(), errors[0].count, errors[0].at),
+        ("second failure", 2, t0() + Duration::seconds(2))
+    );
+    // Beating on keeps it; a new start clears it.
+    beat.beat_at = t0() + Duration::seconds(5);
+    store.beat(&beat).await.expect("beat on");
+    assert_eq!(
+        store
+            .summary()
+            .await
+            .expect("summary")
+            .component_errors
+            .len(),
+        1
+    );
+    beat.started_at = t0() + Duration::seconds(60);
+    beat.beat_at = beat.started_at;
+    store.beat(&beat).await.expect("a new start");
+    assert!(store
+        .summary()
+        .await
+        .expect("summary")
+        .component_errors
+        .is_empty());
+}
+
 async fn summary_counts_every_known_status(store: &dyn Store) {
     store
         .upsert_task(&new_task("A", "# a"), "cli", t0())
@@ -2299,6 +2350,7 @@ conformance!(
     agent_sessions_are_replaced_by_name_and_read_back,
     intake_errors_are_refreshed_and_retained,
     heartbeats_are_replaced_per_component_and_host,
+    a_components_last_error_is_counted_and_cleared_by_its_next_start,
     summary_counts_every_known_status,
 );
 
