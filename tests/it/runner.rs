@@ -274,6 +274,59 @@ fn the_example_workspace_runs_the_whole_loop_with_the_bundled_worker() {
 }
 
 #[test]
+fn a_worker_that_finds_no_change_needed_completes_with_its_reason_and_without_one_asks() {
+    let ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "case \"$(cat)\" in *Reasoned*) echo '[DONE:no_change] the README already says it';; *) echo '[DONE:no_change]';; esac",
+        ],
+        &["true"],
+        "",
+    );
+    ws.ok(&[
+        "add",
+        "--title",
+        "Reasoned: say it in the README",
+        "--gid",
+        "T-1",
+    ]);
+    ws.ok(&[
+        "add",
+        "--title",
+        "Silent: say it in the README",
+        "--gid",
+        "T-2",
+    ]);
+    ws.ok(&["go", "T-1"]);
+    ws.ok(&["go", "T-2"]);
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // With its reason: complete, nothing committed, the reason among the run's messages.
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    assert!(
+        shown["messages"]
+            .to_string()
+            .contains("the README already says it"),
+        "{shown}"
+    );
+    // Without one: no answer, so the owner is asked as for any unchanged branch.
+    let silent = ws.json(&["show", "T-2", "--json"]);
+    assert_ne!(silent["task"]["status"], "done", "{silent}");
+    let asked = ws.json(&["escalations", "--json"]);
+    let asked = asked.as_array().expect("a list");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["action"], "no_change", "{asked:?}");
+    assert_eq!(asked[0]["task_gid"], "T-2", "{asked:?}");
+}
+
+#[test]
 fn a_worker_that_changed_nothing_asks_the_owner_instead_of_completing() {
     let ws = workspace(
         &[

@@ -439,9 +439,13 @@ pub(super) async fn integrate(
         }
     }
     if let Some(asked) = unchanged(store, settings, task, wt).await? {
-        return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
-    }
-    if let Some(github) = &settings.github {
+        let Some(why) = worked.and_then(no_change_needed) else {
+            return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
+        };
+        // The worker said no change was needed, and why: the run completes on that word,
+        // with nothing to push and no PR to open. Its line is in the run's messages.
+        tracing::info!(gid = %task.task_gid, run = run.id, %why, "the worker found no change needed; the run completes without one");
+    } else if let Some(github) = &settings.github {
         let worked = worked.context("a PR is opened only for a worker's verified change")?;
         if let Some(asked) = open_pr(store, github, settings, task, run, wt, worked).await? {
             return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
@@ -463,8 +467,18 @@ pub(super) async fn integrate(
     )
 }
 
-/// The kind of the escalation a run whose branch carries no change opens.
+/// The kind of the escalation a run whose branch carries no change opens, and the
+/// `[DONE:…]` kind of a worker that found no change needed.
 pub const NO_CHANGE: &str = "no_change";
+
+/// The reason a worker gave for ending with `[DONE:no_change] reason`; `None` for any other
+/// end, or for that kind without a reason (which is no answer: the owner is asked).
+pub(super) fn no_change_needed(worked: &Worked) -> Option<String> {
+    let line = worked.done.as_deref()?.trim_start();
+    let (kind, reason) = line.strip_prefix("[DONE:")?.split_once(']')?;
+    let reason = reason.trim();
+    (kind == NO_CHANGE && !reason.is_empty()).then(|| reason.to_string())
+}
 
 /// The owner's question when the run's branch has no commit beyond its base after the
 /// commit step: a worker that changed nothing did not do the task, so the run never
