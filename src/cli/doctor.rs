@@ -236,21 +236,30 @@ fn agent(settings: &Settings) -> Check {
                         .file_name()
                         .is_some_and(|n| n == "executor-example-worker") =>
                 {
+                    // Only a workspace that names it runs it (`auto` never does), so it is
+                    // what the owner chose; the line says what it is and how to change it.
                     check(
                         "agent",
-                        Level::Warn,
-                        format!("the bundled example worker ({program}): it writes EXECUTOR_EXAMPLE.md and does no real work; install Claude Code, Codex or pi (on the PATH executor sees), or set [agent] kind"),
+                        Level::Ok,
+                        format!("the bundled example worker ({program}), as [agent] kind names it: it writes EXECUTOR_EXAMPLE.md and does no real work; for real work install Claude Code, Codex or pi and set [agent] kind"),
                     )
                 }
                 crate::agents::Adapter::Command { .. } => {
                     check("agent", Level::Ok, format!("command worker `{program}`"))
                 }
                 _ => match version(Path::new(&program)) {
-                    Some(v) => check("agent", Level::Ok, format!("{} at {program}: {v}", adapter.name())),
+                    Some(v) => check(
+                        "agent",
+                        Level::Ok,
+                        format!("{} at {program}: {v}", adapter.name()),
+                    ),
                     None => check(
                         "agent",
                         Level::Warn,
-                        format!("{} at {program} did not answer `--version` within {VERSION_LIMIT:?}", adapter.name()),
+                        format!(
+                            "{} at {program} did not answer `--version` within {VERSION_LIMIT:?}",
+                            adapter.name()
+                        ),
                     ),
                 },
             }
