@@ -31,6 +31,9 @@ pub async fn list(store: &dyn Store, state: Option<&str>, json: bool) -> Result<
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    // The last column (branch or PR) is cut with … to fit `COLUMNS` when it is set.
+    const BEFORE_LAST: usize = 6 + 2 + 12 + 2 + 22 + 2 + 24 + 2 + 19 + 2;
+    let last_width = super::output::columns().map(|c| c.saturating_sub(BEFORE_LAST).max(8));
     let table = (|| -> std::io::Result<()> {
         writeln!(
             out,
@@ -38,18 +41,21 @@ pub async fn list(store: &dyn Store, state: Option<&str>, json: bool) -> Result<
             "RUN", "STATE", "STAGE", "TASK", "UPDATED"
         )?;
         for run in &runs {
+            let last = super::output::printable(
+                run.pr_url
+                    .as_deref()
+                    .or(run.branch_name.as_deref())
+                    .unwrap_or("-"),
+            );
             writeln!(
                 out,
                 "{:>6}  {:<12}  {:<22}  {:<24}  {:<19}  {}",
                 run.id,
                 run.state.as_str(),
                 stage(run),
-                run.task_gid,
+                super::output::printable(&run.task_gid),
                 local_time(&run.updated_at),
-                run.pr_url
-                    .as_deref()
-                    .or(run.branch_name.as_deref())
-                    .unwrap_or("-")
+                last_width.map_or_else(|| last.clone(), |w| super::output::fit(&last, w))
             )?;
         }
         out.flush()

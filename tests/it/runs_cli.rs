@@ -43,6 +43,17 @@ fn runs_are_listed_and_a_runs_work_logs_are_printed() {
         "{table}"
     );
     assert_eq!(ws.ok(&["runs", "--state", "abandoned"]).trim(), "no runs");
+    // A narrow terminal: every line fits it, the branch cut with an ellipsis.
+    let out = ws
+        .command(&["runs"])
+        .env("COLUMNS", "110")
+        .output()
+        .expect("runs");
+    let narrow = String::from_utf8_lossy(&out.stdout).into_owned();
+    for line in narrow.lines() {
+        assert!(line.chars().count() <= 110, "{line:?} in\n{narrow}");
+    }
+    assert!(narrow.contains('…'), "{narrow}");
 
     let id = runs[1]["id"].as_i64().expect("L-1's run").to_string();
     let logs = ws.ok(&["logs", &id]);
