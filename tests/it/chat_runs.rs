@@ -480,7 +480,19 @@ fn the_outgoing_webhook_takes_the_owners_answer_and_refuses_a_wrong_token() {
     ws.ok(&["go", "W-1"]);
     ws.ok(&["run", "--once"]);
     let id = escalation_id(&ws);
+    let reads = || {
+        fake.requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.ends_with("/messages"))
+            .count()
+    };
+    let before = reads();
     let _daemon = Daemon::start(&ws);
+    // The daemon reads the topic once as it starts; the owner speaks after that read, so
+    // only the webhook (or the next read, a minute later) can bring the answer.
+    eventually(WAIT, "the daemon's first read of the topic", || {
+        (reads() > before).then_some(())
+    });
     let message = fake.post_as_owner(STREAM, TOPIC, &format!("@**Executor** approve {id}"));
     let url = format!("http://127.0.0.1:{port}/zulip");
     let post = |payload: &Value| {
