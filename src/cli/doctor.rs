@@ -326,6 +326,30 @@ fn git(settings: &Settings) -> Vec<Check> {
     };
     let mut out = vec![check("git", Level::Ok, git)];
     let repo = settings.root.join(&runner.repository);
+    // Without worktrees, workers run in the folder itself and nothing is committed: it
+    // need not be a repository, and there is no base branch to start from.
+    if !runner.worktrees {
+        out.push(if repo.is_dir() {
+            check(
+                "repository",
+                Level::Ok,
+                format!(
+                    "{} (runner.worktrees = false: workers run in it, nothing is committed)",
+                    repo.display()
+                ),
+            )
+        } else {
+            check(
+                "repository",
+                Level::Fail,
+                format!(
+                    "{} is not a folder: set [runner] repository to the folder workers work in",
+                    repo.display()
+                ),
+            )
+        });
+        return out;
+    }
     let repo_git = crate::runner::git::Git::repository(&repo);
     match repo_git.run(&["rev-parse", "--git-dir"]) {
         Ok(_) => out.push(check("repository", Level::Ok, repo.display().to_string())),

@@ -274,6 +274,33 @@ fn the_example_workspace_runs_the_whole_loop_with_the_bundled_worker() {
 }
 
 #[test]
+fn without_worktrees_workers_run_in_a_plain_folder_that_need_not_be_a_repository() {
+    let ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "pwd > where.txt; echo '[DONE:implemented] noted'",
+        ],
+        &[],
+        "worktrees = false\n",
+    );
+    // The folder workers run in is no repository at all.
+    std::fs::remove_dir_all(ws.path().join("repo/.git")).expect("remove .git");
+    ws.ok(&["add", "--title", "Note where", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(runs(&ws, "T-1")[0]["state"], "complete");
+    assert!(ws.path().join("repo/where.txt").exists());
+    let doctor = ws.ok(&["doctor"]);
+    assert!(doctor.contains("runner.worktrees = false"), "{doctor}");
+}
+
+#[test]
 fn a_worker_that_finds_no_change_needed_completes_with_its_reason_and_without_one_asks() {
     let ws = workspace(
         &[
