@@ -29,6 +29,30 @@ fn sqlite_workers(db: &Path) -> Vec<(i64, String, Option<String>, Option<String>
         .expect("rows")
 }
 
+/// The first run's state and stored lifecycle, and how many workers were recorded, read in
+/// one transaction (one snapshot of the WAL database).
+fn run_and_workers(db: &Path) -> (String, String, usize) {
+    let mut conn = rusqlite::Connection::open(db).expect("open the database");
+    let tx = conn.transaction().expect("a read transaction");
+    let (state, lifecycle): (String, Option<String>) = tx
+        .query_row(
+            "SELECT state, lifecycle FROM executor_runs ORDER BY id LIMIT 1",
+            [],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .unwrap_or_default();
+    let workers: i64 = tx
+        .query_row("SELECT count(*) FROM executor_workers", [], |row| {
+            row.get(0)
+        })
+        .expect("count the workers");
+    (
+        state,
+        lifecycle.unwrap_or_default(),
+        usize::try_from(workers).unwrap_or(0),
+    )
+}
+
 fn run_of(ws: &Workspace, gid: &str) -> Value {
     ws.json(&["show", gid, "--json"])["runs"][0].clone()
 }
@@ -64,12 +88,14 @@ fn a_runner_killed_during_every_back_off_still_abandons_after_max_worker_attempt
         // Wait for the next failed worker and its back-off, or for the end.
         let seen = sqlite_workers(&db).len();
         let ended = eventually(LONG, "a failed worker's back-off or the run's end", || {
-            let run = run_of(&ws, "T-1");
-            if run["state"] == "abandoned" {
+            // The stage and the workers from one snapshot of the database: read apart, a
+            // back-off seen just before it ended would pass for the next one.
+            let (state, lifecycle, workers) = run_and_workers(&db);
+            if state == "abandoned" {
                 return Some(true);
             }
-            let waiting = run["lifecycle"]["stage"] == "retry_delay";
-            (waiting && sqlite_workers(&db).len() > seen).then_some(false)
+            let waiting = lifecycle.contains("retry_delay");
+            (waiting && workers > seen).then_some(false)
         });
         if ended {
             let _ = runner.wait();
