@@ -371,6 +371,25 @@ impl Carried<'_> {
     }
 }
 
+/// What a worker's prompt says of its run: where it works and how it stands (no PR: the
+/// PR steps add their own).
+pub(super) fn run_context(
+    settings: &RunnerSettings,
+    run: &Run,
+    wt: &worktree::Worktree,
+) -> RunContext {
+    RunContext {
+        id: run.id,
+        branch: wt.branch.clone(),
+        base_branch: settings.base_branch.clone(),
+        worktree: wt.path.display().to_string(),
+        pr_url: None,
+        pr_number: None,
+        ci_attempts: run.ci_attempts,
+        worker_stuck_count: run.worker_stuck_count,
+    }
+}
+
 /// The prompt of a `phase` worker of the run, with the lifecycle's reason and failure.
 pub(super) async fn prompt_for(
     r: &Runner,
@@ -385,16 +404,7 @@ pub(super) async fn prompt_for(
     let mut ctx = PromptContext::new(
         phase,
         TaskContext::from_task(task),
-        RunContext {
-            id: run.id,
-            branch: wt.branch.clone(),
-            base_branch: settings.base_branch.clone(),
-            worktree: wt.path.display().to_string(),
-            pr_url: None,
-            pr_number: None,
-            ci_attempts: run.ci_attempts,
-            worker_stuck_count: run.worker_stuck_count,
-        },
+        run_context(settings, run, wt),
     );
     ctx.attempt = attempt;
     ctx.ci = view.failure.map(|failure| CiFailure {

@@ -170,16 +170,7 @@ impl Planner {
         let mut ctx = PromptContext::new(
             Phase::Decompose,
             TaskContext::from_task(task),
-            RunContext {
-                id: run.id,
-                branch: wt.branch.clone(),
-                base_branch: settings.base_branch.clone(),
-                worktree: wt.path.display().to_string(),
-                pr_url: None,
-                pr_number: None,
-                ci_attempts: run.ci_attempts,
-                worker_stuck_count: run.worker_stuck_count,
-            },
+            run_context(settings, run, wt),
         );
         ctx.attempt = self.attempt;
         ctx.max_attempts = Some(settings.max_worker_attempts);

@@ -789,14 +789,9 @@ async fn pr_worker(
         phase,
         TaskContext::from_task(task),
         RunContext {
-            id: run.id,
-            branch: wt.branch.clone(),
-            base_branch: settings.base_branch.clone(),
-            worktree: wt.path.display().to_string(),
             pr_url: run.pr_url.clone(),
             pr_number: run.pr_number,
-            ci_attempts: run.ci_attempts,
-            worker_stuck_count: run.worker_stuck_count,
+            ..run_context(settings, run, &wt)
         },
     );
     ctx.attempt = match phase {
