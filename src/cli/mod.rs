@@ -1341,6 +1341,9 @@ pub(crate) fn build_runner(
         slots: Arc::new(tokio::sync::Semaphore::new(
             settings.raw.runner.max_workers as usize,
         )),
+        readying: Arc::new(tokio::sync::Semaphore::new(
+            settings.raw.runner.max_workers as usize,
+        )),
         claiming: Arc::default(),
         holder: Arc::new(crate::runner::drive::this_runner()),
     })

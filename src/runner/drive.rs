@@ -203,8 +203,10 @@ pub struct Passed {
 }
 
 /// Everything a runner pass needs, cheap to clone into each run it starts. Every run
-/// holds one of `slots` while it lives, so however many passes share this, the cap on live
-/// workers holds.
+/// holds one of `slots` while its worker lives, so however many passes share this, the
+/// cap on live workers holds. A pass readies at most as many runs again ahead of a free
+/// slot (`readying`: claimed, its worktree made, its prompt written), so a slot that
+/// frees starts the next worker at once instead of claiming and preparing first.
 #[derive(Clone)]
 pub struct Runner {
     pub store: Arc<dyn Store>,
@@ -212,6 +214,8 @@ pub struct Runner {
     pub prompts: Arc<PromptSet>,
     pub settings: Arc<RunnerSettings>,
     pub slots: Arc<Semaphore>,
+    /// Runs readied ahead of a free slot (as many permits as `slots`).
+    pub readying: Arc<Semaphore>,
     /// Passes now taking approved tasks (see [`Runner::is_claiming`]).
     pub claiming: Arc<std::sync::atomic::AtomicUsize>,
     /// This runner process, as run leases name it.

@@ -14,6 +14,9 @@ pub(super) struct Start {
     pub(super) continue_parked: bool,
     /// A worker slot already taken for the run's next worker.
     pub(super) slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// The run's place among those readied ahead of a free slot (see [`Runner`]), given
+    /// up when its first worker takes a slot.
+    pub(super) readied: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Start {
@@ -22,6 +25,7 @@ impl Start {
             event,
             continue_parked: false,
             slot: None,
+            readied: None,
         }
     }
 
@@ -83,6 +87,8 @@ pub(super) struct Carried<'a> {
     pub(super) wt: worktree::Worktree,
     /// A worker slot taken for the next worker (the run's first, or a resumed one's).
     pub(super) slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    /// Held until the run's first worker has a slot (see [`Start::readied`]).
+    pub(super) readied: Option<tokio::sync::OwnedSemaphorePermit>,
     pub(super) continue_parked: bool,
     /// The last worker, whose snapshot of the repository the orchestrator checks before
     /// it commits.
@@ -111,6 +117,7 @@ pub(super) async fn carry(
         run,
         wt,
         slot: start.slot,
+        readied: start.readied,
         continue_parked: start.continue_parked,
         worked: None,
         asked: None,
@@ -120,7 +127,11 @@ pub(super) async fn carry(
         let (view, action) =
             lifecycle::decide(&view_of(&c.run), event, &rules, r.settings.clock.now())?;
         tracing::debug!(gid = %c.task.task_gid, run = c.run.id, stage = view.stage_name(), ?action, "lifecycle");
-        c.save(view).await?;
+        if written_before(&action, !r.settings.verify.is_empty()) {
+            c.save(view).await?;
+        } else {
+            c.hold(view);
+        }
         event = match action {
             lifecycle::Action::StartWorker { work, attempt } => {
                 c.start_worker(work, attempt).await?
@@ -165,13 +176,26 @@ pub(super) fn ended(worked: &Worked) -> lifecycle::Event {
     }
 }
 
+/// Whether the run's new view is written before `action` is done. Verification with no
+/// command runs nothing and ends at once, so its view is written with the decision that
+/// follows: a crash in between leaves the run as the worker's end found it, which recovery
+/// takes up the same way.
+fn written_before(action: &lifecycle::Action, verify_command: bool) -> bool {
+    !matches!(action, lifecycle::Action::Verify if !verify_command)
+}
+
 impl Carried<'_> {
-    /// Stores the run with its new lifecycle `view` (and the owner's columns it mirrors).
-    pub(super) async fn save(&mut self, view: lifecycle::RunView) -> Result<()> {
+    /// The run's new lifecycle `view` (and the owner's columns it mirrors), in memory only.
+    pub(super) fn hold(&mut self, view: lifecycle::RunView) {
         self.run.ci_attempts = i64::from(view.ci_attempts);
         self.run.worker_stuck_count = i64::from(view.stuck);
         self.run.lifecycle = Some(view);
         self.run.updated_at = self.r.settings.clock.now();
+    }
+
+    /// Stores the run with its new lifecycle `view` (and the owner's columns it mirrors).
+    pub(super) async fn save(&mut self, view: lifecycle::RunView) -> Result<()> {
+        self.hold(view);
         let (store, run) = (self.r.store.as_ref(), &self.run);
         patience::durably("the run's lifecycle", run.id, || async {
             Ok(store.save_run(run).await?)
@@ -179,12 +203,15 @@ impl Carried<'_> {
         .await
     }
 
-    /// The slot held for the next worker, or a free one (waited for).
+    /// The slot held for the next worker, or a free one (waited for). A readied run gives
+    /// its place up once it has one, so the pass readies the next.
     pub(super) async fn slot(&mut self) -> Result<tokio::sync::OwnedSemaphorePermit> {
-        Ok(match self.slot.take() {
+        let slot = match self.slot.take() {
             Some(held) => held,
             None => Arc::clone(&self.r.slots).acquire_owned().await?,
-        })
+        };
+        drop(self.readied.take());
+        Ok(slot)
     }
 
     pub(super) async fn start_worker(
@@ -192,13 +219,14 @@ impl Carried<'_> {
         work: lifecycle::Work,
         attempt: u32,
     ) -> Result<lifecycle::Event> {
-        let slot = self.slot().await?;
         let (r, gid, phase) = (self.r, self.task.task_gid.clone(), phase_of(work));
+        // Written before the slot is taken: a slot is for a live worker.
         let prompt = if std::mem::take(&mut self.continue_parked) {
             String::new()
         } else {
             prompt_for(r, &self.task, &self.run, &self.wt, phase, attempt).await?
         };
+        let slot = self.slot().await?;
         let done = self::work(
             r.store.as_ref(),
             &r.adapter,
@@ -512,4 +540,24 @@ pub(super) async fn unchanged(
             wt.branch, task.task_gid
         ))
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_verification_with_nothing_to_run_is_not_written_first() {
+        assert!(!written_before(&lifecycle::Action::Verify, false));
+        assert!(written_before(&lifecycle::Action::Verify, true));
+        let start = lifecycle::Action::StartWorker {
+            work: lifecycle::Work::Start,
+            attempt: 1,
+        };
+        for verify_command in [false, true] {
+            assert!(written_before(&start, verify_command));
+            assert!(written_before(&lifecycle::Action::Integrate, verify_command));
+            assert!(written_before(&lifecycle::Action::Wait, verify_command));
+        }
+    }
 }

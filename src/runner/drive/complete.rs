@@ -211,8 +211,9 @@ pub(super) async fn complete_local(
     {
         return Ok(Some(failed));
     }
+    // The local forge's "PR" is the commit already made: both moves are one write.
     let now = settings.clock.now();
-    move_run(store, run, RunEvent::PrOpened, now).await?;
+    run.state = next_state(&run.state, RunEvent::PrOpened)?;
     run.completed_at = Some(now);
     move_run(store, run, RunEvent::Completed, now).await?;
     queue_ops::apply(

@@ -40,7 +40,7 @@ pub(super) async fn baseline(
 
 /// The worker's environment. Any command gets executor's session id, so a program that
 /// keeps state between rounds can key it (the same id when a later phase continues the
-/// session), and the tool set it may use; the id is saved with the run first.
+/// session), and the tool set it may use; the id is saved with the worker's start record.
 pub(super) async fn environment(
     w: &WorkerRun<'_>,
     run: &mut Run,
@@ -71,10 +71,9 @@ pub(super) async fn environment(
     if let Some(tools) = &w.settings.agent.tools {
         env.insert("EXECUTOR_TOOLS".to_string(), tools.join(","));
     }
+    // Saved with the worker's start record, as soon as its process runs.
     if keeps_session && run.worker_session_id.as_deref() != Some(id.as_str()) {
         run.worker_session_id = Some(id);
-        run.updated_at = w.settings.clock.now();
-        w.store.save_run(run).await?;
     }
     Ok(env)
 }

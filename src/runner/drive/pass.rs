@@ -53,7 +53,7 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
     }
     let mut runs = tokio::task::JoinSet::new();
     loop {
-        let permit = Arc::clone(&runner.slots).acquire_owned().await?;
+        let permit = Arc::clone(&runner.readying).acquire_owned().await?;
         let Some(task) = claim_next(store.as_ref(), settings.clock.as_ref()).await? else {
             break;
         };
@@ -111,13 +111,14 @@ pub(super) async fn claim_next(store: &dyn Store, clock: &dyn Clock) -> Result<O
     }
 }
 
-/// Carries one claimed task (already `in_progress`) through a new run; `slot` is the
-/// worker slot its first worker takes. `None` when another runner claimed the run
-/// meanwhile (this one stood down).
+/// Carries one claimed task (already `in_progress`) through a new run; `readied` is its
+/// place among the runs readied ahead of a free slot, given up when its first worker (or
+/// planner) takes a slot. `None` when another runner claimed the run meanwhile (this one
+/// stood down).
 pub(super) async fn drive(
     runner: &Runner,
     task: Task,
-    slot: tokio::sync::OwnedSemaphorePermit,
+    readied: tokio::sync::OwnedSemaphorePermit,
 ) -> Result<Option<RunResult>> {
     let (store, adapter, prompts, settings) = (
         runner.store.as_ref(),
@@ -148,15 +149,20 @@ pub(super) async fn drive(
             run.worktree_path = Some(wt.path.display().to_string());
             run.branch_name = Some(wt.branch.clone());
         }
-        move_run(store, &mut run, RunEvent::WorkerStarted, settings.clock.now()).await?;
+        // The move is saved with the run's first lifecycle decision (one write, not two);
+        // a planner's run is saved at once, its loop saves only at its milestones.
+        run.state = next_state(&run.state, RunEvent::WorkerStarted)?;
+        run.updated_at = settings.clock.now();
         if conduct::needs_split(store, settings, &task).await? {
-            let _planner = slot;
+            store.save_run(&run).await?;
+            let _planner = Arc::clone(&runner.slots).acquire_owned().await?;
+            drop(readied);
             return conduct::decompose(store, adapter, prompts, settings, task, run, wt, None)
                 .await;
         }
         run.lifecycle = Some(lifecycle::RunView::default());
         let start = Start {
-            slot: Some(slot),
+            readied: Some(readied),
             ..Start::new(lifecycle::Event::Begin)
         };
         carry(runner, task, run, wt, start).await
@@ -302,6 +308,7 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             event: lifecycle::Event::Answered(answer),
             continue_parked: parked,
             slot: Some(permit),
+            readied: None,
         };
         runs.spawn(continue_run(
             runner.clone(),

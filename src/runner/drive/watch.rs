@@ -150,7 +150,9 @@ pub(super) async fn watch(
             None,
         );
         tokio::pin!(supervised);
-        let mut claim_check = tokio::time::interval(CLAIM_CHECK);
+        // The run was claimed a moment ago: the first look at the claim is one period on.
+        let mut claim_check =
+            tokio::time::interval_at(tokio::time::Instant::now() + CLAIM_CHECK, CLAIM_CHECK);
         claim_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -177,6 +179,10 @@ pub(super) async fn watch(
             }
         }
     };
+    // A worker that ended before its start was heard is recorded all the same.
+    if let Ok((pid, start_time)) = started_rx.try_recv() {
+        worker_id = Some(on_started(w, run, pid, start_time).await?);
+    }
     while let Ok((line, message)) = message_rx.try_recv() {
         on_message(w, run, contract, &scope, &line, &message).await?;
     }
