@@ -28,7 +28,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::Value;
 use thiserror::Error;
@@ -285,7 +284,7 @@ impl Analyzer {
             .prompt
             .render(task, &facts)
             .with_context(|| format!("cannot render the analysis prompt for task `{gid}`"))?;
-        let mut transcript = Transcript::create(&self.work_dir, gid, self.clock.now());
+        let mut transcript = Transcript::create(&self.work_dir, gid, &self.clock);
         let mut errors: Vec<AttemptError> = Vec::new();
         for attempt in 1..=ATTEMPTS {
             let asked = match errors.last() {
@@ -679,10 +678,13 @@ struct Transcript {
     dir: PathBuf,
     stem: String,
     file: Option<std::fs::File>,
+    /// The analyzer's clock, for each line's time.
+    clock: Arc<dyn Clock>,
 }
 
 impl Transcript {
-    fn create(work_dir: &Path, gid: &str, at: DateTime<Utc>) -> Self {
+    fn create(work_dir: &Path, gid: &str, clock: &Arc<dyn Clock>) -> Self {
+        let at = clock.now();
         let dir = work_dir.join(folder_name(gid));
         let stem = format!("analysis_{}", at.format("%Y-%m-%d-%H-%M-%S"));
         let path = dir.join(format!("{stem}.jsonl"));
@@ -701,13 +703,18 @@ impl Transcript {
                 );
             })
             .ok();
-        Transcript { dir, stem, file }
+        Transcript {
+            dir,
+            stem,
+            file,
+            clock: Arc::clone(clock),
+        }
     }
 
     fn raw(&mut self, attempt: u32, stream: Stream, line: &str) {
         if let Some(file) = self.file.as_mut() {
             let record = serde_json::json!({
-                "at": crate::core::time::format_utc(&Utc::now()),
+                "at": crate::core::time::format_utc(&self.clock.now()),
                 "attempt": attempt,
                 "stream": stream,
                 "line": line,

@@ -14,8 +14,6 @@
 
 use std::time::Duration;
 
-use chrono::Utc;
-
 use crate::chat::inbox::topic_key;
 use crate::chat::notices::{Persona, ZULIP};
 use crate::chat::webhook::{WebhookNotice, WebhookNotifier};
@@ -56,6 +54,8 @@ pub struct Deliverer {
     pub retry_max: Duration,
     /// Who claims rows: this process (host, pid and start time).
     pub holder: Holder,
+    /// When rows are claimed, delivered and due again.
+    pub clock: std::sync::Arc<dyn crate::core::clock::Clock>,
 }
 
 /// What one delivery pass did.
@@ -103,7 +103,7 @@ impl Deliverer {
                     match self.find_earlier_post(&row).await {
                         Ok(Some(posted)) => {
                             tracing::info!(outbox = row.id, zulip_message = posted, "a message claimed by a process that stopped was already in the topic; counted as delivered, not posted again");
-                            store.outgoing_delivered(row.id, Utc::now()).await?;
+                            store.outgoing_delivered(row.id, self.clock.now()).await?;
                             report.sent += 1;
                             continue;
                         }
@@ -119,7 +119,7 @@ impl Deliverer {
                 }
                 match self.send(&notifier, &row).await {
                     Ok(posted) => {
-                        store.outgoing_delivered(row.id, Utc::now()).await?;
+                        store.outgoing_delivered(row.id, self.clock.now()).await?;
                         report.sent += 1;
                         if let (Some(id), Some(zulip)) = (posted, &self.zulip) {
                             self.note_first_post(store, zulip, id).await?;
@@ -136,10 +136,10 @@ impl Deliverer {
                                     "dropped after {MAX_REFUSALS} refusals: {}",
                                     failure.message
                                 ),
-                                Utc::now(),
+                                self.clock.now(),
                             )
                             .await?;
-                        store.outgoing_delivered(row.id, Utc::now()).await?;
+                        store.outgoing_delivered(row.id, self.clock.now()).await?;
                     }
                     Err(failure) => {
                         let failures = u32::try_from(row.attempts + 1).unwrap_or(u32::MAX);
@@ -148,7 +148,7 @@ impl Deliverer {
                             wait = wait.max(asked);
                         }
                         let next =
-                            Utc::now() + chrono::Duration::from_std(wait).unwrap_or_default();
+                            self.clock.now() + chrono::Duration::from_std(wait).unwrap_or_default();
                         if failure.transient {
                             tracing::warn!(notifier = %notifier, outbox = row.id, attempts = failures, retry_in = ?wait, error = %failure.message, "a message could not be delivered; it is kept and tried again, and the ones after it wait");
                         } else {
@@ -169,7 +169,7 @@ impl Deliverer {
     /// Claims the head of `notifier`'s line; first takes it over from a process on this
     /// host that claimed it and is gone, rather than wait for that claim to run out.
     async fn claim(&self, store: &dyn Store, notifier: &str) -> StoreResult<Option<Outgoing>> {
-        let now = Utc::now();
+        let now = self.clock.now();
         let until = now + chrono::Duration::from_std(CLAIM).unwrap_or_default();
         let me = self.holder.id();
         if let Some(row) = store.claim_outgoing(notifier, &me, until, now).await? {
@@ -234,7 +234,11 @@ impl Deliverer {
         let key = topic_key(&zulip.stream, &zulip.topic);
         if store.source_cursor(&key).await?.is_none() {
             store
-                .save_source_cursor(&key, &posted.saturating_sub(1).to_string(), Utc::now())
+                .save_source_cursor(
+                    &key,
+                    &posted.saturating_sub(1).to_string(),
+                    self.clock.now(),
+                )
                 .await?;
         }
         Ok(())

@@ -15,12 +15,12 @@
 //! What it must never do: apply a decision that did not come from the owner, or apply one
 //! twice.
 
-use chrono::Utc;
+use std::sync::Arc;
 
 use crate::chat::answer::{self, OwnerReply};
 use crate::chat::notices::{Notices, Persona, ZULIP};
 use crate::chat::zulip::ZulipMessage;
-use crate::core::clock::SystemClock;
+use crate::core::clock::Clock;
 use crate::core::outbox::{NewOutgoing, Priority};
 use crate::core::queue::QueueEvent;
 use crate::core::record::{NewMessage, Resolved};
@@ -81,6 +81,8 @@ pub struct Inbox {
     pub stream: String,
     pub topic: String,
     pub notices: Notices,
+    /// When messages are claimed, answers recorded and escalations resolved.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Inbox {
@@ -105,7 +107,7 @@ impl Inbox {
             return Ok(Taken::NotForUs);
         }
         if !store
-            .claim_chat_message(&self.key(), &message.id.to_string(), Utc::now())
+            .claim_chat_message(&self.key(), &message.id.to_string(), self.clock.now())
             .await?
         {
             return Ok(Taken::Duplicate);
@@ -146,6 +148,7 @@ impl Inbox {
                 let reason = reason.unwrap_or_else(|| "no reason given (from chat)".to_string());
                 match crate::ops::run::cancel(
                     store,
+                    self.clock.as_ref(),
                     &crate::ops::run::this_process(),
                     &target,
                     &reason,
@@ -159,16 +162,18 @@ impl Inbox {
                     Err(error) => format!("`cancel {target}` did nothing: {error:#}."),
                 }
             }
-            OwnerReply::Retry { gid } => match crate::ops::run::retry(store, &gid).await {
-                Ok(moved) => {
-                    crate::store::wake::notify(store, crate::store::wake::Wake::Queue).await;
-                    format!(
-                        "`{gid}`: {} → {}; a fresh run starts when a runner takes it.",
-                        moved.from, moved.to
-                    )
+            OwnerReply::Retry { gid } => {
+                match crate::ops::run::retry(store, self.clock.as_ref(), &gid).await {
+                    Ok(moved) => {
+                        crate::store::wake::notify(store, crate::store::wake::Wake::Queue).await;
+                        format!(
+                            "`{gid}`: {} → {}; a fresh run starts when a runner takes it.",
+                            moved.from, moved.to
+                        )
+                    }
+                    Err(error) => format!("`retry {gid}` did nothing: {error:#}."),
                 }
-                Err(error) => format!("`retry {gid}` did nothing: {error:#}."),
-            },
+            }
             OwnerReply::Note(note) => {
                 let run = self.note_run(store).await?;
                 let text = match &run {
@@ -177,7 +182,7 @@ impl Inbox {
                             .record_message(&NewMessage {
                                 run_id: *run_id,
                                 task_gid: gid.clone(),
-                                at: Utc::now(),
+                                at: self.clock.now(),
                                 source: "owner".to_string(),
                                 tag: "NOTE".to_string(),
                                 kind: "owner".to_string(),
@@ -215,7 +220,7 @@ impl Inbox {
     ) -> StoreResult<String> {
         Ok(
             match store
-                .resolve_escalation(id, resolution, note, by, Utc::now())
+                .resolve_escalation(id, resolution, note, by, self.clock.now())
                 .await?
             {
                 None => format!("There is no escalation {id}; nothing changed."),
@@ -246,7 +251,7 @@ impl Inbox {
         let what = event.name();
         match crate::ops::queue::apply(
             store,
-            &SystemClock,
+            self.clock.as_ref(),
             gid,
             event,
             "owner",
@@ -317,7 +322,7 @@ impl Inbox {
                 .record_message(&NewMessage {
                     run_id,
                     task_gid: run.task_gid.clone(),
-                    at: Utc::now(),
+                    at: self.clock.now(),
                     source: format!("chat:{}", message.sender_full_name),
                     tag: line.tag.as_str().to_string(),
                     kind: line.kind.clone(),
@@ -353,7 +358,7 @@ impl Inbox {
                     task_gid: None,
                     run_id,
                     body: text.to_string(),
-                    created_at: Utc::now(),
+                    created_at: self.clock.now(),
                 }],
             )
             .await;

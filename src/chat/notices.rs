@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 
+use crate::core::clock::{Clock, SystemClock};
 use crate::core::outbox::{NewOutgoing, Priority};
 use crate::store::Store;
 
@@ -114,11 +115,19 @@ impl Routing {
 }
 
 /// The runner's handle for telling the owner: cheap to clone.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Notices {
     routing: Arc<Routing>,
     /// Woken when rows were added, so a waiting deliverer starts at once.
     wake: Arc<tokio::sync::Notify>,
+    /// When a notice is routed (quiet hours) and stamped.
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for Notices {
+    fn default() -> Self {
+        Self::new(Routing::default())
+    }
 }
 
 impl std::fmt::Debug for Notices {
@@ -131,9 +140,14 @@ impl std::fmt::Debug for Notices {
 
 impl Notices {
     pub fn new(routing: Routing) -> Self {
+        Self::with_clock(routing, Arc::new(SystemClock))
+    }
+
+    pub fn with_clock(routing: Routing, clock: Arc<dyn Clock>) -> Self {
         Self {
             routing: Arc::new(routing),
             wake: Arc::default(),
+            clock,
         }
     }
 
@@ -195,7 +209,7 @@ impl Notices {
                 }
             }
         }
-        self.send(store, &self.routing.route(&notice, Utc::now()))
+        self.send(store, &self.routing.route(&notice, self.clock.now()))
             .await;
     }
 
@@ -222,6 +236,10 @@ impl Notices {
 mod tests {
     use super::*;
 
+    fn fixed_now() -> chrono::DateTime<Utc> {
+        chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time")
+    }
+
     fn notice(priority: Priority) -> Notice {
         Notice {
             priority,
@@ -245,7 +263,7 @@ mod tests {
             ],
             owner: None,
         };
-        let at = Utc::now();
+        let at = fixed_now();
         let info = routing.route(&notice(Priority::Info), at);
         assert_eq!(
             info.iter().map(|r| r.notifier.as_str()).collect::<Vec<_>>(),
@@ -270,7 +288,7 @@ mod tests {
     fn by_default_only_the_log_hears_what_needs_the_owner() {
         let routing = Routing::default();
         assert!(routing
-            .route(&notice(Priority::Urgent), Utc::now())
+            .route(&notice(Priority::Urgent), fixed_now())
             .is_empty());
         assert!(routing.logs(&notice(Priority::Action)));
         assert!(!routing.logs(&notice(Priority::Info)));

@@ -55,7 +55,7 @@ impl Receiver {
     async fn advance(&self, store: &dyn Store, to: u64) -> Result<(), ReceiveError> {
         if self.cursor(store).await?.is_none_or(|c| to > c) {
             store
-                .save_source_cursor(&self.inbox.key(), &to.to_string(), chrono::Utc::now())
+                .save_source_cursor(&self.inbox.key(), &to.to_string(), self.inbox.clock.now())
                 .await?;
         }
         Ok(())

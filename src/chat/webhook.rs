@@ -135,6 +135,8 @@ pub struct WebhookNotifier {
     redactor: Redactor,
     timeout: Duration,
     client: reqwest::Client,
+    /// What `Retry-After` dates are measured against.
+    clock: std::sync::Arc<dyn crate::core::clock::Clock>,
 }
 
 impl fmt::Debug for WebhookNotifier {
@@ -194,6 +196,7 @@ impl WebhookNotifier {
             url,
             timeout,
             client,
+            clock: std::sync::Arc::new(crate::core::clock::SystemClock),
         })
     }
 
@@ -239,6 +242,7 @@ impl WebhookNotifier {
             &headers,
             &body,
             self.url.expose(),
+            self.clock.now(),
         ))
     }
 
@@ -288,13 +292,14 @@ fn classify(
     headers: &HeaderMap,
     body: &[u8],
     url: &str,
+    now: DateTime<Utc>,
 ) -> WebhookError {
     let name = name.to_owned();
     let code = status.as_u16();
     if status == StatusCode::TOO_MANY_REQUESTS {
         return WebhookError::RateLimited {
             name,
-            retry_after: retry_after(headers.get(header::RETRY_AFTER), Utc::now()),
+            retry_after: retry_after(headers.get(header::RETRY_AFTER), now),
         };
     }
     if Class::of(code) == Class::Server {
@@ -339,6 +344,10 @@ fn shorten(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn fixed_now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time")
+    }
     use chrono::TimeZone;
 
     const URL: &str =
@@ -402,7 +411,14 @@ mod tests {
     #[test]
     fn answers_are_classified() {
         let none = HeaderMap::new();
-        let error = classify("ops", StatusCode::NOT_FOUND, &none, b"no_service", URL);
+        let error = classify(
+            "ops",
+            StatusCode::NOT_FOUND,
+            &none,
+            b"no_service",
+            URL,
+            fixed_now(),
+        );
         assert!(
             matches!(&error, WebhookError::Rejected { status: 404, body_excerpt, .. } if body_excerpt == "no_service"),
             "{error:?}"
@@ -413,11 +429,11 @@ mod tests {
             (StatusCode::FORBIDDEN, "action_prohibited"),
             (StatusCode::GONE, "channel_is_archived"),
         ] {
-            let error = classify("ops", status, &none, body.as_bytes(), URL);
+            let error = classify("ops", status, &none, body.as_bytes(), URL, fixed_now());
             assert!(matches!(error, WebhookError::Rejected { .. }), "{error:?}");
             assert!(error.to_string().contains(body), "{error}");
         }
-        let error = classify("ops", StatusCode::FOUND, &none, b"", URL);
+        let error = classify("ops", StatusCode::FOUND, &none, b"", URL, fixed_now());
         assert!(
             matches!(&error, WebhookError::Rejected { status: 302, body_excerpt, .. } if body_excerpt == "Found"),
             "{error:?}"
@@ -428,12 +444,20 @@ mod tests {
             &none,
             b"rollup_error",
             URL,
+            fixed_now(),
         );
         assert!(matches!(error, WebhookError::Server { status: 500, .. }));
         assert!(error.is_transient());
         let mut headers = HeaderMap::new();
         headers.insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
-        let error = classify("ops", StatusCode::TOO_MANY_REQUESTS, &headers, b"", URL);
+        let error = classify(
+            "ops",
+            StatusCode::TOO_MANY_REQUESTS,
+            &headers,
+            b"",
+            URL,
+            fixed_now(),
+        );
         assert!(
             matches!(error, WebhookError::RateLimited { retry_after, .. } if retry_after == Duration::from_secs(30)),
             "{error:?}"
@@ -481,6 +505,7 @@ mod tests {
             &HeaderMap::new(),
             echoed.as_bytes(),
             URL,
+            fixed_now(),
         );
         let shown = format!("{error} {error:?}");
         assert!(!shown.contains("sEcReTtOkEnPaTh"), "{shown}");
@@ -501,6 +526,7 @@ mod tests {
             &HeaderMap::new(),
             body.as_bytes(),
             URL,
+            fixed_now(),
         );
         let WebhookError::Rejected { body_excerpt, .. } = error else {
             panic!("{error:?}");

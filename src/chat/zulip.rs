@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 use thiserror::Error;
 use url::Url;
 
+use crate::core::clock::{Clock, SystemClock};
 use crate::http::{self, retry, Class, RateGate, Redactor, Secret, Transport};
 
 /// Where the client talks to and as which bot.
@@ -43,6 +44,8 @@ pub struct ZulipOptions {
     pub events_timeout: Duration,
     pub connect_timeout: Duration,
     pub user_agent: String,
+    /// What rate-limit resets and `Retry-After` dates are measured against.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for ZulipOptions {
@@ -52,6 +55,7 @@ impl Default for ZulipOptions {
             events_timeout: Duration::from_secs(90),
             connect_timeout: Duration::from_secs(10),
             user_agent: http::USER_AGENT.into(),
+            clock: Arc::new(SystemClock),
         }
     }
 }
@@ -510,9 +514,10 @@ impl ZulipClient {
         timeout: Option<Duration>,
     ) -> Result<Vec<u8>, ZulipError> {
         let path = url.path().to_owned();
-        if let Some((until, ())) = self.inner.spent_until.check(Utc::now()) {
+        let clock = &self.inner.options.clock;
+        if let Some((until, ())) = self.inner.spent_until.check(clock.now()) {
             return Err(ZulipError::RateLimited {
-                retry_after: retry::until(until, Utc::now()),
+                retry_after: retry::until(until, clock.now()),
             });
         }
         let timeout = timeout.unwrap_or(self.inner.options.timeout);
@@ -528,12 +533,12 @@ impl ZulipClient {
         let answer = http::exchange(request, timeout, &self.inner.redactor, None).await?;
         let status = answer.status.as_u16();
         tracing::debug!(method = %method, path, status, "Zulip call");
-        let now = Utc::now();
+        let now = clock.now();
         let mut spent = budget_spent_until(&answer.headers, now);
         let result = if answer.status.is_success() {
             Ok(answer.body)
         } else {
-            Err(classify(status, &answer.headers, &answer.body, &path))
+            Err(classify(status, &answer.headers, &answer.body, &path, now))
         };
         if let Err(ZulipError::RateLimited { retry_after }) = &result {
             spent = spent.max(Some(retry::later(now, *retry_after)));
@@ -568,7 +573,13 @@ fn budget_spent_until(headers: &HeaderMap, now: DateTime<Utc>) -> Option<DateTim
 }
 
 /// The error for a response with a non-success status. `path` names what was asked.
-fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> ZulipError {
+fn classify(
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    path: &str,
+    now: DateTime<Utc>,
+) -> ZulipError {
     let parsed = serde_json::from_slice::<ErrorBody>(body).ok();
     let message = match &parsed {
         Some(parsed) if !parsed.msg.is_empty() => shorten(&parsed.msg),
@@ -581,9 +592,9 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> ZulipE
         // The header first, else the body's `retry-after` (seconds, with a fraction).
         let body_wait = parsed
             .retry_after
-            .and_then(|s| retry::parse_retry_after(&s.to_string(), Utc::now()));
+            .and_then(|s| retry::parse_retry_after(&s.to_string(), now));
         return ZulipError::RateLimited {
-            retry_after: retry::retry_after(headers, Utc::now())
+            retry_after: retry::retry_after(headers, now)
                 .or(body_wait)
                 .unwrap_or(DEFAULT_RETRY_AFTER)
                 .min(MAX_BUDGET_WAIT),
@@ -655,6 +666,10 @@ fn base64_encode(input: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    fn fixed_now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time")
+    }
+
     fn fixture(name: &str) -> Vec<u8> {
         let path = format!(
             "{}/../shared/fixtures/http/zulip/{name}",
@@ -712,6 +727,7 @@ mod tests {
             &HeaderMap::new(),
             &fixture("post_message_400.json"),
             "/api/v1/messages",
+            fixed_now(),
         );
         assert_eq!(error.code(), Some("STREAM_DOES_NOT_EXIST"), "{error:?}");
         let error = classify(
@@ -719,6 +735,7 @@ mod tests {
             &HeaderMap::new(),
             &fixture("events_bad_queue_400.json"),
             "/api/v1/events",
+            fixed_now(),
         );
         assert!(
             matches!(&error, ZulipError::QueueExpired { queue_id } if queue_id == "a4f1c3e2-9b7d-4e6f-8c5a-3d2b1e0f9a87"),
@@ -730,17 +747,29 @@ mod tests {
             HeaderValue::from_static("28.706807374954224"),
         );
         let body = br#"{"result":"error","msg":"API usage exceeded rate limit","code":"RATE_LIMIT_HIT","retry-after":28.706807374954224}"#;
-        let error = classify(429, &headers, body, "/api/v1/messages");
+        let error = classify(429, &headers, body, "/api/v1/messages", fixed_now());
         assert!(
             matches!(error, ZulipError::RateLimited { retry_after } if (retry_after.as_secs_f64() - 28.7068).abs() < 0.001),
             "{error:?}"
         );
         // Without the header, the body's key.
-        let error = classify(429, &HeaderMap::new(), body, "/api/v1/messages");
+        let error = classify(
+            429,
+            &HeaderMap::new(),
+            body,
+            "/api/v1/messages",
+            fixed_now(),
+        );
         assert!(
             matches!(error, ZulipError::RateLimited { retry_after } if retry_after.as_secs() == 28)
         );
-        let error = classify(502, &HeaderMap::new(), b"<html>bad gateway</html>", "/x");
+        let error = classify(
+            502,
+            &HeaderMap::new(),
+            b"<html>bad gateway</html>",
+            "/x",
+            fixed_now(),
+        );
         assert!(matches!(error, ZulipError::Server { status: 502, .. }));
         assert!(error.is_transient());
     }

@@ -12,6 +12,7 @@ use anyhow::{Context, Result};
 
 use crate::analyzer::{AnalyzeReport, Analyzer, PromptTemplate, PROMPT_FILE};
 use crate::config::Settings;
+use crate::core::clock::Clock;
 use crate::core::watchdog::Limits;
 use crate::store::Store;
 
@@ -54,7 +55,8 @@ pub async fn run_once(settings: &Settings, store: Arc<dyn Store>) -> Result<()> 
     let _lock = super::lock::acquire_as(&settings.root.join(ANALYZER_LOCK), "analyzer")?;
     let analyzer = build(settings, Arc::clone(&store))?;
     // `executor status` shows this pass as the analyzer while it runs, stopped after.
-    let now = chrono::Utc::now();
+    let clock = crate::core::clock::SystemClock;
+    let now = clock.now();
     let mut heartbeat = crate::core::record::Heartbeat {
         component: "analyzer".to_string(),
         host: gethostname::gethostname().to_string_lossy().into_owned(),
@@ -69,7 +71,7 @@ pub async fn run_once(settings: &Settings, store: Arc<dyn Store>) -> Result<()> 
     let analyzed = analyzer
         .analyze_pending(|analyzed| eprintln!("{}", analyzed.describe()))
         .await;
-    heartbeat.beat_at = chrono::Utc::now();
+    heartbeat.beat_at = clock.now();
     heartbeat.stopped_at = Some(heartbeat.beat_at);
     if let Err(error) = store.beat(&heartbeat).await {
         eprintln!("warning: cannot record the analyzer's stop: {error}");

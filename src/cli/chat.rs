@@ -179,6 +179,7 @@ pub(crate) async fn build(settings: &Settings, notices: Notices) -> Result<ChatP
             retry_base: chat.retry_base,
             retry_max: chat.retry_max,
             holder,
+            clock: std::sync::Arc::new(crate::core::clock::SystemClock),
         });
         return Ok(ChatParts {
             notices,
@@ -235,6 +236,7 @@ pub(crate) async fn build(settings: &Settings, notices: Notices) -> Result<ChatP
         stream: zulip.stream.clone(),
         topic: zulip.topic.clone(),
         notices: notices.clone(),
+        clock: std::sync::Arc::new(crate::core::clock::SystemClock),
     };
     let webhook = match zulip.receive {
         Receive::Webhook => {
@@ -266,6 +268,7 @@ pub(crate) async fn build(settings: &Settings, notices: Notices) -> Result<ChatP
             retry_base: chat.retry_base,
             retry_max: chat.retry_max,
             holder,
+            clock: std::sync::Arc::new(crate::core::clock::SystemClock),
         }),
         receiver: Some(Receiver {
             client: orchestrator,

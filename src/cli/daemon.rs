@@ -578,6 +578,7 @@ fn webhook_router(
     Ok(Some(crate::web::github_webhook::router(
         secret,
         Arc::clone(store),
+        Arc::clone(&runner.settings.clock),
         looks,
     )))
 }

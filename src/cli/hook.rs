@@ -24,10 +24,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use chrono::Utc;
 use serde_json::{json, Value};
 
 use crate::config;
+use crate::core::clock::{Clock, SystemClock};
 use crate::core::record::NewDecision;
 use crate::policy::{self, Contract, Decision, Input, Scope, Verdict};
 use crate::store::Store;
@@ -203,7 +203,7 @@ pub async fn decide(
     let record = NewDecision {
         task_gid: None,
         run_id: Some(run.run_id),
-        at: Utc::now(),
+        at: SystemClock.now(),
         role: "worker".to_string(),
         action: actions
             .iter()

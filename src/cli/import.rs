@@ -16,10 +16,10 @@ use std::io::BufRead;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use chrono::Utc;
 use serde::Deserialize;
 
 use super::BadInput;
+use crate::core::clock::Clock;
 use crate::core::facts::TaskFacts;
 use crate::core::gid;
 use crate::core::queue::QueueStatus;
@@ -57,7 +57,7 @@ struct Counts {
     rejected: usize,
 }
 
-pub async fn run(store: &dyn Store, file: &Path) -> Result<()> {
+pub async fn run(store: &dyn Store, clock: &dyn Clock, file: &Path) -> Result<()> {
     let opened = std::fs::File::open(file)
         .map_err(|e| BadInput(format!("cannot open {}: {e}", file.display())))?;
     let reader = std::io::BufReader::new(opened);
@@ -76,7 +76,7 @@ pub async fn run(store: &dyn Store, file: &Path) -> Result<()> {
             )),
         };
         let read = match read {
-            Ok((new, facts)) => match store.upsert_task(&new, "import", Utc::now()).await {
+            Ok((new, facts)) => match store.upsert_task(&new, "import", clock.now()).await {
                 Ok((_, outcome)) => Ok((new, facts, outcome)),
                 // This line's values, not the store: the other lines go on.
                 Err(error) if error.is_refused_value() => {
@@ -90,7 +90,11 @@ pub async fn run(store: &dyn Store, file: &Path) -> Result<()> {
             Ok((new, facts, outcome)) => {
                 if let Some(facts) = facts {
                     store
-                        .save_task_facts(&new.task_gid, &serde_json::to_string(&facts)?, Utc::now())
+                        .save_task_facts(
+                            &new.task_gid,
+                            &serde_json::to_string(&facts)?,
+                            clock.now(),
+                        )
                         .await?;
                 }
                 match outcome {

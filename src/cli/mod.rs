@@ -39,7 +39,7 @@ use clap::{Args, Parser, Subcommand};
 use thiserror::Error;
 
 use crate::config::{self, ConfigError, Env, Settings};
-use crate::core::clock::SystemClock;
+use crate::core::clock::{Clock, SystemClock};
 use crate::core::gid::{self, GidError};
 use crate::core::queue::{QueueEvent, QueueStatus, UnknownStatus};
 use crate::core::task::{body_of, compose_description, NewTask, UpsertOutcome};
@@ -719,6 +719,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         Command::Cancel { target, reason } => {
             let cancelled = crate::ops::run::cancel(
                 store,
+                &clock,
                 &crate::runner::drive::this_runner(),
                 &target,
                 reason.as_deref().unwrap_or("no reason given"),
@@ -745,14 +746,14 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             Ok(())
         }
         Command::Retry { gid } => {
-            let moved = crate::ops::run::retry(store, &gid).await?;
+            let moved = crate::ops::run::retry(store, &clock, &gid).await?;
             println!(
                 "{gid}: {} -> {} (a fresh run starts when a runner takes it)",
                 moved.from, moved.to
             );
             Ok(())
         }
-        Command::Import { file } => import::run(store, &file).await,
+        Command::Import { file } => import::run(store, &clock, &file).await,
         Command::Reanalyze {
             status,
             source,
@@ -881,11 +882,7 @@ async fn add(
             facts.labels.push(label);
         }
         store
-            .save_task_facts(
-                &task.task_gid,
-                &serde_json::to_string(&facts)?,
-                chrono::Utc::now(),
-            )
+            .save_task_facts(&task.task_gid, &serde_json::to_string(&facts)?, clock.now())
             .await?;
     }
     match outcome {
@@ -899,7 +896,6 @@ async fn add(
 
 /// `cli-<slug>-<hash>`: readable, and unique because the hash covers the time and pid.
 fn generated_gid(title: &str, clock: &SystemClock) -> String {
-    use crate::core::clock::Clock;
     let now = clock.now();
     let seed = format!(
         "{title}\n{}\n{}",
@@ -976,7 +972,7 @@ pub(crate) async fn status_report(
         summary,
         outbox,
         confinement(settings),
-        chrono::Utc::now(),
+        SystemClock.now(),
     );
     report.changed_since_run = store.changed_since_run().await?;
     Ok(report)
@@ -996,7 +992,7 @@ async fn decide(
     };
     let by = format!("{} (cli)", whoami());
     match store
-        .resolve_escalation(id, resolution, note, &by, chrono::Utc::now())
+        .resolve_escalation(id, resolution, note, &by, SystemClock.now())
         .await?
     {
         None => Err(BadInput(format!(

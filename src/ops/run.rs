@@ -8,10 +8,7 @@
 //! works the same from another host. Telling the owner is the caller's (the CLI tells the
 //! chat, the chat answers in its topic).
 
-use anyhow::{Context, Result};
-use chrono::Utc;
-
-use crate::core::clock::SystemClock;
+use crate::core::clock::Clock;
 use crate::core::lease::Holder;
 use crate::core::lifecycle::{RunView, Stage};
 use crate::core::queue::{QueueEvent, QueueStatus};
@@ -19,6 +16,7 @@ use crate::core::record::Run;
 use crate::core::run::{next_state, RunEvent};
 use crate::ops::queue::{self as queue_ops, QueueMove};
 use crate::store::Store;
+use anyhow::{Context, Result};
 
 /// Why `cancel` or `retry` did nothing.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +44,7 @@ pub struct Cancelled {
 /// Ends run `target` (a run id, or a task gid: its latest run) with `reason`, as `by`.
 pub async fn cancel(
     store: &dyn Store,
+    clock: &dyn Clock,
     by: &Holder,
     target: &str,
     reason: &str,
@@ -60,13 +59,13 @@ pub async fn cancel(
     }
     // Claim it from whoever carries it: their next look at the lease finds it gone.
     let carried_by = store.lease(run.id).await?.map(|lease| lease.holder);
-    let now = Utc::now();
+    let now = clock.now();
     run.lease_epoch = store
         .take_lease(run.id, &by.id(), now, now + CLAIM, carried_by.as_deref())
         .await?
         .with_context(|| format!("run {}'s lease changed hands meanwhile; try again", run.id))?;
     let why = format!("cancelled by the owner: {reason}");
-    let ended = end(store, &mut run, &why).await;
+    let ended = end(store, clock, &mut run, &why).await;
     if let Err(error) = store.release_lease(run.id, &by.id()).await {
         tracing::warn!(run = run.id, %error, "cannot give the cancelled run's lease back; it expires on its own");
     }
@@ -79,7 +78,7 @@ pub async fn cancel(
     })
 }
 
-async fn end(store: &dyn Store, run: &mut Run, why: &str) -> Result<()> {
+async fn end(store: &dyn Store, clock: &dyn Clock, run: &mut Run, why: &str) -> Result<()> {
     run.lifecycle = Some(RunView {
         stage: Stage::Ended { complete: false },
         ended_because: Some(why.to_string()),
@@ -87,13 +86,13 @@ async fn end(store: &dyn Store, run: &mut Run, why: &str) -> Result<()> {
     });
     run.worker_pid = None;
     run.state = next_state(&run.state, RunEvent::Abandoned)?;
-    run.updated_at = Utc::now();
+    run.updated_at = clock.now();
     store.save_run(run).await?;
     let task = store.task(&run.task_gid).await?;
     if task.is_some_and(|t| t.status == QueueStatus::InProgress) {
         queue_ops::apply(
             store,
-            &SystemClock,
+            clock,
             &run.task_gid,
             QueueEvent::RunAbandoned,
             "owner",
@@ -105,7 +104,7 @@ async fn end(store: &dyn Store, run: &mut Run, why: &str) -> Result<()> {
 }
 
 /// Approves task `gid` again for a fresh run, once its last run has ended.
-pub async fn retry(store: &dyn Store, gid: &str) -> Result<QueueMove> {
+pub async fn retry(store: &dyn Store, clock: &dyn Clock, gid: &str) -> Result<QueueMove> {
     let runs = store.runs(Some(gid)).await?;
     let Some(last) = runs.last() else {
         return Err(RunOpError::Conflict(format!(
@@ -122,7 +121,7 @@ pub async fn retry(store: &dyn Store, gid: &str) -> Result<QueueMove> {
     }
     let (moved, _) = queue_ops::apply(
         store,
-        &SystemClock,
+        clock,
         gid,
         QueueEvent::Retry,
         "owner",

@@ -1,8 +1,6 @@
 use std::fs;
 use std::path::Path;
 
-use chrono::Utc;
-
 use super::set::{blockquote, fence, line_of};
 use super::*;
 use crate::core::queue::QueueStatus;
@@ -478,7 +476,7 @@ fn phases_have_the_owners_names_and_file_names() {
 
 #[test]
 fn a_task_becomes_the_prompts_task() {
-    let at = Utc::now();
+    let at = chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time");
     let task = Task {
         id: 1,
         task_gid: "T-1".into(),

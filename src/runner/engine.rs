@@ -180,7 +180,11 @@ impl Scheduler {
         let settings = &self.runner.settings;
         let record_answers = match settings
             .recorder
-            .apply_decided(self.runner.store.as_ref(), &settings.notices)
+            .apply_decided(
+                self.runner.store.as_ref(),
+                &settings.notices,
+                settings.clock.now(),
+            )
             .await
         {
             Ok(taken) => taken,

@@ -195,14 +195,18 @@ pub async fn ask(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::Utc;
+    use chrono::{DateTime, Utc};
+
+    fn fixed_time() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time")
+    }
 
     fn escalation(action: &str, rule: Option<&str>) -> Decision {
         Decision {
             id: 7,
             task_gid: Some("T-1".into()),
             run_id: Some(3),
-            at: Utc::now(),
+            at: fixed_time(),
             role: "worker".into(),
             action: action.into(),
             decision: "escalate".into(),
@@ -273,7 +277,7 @@ mod tests {
             id: 1,
             run_id: 3,
             task_gid: "T-1".into(),
-            at: Utc::now(),
+            at: fixed_time(),
             source: "worker".into(),
             tag: "STATUS".into(),
             kind: "ready".into(),

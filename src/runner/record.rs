@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use crate::chat::Notices;
 use crate::core::outbox::Priority;
@@ -77,6 +77,8 @@ pub struct Completion<'a> {
     pub commit: Option<String>,
     /// How it was verified: one line per check, e.g. "`cargo test`: passed".
     pub verification: Vec<String>,
+    /// When the run completed, by the engine's clock.
+    pub at: DateTime<Utc>,
 }
 
 /// Where a task came from, as far as the record step can update it.
@@ -231,19 +233,24 @@ impl Recorder {
     /// (the store's compare-and-set on `applied_at`): approved, it is done now; denied,
     /// nothing is done. Each outcome is logged and noted in the build log. Answers the
     /// number of escalations taken.
-    pub async fn apply_decided(&self, store: &dyn Store, notices: &Notices) -> StoreResult<usize> {
+    pub async fn apply_decided(
+        &self,
+        store: &dyn Store,
+        notices: &Notices,
+        now: DateTime<Utc>,
+    ) -> StoreResult<usize> {
         let mut taken = 0;
         for escalation in store.answered_escalations().await? {
             if escalation.role != ROLE || !ACTIONS.contains(&escalation.action.as_str()) {
                 continue;
             }
-            if !store.apply_escalation(escalation.id, Utc::now()).await? {
+            if !store.apply_escalation(escalation.id, now).await? {
                 continue;
             }
             taken += 1;
             let outcome = self.carry_out_answer(notices, store, &escalation).await;
             if let Some(path) = &self.build_log {
-                if let Err(error) = append(path, &follow_up(&escalation, &outcome)) {
+                if let Err(error) = append(path, &follow_up(&escalation, &outcome, now)) {
                     tracing::error!(escalation = escalation.id, log = %path.display(), %error, "cannot append to the build log");
                 }
             }
@@ -354,7 +361,7 @@ impl Recorder {
             .record_decision(&NewDecision {
                 task_gid: Some(gid.to_string()),
                 run_id: Some(done.run.id),
-                at: Utc::now(),
+                at: done.at,
                 role: ROLE.to_string(),
                 action: action.kind.clone(),
                 decision: verdict.decision.as_str().to_string(),
@@ -567,7 +574,7 @@ pub fn comment_text(done: &Completion<'_>) -> String {
 pub fn entry(done: &Completion<'_>, source: Option<&str>) -> String {
     let mut out = format!(
         "\n## {} · `{}` · {}\n\n- run {}",
-        crate::core::time::format_utc(&Utc::now()),
+        crate::core::time::format_utc(&done.at),
         done.task.task_gid,
         done.task.title(),
         done.run.id
@@ -596,10 +603,10 @@ pub fn entry(done: &Completion<'_>, source: Option<&str>) -> String {
 }
 
 /// The build log's note of what the owner's answer to `escalation` led to.
-fn follow_up(escalation: &Recorded, outcome: &str) -> String {
+fn follow_up(escalation: &Recorded, outcome: &str, at: DateTime<Utc>) -> String {
     format!(
         "\n## {} · `{}` · source update\n\n- run {}, escalation {}\n- source: {outcome}\n",
-        crate::core::time::format_utc(&Utc::now()),
+        crate::core::time::format_utc(&at),
         escalation.task_gid.as_deref().unwrap_or("?"),
         escalation
             .run_id
@@ -630,12 +637,18 @@ mod tests {
     use crate::core::queue::QueueStatus;
     use crate::core::run::RunState;
 
+    fn at() -> DateTime<Utc> {
+        DateTime::parse_from_rfc3339("2026-03-04T05:06:07Z")
+            .expect("a fixed time")
+            .with_timezone(&Utc)
+    }
+
     fn task(gid: &str, source: &str, title: &str) -> Task {
         Task {
             id: 1,
             task_gid: gid.to_string(),
-            added_at: Utc::now(),
-            updated_at: Utc::now(),
+            added_at: at(),
+            updated_at: at(),
             source: Some(source.to_string()),
             description: Some(format!("# {title}\n\nBody.")),
             notes: None,
@@ -658,8 +671,8 @@ mod tests {
             pr_number: None,
             thread_id: None,
             started_at: None,
-            updated_at: Utc::now(),
-            completed_at: Some(Utc::now()),
+            updated_at: at(),
+            completed_at: Some(at()),
             state: RunState::Complete,
             ci_attempts: 0,
             worker_session_id: None,
@@ -798,6 +811,7 @@ mod tests {
             run: &run,
             commit: Some("0123456789ab".into()),
             verification: vec!["`cargo test`: passed".into()],
+            at: at(),
         };
         let text = entry(&done, Some("closed gitea:o:r#4"));
         assert!(text.starts_with("\n## "), "{text}");
@@ -838,6 +852,7 @@ mod tests {
             run: &run,
             commit: Some("0123456789ab".into()),
             verification: vec!["`true`: passed".into()],
+            at: at(),
         };
         assert_eq!(
             comment_text(&done),

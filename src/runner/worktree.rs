@@ -206,15 +206,17 @@ fn branch_exists(repo: &Path, branch: &str) -> Result<bool, WorktreeError> {
     Ok(output.status.success())
 }
 
+/// The first free `PATH.stale-N`: numbered, not stamped, so the name is the same
+/// whatever the clock says (the folder's own times tell when it was moved).
 fn aside_path(path: &Path) -> PathBuf {
-    let stamp = chrono::Utc::now().format("%Y%m%d-%H%M%S");
-    let mut candidate = PathBuf::from(format!("{}.stale-{stamp}", path.display()));
     let mut n = 1;
-    while candidate.exists() {
-        candidate = PathBuf::from(format!("{}.stale-{stamp}-{n}", path.display()));
+    loop {
+        let candidate = PathBuf::from(format!("{}.stale-{n}", path.display()));
+        if !candidate.exists() {
+            return candidate;
+        }
         n += 1;
     }
-    candidate
 }
 
 /// Runs `git args…` in `repo` as the orchestrator, whatever its exit status.

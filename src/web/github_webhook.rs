@@ -111,6 +111,8 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 struct Endpoint {
     secret: Secret,
     store: Arc<dyn Store>,
+    /// When a delivery is taken.
+    clock: Arc<dyn crate::core::clock::Clock>,
     looks: mpsc::UnboundedSender<PrLook>,
 }
 
@@ -118,11 +120,13 @@ struct Endpoint {
 pub fn router(
     secret: Secret,
     store: Arc<dyn Store>,
+    clock: Arc<dyn crate::core::clock::Clock>,
     looks: mpsc::UnboundedSender<PrLook>,
 ) -> axum::Router {
     let endpoint = Arc::new(Endpoint {
         secret,
         store,
+        clock,
         looks,
     });
     axum::Router::new()
@@ -167,7 +171,7 @@ async fn receive(
     };
     match endpoint
         .store
-        .take_delivery(SOURCE, delivery, chrono::Utc::now())
+        .take_delivery(SOURCE, delivery, endpoint.clock.now())
         .await
     {
         Ok(true) => {}

@@ -170,7 +170,7 @@ pub async fn skip(store: &dyn Store, gid: &str) -> Outcome {
 }
 
 pub async fn retry(store: &dyn Store, gid: &str) -> Outcome {
-    let step = crate::ops::run::retry(store, gid)
+    let step = crate::ops::run::retry(store, &SystemClock, gid)
         .await
         .map_err(Refused::from_error)?;
     wake::notify(store, Wake::Queue).await;
@@ -185,9 +185,15 @@ pub async fn cancel(store: &dyn Store, target: &str, reason: Option<&str>) -> Ou
     let reason = reason
         .filter(|r| !r.trim().is_empty())
         .unwrap_or("no reason given (from the console)");
-    let done = crate::ops::run::cancel(store, &crate::ops::run::this_process(), target, reason)
-        .await
-        .map_err(Refused::from_error)?;
+    let done = crate::ops::run::cancel(
+        store,
+        &SystemClock,
+        &crate::ops::run::this_process(),
+        target,
+        reason,
+    )
+    .await
+    .map_err(Refused::from_error)?;
     wake::notify(store, Wake::Queue).await;
     Ok(Done::Cancelled {
         run_id: done.run.id,

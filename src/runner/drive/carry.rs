@@ -556,7 +556,10 @@ mod tests {
         };
         for verify_command in [false, true] {
             assert!(written_before(&start, verify_command));
-            assert!(written_before(&lifecycle::Action::Integrate, verify_command));
+            assert!(written_before(
+                &lifecycle::Action::Integrate,
+                verify_command
+            ));
             assert!(written_before(&lifecycle::Action::Wait, verify_command));
         }
     }

@@ -258,6 +258,7 @@ pub(super) async fn record(
                 run,
                 commit,
                 verification,
+                at: settings.clock.now(),
             },
         )
         .await;

@@ -650,6 +650,7 @@ async fn settle_completion(
                                 run,
                                 commit: Some(completion.head_sha.clone()),
                                 verification: vec![verification.into()],
+                                at: settings.clock.now(),
                             },
                         )
                         .await;

@@ -78,8 +78,12 @@ pub async fn clean_worktrees(store: &dyn Store, settings: &RunnerSettings) -> Re
 mod tests {
     use super::*;
 
+    fn fixed_now() -> chrono::DateTime<Utc> {
+        chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time")
+    }
+
     fn finished_run(state: RunState, ended_minutes_ago: i64) -> Run {
-        let now = Utc::now();
+        let now = fixed_now();
         Run {
             id: 1,
             task_gid: "T-1".into(),
@@ -105,7 +109,7 @@ mod tests {
     #[test]
     fn only_finished_runs_past_the_retention_lose_their_worktree() {
         let hour = Duration::from_secs(3600);
-        let now = Utc::now();
+        let now = fixed_now();
         assert!(worktree_expired(
             &finished_run(RunState::Complete, 61),
             now,

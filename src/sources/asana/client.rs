@@ -59,6 +59,8 @@ pub struct AsanaOptions {
     /// Pages one list may take before the client gives up on it (a server that never stops
     /// answering with a `next_page`).
     pub max_pages: usize,
+    /// What `Retry-After` dates are measured against.
+    pub clock: std::sync::Arc<dyn crate::core::clock::Clock>,
 }
 
 impl Default for AsanaOptions {
@@ -69,6 +71,7 @@ impl Default for AsanaOptions {
             user_agent: http::USER_AGENT.into(),
             page_size: MAX_PAGE_SIZE,
             max_pages: 1000,
+            clock: std::sync::Arc::new(crate::core::clock::SystemClock),
         }
     }
 }
@@ -330,7 +333,13 @@ impl AsanaClient {
         let status = answer.status.as_u16();
         tracing::debug!(method = %method, path, status, "Asana call");
         if !answer.status.is_success() {
-            return Err(classify(status, &answer.headers, &answer.body, &path));
+            return Err(classify(
+                status,
+                &answer.headers,
+                &answer.body,
+                &path,
+                self.inner.options.clock.now(),
+            ));
         }
         Ok(answer.body)
     }

@@ -104,12 +104,18 @@ impl AsanaError {
 }
 
 /// The error for a response with a non-success status. `path` names what was asked.
-pub(crate) fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str) -> AsanaError {
+pub(crate) fn classify(
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    path: &str,
+    now: DateTime<Utc>,
+) -> AsanaError {
     let (message, phrase) = messages_of(body);
     match Class::of(status) {
         _ if status == 401 => AsanaError::Unauthorized { message },
         Class::TooManyRequests => AsanaError::RateLimited {
-            retry_after: retry_after(headers).unwrap_or(DEFAULT_RETRY_AFTER),
+            retry_after: retry_after(headers, now).unwrap_or(DEFAULT_RETRY_AFTER),
         },
         _ if status == 404 => AsanaError::NotFound {
             path: path.to_owned(),
@@ -130,8 +136,8 @@ pub(crate) fn classify(status: u16, headers: &HeaderMap, body: &[u8], path: &str
 
 /// `Retry-After` as whole seconds (Asana sends a whole number; a fraction is rounded up),
 /// at most [`retry::MAX_WAIT`].
-pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let wait = retry::retry_after(headers, chrono::Utc::now())?;
+pub(crate) fn retry_after(headers: &HeaderMap, now: DateTime<Utc>) -> Option<Duration> {
+    let wait = retry::retry_after(headers, now)?;
     let whole = Duration::from_secs(wait.as_secs());
     Some(
         if whole < wait {
@@ -169,6 +175,10 @@ mod tests {
 
     use super::*;
 
+    fn fixed_now() -> DateTime<Utc> {
+        DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time")
+    }
+
     fn fixture(name: &str) -> Vec<u8> {
         let path = format!(
             "{}/../shared/fixtures/http/asana/{name}",
@@ -185,34 +195,40 @@ mod tests {
 
     #[test]
     fn a_401_carries_asanas_message() {
-        let error = classify(401, &HeaderMap::new(), &fixture("error_401.json"), "/tasks");
+        let error = classify(
+            401,
+            &HeaderMap::new(),
+            &fixture("error_401.json"),
+            "/tasks",
+            fixed_now(),
+        );
         match &error {
             AsanaError::Unauthorized { message } => assert_eq!(message, "Not Authorized"),
             other => panic!("{other:?}"),
         }
         assert!(!error.is_transient());
-        assert_eq!(error.retry_at(Utc::now()), None);
+        assert_eq!(error.retry_at(fixed_now()), None);
     }
 
     #[test]
     fn a_429_waits_what_retry_after_says() {
         let body = br#"{"errors":[{"message":"You have made too many requests recently."}]}"#;
-        let error = classify(429, &with_retry_after("30"), body, "/tasks");
+        let error = classify(429, &with_retry_after("30"), body, "/tasks", fixed_now());
         assert!(matches!(
             error,
             AsanaError::RateLimited { retry_after } if retry_after == Duration::from_secs(30)
         ));
-        let error = classify(429, &with_retry_after("1.2"), body, "/tasks");
+        let error = classify(429, &with_retry_after("1.2"), body, "/tasks", fixed_now());
         assert!(matches!(
             error,
             AsanaError::RateLimited { retry_after } if retry_after == Duration::from_secs(2)
         ));
-        let error = classify(429, &HeaderMap::new(), body, "/tasks");
+        let error = classify(429, &HeaderMap::new(), body, "/tasks", fixed_now());
         assert!(matches!(
             error,
             AsanaError::RateLimited { retry_after } if retry_after == DEFAULT_RETRY_AFTER
         ));
-        let now = Utc::now();
+        let now = fixed_now();
         assert_eq!(
             error.retry_at(now),
             Some(now + chrono::Duration::seconds(60))
@@ -227,7 +243,7 @@ mod tests {
         let day = now + chrono::Duration::hours(24);
         let body = br#"{"errors":[{"message":"You have made too many requests recently."}]}"#;
         for value in ["99999999999", "1e20", "Fri, 31 Dec 9999 23:59:59 GMT"] {
-            let error = classify(429, &with_retry_after(value), body, "/tasks");
+            let error = classify(429, &with_retry_after(value), body, "/tasks", fixed_now());
             assert_eq!(error.retry_at(now), Some(day), "{value}: {error:?}");
         }
         for huge in [Duration::from_secs(99_999_999_999), Duration::MAX] {
@@ -243,6 +259,7 @@ mod tests {
             &HeaderMap::new(),
             br#"{"errors":[{"message":"offset: Your pagination token is invalid or has expired."}]}"#,
             "/tasks",
+            fixed_now(),
         );
         assert!(expired.is_expired_offset(), "{expired}");
         let other = classify(
@@ -250,22 +267,35 @@ mod tests {
             &HeaderMap::new(),
             br#"{"errors":[{"message":"opt_fields: Unknown field: colour"}]}"#,
             "/tasks",
+            fixed_now(),
         );
         assert!(!other.is_expired_offset(), "{other}");
-        let server = classify(500, &HeaderMap::new(), b"offset expired", "/tasks");
+        let server = classify(
+            500,
+            &HeaderMap::new(),
+            b"offset expired",
+            "/tasks",
+            fixed_now(),
+        );
         assert!(!server.is_expired_offset());
     }
 
     #[test]
     fn a_500_keeps_the_phrase_and_passes() {
         let body = br#"{"errors":[{"message":"Server Error","phrase":"6 sad squid snuggle softly","help":"..."}]}"#;
-        let error = classify(500, &HeaderMap::new(), body, "/projects/1/tasks");
+        let error = classify(
+            500,
+            &HeaderMap::new(),
+            body,
+            "/projects/1/tasks",
+            fixed_now(),
+        );
         assert!(
             error.to_string().contains("6 sad squid snuggle softly"),
             "{error}"
         );
         assert!(error.is_transient());
-        let now = Utc::now();
+        let now = fixed_now();
         assert_eq!(error.retry_at(now), Some(now));
     }
 
@@ -276,11 +306,18 @@ mod tests {
             &HeaderMap::new(),
             br#"{"errors":[{"message":"project: Unknown object: 42"}]}"#,
             "/projects/42/tasks",
+            fixed_now(),
         );
         assert!(error.to_string().contains("/projects/42/tasks"), "{error}");
         assert!(error.to_string().contains("Unknown object"), "{error}");
         let long = "x".repeat(1000);
-        let error = classify(400, &HeaderMap::new(), long.as_bytes(), "/tasks");
+        let error = classify(
+            400,
+            &HeaderMap::new(),
+            long.as_bytes(),
+            "/tasks",
+            fixed_now(),
+        );
         assert!(error.to_string().len() < 400, "{error}");
         assert!(!error.is_transient());
     }
