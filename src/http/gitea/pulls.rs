@@ -20,14 +20,17 @@
 //!   `PENDING`, `COMMENT`, `REQUEST_CHANGES`, `REQUEST_REVIEW`; `GET …/reviews/{id}/comments`
 //!   → `[{id, body, user, path, position, original_position, commit_id, resolver, …}]`
 //!   (`resolver` set once a reviewer marked the conversation resolved).
-//! - `POST …/pulls/{n}/reviews` with `{body, event: "COMMENT"}` posts a review.
+//! - `POST …/pulls/{n}/reviews` with `{body, event: "COMMENT"}` posts a review; with
+//!   `comments: [{path, body, new_position}]` it also comments on a line of the diff.
+//! - `GET /repos/{o}/{r}/issues/{n}/comments` → `[{id, body, user, created_at, …}]`: the
+//!   PR's conversation (`page`, `limit`).
 //! - Labels: `POST /repos/{o}/{r}/issues/{n}/labels` takes `{labels: [ids]}` (newer servers
 //!   take names too), so names are turned into ids from `GET /repos/{o}/{r}/labels`, and a
 //!   missing label is made first (`POST /repos/{o}/{r}/labels`, `{name, color}`).
 //!
-//! No Gitea API resolves a review conversation for another user's review, and review
-//! comments cannot be answered in their thread through the API: the forge answers them as
-//! PR comments instead.
+//! No Gitea API resolves a review conversation, and none replies in one: the forge answers
+//! a conversation with a review comment on its line, which Gitea shows in that
+//! conversation.
 
 use chrono::{DateTime, Utc};
 use reqwest::Method;
@@ -145,6 +148,18 @@ pub struct GiteaReviewComment {
     /// Who marked the conversation resolved; `None` while it is open.
     #[serde(default)]
     pub resolver: Option<GiteaUser>,
+    #[serde(default)]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// A comment of an issue's or a PR's conversation (Gitea's `Comment`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct GiteaComment {
+    pub id: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub body: String,
+    #[serde(default)]
+    pub user: Option<GiteaUser>,
     #[serde(default)]
     pub created_at: Option<DateTime<Utc>>,
 }
@@ -274,6 +289,56 @@ impl GiteaClient {
         let request = json!({ "body": body, "event": "COMMENT" });
         let (_, answer) = self.send(Method::POST, url, Some(&request)).await?;
         decode(&answer, "the review")
+    }
+
+    /// `POST …/pulls/{n}/reviews` with `event: COMMENT` and one comment on line `line` of
+    /// `path` (`new_position`: the line of the new file). Gitea's API has no reply in a
+    /// conversation; a comment on the same line joins that conversation in Gitea's view.
+    pub async fn post_line_comment(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+        (path, line): (&str, u64),
+        body: &str,
+    ) -> Result<GiteaReview, GiteaError> {
+        let url = self.repo_url(owner, repo, &["pulls", &number.to_string(), "reviews"])?;
+        let request = json!({
+            "body": "", "event": "COMMENT",
+            "comments": [{ "path": path, "new_position": line, "body": body }],
+        });
+        let (_, answer) = self.send(Method::POST, url, Some(&request)).await?;
+        decode(&answer, "the review")
+    }
+
+    /// `GET /repos/{o}/{r}/issues/{n}/comments`, every page: the conversation of an issue
+    /// or a PR, oldest first.
+    pub async fn issue_comments(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+    ) -> Result<Vec<GiteaComment>, GiteaError> {
+        let base = self.repo_url(owner, repo, &["issues", &number.to_string(), "comments"])?;
+        let limit = self.inner.options.page_size.max(1);
+        let mut comments = Vec::new();
+        for page in 1..=self.inner.options.max_pages.max(1) {
+            let mut url = base.clone();
+            url.query_pairs_mut()
+                .append_pair("page", &page.to_string())
+                .append_pair("limit", &limit.to_string());
+            let (_, answer) = self.send(Method::GET, url, None).await?;
+            let got: Vec<GiteaComment> = decode(&answer, "the comments")?;
+            let last = (got.len() as u64) < u64::from(limit);
+            comments.extend(got);
+            if last {
+                return Ok(comments);
+            }
+        }
+        Err(GiteaError::TooManyPages {
+            what: "comments",
+            pages: self.inner.options.max_pages.max(1),
+        })
     }
 
     /// Puts the labels named `names` on issue or PR `number`, making a label the
