@@ -52,6 +52,30 @@ impl FakeGitea {
         issue.updated_at = at;
     }
 
+    /// PR `number` merged on Gitea: `merged`, and closed, as Gitea shows a merged PR.
+    pub fn merge_pr(&self, number: u64) {
+        let mut data = self.shared.state();
+        let at = data.tick();
+        let repo = data.repo_mut(OWNER, REPO);
+        if let (Some(pull), Some(issue)) =
+            (repo.pulls.get_mut(&number), repo.issues.get_mut(&number))
+        {
+            pull.merged = true;
+            issue.closed = true;
+            issue.closed_at = Some(at);
+            issue.updated_at = at;
+        }
+    }
+
+    /// PR `number` deleted by an administrator (Gitea can delete an issue or a PR): every
+    /// call about it answers `404`.
+    pub fn delete_pr(&self, number: u64) {
+        let mut data = self.shared.state();
+        let repo = data.repo_mut(OWNER, REPO);
+        repo.pulls.remove(&number);
+        repo.issues.remove(&number);
+    }
+
     /// Every review comment of PR `number`, in the order they were made.
     pub fn review_comments(&self, number: u64) -> Vec<Value> {
         let mut data = self.shared.state();

@@ -5,7 +5,7 @@
 //! their line), executor's review, and completion with the owner @mentioned once. The
 //! token stays with the orchestrator.
 
-use crate::fake_gitea::{FakeGitea, BOT, OWNER, REPO, TOKEN};
+use crate::fake_gitea::{FakeGitea, Fault, BOT, OWNER, REPO, TOKEN};
 use crate::runner::workspace;
 use crate::support::git;
 
@@ -229,6 +229,66 @@ fn a_gitea_run_is_pushed_opened_as_a_wip_pr_fixed_on_red_statuses_reviewed_and_c
     assert!(!env.contains(TOKEN) && !env.contains("TEST_GITEA_TOKEN"));
     let bytes = std::fs::read(ws.path().join("executor.db")).expect("read the database");
     assert!(!String::from_utf8_lossy(&bytes).contains(TOKEN));
+}
+
+#[test]
+fn a_gitea_failure_while_opening_leaves_the_run_for_the_next_tick_which_opens_its_pr() {
+    let gitea = FakeGitea::start();
+    let ws = gitea_workspace(&gitea, "");
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-2"]);
+    ws.ok(&["go", "G-2"]);
+    // The run's own try and the PR tick's in the same pass both meet a 502.
+    gitea.fail_next_matching("/pulls", 2, Fault::Status(502));
+    let stderr = run_once(&ws);
+    let shown = ws.json(&["show", "G-2", "--json"]);
+    assert_eq!(
+        shown["runs"][0]["state"], "in_progress",
+        "{stderr}\n{shown}"
+    );
+    assert!(gitea.pulls().is_empty());
+    // The branch was pushed before the PR was tried: the next tick only opens it.
+    let branch = shown["runs"][0]["branch_name"].as_str().expect("a branch");
+    git(&ws.path().join("remote.git"), &["rev-parse", branch]);
+
+    let stderr = run_once(&ws);
+    let shown = ws.json(&["show", "G-2", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "pr", "{stderr}\n{shown}");
+    assert_eq!(gitea.pulls().len(), 1, "one PR, however many tries");
+}
+
+/// What happens to a PR on Gitea's side, done to the fake.
+type PrEnd = fn(&FakeGitea, u64);
+
+#[test]
+fn the_end_of_a_gitea_pr_ends_its_run_deleted_closed_or_merged() {
+    let ends: [(&str, PrEnd, &str, &str); 3] = [
+        ("deleted", |g, n| g.delete_pr(n), "abandoned", "for_review"),
+        (
+            "closed without a merge",
+            |g, n| g.close(n),
+            "abandoned",
+            "for_review",
+        ),
+        ("merged", |g, n| g.merge_pr(n), "complete", "done"),
+    ];
+    for (what, end, state, status) in ends {
+        let gitea = FakeGitea::start();
+        let ws = gitea_workspace(&gitea, "");
+        ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-3"]);
+        ws.ok(&["go", "G-3"]);
+        run_once(&ws);
+        let shown = ws.json(&["show", "G-3", "--json"]);
+        assert_eq!(shown["runs"][0]["state"], "pr", "{what}: {shown}");
+        let number = shown["runs"][0]["pr_number"].as_u64().expect("a PR");
+        end(&gitea, number);
+        let stderr = run_once(&ws);
+        let shown = ws.json(&["show", "G-3", "--json"]);
+        assert_eq!(
+            shown["runs"][0]["state"], state,
+            "{what}: {stderr}\n{shown}"
+        );
+        assert_eq!(shown["task"]["status"], status, "{what}");
+    }
 }
 
 #[test]
