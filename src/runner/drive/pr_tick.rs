@@ -1,5 +1,6 @@
 //! The `pr` loop: on every tick, each run whose draft PR is open (or complete, for the
-//! owner's comments) is looked at on GitHub, the `pr` state machine (`core::pr`) picks one
+//! owner's comments) is looked at on its forge (GitHub or Gitea, through
+//! [`crate::forge::ForgeClient`]), the `pr` state machine (`core::pr`) picks one
 //! step, and this module carries it out: labels, a CI trigger, resolving acknowledged
 //! threads, a `fix_ci`, `fix_comments` or `pr_review` worker (whose change the orchestrator
 //! commits and pushes), completion with the owner told, the end of a merged or closed PR,
@@ -15,7 +16,7 @@
 //! before it is posted again), then the record step and the owner's notice. So the owner
 //! is told once, and the run never says the owner was told before the comment landed.
 //!
-//! What it must never do: let a GitHub failure lose a run's state. A rate limit, a 5xx or a
+//! What it must never do: let a forge failure lose a run's state. A rate limit, a 5xx or a
 //! timeout leaves the run as it was for a later tick (after `max_effect_failures` failed
 //! writes in a row the owner is asked, once); only a PR that is gone ends the run.
 
