@@ -16,10 +16,11 @@
 //!   No status at all is "no CI for the head", and nothing can start it (Gitea has no
 //!   re-run or dispatch API for statuses): after `ci_start_grace` the owner is asked.
 //! - **Review threads**: Gitea's API lists review comments per review, with no thread
-//!   object. A conversation is the comments on one line of one file (`path` and
-//!   `position`, or `original_position` once outdated), oldest first; its id is
-//!   `gitea-<first comment id>`; it is resolved when a comment of it has a `resolver`, and
-//!   outdated when its `position` is `0`.
+//!   object; Gitea itself groups code comments by file and line. So a conversation is the
+//!   comments on one line of one file (`path`, and `position`, the new file's line, or
+//!   `original_position`, the old file's, for a removed line), oldest first; its id is
+//!   `gitea-<first comment id>`; it is resolved when a comment of it has a `resolver`.
+//!   Gitea's API does not say whether a comment is outdated, so none is.
 //! - **The owner** is the login of the repository's owner (`owner/name`), as executor
 //!   @mentions it; a comment carrying executor's marker is never the owner's.
 //! - `head_pushed_at` is the PR's `updated_at`, as on GitHub.
@@ -36,7 +37,7 @@ use crate::core::pr::{
     OwnerComment, PrConfig, PrObservation, PrState, EXECUTOR_MARK,
 };
 use crate::http::gitea::{
-    GiteaClient, GiteaError, GiteaPull, GiteaReviewComment, GiteaStatus, NewGiteaPull,
+    DiffLine, GiteaClient, GiteaError, GiteaPull, GiteaReviewComment, GiteaStatus, NewGiteaPull,
 };
 
 /// The prefix of a review conversation's id.
@@ -192,28 +193,30 @@ impl GiteaRepo {
     }
 
     /// Answers conversation `thread` of PR `number` with a review comment on its line;
-    /// `false` when the PR has no such conversation, or it is outdated (no line to put the
-    /// answer on: then it goes to the PR's conversation, quoting the thread).
+    /// `false` when the PR has no such conversation. A conversation Gitea gives no line
+    /// for is answered on the PR's conversation, naming its file.
     pub async fn answer_thread(
         &self,
         number: u64,
         thread: &str,
         answer: &str,
     ) -> Result<bool, GiteaError> {
-        let comments = self.review_comments(number).await?;
-        let Some(found) = threads_of(&comments).into_iter().find(|t| t.id == thread) else {
+        let Some(first) = thread
+            .strip_prefix(THREAD_PREFIX)
+            .and_then(|id| id.parse::<u64>().ok())
+        else {
             return Ok(false);
         };
-        match found.line {
+        let comments = self.review_comments(number).await?;
+        let Some(found) = comments.iter().find(|c| c.id == first) else {
+            return Ok(false);
+        };
+        match found.line() {
             Some(line) => {
+                let (owner, repo) = (self.owner.as_str(), self.repo.as_str());
+                let at = (found.path.as_str(), line);
                 self.client
-                    .post_line_comment(
-                        &self.owner,
-                        &self.repo,
-                        number,
-                        (&found.path, u64::from(line)),
-                        answer,
-                    )
+                    .post_line_comment(owner, repo, number, at, answer)
                     .await?;
             }
             None => {
@@ -291,25 +294,24 @@ fn to_check(status: &GiteaStatus) -> CheckRun {
     }
 }
 
-/// Review comments (oldest first) grouped into conversations: one per file and line.
+/// Review comments (oldest first) grouped into conversations: one per file and line. A
+/// thread's `line` is a line of the new file; a conversation on a removed line has none.
 fn threads_of(comments: &[GiteaReviewComment]) -> Vec<ObservedThread> {
     let mut threads: Vec<ObservedThread> = Vec::new();
-    let mut at: BTreeMap<(String, bool, u64), usize> = BTreeMap::new();
+    let mut at: BTreeMap<(String, Option<DiffLine>), usize> = BTreeMap::new();
     for c in comments {
-        let outdated = c.position == 0;
-        let line = if outdated {
-            c.original_position
-        } else {
-            c.position
-        };
-        let key = (c.path.clone(), outdated, line);
+        let line = c.line();
+        let key = (c.path.clone(), line);
         let i = *at.entry(key).or_insert_with(|| {
             threads.push(ObservedThread {
                 id: format!("{THREAD_PREFIX}{}", c.id),
                 path: c.path.clone(),
-                line: (!outdated).then(|| u32::try_from(line).unwrap_or(u32::MAX)),
+                line: match line {
+                    Some(DiffLine::New(n)) => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+                    _ => None,
+                },
                 is_resolved: false,
-                is_outdated: outdated,
+                is_outdated: false,
                 comments: Vec::new(),
             });
             threads.len() - 1
@@ -394,7 +396,8 @@ mod tests {
     ) -> GiteaReviewComment {
         serde_json::from_value(json!({
             "id": id, "body": format!("c{id}"), "user": { "id": 1, "login": login },
-            "path": path, "position": position, "original_position": 7,
+            "path": path, "position": position,
+            "original_position": if position == 0 { 7 } else { 0 },
             "resolver": if resolved { json!({ "id": 2, "login": "mkowalski" }) } else { json!(null) },
             "created_at": "2026-03-16T09:00:00+01:00",
         }))
@@ -426,7 +429,7 @@ mod tests {
             [
                 ("gitea-10", Some(3), false, false, 2),
                 ("gitea-11", Some(4), false, false, 1),
-                ("gitea-13", None, true, true, 1),
+                ("gitea-13", None, true, false, 1),
             ]
         );
         assert_eq!(threads[0].comments[1].author, "lumen-executor");

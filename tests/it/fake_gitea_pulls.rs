@@ -135,7 +135,7 @@ impl FakeGitea {
             "id": comment_id, "body": comment, "user": user_json(&base, login),
             "resolver": null, "pull_request_review_id": review_id, "path": path,
             "commit_id": head, "original_commit_id": head,
-            "diff_hunk": "@@ -1 +1 @@", "position": 1, "original_position": 1,
+            "diff_hunk": "@@ -1 +1 @@", "position": 1, "original_position": 0,
             "created_at": gitea_time(at), "updated_at": gitea_time(at),
             "html_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}#issuecomment-{comment_id}"),
             "pull_request_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}"),
@@ -419,7 +419,8 @@ fn create_review(
     let at = state.tick();
     let id = state.new_id();
     let text = form["body"].as_str().unwrap_or("");
-    let lines: Vec<(String, u64, String)> = form["comments"]
+    // `(path, new line, old line, body)`: Gitea takes the new line, else the old one.
+    let lines: Vec<(String, u64, u64, String)> = form["comments"]
         .as_array()
         .map(|all| {
             all.iter()
@@ -427,6 +428,7 @@ fn create_review(
                     (
                         c["path"].as_str().unwrap_or("").to_owned(),
                         c["new_position"].as_u64().unwrap_or(0),
+                        c["old_position"].as_u64().unwrap_or(0),
                         c["body"].as_str().unwrap_or("").to_owned(),
                     )
                 })
@@ -435,7 +437,7 @@ fn create_review(
         .unwrap_or_default();
     if lines
         .iter()
-        .any(|(path, line, body)| path.is_empty() || *line == 0 || body.is_empty())
+        .any(|(path, new, old, body)| path.is_empty() || *new + *old == 0 || body.is_empty())
     {
         return Reply::error(base, 422, "a review comment needs path, body and a line");
     }
@@ -450,12 +452,13 @@ fn create_review(
     let comments: Vec<Value> = lines
         .iter()
         .zip(&ids)
-        .map(|((path, line, body), comment_id)| {
+        .map(|((path, new, old, body), comment_id)| {
+            let old = if *new > 0 { 0 } else { *old };
             json!({
                 "id": comment_id, "body": body, "user": user_json(base, BOT),
                 "resolver": null, "pull_request_review_id": id, "path": path,
                 "commit_id": head, "original_commit_id": head,
-                "diff_hunk": "@@ -1 +1 @@", "position": line, "original_position": line,
+                "diff_hunk": "@@ -1 +1 @@", "position": new, "original_position": old,
                 "created_at": gitea_time(at), "updated_at": gitea_time(at),
                 "html_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}#issuecomment-{comment_id}"),
                 "pull_request_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}"),

@@ -140,9 +140,12 @@ pub struct GiteaReviewComment {
     pub user: Option<GiteaUser>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub path: String,
-    /// The line in the current diff; `0` once outdated.
+    /// The line of the new file the comment is on (Gitea's `LineNum`); `0` for a comment
+    /// on the old side of the diff.
     #[serde(default)]
     pub position: u64,
+    /// The line of the old file, for a comment on the old side (Gitea's `OldLineNum`);
+    /// `0` otherwise.
     #[serde(default)]
     pub original_position: u64,
     /// Who marked the conversation resolved; `None` while it is open.
@@ -150,6 +153,24 @@ pub struct GiteaReviewComment {
     pub resolver: Option<GiteaUser>,
     #[serde(default)]
     pub created_at: Option<DateTime<Utc>>,
+}
+
+/// A line of a PR's diff: of the new file, or of the old one (a removed line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DiffLine {
+    New(u64),
+    Old(u64),
+}
+
+impl GiteaReviewComment {
+    /// The line the comment is on; `None` when Gitea gives neither.
+    pub fn line(&self) -> Option<DiffLine> {
+        match (self.position, self.original_position) {
+            (0, 0) => None,
+            (0, old) => Some(DiffLine::Old(old)),
+            (new, _) => Some(DiffLine::New(new)),
+        }
+    }
 }
 
 /// A comment of an issue's or a PR's conversation (Gitea's `Comment`).
@@ -291,21 +312,26 @@ impl GiteaClient {
         decode(&answer, "the review")
     }
 
-    /// `POST …/pulls/{n}/reviews` with `event: COMMENT` and one comment on line `line` of
-    /// `path` (`new_position`: the line of the new file). Gitea's API has no reply in a
-    /// conversation; a comment on the same line joins that conversation in Gitea's view.
+    /// `POST …/pulls/{n}/reviews` with `event: COMMENT` and one comment on `line` of
+    /// `path` (`new_position`, or `old_position` for a line of the old side). Gitea's API
+    /// has no reply in a conversation; a comment on the same line joins that conversation
+    /// in Gitea's view (which groups code comments by file and line).
     pub async fn post_line_comment(
         &self,
         owner: &str,
         repo: &str,
         number: u64,
-        (path, line): (&str, u64),
+        (path, line): (&str, DiffLine),
         body: &str,
     ) -> Result<GiteaReview, GiteaError> {
         let url = self.repo_url(owner, repo, &["pulls", &number.to_string(), "reviews"])?;
+        let (new, old) = match line {
+            DiffLine::New(n) => (n, 0),
+            DiffLine::Old(n) => (0, n),
+        };
         let request = json!({
             "body": "", "event": "COMMENT",
-            "comments": [{ "path": path, "new_position": line, "body": body }],
+            "comments": [{ "path": path, "new_position": new, "old_position": old, "body": body }],
         });
         let (_, answer) = self.send(Method::POST, url, Some(&request)).await?;
         decode(&answer, "the review")
