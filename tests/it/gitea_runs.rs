@@ -208,6 +208,11 @@ fn a_gitea_run_is_pushed_opened_as_a_wip_pr_fixed_on_red_statuses_reviewed_and_c
     assert_eq!(told.len(), 1, "{told:?}");
     assert_eq!(gitea.pulls()[0]["title"], "WIP: Fix tab preview");
 
+    // Someone else's comment is not the owner's: the run stays complete.
+    gitea.comment_as(number, "passer-by", "Nice!");
+    run_once(&ws);
+    assert_eq!(run()["state"], "complete");
+
     // The owner comments on the complete draft: the run is back in `pr`, and the comment
     // goes to a fix_comments worker.
     gitea.comment_as(number, OWNER, "Please also say hello in French.");
