@@ -460,7 +460,7 @@ pub(super) async fn integrate(
         if let Some(asked) = open_pr(store, forge, settings, task, run, wt, worked).await? {
             return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
         }
-        // Opened, or left to the PR tick as an intent GitHub has not taken yet.
+        // Opened, or left to the PR tick as an intent the forge has not taken yet.
         return Ok(if run.state == RunState::Pr {
             (lifecycle::Event::PrOpened, None)
         } else {

@@ -27,7 +27,7 @@ pub struct Forge {
 }
 
 impl Forge {
-    /// Whether this is GitHub (webhooks and the review-round rule are GitHub's).
+    /// Whether this is GitHub (whose webhooks the daemon takes).
     pub fn is_github(&self) -> bool {
         matches!(self.client, crate::forge::ForgeClient::Github(_))
     }
