@@ -75,11 +75,7 @@ pub(crate) fn configured(settings: &Settings) -> Vec<Credential> {
         .github_issues
         .as_ref()
         .is_some_and(|s| s.enabled);
-    let forge_origin = origin(
-        settings,
-        forge.token_file.as_ref(),
-        forge.token_env.get_ref(),
-    );
+    let forge_origin = origin(settings, forge.token_file.as_ref(), forge.token_variable());
     match forge.kind {
         ForgeKind::Github => out.push(Credential {
             what: "GitHub token".into(),

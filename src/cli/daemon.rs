@@ -571,7 +571,12 @@ fn webhook_router(
         (None, None) => return Ok(None),
     }
     .map_err(|e| super::BadInput(format!("the GitHub webhook secret: {e}")))?;
-    if runner.settings.github.is_none() {
+    if !runner
+        .settings
+        .forge
+        .as_ref()
+        .is_some_and(|f| f.is_github())
+    {
         tracing::warn!("a GitHub webhook secret is configured but [forge] kind is not \"github\"; no webhook is served");
         return Ok(None);
     }

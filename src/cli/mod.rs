@@ -1505,32 +1505,68 @@ fn github_client(
     .context("cannot set up the GitHub client")
 }
 
-/// The GitHub client, when `[forge] kind = "github"`: the token from `forge.token_file`
-/// or the variable `forge.token_env`. A missing token stops the runner before it starts.
-fn github_forge(settings: &Settings) -> Result<Option<crate::runner::drive::GithubForge>> {
+/// The forge's client, when `[forge] kind = "github"` or `"gitea"`: the token from
+/// `forge.token_file` or the variable `forge.token_env`. A missing token stops the runner
+/// before it starts.
+fn pr_forge(settings: &Settings) -> Result<Option<crate::runner::drive::Forge>> {
+    use crate::forge::ForgeClient;
     let forge = &settings.raw.forge;
-    if forge.kind != config::ForgeKind::Github {
-        return Ok(None);
-    }
-    let Some((owner, repo)) = forge
-        .github_repository
-        .as_ref()
-        .and_then(|r| r.get_ref().split_once('/'))
-    else {
-        return Err(BadInput("forge.github_repository must be owner/name".into()).into());
+    let client = match forge.kind {
+        config::ForgeKind::Local => return Ok(None),
+        config::ForgeKind::Github => {
+            let Some((owner, repo)) = forge
+                .github_repository
+                .as_ref()
+                .and_then(|r| r.get_ref().split_once('/'))
+            else {
+                return Err(BadInput("forge.github_repository must be owner/name".into()).into());
+            };
+            ForgeClient::Github(github_client(settings, &format!("{owner}/{repo}"))?)
+        }
+        config::ForgeKind::Gitea => ForgeClient::Gitea(gitea_repo(settings)?),
     };
-    let client = github_client(settings, &format!("{owner}/{repo}"))?;
-    Ok(Some(crate::runner::drive::GithubForge {
+    let Some((owner, _)) = forge.repository() else {
+        return Err(BadInput("the forge's repository must be owner/name".into()).into());
+    };
+    let gitea = matches!(client, ForgeClient::Gitea(_));
+    if gitea && forge.resolve_acknowledged {
+        tracing::warn!("forge.resolve_acknowledged is set, but Gitea's API cannot resolve a review conversation; acknowledged ones stay open for their reviewer");
+    }
+    Ok(Some(crate::runner::drive::Forge {
         client,
         remote: forge.remote.clone(),
         required_labels: forge.required_labels.clone(),
         required_checks: forge.required_checks.clone(),
-        resolve_acknowledged: forge.resolve_acknowledged,
+        resolve_acknowledged: forge.resolve_acknowledged && !gitea,
         owner_login: owner.to_string(),
         ci_workflow: forge.ci_workflow.clone(),
         ci_start_grace: forge.ci_start_grace,
         max_effect_failures: forge.max_effect_failures.max(1),
     }))
+}
+
+/// The Gitea repository of `[forge] kind = "gitea"`, its client with the forge's token.
+fn gitea_repo(settings: &Settings) -> Result<crate::forge::gitea_pr::GiteaRepo> {
+    use crate::forge::gitea::{GiteaClient, GiteaOptions};
+    use crate::forge::github::Secret;
+    let forge = &settings.raw.forge;
+    let Some((owner, repo)) = forge.repository() else {
+        return Err(BadInput("forge.gitea_repository must be owner/name".into()).into());
+    };
+    let token = match &forge.token_file {
+        Some(file) => Secret::from_file(&settings.root.join(file)),
+        None => Secret::from_env(forge.token_variable()),
+    }
+    .map_err(|e| BadInput(format!("the Gitea token: {e}")))?;
+    let api_url = url::Url::parse(forge.api_url.get_ref())
+        .map_err(|e| BadInput(format!("forge.api_url: {e}")))?;
+    let client = GiteaClient::new(api_url, token, GiteaOptions::default())
+        .context("cannot set up the Gitea client")?;
+    Ok(crate::forge::gitea_pr::GiteaRepo {
+        client,
+        owner: owner.to_string(),
+        repo: repo.to_string(),
+    })
 }
 
 /// The worker contract the runner decides requests by: `roles/worker-policy.json`. A
@@ -1750,7 +1786,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         git_common_dir: git_common_dir(&settings.root.join(&runner.repository)),
         home: None,
         clock: Arc::new(crate::core::clock::SystemClock),
-        github: github_forge(settings)?,
+        forge: pr_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {
                 ask_first: settings.raw.policy.ask_model_first.clone(),

@@ -432,10 +432,15 @@ pub struct ForgeSection {
     /// GitHub: `owner/name` of the repository `runner.repository` is a clone of.
     #[serde(default)]
     pub github_repository: Option<Spanned<String>>,
-    /// GitHub's API (GitHub Enterprise: `https://HOST/api/v3`).
+    /// Gitea: `owner/name` of the repository `runner.repository` is a clone of.
+    #[serde(default)]
+    pub gitea_repository: Option<Spanned<String>>,
+    /// GitHub's API (GitHub Enterprise: `https://HOST/api/v3`); on Gitea, its API
+    /// (`https://HOST/api/v1`), which must be given.
     #[serde(default = "default_github_api")]
     pub api_url: Spanned<String>,
-    /// The environment variable that holds the forge token.
+    /// The environment variable that holds the forge token (left out: `GITHUB_TOKEN`, on
+    /// Gitea `GITEA_TOKEN`; see [`ForgeSection::token_variable`]).
     #[serde(default = "default_token_env")]
     pub token_env: Spanned<String>,
     /// Or a file holding it (relative to this file); wins over `token_env`.
@@ -476,6 +481,76 @@ pub struct ForgeSection {
     pub webhook_poll: Duration,
 }
 
+impl ForgeSection {
+    /// The variable holding the forge token: `token_env`, or when it is left out, the
+    /// forge's own (`GITEA_TOKEN` on Gitea, `GITHUB_TOKEN` otherwise).
+    pub fn token_variable(&self) -> &str {
+        let left_out = self.token_env.span() == (0..0);
+        if left_out && self.kind == ForgeKind::Gitea {
+            gitea::DEFAULT_TOKEN_ENV
+        } else {
+            self.token_env.get_ref()
+        }
+    }
+
+    /// The forge's repository, `(owner, name)`: `github_repository` on GitHub,
+    /// `gitea_repository` on Gitea; `None` on the local forge or when it is not owner/name.
+    pub fn repository(&self) -> Option<(&str, &str)> {
+        let named = match self.kind {
+            ForgeKind::Github => self.github_repository.as_ref(),
+            ForgeKind::Gitea => self.gitea_repository.as_ref(),
+            ForgeKind::Local => None,
+        }?;
+        named
+            .get_ref()
+            .split_once('/')
+            .filter(|(o, n)| !o.is_empty() && !n.is_empty() && !n.contains('/'))
+    }
+}
+
+/// `forge.kind = "gitea"` needs the repository's `owner/name` and Gitea's API URL (the
+/// default `api_url` is GitHub's, never a Gitea's).
+fn validate_gitea_forge(forge: &ForgeSection, path: &Path, text: &str) -> Result<(), ConfigError> {
+    let Some(repo) = &forge.gitea_repository else {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_key(text, "kind"),
+            key: "forge.gitea_repository",
+            message: "forge.kind = \"gitea\" needs gitea_repository = \"owner/name\"".to_string(),
+        });
+    };
+    let invalid =
+        |key: &'static str, span: std::ops::Range<usize>, message: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of(text, span.start),
+            key,
+            message,
+        };
+    if forge.repository().is_none() {
+        return Err(invalid(
+            "forge.gitea_repository",
+            repo.span(),
+            format!("`{}` is not owner/name", repo.get_ref()),
+        ));
+    }
+    if forge.api_url.span() == (0..0) {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_key(text, "kind"),
+            key: "forge.api_url",
+            message: "forge.kind = \"gitea\" needs api_url = \"https://HOST/api/v1\"".to_string(),
+        });
+    }
+    if url::Url::parse(forge.api_url.get_ref()).is_err() {
+        return Err(invalid(
+            "forge.api_url",
+            forge.api_url.span(),
+            format!("`{}` is not a URL", forge.api_url.get_ref()),
+        ));
+    }
+    Ok(())
+}
+
 fn default_max_effect_failures() -> u32 {
     5
 }
@@ -511,6 +586,7 @@ impl Default for ForgeSection {
             verify: Vec::new(),
             max_ci_attempts: default_max_ci_attempts(),
             github_repository: None,
+            gitea_repository: None,
             api_url: default_github_api(),
             token_env: default_token_env(),
             token_file: None,
@@ -953,18 +1029,21 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
             ));
         }
     }
+    if forge.kind == ForgeKind::Gitea {
+        validate_gitea_forge(forge, path, text)?;
+    }
     if let Some(name) = raw
         .agent
         .env
         .iter()
-        .find(|name| name.get_ref() == forge.token_env.get_ref())
+        .find(|name| name.get_ref() == forge.token_variable())
     {
         return Err(invalid(
             "agent.env",
             name.span(),
             format!(
                 "`{}` holds the forge token (forge.token_env), which never reaches a worker",
-                forge.token_env.get_ref()
+                forge.token_variable()
             ),
         ));
     }

@@ -57,6 +57,8 @@ url = "sqlite://executor.db"
 # verify = []                   # local CI, run in the worktree: e.g. ["cargo", "test"]
 # max_ci_attempts = 3           # failed verifications answered by a fix_ci worker
 # github_repository = "owner/name"   # kind = "github": the repository's GitHub name
+# gitea_repository = "owner/name"    # kind = "gitea": its Gitea name; api_url is then
+#                               # Gitea's (https://HOST/api/v1), token_env GITEA_TOKEN
 # api_url = "https://api.github.com" # GitHub Enterprise: https://HOST/api/v3
 # token_env = "GITHUB_TOKEN"    # the variable holding the token (never given to workers)
 # token_file = "secrets/github-token" # or a file holding it

@@ -254,6 +254,34 @@ fn worktrees_can_be_turned_off() {
 }
 
 #[test]
+fn a_gitea_forge_names_its_repository_and_api_and_reads_gitea_token_unless_told() {
+    let gitea = "[forge]\nkind = \"gitea\"\ngitea_repository = \"mkowalski/lumen-browser\"\napi_url = \"https://gitea.example.com/api/v1\"\n";
+    let settings = parse_ok(gitea);
+    let forge = &settings.raw.forge;
+    assert_eq!(forge.token_variable(), "GITEA_TOKEN");
+    assert_eq!(forge.repository(), Some(("mkowalski", "lumen-browser")));
+    let told = parse_ok(&format!("{gitea}token_env = \"MY_GITEA\"\n"));
+    assert_eq!(told.raw.forge.token_variable(), "MY_GITEA");
+    // On GitHub the default stays GitHub's.
+    let github = parse_ok("[forge]\nkind = \"github\"\ngithub_repository = \"o/r\"\n");
+    assert_eq!(github.raw.forge.token_variable(), "GITHUB_TOKEN");
+
+    let err = parse_err("[forge]\nkind = \"gitea\"\napi_url = \"https://g.example.com/api/v1\"\n");
+    assert!(err.contains("forge.gitea_repository"), "{err}");
+    let err = parse_err("[forge]\nkind = \"gitea\"\ngitea_repository = \"lumen\"\n");
+    assert!(
+        err.contains("line 3") && err.contains("not owner/name"),
+        "{err}"
+    );
+    let err = parse_err("[forge]\nkind = \"gitea\"\ngitea_repository = \"o/r\"\n");
+    assert!(err.contains("forge.api_url"), "{err}");
+    let err = parse_err(&format!(
+        "[agent]\nenv = [\"MY_GITEA\"]\n\n{gitea}token_env = \"MY_GITEA\"\n"
+    ));
+    assert!(err.contains("never reaches a worker"), "{err}");
+}
+
+#[test]
 fn a_github_forge_names_its_repository_and_keeps_its_token_from_workers() {
     let settings = parse_ok("[forge]\nkind = \"github\"\ngithub_repository = \"mkowalski/lumen-browser\"\nrequired_labels = [\"executor\"]\n");
     assert_eq!(settings.raw.forge.token_env.get_ref(), "GITHUB_TOKEN");

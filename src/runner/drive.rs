@@ -117,9 +117,9 @@ pub struct RunnerSettings {
     /// The worker contract (`roles/worker-policy.json`) that decides `[REQUEST:…]` lines;
     /// `None`: requests are stored, not decided.
     pub worker_contract: Option<crate::runner::contract::ContractCell>,
-    /// The GitHub forge (`[forge] kind = "github"`): a finished run's branch is pushed and
-    /// a draft PR opened; `None` on the local forge.
-    pub github: Option<GithubForge>,
+    /// The forge with PRs (`[forge] kind = "github"` or `"gitea"`): a finished run's branch
+    /// is pushed and a draft PR opened; `None` on the local forge.
+    pub forge: Option<Forge>,
     /// The model judge, when the owner asked for one (`[policy] ask_model_first`).
     pub judge: Option<crate::runner::judge::JudgeSettings>,
     /// Each run works in its own worktree and branch (`runner.worktrees`). Off, workers run

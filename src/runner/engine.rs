@@ -238,7 +238,7 @@ impl Scheduler {
     /// Looks at the open PRs, unless a look is going (then another follows it when `again`
     /// asks). `fresh`: something changed on the forge, so its cached answers are dropped.
     pub fn look_at_prs(&mut self, fresh: bool) {
-        let Some(github) = &self.runner.settings.github else {
+        let Some(forge) = &self.runner.settings.forge else {
             return;
         };
         if self.pr_look.as_ref().is_some_and(|t| !t.is_finished()) {
@@ -246,7 +246,7 @@ impl Scheduler {
             return;
         }
         if fresh {
-            github.client.expire_cache();
+            forge.client.expire_cache();
         }
         self.last_pr_look = Some(Instant::now());
         let runner = self.runner.clone();
@@ -258,7 +258,7 @@ impl Scheduler {
 
     /// Whether this scheduler looks at PRs at all (a forge with PRs is configured).
     pub fn has_prs(&self) -> bool {
-        self.runner.settings.github.is_some()
+        self.runner.settings.forge.is_some()
     }
 
     /// Stops every pass: their workers are killed with their processes, and their runs

@@ -184,6 +184,9 @@ struct FakeRepo {
     pulls: BTreeMap<u64, FakePull>,
     /// Commit statuses by sha, oldest first (`CommitStatus` JSON).
     statuses: BTreeMap<String, Vec<Value>>,
+    /// The repository's git data (a bare repository a test pushes to), when it has one:
+    /// a PR's head is then its branch's tip there, as on Gitea.
+    git_dir: Option<std::path::PathBuf>,
 }
 
 /// What a PR has beyond its issue: its branches and reviews.

@@ -6,12 +6,86 @@
 //! `error` wins, then `pending`, then `success`; no status at all is `pending`), `GET`/`POST
 //! /pulls/{n}/reviews`, `GET /pulls/{n}/reviews/{id}/comments`, `GET`/`POST /labels` and
 //! `POST /issues/{n}/labels` (label ids only, as older servers take them).
+//!
+//! With git data ([`FakeGitea::serve_git`], a bare repository the runner pushes to), a PR's
+//! head is its branch's tip there, read on every answer (so a push moves it, as on Gitea),
+//! and a PR whose head branch is not there is refused with a `404`, as Gitea refuses it.
+//! Without, the head is a sha made from the branch name. A review posted with `comments`
+//! (`[{path, body, new_position}]`) carries those comments, on their lines.
 
 use serde_json::{json, Value};
 
 use super::*;
 
 impl FakeGitea {
+    /// The repository `OWNER/REPO` has its git data in the bare repository `git_dir`.
+    pub fn serve_git(&self, git_dir: &std::path::Path) {
+        self.shared.state().repo_mut(OWNER, REPO).git_dir = Some(git_dir.to_path_buf());
+    }
+
+    /// The head sha of PR `number` as Gitea shows it now.
+    pub fn head_sha(&self, number: u64) -> Option<String> {
+        let mut data = self.shared.state();
+        let repo = data.repo_mut(OWNER, REPO);
+        let pull = repo.pulls.get(&number)?;
+        Some(current_head(repo, pull))
+    }
+
+    /// A comment by `login` on the conversation of issue or PR `number`.
+    pub fn comment_as(&self, number: u64, login: &str, body: &str) {
+        let mut data = self.shared.state();
+        let at = data.tick();
+        let id = data.new_id();
+        let base = self.shared.base.clone();
+        let repo = data.repo_mut(OWNER, REPO);
+        let Some(issue) = repo.issues.get_mut(&number) else {
+            return;
+        };
+        issue.comments.push(json!({
+            "id": id,
+            "html_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}#issuecomment-{id}"),
+            "pull_request_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}"),
+            "issue_url": "", "user": user_json(&base, login), "original_author": "",
+            "original_author_id": 0, "body": body, "assets": [],
+            "created_at": gitea_time(at), "updated_at": gitea_time(at),
+        }));
+        issue.updated_at = at;
+    }
+
+    /// PR `number` merged on Gitea: `merged`, and closed, as Gitea shows a merged PR.
+    pub fn merge_pr(&self, number: u64) {
+        let mut data = self.shared.state();
+        let at = data.tick();
+        let repo = data.repo_mut(OWNER, REPO);
+        if let (Some(pull), Some(issue)) =
+            (repo.pulls.get_mut(&number), repo.issues.get_mut(&number))
+        {
+            pull.merged = true;
+            issue.closed = true;
+            issue.closed_at = Some(at);
+            issue.updated_at = at;
+        }
+    }
+
+    /// PR `number` deleted by an administrator (Gitea can delete an issue or a PR): every
+    /// call about it answers `404`.
+    pub fn delete_pr(&self, number: u64) {
+        let mut data = self.shared.state();
+        let repo = data.repo_mut(OWNER, REPO);
+        repo.pulls.remove(&number);
+        repo.issues.remove(&number);
+    }
+
+    /// Every review comment of PR `number`, in the order they were made.
+    pub fn review_comments(&self, number: u64) -> Vec<Value> {
+        let mut data = self.shared.state();
+        let repo = data.repo_mut(OWNER, REPO);
+        repo.pulls
+            .get(&number)
+            .map(|p| p.reviews.iter().flat_map(|(_, c)| c.clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// Sets the status `context` of commit `sha` to `state` (`pending`, `success`,
     /// `failure`, `error`), as a CI would post it.
     pub fn set_status(&self, sha: &str, context: &str, state: &str) {
@@ -55,12 +129,13 @@ impl FakeGitea {
         let Some(pull) = repo.pulls.get_mut(&number) else {
             return;
         };
-        let review = review_json(&base, review_id, login, state, "", &pull.head_sha, 1, at);
+        let head = current_head_of(repo.git_dir.as_deref(), pull);
+        let review = review_json(&base, review_id, login, state, "", &head, 1, at);
         let comment = json!({
             "id": comment_id, "body": comment, "user": user_json(&base, login),
             "resolver": null, "pull_request_review_id": review_id, "path": path,
-            "commit_id": pull.head_sha, "original_commit_id": pull.head_sha,
-            "diff_hunk": "@@ -1 +1 @@", "position": 1, "original_position": 1,
+            "commit_id": head, "original_commit_id": head,
+            "diff_hunk": "@@ -1 +1 @@", "position": 1, "original_position": 0,
             "created_at": gitea_time(at), "updated_at": gitea_time(at),
             "html_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}#issuecomment-{comment_id}"),
             "pull_request_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}"),
@@ -112,11 +187,36 @@ fn pull_json(base: &str, owner: &str, name: &str, repo: &FakeRepo, number: u64) 
         "mergeable": true, "merged": pull.merged, "merged_at": null,
         "merge_commit_sha": null, "merged_by": null, "allow_maintainer_edit": false,
         "base": branch(&pull.base, "0000000000000000000000000000000000000000"),
-        "head": branch(&pull.head, &pull.head_sha), "merge_base": "",
+        "head": branch(&pull.head, &current_head(repo, pull)), "merge_base": "",
         "due_date": null, "created_at": as_issue["created_at"],
         "updated_at": as_issue["updated_at"], "closed_at": as_issue["closed_at"],
         "pin_order": 0,
     }))
+}
+
+/// The head of `pull` now: its branch's tip in the repository's git data, if it has some.
+fn current_head(repo: &FakeRepo, pull: &FakePull) -> String {
+    current_head_of(repo.git_dir.as_deref(), pull)
+}
+
+fn current_head_of(git_dir: Option<&std::path::Path>, pull: &FakePull) -> String {
+    match git_dir {
+        Some(dir) => branch_tip(dir, &pull.head).unwrap_or_else(|| pull.head_sha.clone()),
+        None => pull.head_sha.clone(),
+    }
+}
+
+/// The tip of `branch` in the bare repository `git_dir`.
+fn branch_tip(git_dir: &std::path::Path, branch: &str) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(git_dir)
+        .args(["rev-parse", "--verify", "--quiet"])
+        .arg(format!("refs/heads/{branch}"))
+        .output()
+        .ok()?;
+    let sha = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !sha.is_empty()).then_some(sha)
 }
 
 fn combined_state(statuses: &[Value]) -> &'static str {
@@ -252,6 +352,11 @@ fn create_pull(state: &mut StateData, base: &str, key: &(String, String), body: 
         return Reply::error(base, 422, "unknown field draft: Gitea has none");
     }
     let repo = &state.repos[key];
+    if let Some(dir) = &repo.git_dir {
+        if branch_tip(dir, &head).is_none() {
+            return Reply::error(base, 404, &format!("The head branch {head} does not exist"));
+        }
+    }
     let taken = repo
         .pulls
         .iter()
@@ -313,16 +418,55 @@ fn create_review(
     };
     let at = state.tick();
     let id = state.new_id();
-    let Some(pull) = state
-        .repos
-        .get_mut(key)
-        .and_then(|r| r.pulls.get_mut(&number))
-    else {
+    let text = form["body"].as_str().unwrap_or("");
+    // `(path, new line, old line, body)`: Gitea takes the new line, else the old one.
+    let lines: Vec<(String, u64, u64, String)> = form["comments"]
+        .as_array()
+        .map(|all| {
+            all.iter()
+                .map(|c| {
+                    (
+                        c["path"].as_str().unwrap_or("").to_owned(),
+                        c["new_position"].as_u64().unwrap_or(0),
+                        c["old_position"].as_u64().unwrap_or(0),
+                        c["body"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if lines
+        .iter()
+        .any(|(path, new, old, body)| path.is_empty() || *new + *old == 0 || body.is_empty())
+    {
+        return Reply::error(base, 422, "a review comment needs path, body and a line");
+    }
+    let ids: Vec<u64> = lines.iter().map(|_| state.new_id()).collect();
+    let Some(repo) = state.repos.get_mut(key) else {
         return Reply::not_found(base);
     };
-    let text = form["body"].as_str().unwrap_or("");
-    let review = review_json(base, id, BOT, state_name, text, &pull.head_sha, 0, at);
-    pull.reviews.push((review.clone(), Vec::new()));
+    let Some(pull) = repo.pulls.get_mut(&number) else {
+        return Reply::not_found(base);
+    };
+    let head = current_head_of(repo.git_dir.as_deref(), pull);
+    let comments: Vec<Value> = lines
+        .iter()
+        .zip(&ids)
+        .map(|((path, new, old, body), comment_id)| {
+            let old = if *new > 0 { 0 } else { *old };
+            json!({
+                "id": comment_id, "body": body, "user": user_json(base, BOT),
+                "resolver": null, "pull_request_review_id": id, "path": path,
+                "commit_id": head, "original_commit_id": head,
+                "diff_hunk": "@@ -1 +1 @@", "position": new, "original_position": old,
+                "created_at": gitea_time(at), "updated_at": gitea_time(at),
+                "html_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}#issuecomment-{comment_id}"),
+                "pull_request_url": format!("{base}/{OWNER}/{REPO}/pulls/{number}"),
+            })
+        })
+        .collect();
+    let review = review_json(base, id, BOT, state_name, text, &head, comments.len(), at);
+    pull.reviews.push((review.clone(), comments));
     Reply::json(200, &review)
 }
 

@@ -26,6 +26,7 @@ mod git_hygiene;
 mod gitea;
 mod gitea_intake;
 mod gitea_pulls;
+mod gitea_runs;
 mod github_batch;
 mod github_client;
 mod github_faults;

@@ -70,8 +70,8 @@ use crate::http::{self, retry, Class, Redactor, Secret, Transport};
 
 mod pulls;
 pub use pulls::{
-    GiteaBranch, GiteaCombinedStatus, GiteaPull, GiteaReview, GiteaReviewComment, GiteaStatus,
-    NewGiteaPull, WIP_PREFIX,
+    DiffLine, GiteaBranch, GiteaCombinedStatus, GiteaComment, GiteaPull, GiteaReview,
+    GiteaReviewComment, GiteaStatus, NewGiteaPull, WIP_PREFIX,
 };
 
 /// The most a list page holds on a Gitea with default settings (`[api] MAX_RESPONSE_ITEMS`).

@@ -20,14 +20,17 @@
 //!   `PENDING`, `COMMENT`, `REQUEST_CHANGES`, `REQUEST_REVIEW`; `GET …/reviews/{id}/comments`
 //!   → `[{id, body, user, path, position, original_position, commit_id, resolver, …}]`
 //!   (`resolver` set once a reviewer marked the conversation resolved).
-//! - `POST …/pulls/{n}/reviews` with `{body, event: "COMMENT"}` posts a review.
+//! - `POST …/pulls/{n}/reviews` with `{body, event: "COMMENT"}` posts a review; with
+//!   `comments: [{path, body, new_position}]` it also comments on a line of the diff.
+//! - `GET /repos/{o}/{r}/issues/{n}/comments` → `[{id, body, user, created_at, …}]`: the
+//!   PR's conversation (`page`, `limit`).
 //! - Labels: `POST /repos/{o}/{r}/issues/{n}/labels` takes `{labels: [ids]}` (newer servers
 //!   take names too), so names are turned into ids from `GET /repos/{o}/{r}/labels`, and a
 //!   missing label is made first (`POST /repos/{o}/{r}/labels`, `{name, color}`).
 //!
-//! No Gitea API resolves a review conversation for another user's review, and review
-//! comments cannot be answered in their thread through the API: the forge answers them as
-//! PR comments instead.
+//! No Gitea API resolves a review conversation, and none replies in one: the forge answers
+//! a conversation with a review comment on its line, which Gitea shows in that
+//! conversation.
 
 use chrono::{DateTime, Utc};
 use reqwest::Method;
@@ -137,14 +140,47 @@ pub struct GiteaReviewComment {
     pub user: Option<GiteaUser>,
     #[serde(default, deserialize_with = "null_as_default")]
     pub path: String,
-    /// The line in the current diff; `0` once outdated.
+    /// The line of the new file the comment is on (Gitea's `LineNum`); `0` for a comment
+    /// on the old side of the diff.
     #[serde(default)]
     pub position: u64,
+    /// The line of the old file, for a comment on the old side (Gitea's `OldLineNum`);
+    /// `0` otherwise.
     #[serde(default)]
     pub original_position: u64,
     /// Who marked the conversation resolved; `None` while it is open.
     #[serde(default)]
     pub resolver: Option<GiteaUser>,
+    #[serde(default)]
+    pub created_at: Option<DateTime<Utc>>,
+}
+
+/// A line of a PR's diff: of the new file, or of the old one (a removed line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DiffLine {
+    New(u64),
+    Old(u64),
+}
+
+impl GiteaReviewComment {
+    /// The line the comment is on; `None` when Gitea gives neither.
+    pub fn line(&self) -> Option<DiffLine> {
+        match (self.position, self.original_position) {
+            (0, 0) => None,
+            (0, old) => Some(DiffLine::Old(old)),
+            (new, _) => Some(DiffLine::New(new)),
+        }
+    }
+}
+
+/// A comment of an issue's or a PR's conversation (Gitea's `Comment`).
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct GiteaComment {
+    pub id: u64,
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub body: String,
+    #[serde(default)]
+    pub user: Option<GiteaUser>,
     #[serde(default)]
     pub created_at: Option<DateTime<Utc>>,
 }
@@ -274,6 +310,61 @@ impl GiteaClient {
         let request = json!({ "body": body, "event": "COMMENT" });
         let (_, answer) = self.send(Method::POST, url, Some(&request)).await?;
         decode(&answer, "the review")
+    }
+
+    /// `POST …/pulls/{n}/reviews` with `event: COMMENT` and one comment on `line` of
+    /// `path` (`new_position`, or `old_position` for a line of the old side). Gitea's API
+    /// has no reply in a conversation; a comment on the same line joins that conversation
+    /// in Gitea's view (which groups code comments by file and line).
+    pub async fn post_line_comment(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+        (path, line): (&str, DiffLine),
+        body: &str,
+    ) -> Result<GiteaReview, GiteaError> {
+        let url = self.repo_url(owner, repo, &["pulls", &number.to_string(), "reviews"])?;
+        let (new, old) = match line {
+            DiffLine::New(n) => (n, 0),
+            DiffLine::Old(n) => (0, n),
+        };
+        let request = json!({
+            "body": "", "event": "COMMENT",
+            "comments": [{ "path": path, "new_position": new, "old_position": old, "body": body }],
+        });
+        let (_, answer) = self.send(Method::POST, url, Some(&request)).await?;
+        decode(&answer, "the review")
+    }
+
+    /// `GET /repos/{o}/{r}/issues/{n}/comments`, every page: the conversation of an issue
+    /// or a PR, oldest first.
+    pub async fn issue_comments(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+    ) -> Result<Vec<GiteaComment>, GiteaError> {
+        let base = self.repo_url(owner, repo, &["issues", &number.to_string(), "comments"])?;
+        let limit = self.inner.options.page_size.max(1);
+        let mut comments = Vec::new();
+        for page in 1..=self.inner.options.max_pages.max(1) {
+            let mut url = base.clone();
+            url.query_pairs_mut()
+                .append_pair("page", &page.to_string())
+                .append_pair("limit", &limit.to_string());
+            let (_, answer) = self.send(Method::GET, url, None).await?;
+            let got: Vec<GiteaComment> = decode(&answer, "the comments")?;
+            let last = (got.len() as u64) < u64::from(limit);
+            comments.extend(got);
+            if last {
+                return Ok(comments);
+            }
+        }
+        Err(GiteaError::TooManyPages {
+            what: "comments",
+            pages: self.inner.options.max_pages.max(1),
+        })
     }
 
     /// Puts the labels named `names` on issue or PR `number`, making a label the

@@ -46,8 +46,8 @@ pub(super) fn rules(settings: &RunnerSettings, run_id: i64) -> lifecycle::Rules 
     lifecycle::Rules {
         max_worker_attempts: settings.max_worker_attempts,
         max_ci_attempts: settings.max_ci_attempts,
-        // On GitHub the PR's own review (`pr_review`) is the review.
-        review_rounds: if settings.github.is_none() {
+        // On a forge with PRs the PR's own review (`pr_review`) is the review.
+        review_rounds: if settings.forge.is_none() {
             settings.conductor.review_rounds
         } else {
             0
@@ -483,12 +483,12 @@ pub(super) async fn integrate(
         // The worker said no change was needed, and why: the run completes on that word,
         // with nothing to push and no PR to open. Its line is in the run's messages.
         tracing::info!(gid = %task.task_gid, run = run.id, %why, "the worker found no change needed; the run completes without one");
-    } else if let Some(github) = &settings.github {
+    } else if let Some(forge) = &settings.forge {
         let worked = worked.context("a PR is opened only for a worker's verified change")?;
-        if let Some(asked) = open_pr(store, github, settings, task, run, wt, worked).await? {
+        if let Some(asked) = open_pr(store, forge, settings, task, run, wt, worked).await? {
             return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
         }
-        // Opened, or left to the PR tick as an intent GitHub has not taken yet.
+        // Opened, or left to the PR tick as an intent the forge has not taken yet.
         return Ok(if run.state == RunState::Pr {
             (lifecycle::Event::PrOpened, None)
         } else {

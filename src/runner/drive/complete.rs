@@ -12,7 +12,7 @@ use super::*;
 /// the PR later (or asks the owner after `max_effect_failures` tries).
 pub(super) async fn open_pr(
     store: &dyn Store,
-    github: &GithubForge,
+    forge: &Forge,
     settings: &RunnerSettings,
     task: &Task,
     run: &mut Run,
@@ -38,7 +38,7 @@ pub(super) async fn open_pr(
     opening::save_memory(store, settings.clock.as_ref(), run.id, &memory).await?;
     // The owner is asked by the PR tick's tries, so the run never waits on an escalation
     // it opened before it is left to the tick.
-    let tried = opening::try_publish(store, settings, github, run, memory, false).await?;
+    let tried = opening::try_publish(store, settings, forge, run, memory, false).await?;
     if let opening::Tried::Failed {
         effect,
         error,

@@ -2,7 +2,7 @@
 //! the commit to push (`push`: the branch and the commit the orchestrator made) and the PR
 //! it is to open (title, head, base, body) are written into the run's PR memory first, then
 //! tried, the push before the PR. A remote that refuses the push (down, a network error) or
-//! a GitHub failure leaves the run `in_progress` with the intents kept; the next PR tick
+//! a forge failure leaves the run `in_progress` with the intents kept; the next PR tick
 //! pushes the recorded commit again (same branch, same commit: idempotent) and opens the PR,
 //! and after `[forge] max_effect_failures` failures in a row the owner is asked, with the
 //! error (a GitHub error that cannot pass, such as a 422, asks at once). The run moves to
@@ -15,13 +15,13 @@
 //! labels are a set, and a failed label call is healed by the `pr` machine's own
 //! `AddLabels` step.
 //!
-//! What it must never do: abandon a run for a failed push or a GitHub failure, push
+//! What it must never do: abandon a run for a failed push or a forge failure, push
 //! anything but the recorded commit, create a second PR for a head that has one, open a PR
 //! before its branch is pushed, or move a run to `pr` before its PR number is stored.
 
 use super::*;
 use crate::core::pr::PrMemory;
-use crate::forge::github::{GithubError, NewPullRequest, PullRequest};
+use crate::forge::{ForgeError, OpenedPr};
 
 /// Run `run_id`'s PR memory (the default when it has none).
 pub(super) async fn memory_of_run(store: &dyn Store, run_id: i64) -> Result<PrMemory> {
@@ -85,18 +85,18 @@ pub(super) enum Tried {
 pub(super) async fn try_publish(
     store: &dyn Store,
     settings: &RunnerSettings,
-    github: &GithubForge,
+    forge: &Forge,
     run: &mut Run,
     mut memory: PrMemory,
     asks: bool,
 ) -> Result<Tried> {
     let clock = settings.clock.as_ref();
     if let Some(push) = memory.push.clone() {
-        if let Err(error) = push_recorded(settings, run, &github.remote, &push).await {
+        if let Err(error) = push_recorded(settings, run, &forge.remote, &push).await {
             // Whatever refused it (the remote down, the network, a rejected ref) is retried
             // like a transient GitHub failure: the owner is asked after as many tries.
             let max = if asks {
-                github.max_effect_failures
+                forge.max_effect_failures
             } else {
                 u32::MAX
             };
@@ -110,11 +110,11 @@ pub(super) async fn try_publish(
             });
         }
         // The push moved the PR's head: no cached look at it is current any more.
-        github.client.expire_cache();
+        forge.client.expire_cache();
         memory = memory.push_done();
         save_memory(store, clock, run.id, &memory).await?;
     }
-    try_open(store, clock, github, run, memory, asks).await
+    try_open(store, clock, forge, run, memory, asks).await
 }
 
 /// One try at the run's PR: adopt or create it, save its number, label it, move the run to
@@ -123,7 +123,7 @@ pub(super) async fn try_publish(
 async fn try_open(
     store: &dyn Store,
     clock: &dyn Clock,
-    github: &GithubForge,
+    forge: &Forge,
     run: &mut Run,
     memory: PrMemory,
     asks: bool,
@@ -132,7 +132,7 @@ async fn try_open(
         let Some(opening) = memory.opening.clone() else {
             anyhow::bail!("run {} has no PR to open", run.id);
         };
-        match find_or_create(github, &opening).await {
+        match find_or_create(forge, &opening).await {
             Ok(pr) => {
                 run.pr_number = Some(i64::try_from(pr.number).unwrap_or(i64::MAX));
                 run.pr_url = Some(pr.html_url.clone());
@@ -144,7 +144,7 @@ async fn try_open(
                 let max = if !asks {
                     u32::MAX
                 } else if error.is_transient() {
-                    github.max_effect_failures
+                    forge.max_effect_failures
                 } else {
                     1
                 };
@@ -160,9 +160,12 @@ async fn try_open(
         }
     }
     let number = u64::try_from(run.pr_number.unwrap_or_default()).unwrap_or_default();
-    if !github.required_labels.is_empty() {
-        let labels: Vec<&str> = github.required_labels.iter().map(String::as_str).collect();
-        if let Err(error) = github.client.add_labels(number, &labels).await {
+    if !forge.required_labels.is_empty() {
+        if let Err(error) = forge
+            .client
+            .add_labels(number, &forge.required_labels)
+            .await
+        {
             tracing::warn!(run = run.id, pr = number, %error, "cannot label the draft PR now; the PR tick adds the labels");
         }
     }
@@ -180,27 +183,19 @@ async fn try_open(
 }
 
 /// The open PR of the head, else a new one. A create refused because a PR for the head
-/// exists (GitHub's 422) adopts that PR.
+/// exists (GitHub's 422, Gitea's 409) adopts that PR.
 async fn find_or_create(
-    github: &GithubForge,
+    forge: &Forge,
     opening: &crate::core::pr::Opening,
-) -> Result<PullRequest, GithubError> {
-    if let Some(pr) = github.client.open_pr_for_head(&opening.head).await? {
+) -> Result<OpenedPr, ForgeError> {
+    if let Some(pr) = forge.client.open_pr_for_head(&opening.head).await? {
         tracing::info!(pr = pr.number, head = %opening.head, "adopting the open PR of the run's branch");
         return Ok(pr);
     }
-    let created = github
-        .client
-        .create_draft_pr(&NewPullRequest {
-            title: opening.title.clone(),
-            head: opening.head.clone(),
-            base: opening.base.clone(),
-            body: opening.body.clone(),
-        })
-        .await;
+    let created = forge.client.create_draft_pr(opening).await;
     match created {
         Ok(pr) => Ok(pr),
-        Err(error) => match github.client.open_pr_for_head(&opening.head).await {
+        Err(error) => match forge.client.open_pr_for_head(&opening.head).await {
             Ok(Some(pr)) => Ok(pr),
             _ => Err(error),
         },

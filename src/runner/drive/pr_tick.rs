@@ -1,5 +1,6 @@
 //! The `pr` loop: on every tick, each run whose draft PR is open (or complete, for the
-//! owner's comments) is looked at on GitHub, the `pr` state machine (`core::pr`) picks one
+//! owner's comments) is looked at on its forge (GitHub or Gitea, through
+//! [`crate::forge::ForgeClient`]), the `pr` state machine (`core::pr`) picks one
 //! step, and this module carries it out: labels, a CI trigger, resolving acknowledged
 //! threads, a `fix_ci`, `fix_comments` or `pr_review` worker (whose change the orchestrator
 //! commits and pushes), completion with the owner told, the end of a merged or closed PR,
@@ -15,24 +16,24 @@
 //! before it is posted again), then the record step and the owner's notice. So the owner
 //! is told once, and the run never says the owner was told before the comment landed.
 //!
-//! What it must never do: let a GitHub failure lose a run's state. A rate limit, a 5xx or a
+//! What it must never do: let a forge failure lose a run's state. A rate limit, a 5xx or a
 //! timeout leaves the run as it was for a later tick (after `max_effect_failures` failed
 //! writes in a row the owner is asked, once); only a PR that is gone ends the run.
 
 use super::*;
 use crate::core::pr::{next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep, Stage};
-use crate::forge::github::{self, steps};
+use crate::forge::{ForgeError, Look};
 
 /// Looks at every run with an open (or complete, draft) PR once and takes its next step.
 /// Runs another runner holds are left to it. All PRs are read together (a few GraphQL
 /// requests for the lot); the steps then run side by side, as many at once as the runner
 /// has worker slots (a step that spawns a worker also waits for a slot).
 pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
-    let Some(github) = runner.settings.github.clone() else {
+    let Some(forge) = runner.settings.forge.clone() else {
         return Ok(Passed::default());
     };
     let store = runner.store.as_ref();
-    let config = pr_config(&runner.settings, &github);
+    let config = pr_config(&runner.settings, &forge);
     let mut passed = Passed::default();
 
     let mut taken: Vec<(Run, PrMemory)> = Vec::new();
@@ -52,7 +53,7 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
             {
                 run.lease_epoch = epoch;
                 let (gid, run_id) = (run.task_gid.clone(), run.id);
-                let opened = open_one(runner, &github, run).await;
+                let opened = open_one(runner, &forge, run).await;
                 release_run(store, &runner.holder, run_id).await;
                 match opened {
                     Ok(Some(result)) => passed.results.push(result),
@@ -90,24 +91,26 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
         return Ok(passed);
     }
 
-    let looks: Vec<github::Look<'_>> = taken
+    let looks: Vec<Look<'_>> = taken
         .iter()
-        .map(|(run, memory)| github::Look {
+        .map(|(run, memory)| Look {
             number: pr_number(run),
             memory,
             worker_running: false,
         })
         .collect();
-    let observed =
-        github::observe_many(&github.client, &looks, &config, runner.settings.clock.now()).await;
+    let observed = forge
+        .client
+        .observe_many(&looks, &config, runner.settings.clock.now())
+        .await;
     drop(looks);
 
     let parallel = Arc::new(Semaphore::new(runner.settings.max_workers.max(1)));
     let mut steps = tokio::task::JoinSet::new();
     for ((run, memory), observed) in taken.into_iter().zip(observed) {
-        let (runner, github, config, parallel) = (
+        let (runner, forge, config, parallel) = (
             runner.clone(),
-            github.clone(),
+            forge.clone(),
             config.clone(),
             Arc::clone(&parallel),
         );
@@ -116,7 +119,7 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
             let (gid, run_id) = (run.task_gid.clone(), run.id);
             let step_runner = runner.clone();
             let ticked = contained(async move {
-                tick_one(&step_runner, &github, &config, run, memory, observed).await
+                tick_one(&step_runner, &forge, &config, run, memory, observed).await
             })
             .await;
             release_run(runner.store.as_ref(), &runner.holder, run_id).await;
@@ -172,17 +175,13 @@ fn pr_number(run: &Run) -> u64 {
 
 /// Pushes the recorded commit of a run that still owes its push, then tries to open its
 /// PR; `Some` when the run moved to `pr` or the owner was asked.
-async fn open_one(
-    runner: &Runner,
-    github: &GithubForge,
-    mut run: Run,
-) -> Result<Option<RunResult>> {
+async fn open_one(runner: &Runner, forge: &Forge, mut run: Run) -> Result<Option<RunResult>> {
     let store = runner.store.as_ref();
     let settings = runner.settings.as_ref();
     let memory = opening::memory_of_run(store, run.id).await?;
-    match opening::try_publish(store, settings, github, &mut run, memory, true).await? {
+    match opening::try_publish(store, settings, forge, &mut run, memory, true).await? {
         opening::Tried::Opened => {
-            tracing::info!(gid = %run.task_gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), "draft PR open; the run continues on GitHub");
+            tracing::info!(gid = %run.task_gid, run = run.id, pr = run.pr_url.as_deref().unwrap_or(""), forge = forge.client.name(), "draft PR open; the run continues on the forge");
             Ok(Some(result_of(&run, None)))
         }
         opening::Tried::Failed {
@@ -221,13 +220,13 @@ async fn memory_of(store: &dyn Store, run: &Run) -> Result<PrMemory> {
 }
 
 /// The `pr` machine's settings, from the config.
-fn pr_config(settings: &RunnerSettings, github: &GithubForge) -> PrConfig {
+fn pr_config(settings: &RunnerSettings, forge: &Forge) -> PrConfig {
     PrConfig {
-        required_checks: github.required_checks.clone(),
-        required_labels: github.required_labels.clone(),
+        required_checks: forge.required_checks.clone(),
+        required_labels: forge.required_labels.clone(),
         max_ci_attempts: settings.max_ci_attempts,
-        resolve_acknowledged: github.resolve_acknowledged,
-        ci_start_grace: chrono::Duration::from_std(github.ci_start_grace)
+        resolve_acknowledged: forge.resolve_acknowledged,
+        ci_start_grace: chrono::Duration::from_std(forge.ci_start_grace)
             .unwrap_or(chrono::Duration::minutes(5)),
         ..PrConfig::default()
     }
@@ -238,11 +237,11 @@ fn pr_config(settings: &RunnerSettings, github: &GithubForge) -> PrConfig {
 /// look found.
 async fn tick_one(
     runner: &Runner,
-    github: &GithubForge,
+    forge: &Forge,
     config: &PrConfig,
     mut run: Run,
     memory: PrMemory,
-    observed: Result<PrObservation, github::GithubError>,
+    observed: Result<PrObservation, ForgeError>,
 ) -> Result<Option<RunResult>> {
     let store = runner.store.as_ref();
     let gid = run.task_gid.clone();
@@ -251,10 +250,10 @@ async fn tick_one(
     };
     // A completion's owed effects first; the machine steps again on the next tick.
     if memory.completion.is_some() {
-        let (_, settled) = settle_completion(runner, github, &mut run, memory).await?;
+        let (_, settled) = settle_completion(runner, forge, &mut run, memory).await?;
         return Ok(settled);
     }
-    tick_step(runner, github, config, run, task, memory, observed).await
+    tick_step(runner, forge, config, run, task, memory, observed).await
 }
 
 /// The `pr` machine's one step on the look at the run's PR: decides the step, carries it
@@ -262,18 +261,18 @@ async fn tick_one(
 /// saves the memory after it.
 async fn tick_step(
     runner: &Runner,
-    github: &GithubForge,
+    forge: &Forge,
     config: &PrConfig,
     mut run: Run,
     task: Task,
     memory: PrMemory,
-    observed: Result<PrObservation, github::GithubError>,
+    observed: Result<PrObservation, ForgeError>,
 ) -> Result<Option<RunResult>> {
     let store = runner.store.as_ref();
     let settings = runner.settings.as_ref();
     let gid = run.task_gid.clone();
     let pr = pr_number(&run);
-    let obs = match looked(runner, &mut run, observed).await? {
+    let obs = match looked(runner, forge, &mut run, observed).await? {
         Looked::Seen(obs) => obs,
         Looked::Done(result) => return Ok(result),
     };
@@ -284,49 +283,40 @@ async fn tick_step(
     match &step {
         PrStep::Wait { .. } => {}
         PrStep::AddLabels { labels } => {
-            steps::add_labels(&github.client, pr, labels).await?;
+            forge.client.add_labels(pr, labels).await?;
         }
         PrStep::ResolveThreads { thread_ids } => {
-            steps::resolve_threads(&github.client, thread_ids).await?;
+            forge.client.resolve_threads(thread_ids).await?;
         }
         PrStep::TriggerCi { head_sha, reason } => {
-            trigger_ci(github, &run, &obs, head_sha, reason).await?;
+            trigger_ci(forge, &run, &obs, head_sha, reason).await?;
         }
         PrStep::SpawnFixCi {
             attempt, failure, ..
         } => {
             let fix = (*attempt, failure.clone());
-            after = fix_ci(runner, github, &task, &mut run, after, &obs.head_sha, fix).await?;
+            after = fix_ci(runner, forge, &task, &mut run, after, &obs.head_sha, fix).await?;
             moved = true;
         }
         PrStep::SpawnFixComments { threads, .. } => {
             let threads = threads.clone();
             let before = store.messages(run.id, 1).await?.last().map_or(0, |m| m.id);
-            pr_worker(runner, github, &task, &mut run, Phase::FixComments, |ctx| {
+            pr_worker(runner, forge, &task, &mut run, Phase::FixComments, |ctx| {
                 ctx.review_threads = threads;
             })
             .await?;
-            answer_threads(store, github, &run, before).await?;
+            answer_threads(store, forge, &run, before).await?;
             moved = true;
         }
         PrStep::SpawnReview { inputs } => {
             let inputs = inputs.clone();
-            after = review_pr(
-                runner,
-                github,
-                &task,
-                &mut run,
-                after,
-                &obs.head_sha,
-                inputs,
-            )
-            .await?;
+            after = review_pr(runner, forge, &task, &mut run, after, &obs.head_sha, inputs).await?;
             moved = true;
         }
         PrStep::PostReview { body, .. } => {
             // `remember` marked it posted; it is only once the post lands.
             let kept = memory.clone();
-            after = post_kept_review(runner, github, &run, kept, body).await?;
+            after = post_kept_review(runner, forge, &run, kept, body).await?;
         }
         PrStep::Complete { .. } | PrStep::Merged => {
             if run.state == RunState::Pr {
@@ -334,7 +324,7 @@ async fn tick_step(
                 // effects, each marked done as it lands.
                 opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
                 complete_run(store, settings, &mut run, &task).await?;
-                settle_completion(runner, github, &mut run, after).await?;
+                settle_completion(runner, forge, &mut run, after).await?;
                 return Ok(Some(result_of(&run, None)));
             }
             moved = matches!(step, PrStep::Merged);
@@ -383,16 +373,21 @@ async fn tick_step(
 /// jobs, or the configured workflow dispatched); nothing when neither is possible (the
 /// owner is asked by the machine if CI does not appear).
 async fn trigger_ci(
-    github: &GithubForge,
+    forge: &Forge,
     run: &Run,
     obs: &PrObservation,
     head_sha: &str,
     reason: &crate::core::pr::TriggerReason,
 ) -> Result<()> {
     let branch = run.branch_name.clone().unwrap_or_default();
-    match steps::choose_ci_trigger(obs, reason, github.ci_workflow.as_deref(), &branch) {
-        Some(how) => steps::trigger_ci(&github.client, head_sha, &how).await?,
-        None => {
+    let workflow = forge.ci_workflow.as_deref();
+    match forge
+        .client
+        .trigger_ci(obs, reason, workflow, &branch, head_sha)
+        .await?
+    {
+        true => {}
+        false => {
             tracing::warn!(gid = %run.task_gid, run = run.id, "CI is missing for the head and executor cannot start it (no failed run to re-run); the owner is asked if it does not appear")
         }
     }
@@ -412,20 +407,21 @@ enum Looked {
 /// failure is the step's error.
 async fn looked(
     runner: &Runner,
+    forge: &Forge,
     run: &mut Run,
-    observed: Result<PrObservation, github::GithubError>,
+    observed: Result<PrObservation, ForgeError>,
 ) -> Result<Looked> {
     let settings = runner.settings.as_ref();
     let gid = run.task_gid.clone();
     match observed {
         Ok(obs) => Ok(Looked::Seen(obs)),
         Err(error) if error.is_not_found() => {
-            let why = "its PR is gone from GitHub";
-            abandon(runner.store.as_ref(), settings, run, &gid, why).await?;
+            let why = format!("its PR is gone from {}", forge.client.name());
+            abandon(runner.store.as_ref(), settings, run, &gid, &why).await?;
             Ok(Looked::Done(Some(result_of(run, None))))
         }
         Err(error) if error.is_transient() => {
-            tracing::info!(gid = %gid, run = run.id, %error, retry_at = ?error.retry_at(settings.clock.now()), "GitHub cannot answer now; the run waits");
+            tracing::info!(gid = %gid, run = run.id, %error, retry_at = ?error.retry_at(settings.clock.now()), forge = forge.client.name(), "the forge cannot answer now; the run waits");
             Ok(Looked::Done(None))
         }
         Err(error) => Err(error.into()),
@@ -439,7 +435,7 @@ async fn looked(
 /// may be tried again, within `max_ci_attempts`).
 async fn fix_ci(
     runner: &Runner,
-    github: &GithubForge,
+    forge: &Forge,
     task: &Task,
     run: &mut Run,
     mut after: PrMemory,
@@ -450,7 +446,7 @@ async fn fix_ci(
     run.ci_attempts = i64::from(attempt);
     store.save_run(run).await?;
     opening::save_memory(store, runner.settings.clock.as_ref(), run.id, &after).await?;
-    let (worked, pushed) = pr_worker(runner, github, task, run, Phase::FixCi, |ctx| {
+    let (worked, pushed) = pr_worker(runner, forge, task, run, Phase::FixCi, |ctx| {
         ctx.ci = Some(failure);
     })
     .await?;
@@ -466,14 +462,14 @@ async fn fix_ci(
 /// Answers the memory after the post.
 async fn review_pr(
     runner: &Runner,
-    github: &GithubForge,
+    forge: &Forge,
     task: &Task,
     run: &mut Run,
     mut after: PrMemory,
     head_sha: &str,
     inputs: crate::prompts::ReviewInputs,
 ) -> Result<PrMemory> {
-    let (worked, _) = pr_worker(runner, github, task, run, Phase::PrReview, |ctx| {
+    let (worked, _) = pr_worker(runner, forge, task, run, Phase::PrReview, |ctx| {
         ctx.review = Some(inputs);
     })
     .await?;
@@ -492,7 +488,7 @@ async fn review_pr(
     after = after.record_review(head_sha, passed, &body);
     let clock = runner.settings.clock.as_ref();
     opening::save_memory(runner.store.as_ref(), clock, run.id, &after).await?;
-    post_kept_review(runner, github, run, after, &body).await
+    post_kept_review(runner, forge, run, after, &body).await
 }
 
 /// The run `complete` and its task `done` (a run back in `pr` after the owner's comment
@@ -525,16 +521,16 @@ async fn complete_run(
 /// failure counted (and the owner asked once the failures reach `max_effect_failures`).
 async fn post_kept_review(
     runner: &Runner,
-    github: &GithubForge,
+    forge: &Forge,
     run: &Run,
     memory: PrMemory,
     body: &str,
 ) -> Result<PrMemory> {
-    match steps::post_review(&github.client, pr_number(run), body).await {
+    match forge.client.post_review(pr_number(run), body).await {
         Ok(_) => Ok(memory.review_posted().effect_done()),
         Err(error) => {
             let memory =
-                effect_failed(runner, github, run, memory, "post the review", &error).await?;
+                effect_failed(runner, forge, run, memory, "post the review", &error).await?;
             Ok(memory)
         }
     }
@@ -544,14 +540,14 @@ async fn post_kept_review(
 /// failures in a row reach `max_effect_failures` (at once for an error that cannot pass).
 async fn effect_failed(
     runner: &Runner,
-    github: &GithubForge,
+    forge: &Forge,
     run: &Run,
     memory: PrMemory,
     what: &str,
-    error: &github::GithubError,
+    error: &ForgeError,
 ) -> Result<PrMemory> {
     let max = if error.is_transient() {
-        github.max_effect_failures
+        forge.max_effect_failures
     } else {
         1
     };
@@ -590,7 +586,7 @@ async fn effect_failed(
 /// Answers the memory after, and `Some` when the run moved.
 async fn settle_completion(
     runner: &Runner,
-    github: &GithubForge,
+    forge: &Forge,
     run: &mut Run,
     mut memory: PrMemory,
 ) -> Result<(PrMemory, Option<RunResult>)> {
@@ -612,17 +608,18 @@ async fn settle_completion(
         };
         match owed {
             Owed::Comment => {
-                let told = steps::notify_complete_comment(
-                    &github.client,
-                    pr_number(run),
-                    &github.owner_login,
-                    run.id,
-                    &completion.head_sha,
-                )
-                .await;
+                let told = forge
+                    .client
+                    .notify_complete(
+                        pr_number(run),
+                        &forge.owner_login,
+                        run.id,
+                        &completion.head_sha,
+                    )
+                    .await;
                 if let Err(error) = told {
                     let memory =
-                        effect_failed(runner, github, run, memory, "@mention the owner", &error)
+                        effect_failed(runner, forge, run, memory, "@mention the owner", &error)
                             .await?;
                     return Ok((memory, moved));
                 }
@@ -636,7 +633,11 @@ async fn settle_completion(
             Owed::Record => {
                 if let Some(task) = store.task(&gid).await? {
                     let verification = if completion.merged {
-                        "merged on GitHub"
+                        if forge.is_github() {
+                            "merged on GitHub"
+                        } else {
+                            "merged on Gitea"
+                        }
                     } else {
                         "CI green, reviewed, no thread unresolved"
                     };
@@ -685,13 +686,8 @@ async fn settle_completion(
 /// for work; a fixed one a reply saying so, so its reviewer can resolve it. The owner's
 /// conversation comment (`comment-<id>`) is answered with a PR comment that links it. Every
 /// answer carries executor's mark, so it is never read back as someone else's.
-async fn answer_threads(
-    store: &dyn Store,
-    github: &GithubForge,
-    run: &Run,
-    after: i64,
-) -> Result<()> {
-    use crate::core::pr::{EXECUTOR_MARK, OWNER_ASK_PREFIX};
+async fn answer_threads(store: &dyn Store, forge: &Forge, run: &Run, after: i64) -> Result<()> {
+    use crate::core::pr::EXECUTOR_MARK;
     let pr = pr_number(run);
     let branch = run.branch_name.clone().unwrap_or_default();
     let answers: Vec<(String, String)> = store
@@ -723,38 +719,12 @@ async fn answer_threads(
     if answers.is_empty() {
         return Ok(());
     }
-    let threads = github.client.review_threads(pr).await?;
-    for (thread, answer) in answers {
-        if let Some(comment) = thread.strip_prefix(OWNER_ASK_PREFIX) {
-            let link = run
-                .pr_url
-                .as_deref()
-                .map(|url| format!("{url}#issuecomment-{comment}"))
-                .unwrap_or_else(|| format!("comment {comment}"));
-            github
-                .client
-                .post_issue_comment(pr, &format!("On {link}:\n\n{answer}"))
-                .await?;
-            continue;
-        }
-        // GitHub takes replies to a thread's top-level comment only (replies to replies
-        // are not supported): the answer goes to the thread's first comment.
-        let top = threads
-            .iter()
-            .find(|t| t.id == thread)
-            .and_then(|t| t.comments.first())
-            .and_then(|c| c.database_id);
-        match top {
-            Some(comment) => {
-                github
-                    .client
-                    .reply_to_review_comment(pr, comment, &answer)
-                    .await?;
-            }
-            None => {
-                tracing::warn!(run = run.id, %thread, "the worker answered a thread the PR does not have; nothing to reply to")
-            }
-        }
+    let missing = forge
+        .client
+        .answer_threads(pr, run.pr_url.as_deref(), &answers)
+        .await?;
+    for thread in missing {
+        tracing::warn!(run = run.id, %thread, "the worker answered a thread the PR does not have; nothing to reply to")
     }
     Ok(())
 }
@@ -775,7 +745,7 @@ fn result_of(run: &Run, waiting_on: Option<i64>) -> RunResult {
 /// so the next look at the PR sees the new head.
 async fn pr_worker(
     runner: &Runner,
-    github: &GithubForge,
+    forge: &Forge,
     task: &Task,
     run: &mut Run,
     phase: Phase,
@@ -831,14 +801,14 @@ async fn pr_worker(
         let before = full_head(settings, &wt.path).await;
         let asked = match commit(settings, &wt.path, task, run.id, &worked).await? {
             Some(asked) => Some(asked),
-            None => push(settings, &wt.path, &github.remote, &wt.branch, &worked).await?,
+            None => push(settings, &wt.path, &forge.remote, &wt.branch, &worked).await?,
         };
         match asked {
             Some(asked) => {
                 open_escalation(store, &runner.adapter, settings, run, &gid, &asked).await?;
             }
             None => {
-                github.client.expire_cache();
+                forge.client.expire_cache();
                 let after = full_head(settings, &wt.path).await;
                 // A worker that changed nothing pushed nothing new.
                 pushed = after.filter(|head| Some(head) != before.as_ref());
