@@ -84,14 +84,13 @@ pub fn completed(run_id: i64, gid: &str, pr_url: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::Utc;
 
     fn decision() -> Decision {
         Decision {
             id: 17,
             task_gid: Some("T-123".into()),
             run_id: Some(5),
-            at: Utc::now(),
+            at: chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time"),
             role: "worker".into(),
             action: "merge_pr".into(),
             decision: "escalate".into(),
@@ -118,7 +117,7 @@ mod tests {
             id: 1,
             run_id: 5,
             task_gid: "T-123".into(),
-            at: Utc::now(),
+            at: chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time"),
             source: "worker".into(),
             tag: "STATUS".into(),
             kind: "pr_open".into(),

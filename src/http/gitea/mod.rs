@@ -90,6 +90,8 @@ pub struct GiteaOptions {
     /// Pages one list may take before the client gives up on it (a server that never stops
     /// saying there is more).
     pub max_pages: u32,
+    /// What `Retry-After` dates are measured against.
+    pub clock: std::sync::Arc<dyn crate::core::clock::Clock>,
 }
 
 impl Default for GiteaOptions {
@@ -100,6 +102,7 @@ impl Default for GiteaOptions {
             user_agent: http::USER_AGENT.into(),
             page_size: MAX_PAGE_SIZE,
             max_pages: 200,
+            clock: std::sync::Arc::new(crate::core::clock::SystemClock),
         }
     }
 }
@@ -530,7 +533,7 @@ impl GiteaClient {
                 path: path.to_owned(),
             },
             Class::TooManyRequests => GiteaError::RateLimited {
-                retry_after: retry::retry_after(headers, chrono::Utc::now()),
+                retry_after: retry::retry_after(headers, self.inner.options.clock.now()),
             },
             Class::Server => GiteaError::Server { status },
             Class::Redirect => {
