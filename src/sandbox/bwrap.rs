@@ -63,9 +63,11 @@ enum Mount {
 pub fn argv(bwrap: &Path, plan: &Plan) -> Vec<String> {
     let mut out: Vec<String> = vec![bwrap.to_string_lossy().into_owned()];
     let flag = |out: &mut Vec<String>, f: &str| out.push(f.to_string());
+    // No `--new-session`: the supervisor takes the worker's controlling terminal away
+    // between fork and exec (`TIOCNOTTY`), which is what a new session is for here, and a
+    // new session costs every start a scheduler autogroup.
     for f in [
         "--die-with-parent",
-        "--new-session",
         "--unshare-user",
         "--unshare-pid",
         "--unshare-ipc",
@@ -160,10 +162,10 @@ mod tests {
             "--unshare-cgroup-try",
             "--unshare-net",
             "--die-with-parent",
-            "--new-session",
         ] {
             assert!(argv.iter().any(|a| a == f), "{f} missing from {argv:?}");
         }
+        assert!(!argv.iter().any(|a| a == "--new-session"), "{argv:?}");
         assert_eq!(argv.last().map(String::as_str), Some("--"));
         let host = Plan {
             own_network: false,

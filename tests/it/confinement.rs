@@ -835,3 +835,62 @@ fn doctor_and_status_say_whether_workers_memory_is_limited() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `executor run --once` started on a terminal of its own (a pty `script` makes its
+/// controlling terminal), as when the owner types it; `mode` is `[sandbox] mode`.
+fn run_once_on_a_terminal(ws: &Workspace, mode: &str) -> std::process::Output {
+    let mut cmd = std::process::Command::new("script");
+    cmd.args(["-qec", &format!("exec {} run --once", crate::support::BIN)])
+        .arg("/dev/null")
+        .current_dir(ws.path())
+        .env(crate::support::SANDBOX_MODE_ENV, mode)
+        .env_remove("EXECUTOR_CONFIG")
+        .env_remove("EXECUTOR_STORAGE_URL")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .stdin(std::process::Stdio::null());
+    cmd.output().expect("run executor under script")
+}
+
+#[test]
+fn a_confined_worker_has_no_terminal_to_type_into() {
+    if !wall_works() {
+        return;
+    }
+    if std::process::Command::new("script")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "`script` (util-linux) must be there in CI"
+        );
+        eprintln!("SKIPPED: no `script` to give the runner a terminal");
+        return;
+    }
+    // Opening /dev/tty reaches the controlling terminal, whatever the worker's stdio: the
+    // way to type into the owner's shell (TIOCSTI) or read what the owner types.
+    let script = r#"if (: < /dev/tty) 2>/dev/null; then echo reached > tty.txt; else echo none > tty.txt; fi
+echo "[DONE:implemented] looked for a terminal""#;
+    for (mode, gid, expected) in [("off", "TTY-1", "reached"), ("required", "TTY-2", "none")] {
+        let ws = attack_workspace(script, "");
+        std::fs::write(
+            ws.plans().join(format!("{gid}.md")),
+            format!("---\ngid: {gid}\n---\n# Task {gid}\n"),
+        )
+        .expect("note");
+        let out = run_once_on_a_terminal(&ws, mode);
+        let said = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{said}");
+        let branch = run_branch(&ws, gid);
+        let found = on_branch(&ws.path().join("repo"), &branch, "tty.txt");
+        // Unconfined, the worker shares the runner's terminal: this shows the test's
+        // terminal is real. In the wall it has none.
+        assert_eq!(
+            found.as_deref().map(str::trim),
+            Some(expected),
+            "mode {mode}: {said}"
+        );
+    }
+}
