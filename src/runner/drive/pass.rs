@@ -72,7 +72,9 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
 /// Claims the oldest approved task (moves it to `in_progress`); `None` when no approved
 /// task is left. A task another runner claimed first is skipped.
 pub(super) async fn claim_next(store: &dyn Store, clock: &dyn Clock) -> Result<Option<Task>> {
-    const PAGE: u32 = 16;
+    // Most claims take the first approved task: a short page, read again when it is all
+    // waiting subtasks or taken.
+    const PAGE: u32 = 4;
     let mut after = i64::MIN;
     loop {
         let page = store
