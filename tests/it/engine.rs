@@ -631,3 +631,96 @@ fn a_full_disk_under_the_sqlite_store_strands_no_run_and_loses_no_worker_line() 
     let expected: Vec<String> = (1..=30).map(|n| format!("[STATUS:step] n={n}")).collect();
     assert_eq!(steps, expected, "every worker line stored, once, in order");
 }
+
+/// Marks `files` immutable (`chattr +i`: every write through a descriptor already open
+/// fails with `EPERM`, as on a read-only file system) until dropped; `None` (said) where
+/// this machine cannot (not root, or a file system without the flag).
+struct Immutable {
+    files: Vec<std::path::PathBuf>,
+}
+
+impl Immutable {
+    fn set(files: &[std::path::PathBuf]) -> Option<Self> {
+        let set = Command::new("chattr").arg("+i").args(files).output();
+        match set {
+            Ok(out) if out.status.success() => Some(Self {
+                files: files.to_vec(),
+            }),
+            Ok(out) => {
+                eprintln!(
+                    "skipped: cannot make the database immutable here ({}); the read-only outage is not tried",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+                None
+            }
+            Err(error) => {
+                eprintln!(
+                    "skipped: cannot run chattr ({error}); the read-only outage is not tried"
+                );
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = Command::new("chattr").arg("-i").args(&self.files).status();
+    }
+}
+
+#[test]
+fn a_read_only_sqlite_file_strands_no_run_and_loses_no_worker_line() {
+    let mut ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "for i in $(seq 1 30); do echo \"[STATUS:step] n=$i\"; sleep 0.2; done; echo changed > CHANGED.md; echo '[DONE:implemented] all steps'",
+        ],
+        &[],
+        "",
+    );
+    let data = tempfile::tempdir_in(std::env::temp_dir()).expect("a folder for the database");
+    let db = data.path().join("executor.db");
+    ws.env.push((
+        "EXECUTOR_STORAGE_URL".into(),
+        format!("sqlite://{}", db.display()),
+    ));
+    ws.ok(&["add", "--title", "Many steps", "--gid", "T-1"]);
+    ws.ok(&["go", "T-1"]);
+    let log = ws.dir.path().join("runner.log");
+    let mut runner = ws
+        .command(&["run", "--once"])
+        .stderr(std::fs::File::create(&log).expect("the runner's log"))
+        .spawn()
+        .expect("start");
+    eventually(LONG, "the worker running", || {
+        (!sqlite_workers(&db).is_empty()).then_some(())
+    });
+    // For three seconds of the worker's six, the database and its log take no write.
+    let files = [db.clone(), data.path().join("executor.db-wal")];
+    let Some(frozen) = Immutable::set(&files) else {
+        let _ = runner.wait();
+        return;
+    };
+    std::thread::sleep(Duration::from_secs(3));
+    drop(frozen);
+    let status = runner.wait().expect("wait");
+    let log = std::fs::read_to_string(&log).expect("the runner's log");
+    assert!(status.success(), "{status}\n{log}");
+    // The outage was real: the runner met it, and waited it out.
+    assert!(log.contains("the store is out of reach"), "{log}");
+    let shown = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(shown["task"]["status"], "done", "{shown}");
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let conn = rusqlite::Connection::open(&db).expect("open the database");
+    let steps: Vec<String> = conn
+        .prepare("SELECT line FROM executor_messages WHERE kind = 'step' ORDER BY id")
+        .expect("prepare")
+        .query_map([], |row| row.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("rows");
+    let expected: Vec<String> = (1..=30).map(|n| format!("[STATUS:step] n={n}")).collect();
+    assert_eq!(steps, expected, "every worker line stored, once, in order");
+}
