@@ -21,10 +21,13 @@ use crate::store::Store;
 /// The route.
 pub const PATH: &str = "/metrics";
 
-pub fn router(store: Arc<dyn Store>) -> Router {
+pub fn router(store: Arc<dyn Store>, access: Arc<super::console::access::Access>) -> Router {
     Router::new()
         .route(PATH, get(scrape))
-        .layer(axum::middleware::from_fn(super::console::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            access,
+            super::console::guard,
+        ))
         .with_state(store)
 }
 

@@ -156,8 +156,11 @@ path = "plans"
 #                               # a delegated cgroup v2 (`executor doctor` says)
 
 [web]
-# enabled = false               # true: the daemon serves the console's JSON API (README: "The console's JSON API")
-# listen = "127.0.0.1:8450"     # loopback only while the console has no login
+# The owner's console: pages, the JSON API, /metrics (README: "The console").
+# enabled = true                # false: no console (webhooks are still served on listen)
+# listen = "127.0.0.1:8450"     # loopback needs no login; any other address needs a token
+# token_file = "secrets/console-token"   # or token_env = "EXECUTOR_CONSOLE_TOKEN"
+# read_only_token_file = "secrets/console-read-token"   # or read_only_token_env: reads only
 "#;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ mod cli;
 mod conductor;
 mod confinement;
 mod console;
+mod console_access;
 mod console_browser;
 mod console_pages;
 mod daemon;

@@ -32,6 +32,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("run.html", include_str!("templates/run.html")),
     ("queue.html", include_str!("templates/queue.html")),
     ("notice.html", include_str!("templates/notice.html")),
+    ("login.html", include_str!("templates/login.html")),
 ];
 const ASSETS: &[(&str, &str, &str)] = &[
     (
@@ -94,6 +95,8 @@ pub(super) fn routes() -> Router<Console> {
         .route("/runs/{id}", get(run))
         .route("/queue", get(queue))
         .route("/assets/{name}", get(asset))
+        .route(super::LOGIN, get(login_page).post(login))
+        .route(super::LOGOUT, post(logout))
         .route(
             &format!("{}/escalations/{{id}}/decide", super::ACTIONS),
             post(decide),
@@ -436,6 +439,66 @@ async fn queue(State(c): State<Console>) -> Response {
         "queue.html",
         context! { title => "Queue", path => "/queue", csrf => &*c.csrf, events, groups },
     )
+}
+
+async fn login_page(State(c): State<Console>) -> Response {
+    page(&c, "login.html", context! { refused => false })
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    token: String,
+}
+
+/// Takes a token and gives the browser the cookie made from it: HttpOnly (no script reads
+/// it), SameSite=Strict (no other site's page sends it), Secure behind an HTTPS proxy.
+async fn login(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let cookie = c
+        .access
+        .token_grant(form.token.trim())
+        .and_then(|grant| c.access.cookie_for(grant));
+    let Some(value) = cookie else {
+        let mut answer = page(&c, "login.html", context! { refused => true });
+        *answer.status_mut() = StatusCode::UNAUTHORIZED;
+        return answer;
+    };
+    let secure = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    let cookie = format!(
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict{}",
+        super::access::COOKIE,
+        if secure { "; Secure" } else { "" }
+    );
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, cookie),
+            (header::LOCATION, "/".to_string()),
+        ],
+    )
+        .into_response()
+}
+
+async fn logout() -> Response {
+    let cookie = format!(
+        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+        super::access::COOKIE
+    );
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, cookie),
+            (header::LOCATION, super::LOGIN.to_string()),
+        ],
+    )
+        .into_response()
 }
 
 /// Every form's fields; each action reads the ones it takes.
