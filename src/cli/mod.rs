@@ -956,7 +956,13 @@ pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::S
         decisions,
         messages,
         worked_on,
+        spend: crate::core::spend::TaskSpend::of(&store.spend(Some(gid)).await?),
     })
+}
+
+/// Where a spend day begins, from UTC midnight.
+pub(crate) fn spend_day_offset(_settings: &Settings) -> chrono::FixedOffset {
+    chrono::FixedOffset::east_opt(0).expect("UTC is an offset")
 }
 
 /// `executor status`'s document (also the console's `GET /api/v1/status`).
@@ -971,14 +977,15 @@ pub(crate) async fn status_report(
     summary.live_workers =
         runs::live_workers(&store.open_workers(&host).await?, runs::process_alive);
     let outbox = store.outbox_backlog().await?;
-    let mut report = output::StatusReport::new(
-        settings,
-        summary,
-        outbox,
-        confinement(settings),
-        chrono::Utc::now(),
-    );
+    let now = chrono::Utc::now();
+    let mut report =
+        output::StatusReport::new(settings, summary, outbox, confinement(settings), now);
     report.changed_since_run = store.changed_since_run().await?;
+    report.spend = crate::core::spend::SpendReport::of(
+        &store.spend(None).await?,
+        now,
+        spend_day_offset(settings),
+    );
     Ok(report)
 }
 
@@ -1773,6 +1780,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
             max_turns: agent.max_turns,
             tools: None,
             hook,
+            prices: settings.raw.spend.prices.clone(),
         },
     })
 }

@@ -83,6 +83,18 @@ pub struct Config {
     pub conductor: conductor::ConductorSection,
     #[serde(default)]
     pub sandbox: SandboxSection,
+    #[serde(default)]
+    pub spend: SpendSection,
+}
+
+/// `[spend]`: how a worker's cost is known when its agent reports none.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpendSection {
+    /// US dollars per million tokens, by agent (`codex`, which reports no cost; a price for
+    /// an agent that reports its own cost is used only when a result lacks one).
+    #[serde(default)]
+    pub prices: std::collections::BTreeMap<String, crate::core::spend::Prices>,
 }
 
 /// `[policy]`: how escalations are handled before the owner sees them.
@@ -1132,6 +1144,20 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
                 ),
             ));
         }
+    }
+
+    if let Some(agent) = raw
+        .spend
+        .prices
+        .keys()
+        .find(|k| !matches!(k.as_str(), "claude" | "codex" | "pi" | "command"))
+    {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_section(text, &format!("[spend.prices.{agent}]")),
+            key: "spend.prices",
+            message: format!("`{agent}` is not an agent (claude, codex, pi or command)"),
+        });
     }
 
     let plans_cfg = &raw.sources.plans;

@@ -161,6 +161,14 @@ path = "plans"
 # listen = "127.0.0.1:8450"     # loopback needs no login; any other address needs a token
 # token_file = "secrets/console-token"   # or token_env = "EXECUTOR_CONSOLE_TOKEN"
 # read_only_token_file = "secrets/console-read-token"   # or read_only_token_env: reads only
+
+[spend]
+# Each worker's tokens, turns and cost come from its agent's own result events (README:
+# "Spend"). Codex reports tokens but no cost: price them here, US dollars per million.
+# [spend.prices.codex]
+# input_per_mtok = 1.25
+# cached_input_per_mtok = 0.125
+# output_per_mtok = 10.0
 "#;
 
 #[cfg(test)]

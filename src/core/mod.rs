@@ -20,6 +20,7 @@ pub mod record;
 pub mod run;
 pub mod secret;
 pub mod settle;
+pub mod spend;
 pub mod task;
 pub mod time;
 pub mod tree;

@@ -185,6 +185,8 @@ pub struct AgentOptions {
     /// Claude: decide every tool call with `executor hook claude` (the settings file names
     /// this binary and the config, so the hook finds the run's store and contract).
     pub hook: Option<HookTarget>,
+    /// `[spend.prices]`: what a worker's tokens cost when its agent reports no cost.
+    pub prices: std::collections::BTreeMap<String, crate::core::spend::Prices>,
 }
 
 /// Where `executor hook claude` is: the binary and the config it reads.

@@ -51,6 +51,7 @@ mod review_rounds;
 mod runner;
 mod runs_cli;
 mod service;
+mod spend;
 mod store_conformance;
 mod supervisor;
 mod support;

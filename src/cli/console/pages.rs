@@ -23,6 +23,7 @@ use super::Console;
 use crate::core::queue::QueueStatus;
 use crate::core::record::Decision;
 use crate::core::record::Run;
+use crate::core::spend::SpendTotal;
 
 /// The templates and assets, built into the binary.
 const TEMPLATES: &[(&str, &str)] = &[
@@ -220,10 +221,14 @@ struct RunView {
     branch: Option<String>,
     ci_attempts: i64,
     updated: String,
+    /// What its workers cost (`-` before any reported a spend).
+    cost: String,
+    /// Their tokens and turns, in a line.
+    spent: Option<String>,
 }
 
 impl RunView {
-    fn of(c: &Console, run: &Run) -> Self {
+    fn of(c: &Console, run: &Run, spend: Option<&SpendTotal>) -> Self {
         let now = chrono::Utc::now();
         let started = run.started_at.unwrap_or(run.updated_at);
         let ended = run
@@ -249,6 +254,8 @@ impl RunView {
             branch: run.branch_name.clone(),
             ci_attempts: run.ci_attempts,
             updated: super::super::runs::local_time(&run.updated_at),
+            cost: spend.map_or_else(|| "-".to_string(), super::super::runs::cost),
+            spent: spend.map(SpendTotal::line),
         }
     }
 }
@@ -288,11 +295,21 @@ async fn needs(State(c): State<Console>) -> Response {
         }
     }
     let escalations: Vec<EscalationView> = escalations.iter().map(EscalationView::of).collect();
+    let report = match c.store.spend(None).await {
+        Ok(rows) => crate::core::spend::SpendReport::of(
+            &rows,
+            crate::core::clock::Clock::now(&crate::core::clock::SystemClock),
+            super::super::spend_day_offset(&c.settings),
+        ),
+        Err(error) => return unavailable(error),
+    };
+    let spend = context! { day => &report.day, today => report.today.line(),
+    all => (report.total.workers > 0).then(|| report.total.line()) };
     page(
         &c,
         "needs.html",
         context! { title => "Needs you", path => "/", csrf => &*c.csrf, events,
-        escalations, tasks => waiting },
+        escalations, tasks => waiting, spend },
     )
 }
 
@@ -303,7 +320,14 @@ async fn runs(State(c): State<Console>) -> Response {
         Err(error) => return unavailable(error),
     };
     runs.sort_by_key(|r| (!r.state.is_active(), std::cmp::Reverse(r.id)));
-    let runs: Vec<RunView> = runs.iter().map(|r| RunView::of(&c, r)).collect();
+    let spent = match c.store.spend(None).await {
+        Ok(rows) => crate::core::spend::by(&rows, |r| r.run_id),
+        Err(error) => return unavailable(error),
+    };
+    let runs: Vec<RunView> = runs
+        .iter()
+        .map(|r| RunView::of(&c, r, spent.get(&r.id)))
+        .collect();
     page(
         &c,
         "runs.html",
@@ -406,11 +430,15 @@ async fn run(State(c): State<Console>, Path(id): Path<i64>) -> Response {
         .map(|m| context! { id => m.id, line => &m.line, source => &m.source })
         .collect();
     let records = run_records(&logs_dir, &found);
+    let spent = match c.store.spend(Some(&found.task_gid)).await {
+        Ok(rows) => crate::core::spend::by(&rows, |r| r.run_id).remove(&id),
+        Err(error) => return unavailable(error),
+    };
     page(
         &c,
         "run.html",
         context! { title => format!("Run {id}"), path => format!("/runs/{id}"),
-        csrf => &*c.csrf, events, run => RunView::of(&c, &found),
+        csrf => &*c.csrf, events, run => RunView::of(&c, &found, spent.as_ref()),
         task => task.as_ref().map(TaskView::of), lines, output, decisions,
         records => records.into_iter()
             .map(|(name, files)| context! { name, files }).collect::<Vec<_>>() },

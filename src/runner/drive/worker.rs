@@ -182,18 +182,31 @@ async fn conclude(
     } = watched;
     let why = why_ended(&said, &outcome);
     said.logs.message(&format!("worker ended: {why}"));
+    let agent = w.adapter.name();
+    let spend = said.finished.as_ref().map(|finished| {
+        w.adapter
+            .spend(finished)
+            .priced_by(w.settings.agent.prices.get(agent))
+    });
     if let Some(id) = worker_id {
         let at = w.settings.clock.now();
         patience::durably("the worker's end", run.id, || async {
             Ok(w.store.end_worker(id, at, &why).await?)
         })
         .await?;
+        // A worker whose agent said nothing of its end spent what no one can tell.
+        if let Some(spend) = &spend {
+            patience::durably("the worker's spend", run.id, || async {
+                Ok(w.store.record_spend(id, agent, spend).await?)
+            })
+            .await?;
+        }
     }
     let result = serde_json::json!({
         "run_id": run.id,
         "task_gid": w.gid,
         "phase": w.phase.as_str(),
-        "agent": w.adapter.name(),
+        "agent": agent,
         "confined": confined,
         "wall": w.settings.wall.describe(),
         "session_id": run.worker_session_id,
@@ -207,6 +220,7 @@ async fn conclude(
         "lines": outcome.lines,
         "truncated_lines": outcome.truncated_lines,
         "agent_result": said.finished,
+        "spend": spend,
     });
     let deferred = said.finished.as_ref().and_then(|f| f.deferred_tool.clone());
     let mut asked = match (&said.done, deferred, &said.escalated) {
