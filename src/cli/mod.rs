@@ -961,8 +961,8 @@ pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::S
 }
 
 /// Where a spend day begins, from UTC midnight.
-pub(crate) fn spend_day_offset(_settings: &Settings) -> chrono::FixedOffset {
-    chrono::FixedOffset::east_opt(0).expect("UTC is an offset")
+pub(crate) fn spend_day_offset(settings: &Settings) -> chrono::FixedOffset {
+    settings.raw.budget.day_offset
 }
 
 /// `executor status`'s document (also the console's `GET /api/v1/status`).
@@ -981,11 +981,9 @@ pub(crate) async fn status_report(
     let mut report =
         output::StatusReport::new(settings, summary, outbox, confinement(settings), now);
     report.changed_since_run = store.changed_since_run().await?;
-    report.spend = crate::core::spend::SpendReport::of(
-        &store.spend(None).await?,
-        now,
-        spend_day_offset(settings),
-    );
+    let spent = store.spend(None).await?;
+    report.spend = crate::core::spend::SpendReport::of(&spent, now, spend_day_offset(settings));
+    report.dispatch_paused = settings.raw.budget.day_over(&spent, now);
     Ok(report)
 }
 
@@ -1782,6 +1780,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
             hook,
             prices: settings.raw.spend.prices.clone(),
         },
+        budget: settings.raw.budget,
     })
 }
 

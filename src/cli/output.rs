@@ -66,6 +66,9 @@ pub struct StatusReport {
     pub confinement: Confinement,
     /// What the workers spent: today, by day, by agent.
     pub spend: crate::core::spend::SpendReport,
+    /// Why no new task is taken today (`[budget] per_day_usd`), and when that ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_paused: Option<crate::core::budget::Over>,
 }
 
 /// The wall as this workspace's config gets it on this machine (probed now).
@@ -146,6 +149,7 @@ impl StatusReport {
             outbox,
             confinement,
             spend: crate::core::spend::SpendReport::default(),
+            dispatch_paused: None,
         }
     }
 }
@@ -586,6 +590,9 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
             for (agent, total) in &spend.by_agent {
                 writeln!(out, "  {agent}: {}", total.line())?;
             }
+        }
+        if let Some(over) = &report.dispatch_paused {
+            writeln!(out, "dispatch PAUSED: {}", over.sentence())?;
         }
         writeln!(out, "pending escalations: {}", report.pending_escalations)?;
         if report.intake_errors.is_empty() {

@@ -85,6 +85,8 @@ pub struct Config {
     pub sandbox: SandboxSection,
     #[serde(default)]
     pub spend: SpendSection,
+    #[serde(default)]
+    pub budget: crate::core::budget::Budget,
 }
 
 /// `[spend]`: how a worker's cost is known when its agent reports none.

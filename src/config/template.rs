@@ -169,6 +169,14 @@ path = "plans"
 # input_per_mtok = 1.25
 # cached_input_per_mtok = 0.125
 # output_per_mtok = 10.0
+
+[budget]
+# Caps on what workers spend, each off unless set (README: "Budgets"). Over its task's cap a
+# run starts no new worker and asks you; over the day's cap no new task is taken that day.
+# per_task_usd = 5.0
+# per_task_tokens = 2000000     # fresh input, output and cached tokens together
+# per_day_usd = 20.0
+# day_offset = "+00:00"         # a budget day begins at midnight of this offset from UTC
 "#;
 
 #[cfg(test)]

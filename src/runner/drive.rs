@@ -145,6 +145,8 @@ pub struct RunnerSettings {
     /// What "now" is for the engine: the system clock, or a test's manual one. Every time
     /// the engine stores or decides by comes from it.
     pub clock: Arc<dyn Clock>,
+    /// `[budget]`: the caps checked before a worker starts and before a task is taken.
+    pub budget: crate::core::budget::Budget,
 }
 
 impl RunnerSettings {

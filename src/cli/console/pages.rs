@@ -295,16 +295,25 @@ async fn needs(State(c): State<Console>) -> Response {
         }
     }
     let escalations: Vec<EscalationView> = escalations.iter().map(EscalationView::of).collect();
-    let report = match c.store.spend(None).await {
-        Ok(rows) => crate::core::spend::SpendReport::of(
-            &rows,
-            crate::core::clock::Clock::now(&crate::core::clock::SystemClock),
-            super::super::spend_day_offset(&c.settings),
-        ),
+    let now = crate::core::clock::Clock::now(&crate::core::clock::SystemClock);
+    let rows = match c.store.spend(None).await {
+        Ok(rows) => rows,
         Err(error) => return unavailable(error),
     };
+    let report = crate::core::spend::SpendReport::of(
+        &rows,
+        now,
+        super::super::spend_day_offset(&c.settings),
+    );
+    // The day's budget spent: the owner sees why nothing new starts.
+    let paused = c
+        .settings
+        .raw
+        .budget
+        .day_over(&rows, now)
+        .map(|o| o.sentence());
     let spend = context! { day => &report.day, today => report.today.line(),
-    all => (report.total.workers > 0).then(|| report.total.line()) };
+    all => (report.total.workers > 0).then(|| report.total.line()), paused };
     page(
         &c,
         "needs.html",
