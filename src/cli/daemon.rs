@@ -50,10 +50,13 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let _leases = super::LeaseKeeper::start(&runner);
     let chat = super::chat::build(settings, runner.settings.notices.clone()).await?;
     let chat_tasks = start_chat(chat, &shared).await?;
-    let mut daemon = Daemon::start(settings, &shared, clock, runner).await?;
     // GitHub's webhook deliveries, when a secret is configured: each asks for a PR look now.
+    // The web server starts before the daemon says it runs: a console that cannot start
+    // stops the daemon before it says so, and the moment it says so is not followed by the
+    // server's start before the plans folder is first read.
     let (looks_tx, mut looks_rx) = mpsc::unbounded_channel::<PrLook>();
-    let (web, webhooks) = start_web(settings, &daemon.runner, &shared, looks_tx).await?;
+    let (web, webhooks) = start_web(settings, &runner, &shared, looks_tx).await?;
+    let mut daemon = Daemon::start(settings, &shared, clock, runner).await?;
     daemon.webhooks = webhooks;
     // The paths each file event names; a failed event names the folder (a full look).
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
