@@ -156,6 +156,40 @@ impl Adapter {
         }
     }
 
+    /// What a worker spent, from its result event: tokens normalised as
+    /// [`crate::core::spend`] says (Codex counts cached tokens in its `input_tokens`, the
+    /// others do not), turns (a Codex process is one turn), and the agent's own cost.
+    pub fn spend(&self, finished: &Finished) -> crate::core::spend::Spend {
+        let usage = finished.usage.unwrap_or_default();
+        let count = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let codex = matches!(self, Adapter::Codex { .. });
+        let fresh = if codex {
+            usage
+                .input_tokens
+                .saturating_sub(usage.cache_read_input_tokens)
+        } else {
+            usage
+                .input_tokens
+                .saturating_add(usage.cache_creation_input_tokens)
+        };
+        let turns = match finished.num_turns {
+            Some(turns) => i64::from(turns),
+            None if codex => 1,
+            None => 0,
+        };
+        crate::core::spend::Spend {
+            input_tokens: count(fresh),
+            output_tokens: count(usage.output_tokens),
+            cached_tokens: count(usage.cache_read_input_tokens),
+            turns,
+            // A cost that is not a number of dollars is no cost at all.
+            cost_usd: finished
+                .total_cost_usd
+                .filter(|c| c.is_finite() && *c >= 0.0),
+            priced: false,
+        }
+    }
+
     /// Which agent this is, for the wall (where its configuration lives, its model API).
     pub fn family(&self) -> crate::sandbox::AgentFamily {
         match self {
@@ -386,6 +420,59 @@ pub(crate) fn fixture(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn finished_of(adapter: &Adapter, line: &str) -> Finished {
+        adapter
+            .parse_line(line)
+            .into_iter()
+            .find_map(|e| match e {
+                AgentEvent::Finished(f) => Some(*f),
+                _ => None,
+            })
+            .expect("a result event")
+    }
+
+    #[test]
+    fn a_workers_spend_counts_cached_tokens_once_whichever_agent_reported_them() {
+        let claude = Adapter::Claude {
+            program: "claude".into(),
+        };
+        let codex = Adapter::Codex {
+            program: "codex".into(),
+        };
+        // The captured transcripts' result events.
+        let result = fixture("claude_stream.jsonl")
+            .lines()
+            .find(|l| l.contains("\"type\":\"result\""))
+            .expect("a result")
+            .to_string();
+        let spend = claude.spend(&finished_of(&claude, &result));
+        assert_eq!(
+            (spend.input_tokens, spend.output_tokens, spend.turns),
+            (200, 40, 2)
+        );
+        assert_eq!(spend.cost_usd, Some(0.0016));
+        // Claude's input_tokens leave out the cache; what it wrote to the cache was read fresh.
+        let cached = result
+            .replace(
+                "\"cache_creation_input_tokens\":0",
+                "\"cache_creation_input_tokens\":50",
+            )
+            .replace(
+                "\"cache_read_input_tokens\":0",
+                "\"cache_read_input_tokens\":900",
+            );
+        let spend = claude.spend(&finished_of(&claude, &cached));
+        assert_eq!((spend.input_tokens, spend.cached_tokens), (250, 900));
+        // Codex's input_tokens hold its cached ones; it reports no cost and one turn.
+        let line = r#"{"type":"turn.completed","usage":{"input_tokens":1200,"cached_input_tokens":1000,"cache_write_input_tokens":0,"output_tokens":40,"reasoning_output_tokens":0}}"#;
+        let spend = codex.spend(&finished_of(&codex, line));
+        assert_eq!(
+            (spend.input_tokens, spend.cached_tokens, spend.turns),
+            (200, 1000, 1)
+        );
+        assert_eq!(spend.cost_usd, None);
+    }
     use std::ffi::OsString;
     use std::fs;
 

@@ -4,20 +4,23 @@
 //! server-sent events ([`events`]). Every owner action, from the API or a page's form, goes
 //! through [`actions`]: the same paths as the CLI and the chat.
 //!
-//! It is served on loopback only and answers only requests that name a loopback host
-//! (a page on another site that rebinds its name to 127.0.0.1 is refused). An API action
-//! must come as JSON from no other origin (a browser sends a cross-site JSON POST only
-//! after a preflight, which is never allowed); a page's form must come from no other
-//! origin and carry the page's CSRF token. It must never serve a non-loopback address:
-//! that needs a login, which is not built yet.
+//! Who may use it is [`access`]'s one rule: a request from loopback needs no login, any
+//! other a token (`[web] token_file` / `token_env`, or the read-only kind, which may not
+//! POST); a browser logs in once at `/login` and keeps an HttpOnly cookie. A request from
+//! loopback must also name a loopback host (a page on another site that rebinds its name
+//! to 127.0.0.1 is not loopback). An API action must come as JSON from no other origin (a
+//! browser sends a cross-site JSON POST only after a preflight, which is never allowed); a
+//! page's form must come from no other origin and carry the page's CSRF token. It must
+//! never show a token: not in a page, a document, a metric or a log line.
 
+pub mod access;
 mod actions;
 mod events;
 mod pages;
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{ConnectInfo, Path, Query, Request, State};
 use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -29,12 +32,19 @@ use serde_json::json;
 use crate::config::Settings;
 use crate::core::queue::QueueStatus;
 use crate::store::Store;
+use access::{Access, Asked, Denied, Grant};
 
 /// The API's root.
 pub const API: &str = "/api/v1";
 
 /// Where the pages' forms post.
 pub const ACTIONS: &str = "/actions";
+
+/// Where a browser from another machine gives its token.
+pub const LOGIN: &str = "/login";
+
+/// Where it forgets it.
+pub const LOGOUT: &str = "/logout";
 
 #[derive(Clone)]
 struct Console {
@@ -43,9 +53,11 @@ struct Console {
     /// This process's CSRF token: in every page, required with every form.
     csrf: Arc<str>,
     pages: Arc<pages::Templates>,
+    access: Arc<Access>,
 }
 
-/// Whether `listen` is a loopback address, the only kind the console serves.
+/// Whether `listen` is a loopback address, the only kind the console serves without a
+/// token.
 pub fn is_loopback(listen: &str) -> bool {
     listen
         .parse::<std::net::SocketAddr>()
@@ -54,12 +66,13 @@ pub fn is_loopback(listen: &str) -> bool {
 }
 
 /// The console's routes: the API, the live feed, the pages and their forms.
-pub fn router(settings: Arc<Settings>, store: Arc<dyn Store>) -> Router {
+pub fn router(settings: Arc<Settings>, store: Arc<dyn Store>, access: Arc<Access>) -> Router {
     let console = Console {
         settings,
         store,
         csrf: pages::new_csrf_token().into(),
         pages: Arc::new(pages::Templates::load()),
+        access: Arc::clone(&access),
     };
     Router::new()
         .route(&format!("{API}/status"), get(status))
@@ -75,22 +88,41 @@ pub fn router(settings: Arc<Settings>, store: Arc<dyn Store>) -> Router {
         .route(&format!("{API}/escalations/{{id}}/decide"), post(decide))
         .route(&format!("{API}/events"), get(events::stream))
         .merge(pages::routes())
-        .layer(middleware::from_fn(guard))
+        .layer(middleware::from_fn_with_state(access, guard))
         .with_state(console)
 }
 
-/// Refuses a request that names a host other than loopback; an API action that is not
+/// Lets a request in as [`access::decide`] says, then refuses an API action that is not
 /// JSON, a form that is not a form, and either from another origin.
-pub(super) async fn guard(request: Request, next: Next) -> Response {
+pub(super) async fn guard(
+    State(access): State<Arc<Access>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let headers = request.headers();
-    if !host_is_loopback(headers) {
-        return refuse(
-            StatusCode::FORBIDDEN,
-            "the console answers only requests for a loopback host (localhost, 127.0.0.1, [::1])",
-        );
-    }
+    let path = request.uri().path();
+    let reads = matches!(*request.method(), Method::GET | Method::HEAD);
+    let asked = Asked {
+        peer: request
+            .extensions()
+            .get::<ConnectInfo<std::net::SocketAddr>>()
+            .map(|c| c.0),
+        loopback_host: host_is_loopback(headers),
+        forwarded: headers.contains_key(header::FORWARDED)
+            || headers.contains_key("x-forwarded-for"),
+        bearer: header_text(headers, header::AUTHORIZATION).and_then(access::bearer),
+        cookie: header_text(headers, header::COOKIE).and_then(access::session_cookie),
+        reads,
+    };
+    // The login page and the assets it needs are open to all: they show nothing.
+    let open = path == LOGIN || path == LOGOUT || path.starts_with("/assets/");
+    let grant = match access::decide(&access, &asked) {
+        Ok(grant) => Some(grant),
+        Err(_) if open => None,
+        Err(denied) => return denied_answer(denied, path, reads),
+    };
     if request.method() == Method::POST {
-        let form = request.uri().path().starts_with(ACTIONS);
+        let form = path.starts_with(ACTIONS) || open;
         let (wanted, what) = if form {
             (
                 "application/x-www-form-urlencoded",
@@ -102,21 +134,20 @@ pub(super) async fn guard(request: Request, next: Next) -> Response {
                 "an action is a POST with Content-Type: application/json",
             )
         };
-        let typed = headers
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with(wanted));
+        let typed =
+            header_text(headers, header::CONTENT_TYPE).is_some_and(|v| v.starts_with(wanted));
         if !typed {
             return refuse(StatusCode::UNSUPPORTED_MEDIA_TYPE, what);
         }
-        let cross_site = headers
-            .get("sec-fetch-site")
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v == "cross-site");
-        let foreign_origin = headers
-            .get(header::ORIGIN)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|origin| !origin_is_loopback(origin));
+        let cross_site = header_text(headers, "sec-fetch-site").is_some_and(|v| v == "cross-site");
+        let local = grant == Some(Grant::Local);
+        let foreign_origin = header_text(headers, header::ORIGIN).is_some_and(|origin| {
+            if local {
+                !origin_is_loopback(origin)
+            } else {
+                !origin_is_host(origin, header_text(headers, header::HOST))
+            }
+        });
         if cross_site || foreign_origin {
             return refuse(
                 StatusCode::FORBIDDEN,
@@ -125,6 +156,56 @@ pub(super) async fn guard(request: Request, next: Next) -> Response {
         }
     }
     next.run(request).await
+}
+
+fn header_text(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The answer to a request [`access::decide`] did not let in: a page asks a browser to log
+/// in, the API and the metrics say what is missing.
+fn denied_answer(denied: Denied, path: &str, reads: bool) -> Response {
+    match denied {
+        Denied::NotLoopback => refuse(
+            StatusCode::FORBIDDEN,
+            "the console answers only requests for a loopback host (localhost, 127.0.0.1, [::1]); \
+             set [web] token_file or token_env to let other machines in with a token",
+        ),
+        Denied::ReadOnly => refuse(
+            StatusCode::FORBIDDEN,
+            "a read-only token reads only: this action needs the console's token",
+        ),
+        Denied::NoToken => {
+            let page = reads && !path.starts_with(API) && path != super::metrics::PATH;
+            if page {
+                return (
+                    StatusCode::SEE_OTHER,
+                    [
+                        (header::LOCATION, LOGIN),
+                        (header::CACHE_CONTROL, "no-store"),
+                    ],
+                )
+                    .into_response();
+            }
+            let mut answer = refuse(
+                StatusCode::UNAUTHORIZED,
+                "this needs the console's token: Authorization: Bearer <token>",
+            );
+            answer.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer realm=\"executor\""),
+            );
+            answer
+        }
+    }
+}
+
+/// Whether `origin` is the site the request was sent to (scheme aside).
+fn origin_is_host(origin: &str, host: Option<&str>) -> bool {
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    matches!((rest, host), (Some(rest), Some(host)) if rest.eq_ignore_ascii_case(host))
 }
 
 fn host_is_loopback(headers: &HeaderMap) -> bool {

@@ -50,10 +50,13 @@ pub async fn run(settings: &Settings, shared: Arc<dyn Store>, clock: &SystemCloc
     let _leases = super::LeaseKeeper::start(&runner);
     let chat = super::chat::build(settings, runner.settings.notices.clone()).await?;
     let chat_tasks = start_chat(chat, &shared).await?;
-    let mut daemon = Daemon::start(settings, &shared, clock, runner).await?;
     // GitHub's webhook deliveries, when a secret is configured: each asks for a PR look now.
+    // The web server starts before the daemon says it runs: a console that cannot start
+    // stops the daemon before it says so, and the moment it says so is not followed by the
+    // server's start before the plans folder is first read.
     let (looks_tx, mut looks_rx) = mpsc::unbounded_channel::<PrLook>();
-    let (web, webhooks) = start_web(settings, &daemon.runner, &shared, looks_tx).await?;
+    let (web, webhooks) = start_web(settings, &runner, &shared, looks_tx).await?;
+    let mut daemon = Daemon::start(settings, &shared, clock, runner).await?;
     daemon.webhooks = webhooks;
     // The paths each file event names; a failed event names the folder (a full look).
     let (events_tx, mut events_rx) = mpsc::unbounded_channel::<Vec<PathBuf>>();
@@ -508,45 +511,60 @@ fn reload_contract(runner: &Runner) {
     }
 }
 
-/// Serves `[web] listen`: the console's JSON API when `[web] enabled`, and GitHub's webhook
-/// when the forge is GitHub and a webhook secret is configured (from the environment or a
-/// file, never the config file). A secret that cannot be read, a console asked for on an
-/// address other than loopback, or an address that cannot be bound stops the daemon at its
-/// start. Also says whether webhooks are served.
+/// Serves `[web] listen`: the console (pages, JSON API, metrics) unless `[web] enabled =
+/// false`, and GitHub's webhook when the forge is GitHub and a webhook secret is configured
+/// (from the environment or a file, never the config file). A secret or token that cannot
+/// be read, or a console on an address other than loopback without a token, stops the
+/// daemon at its start; an address that cannot be bound (another daemon has the port) is
+/// logged and the daemon goes on without its web server. Also says whether webhooks are
+/// served.
 async fn start_web(
     settings: &Settings,
     runner: &Runner,
     store: &Arc<dyn Store>,
     looks: mpsc::UnboundedSender<PrLook>,
 ) -> Result<(Option<JoinHandle<()>>, bool)> {
-    let listen = &settings.raw.web.listen;
+    let web = &settings.raw.web;
+    let listen = &web.listen;
     let mut app = axum::Router::new();
     let webhook = webhook_router(settings, runner, store, looks)?;
     let webhooks = webhook.is_some();
     if let Some(router) = webhook {
         app = app.merge(router);
     }
-    let console = settings.raw.web.enabled;
+    let console = web.enabled;
     if console {
-        if !super::console::is_loopback(listen) {
+        if !super::console::is_loopback(listen) && !web.has_token() {
             return Err(super::BadInput(format!(
-                "[web] listen = \"{listen}\": the console serves loopback addresses only (127.0.0.1, [::1], localhost), as it has no login yet"
+                "[web] listen = \"{listen}\" is not a loopback address, so the console needs a token: set [web] token_file or token_env (README: \"The console\"), or [web] enabled = false to serve webhooks only"
             ))
             .into());
         }
+        let access = super::console::access::Access::load(&settings.root, web)
+            .map_err(|e| super::BadInput(e.to_string()))?;
+        let access = Arc::new(access);
         app = app
             .merge(super::console::router(
                 Arc::new(settings.clone()),
                 Arc::clone(store),
+                Arc::clone(&access),
             ))
-            .merge(super::metrics::router(Arc::clone(store)));
+            .merge(super::metrics::router(Arc::clone(store), access));
     }
     if !console && !webhooks {
         return Ok((None, false));
     }
-    let (bound, task) = crate::web::serve(listen, app)
-        .await
-        .with_context(|| format!("cannot listen on {listen} ([web] listen)"))?;
+    let (bound, task) = match crate::web::serve(listen, app).await {
+        Ok(served) => served,
+        Err(error) => {
+            tracing::error!(
+                %error,
+                "cannot listen on {listen} ([web] listen): no console and no webhooks this time; \
+                 set another [web] listen or [web] enabled = false"
+            );
+            return Ok((None, false));
+        }
+    };
     if webhooks {
         tracing::info!(address = %bound, path = crate::web::github_webhook::PATH, "listening for GitHub webhook deliveries");
     }

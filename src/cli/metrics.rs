@@ -21,10 +21,13 @@ use crate::store::Store;
 /// The route.
 pub const PATH: &str = "/metrics";
 
-pub fn router(store: Arc<dyn Store>) -> Router {
+pub fn router(store: Arc<dyn Store>, access: Arc<super::console::access::Access>) -> Router {
     Router::new()
         .route(PATH, get(scrape))
-        .layer(axum::middleware::from_fn(super::console::guard))
+        .layer(axum::middleware::from_fn_with_state(
+            access,
+            super::console::guard,
+        ))
         .with_state(store)
 }
 
@@ -106,9 +109,55 @@ pub async fn gather(store: &dyn Store) -> anyhow::Result<String> {
             .get_or_create(&label("notifier", &line.notifier))
             .set(line.undelivered);
     }
+    spend(&mut registry, &store.spend(None).await?);
     let mut text = String::new();
     encode(&mut text, &registry)?;
     Ok(text)
+}
+
+/// What the workers spent, by agent: counters, as spend only grows.
+fn spend(registry: &mut Registry, rows: &[crate::core::spend::SpendRow]) {
+    use prometheus_client::metrics::counter::Counter;
+    use std::sync::atomic::AtomicU64;
+    let dollars = Family::<Vec<(String, String)>, Counter<f64, AtomicU64>>::default();
+    registry.register(
+        "spend_usd",
+        "What the workers cost in US dollars (as their agents reported it, or priced by [spend.prices]), by agent",
+        dollars.clone(),
+    );
+    let tokens = Family::<Vec<(String, String)>, Counter>::default();
+    registry.register(
+        "tokens",
+        "Tokens the workers used, by agent and kind (input, output, cached)",
+        tokens.clone(),
+    );
+    let turns = Family::<Vec<(String, String)>, Counter>::default();
+    registry.register(
+        "turns",
+        "Model turns the workers took, by agent",
+        turns.clone(),
+    );
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    for (agent, total) in crate::core::spend::by(rows, |r| r.agent.clone()) {
+        dollars
+            .get_or_create(&label("agent", &agent))
+            .inc_by(total.cost_usd);
+        for (kind, n) in [
+            ("input", total.input_tokens),
+            ("output", total.output_tokens),
+            ("cached", total.cached_tokens),
+        ] {
+            tokens
+                .get_or_create(&vec![
+                    ("agent".to_string(), agent.clone()),
+                    ("kind".to_string(), kind.to_string()),
+                ])
+                .inc_by(count(n));
+        }
+        turns
+            .get_or_create(&label("agent", &agent))
+            .inc_by(count(total.turns));
+    }
 }
 
 async fn scrape(State(store): State<Arc<dyn Store>>) -> Response {

@@ -952,7 +952,13 @@ pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::S
         decisions,
         messages,
         worked_on,
+        spend: crate::core::spend::TaskSpend::of(&store.spend(Some(gid)).await?),
     })
+}
+
+/// Where a spend day begins, from UTC midnight.
+pub(crate) fn spend_day_offset(settings: &Settings) -> chrono::FixedOffset {
+    settings.raw.budget.day_offset
 }
 
 /// `executor status`'s document (also the console's `GET /api/v1/status`).
@@ -967,14 +973,13 @@ pub(crate) async fn status_report(
     summary.live_workers =
         runs::live_workers(&store.open_workers(&host).await?, runs::process_alive);
     let outbox = store.outbox_backlog().await?;
-    let mut report = output::StatusReport::new(
-        settings,
-        summary,
-        outbox,
-        confinement(settings),
-        SystemClock.now(),
-    );
+    let now = SystemClock.now();
+    let mut report =
+        output::StatusReport::new(settings, summary, outbox, confinement(settings), now);
     report.changed_since_run = store.changed_since_run().await?;
+    let spent = store.spend(None).await?;
+    report.spend = crate::core::spend::SpendReport::of(&spent, now, spend_day_offset(settings));
+    report.dispatch_paused = settings.raw.budget.day_over(&spent, now);
     Ok(report)
 }
 
@@ -1808,7 +1813,9 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
             max_turns: agent.max_turns,
             tools: None,
             hook,
+            prices: settings.raw.spend.prices.clone(),
         },
+        budget: settings.raw.budget,
     })
 }
 

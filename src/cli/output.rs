@@ -36,6 +36,8 @@ pub struct ShownTask {
     /// before executor kept it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worked_on: Option<WorkedOn>,
+    /// What its workers spent, in all and by run.
+    pub spend: crate::core::spend::TaskSpend,
 }
 
 /// The task text a run was given, and whether the task's text changed since.
@@ -62,6 +64,11 @@ pub struct StatusReport {
     pub outbox: Vec<crate::core::outbox::OutboxBacklog>,
     /// Whether workers run inside the wall, and why not.
     pub confinement: Confinement,
+    /// What the workers spent: today, by day, by agent.
+    pub spend: crate::core::spend::SpendReport,
+    /// Why no new task is taken today (`[budget] per_day_usd`), and when that ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dispatch_paused: Option<crate::core::budget::Over>,
 }
 
 /// The wall as this workspace's config gets it on this machine (probed now).
@@ -141,6 +148,8 @@ impl StatusReport {
             changed_since_run: Vec::new(),
             outbox,
             confinement,
+            spend: crate::core::spend::SpendReport::default(),
+            dispatch_paused: None,
         }
     }
 }
@@ -432,7 +441,13 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
                     run.pr_url.as_deref().unwrap_or("-"),
                     when(&run.updated_at)
                 )?;
+                if let Some(spent) = shown.spend.by_run.get(&run.id) {
+                    writeln!(out, "        spent {}", spent.line())?;
+                }
             }
+        }
+        if shown.spend.total.workers > 0 {
+            writeln!(out, "spend: {}", shown.spend.total.line())?;
         }
         if let Some(worked_on) = &shown.worked_on {
             if worked_on.changed_since {
@@ -567,6 +582,17 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
             }
         } else {
             writeln!(out, "workers: UNCONFINED ({})", report.confinement.detail)?;
+        }
+        let spend = &report.spend;
+        writeln!(out, "spend today ({}): {}", spend.day, spend.today.line())?;
+        if spend.total.workers > 0 {
+            writeln!(out, "spend in all: {}", spend.total.line())?;
+            for (agent, total) in &spend.by_agent {
+                writeln!(out, "  {agent}: {}", total.line())?;
+            }
+        }
+        if let Some(over) = &report.dispatch_paused {
+            writeln!(out, "dispatch PAUSED: {}", over.sentence())?;
         }
         writeln!(out, "pending escalations: {}", report.pending_escalations)?;
         if report.intake_errors.is_empty() {

@@ -29,16 +29,26 @@ pub async fn list(store: &dyn Store, state: Option<&str>, json: bool) -> Result<
         println!("no runs");
         return Ok(());
     }
+    let spent = crate::core::spend::by(&store.spend(None).await?, |r| r.run_id);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     // The last column (branch or PR) is cut with … to fit `COLUMNS` when it is set.
-    const BEFORE_LAST: usize = 6 + 2 + 12 + 2 + 22 + 2 + 24 + 2 + 19 + 2;
-    let last_width = super::output::columns().map(|c| c.saturating_sub(BEFORE_LAST).max(8));
+    const BEFORE_LAST: usize = 6 + 2 + 12 + 2 + 22 + 2 + 24 + 2 + 19 + 2 + 8 + 2;
+    let last_width = super::output::columns().map(|c| c.saturating_sub(BEFORE_LAST).max(6));
     let table = (|| -> std::io::Result<()> {
         writeln!(
             out,
-            "{:>6}  {:<12}  {:<22}  {:<24}  {:<19}  BRANCH / PR",
-            "RUN", "STATE", "STAGE", "TASK", "UPDATED"
+            "{:>6}  {:<12}  {:<22}  {:<24}  {:<19}  {:>8}  {}",
+            "RUN",
+            "STATE",
+            "STAGE",
+            "TASK",
+            "UPDATED",
+            "COST",
+            last_width.map_or_else(
+                || "BRANCH / PR".to_string(),
+                |w| super::output::fit("BRANCH / PR", w)
+            )
         )?;
         for run in &runs {
             let last = super::output::printable(
@@ -49,18 +59,30 @@ pub async fn list(store: &dyn Store, state: Option<&str>, json: bool) -> Result<
             );
             writeln!(
                 out,
-                "{:>6}  {:<12}  {:<22}  {:<24}  {:<19}  {}",
+                "{:>6}  {:<12}  {:<22}  {:<24}  {:<19}  {:>8}  {}",
                 run.id,
                 run.state.as_str(),
                 stage(run),
                 super::output::printable(&run.task_gid),
                 local_time(&run.updated_at),
+                spent.get(&run.id).map_or_else(|| "-".to_string(), cost),
                 last_width.map_or_else(|| last.clone(), |w| super::output::fit(&last, w))
             )?;
         }
         out.flush()
     })();
     quiet_pipe(table)
+}
+
+/// A run's cost as its column shows it: `$0.0123` under a dollar, `$4.57` from one, with
+/// `+` when some of its workers' cost is not known.
+pub(crate) fn cost(total: &crate::core::spend::SpendTotal) -> String {
+    let unknown = if total.unpriced_workers > 0 { "+" } else { "" };
+    if total.cost_usd >= 1.0 {
+        format!("${:.2}{unknown}", total.cost_usd)
+    } else {
+        format!("${:.4}{unknown}", total.cost_usd)
+    }
 }
 
 /// A reader that went away (`runs | head`) is no error: what it wanted was printed.

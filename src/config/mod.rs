@@ -83,6 +83,20 @@ pub struct Config {
     pub conductor: conductor::ConductorSection,
     #[serde(default)]
     pub sandbox: SandboxSection,
+    #[serde(default)]
+    pub spend: SpendSection,
+    #[serde(default)]
+    pub budget: crate::core::budget::Budget,
+}
+
+/// `[spend]`: how a worker's cost is known when its agent reports none.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpendSection {
+    /// US dollars per million tokens, by agent (`codex`, which reports no cost; a price for
+    /// an agent that reports its own cost is used only when a result lacks one).
+    #[serde(default)]
+    pub prices: std::collections::BTreeMap<String, crate::core::spend::Prices>,
 }
 
 /// `[policy]`: how escalations are handled before the owner sees them.
@@ -763,18 +777,45 @@ fn default_plans_status() -> Spanned<String> {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebSection {
-    #[serde(default)]
+    /// Whether the daemon serves the console (on by default; loopback needs no login).
+    #[serde(default = "default_true")]
     pub enabled: bool,
     #[serde(default = "default_listen")]
     pub listen: String,
+    /// The file holding the console's token (relative to this file); wins over
+    /// `token_env`. Needed for a `listen` other than loopback.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Or the environment variable holding it.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// A token that may read every page, document and metric but change nothing.
+    #[serde(default)]
+    pub read_only_token_file: Option<PathBuf>,
+    #[serde(default)]
+    pub read_only_token_env: Option<String>,
 }
 
 impl Default for WebSection {
     fn default() -> Self {
         Self {
-            enabled: false,
+            enabled: true,
             listen: default_listen(),
+            token_file: None,
+            token_env: None,
+            read_only_token_file: None,
+            read_only_token_env: None,
         }
+    }
+}
+
+impl WebSection {
+    /// Whether any console token is configured (without reading it).
+    pub fn has_token(&self) -> bool {
+        self.token_file.is_some()
+            || self.token_env.is_some()
+            || self.read_only_token_file.is_some()
+            || self.read_only_token_env.is_some()
     }
 }
 
@@ -1161,6 +1202,11 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         .flat_map(|p| [p.key_env.as_ref(), p.email_env.as_ref()])
         .chain(raw.chat.webhooks.iter().map(|w| w.url_env.as_ref()))
         .chain(raw.chat.zulip.iter().map(|z| Some(&z.webhook_token_env)))
+        // The console's tokens are the owner's keys to it: never a worker's.
+        .chain([
+            raw.web.token_env.as_ref(),
+            raw.web.read_only_token_env.as_ref(),
+        ])
         .flatten()
         .collect();
     {
@@ -1174,11 +1220,25 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
                 "agent.env",
                 name.span(),
                 format!(
-                    "`{}` holds a chat credential (a bot key, a webhook URL or token), which never reaches a worker",
+                    "`{}` holds a chat or console credential (a bot key, a webhook URL or token), which never reaches a worker",
                     name.get_ref()
                 ),
             ));
         }
+    }
+
+    if let Some(agent) = raw
+        .spend
+        .prices
+        .keys()
+        .find(|k| !matches!(k.as_str(), "claude" | "codex" | "pi" | "command"))
+    {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_section(text, &format!("[spend.prices.{agent}]")),
+            key: "spend.prices",
+            message: format!("`{agent}` is not an agent (claude, codex, pi or command)"),
+        });
     }
 
     let plans_cfg = &raw.sources.plans;

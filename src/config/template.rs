@@ -158,8 +158,27 @@ path = "plans"
 #                               # a delegated cgroup v2 (`executor doctor` says)
 
 [web]
-# enabled = false               # true: the daemon serves the console's JSON API (README: "The console's JSON API")
-# listen = "127.0.0.1:8450"     # loopback only while the console has no login
+# The owner's console: pages, the JSON API, /metrics (README: "The console").
+# enabled = true                # false: no console (webhooks are still served on listen)
+# listen = "127.0.0.1:8450"     # loopback needs no login; any other address needs a token
+# token_file = "secrets/console-token"   # or token_env = "EXECUTOR_CONSOLE_TOKEN"
+# read_only_token_file = "secrets/console-read-token"   # or read_only_token_env: reads only
+
+[spend]
+# Each worker's tokens, turns and cost come from its agent's own result events (README:
+# "Spend"). Codex reports tokens but no cost: price them here, US dollars per million.
+# [spend.prices.codex]
+# input_per_mtok = 1.25
+# cached_input_per_mtok = 0.125
+# output_per_mtok = 10.0
+
+[budget]
+# Caps on what workers spend, each off unless set (README: "Budgets"). Over its task's cap a
+# run starts no new worker and asks you; over the day's cap no new task is taken that day.
+# per_task_usd = 5.0
+# per_task_tokens = 2000000     # fresh input, output and cached tokens together
+# per_day_usd = 20.0
+# day_offset = "+00:00"         # a budget day begins at midnight of this offset from UTC
 "#;
 
 #[cfg(test)]

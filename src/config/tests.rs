@@ -427,3 +427,29 @@ fn chat_mistakes_are_named() {
     let err = parse_err("[[chat.webhooks]]\nname = \"ops\"\nkind = \"json\"\n");
     assert!(err.contains("url_env or url_file"), "{err}");
 }
+
+#[test]
+fn the_consoles_tokens_never_reach_a_worker_and_prices_name_an_agent() {
+    let err = parse_err(
+        "[agent]\nenv = [\"HOME_DIR\", \"CONSOLE_TOKEN\"]\n\n[web]\ntoken_env = \"CONSOLE_TOKEN\"\n",
+    );
+    assert!(
+        err.contains("CONSOLE_TOKEN") && err.contains("never reaches a worker"),
+        "{err}"
+    );
+    let err = parse_err(
+        "[agent]\nenv = [\"READ_TOKEN\"]\n\n[web]\nread_only_token_env = \"READ_TOKEN\"\n",
+    );
+    assert!(err.contains("READ_TOKEN"), "{err}");
+    let err = parse_err("[spend.prices.gpt]\ninput_per_mtok = 1.0\noutput_per_mtok = 2.0\n");
+    assert!(
+        err.contains("`gpt` is not an agent") && err.contains("line 1"),
+        "{err}"
+    );
+    let err = parse_err("[budget]\nday_offset = \"CET\"\n");
+    assert!(err.contains("not an offset from UTC"), "{err}");
+    let settings = parse_ok("[budget]\nper_day_usd = 20.0\nday_offset = \"+02:00\"\n");
+    assert_eq!(settings.raw.budget.per_day_usd, Some(20.0));
+    assert_eq!(settings.raw.budget.day_offset.local_minus_utc(), 7200);
+    assert!(parse_ok("").raw.web.enabled, "the console is on by default");
+}

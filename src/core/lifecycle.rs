@@ -141,6 +141,9 @@ pub enum Answer {
     Integrate,
     /// Do not integrate it: the run ends.
     Decline,
+    /// The owner said no to what the run asked (another worker over the task's budget):
+    /// the run ends, for `why`.
+    Stop { why: String },
 }
 
 /// Whether a worker that ended on a model API error of HTTP `status` is worth trying again.
@@ -382,6 +385,7 @@ pub fn decide(
                 Action::Integrate
             }
             Answer::Decline => end(&mut next, DECLINED_BY_OWNER.to_string()),
+            Answer::Stop { why } => end(&mut next, why),
         },
         (_, other) => return Err(unexpected(&other)),
     };

@@ -5,6 +5,7 @@
 //! function is a plain computation over its arguments, so all of it is unit-tested without
 //! processes, network or database. Modules at the edge (store, sources, cli) call into it.
 
+pub mod budget;
 pub mod changes;
 pub mod clock;
 pub mod facts;
@@ -20,6 +21,7 @@ pub mod record;
 pub mod run;
 pub mod secret;
 pub mod settle;
+pub mod spend;
 pub mod task;
 pub mod time;
 pub mod tree;

@@ -145,6 +145,8 @@ pub struct RunnerSettings {
     /// What "now" is for the engine: the system clock, or a test's manual one. Every time
     /// the engine stores or decides by comes from it.
     pub clock: Arc<dyn Clock>,
+    /// `[budget]`: the caps checked before a worker starts and before a task is taken.
+    pub budget: crate::core::budget::Budget,
 }
 
 impl RunnerSettings {
@@ -185,6 +187,8 @@ pub struct AgentOptions {
     /// Claude: decide every tool call with `executor hook claude` (the settings file names
     /// this binary and the config, so the hook finds the run's store and contract).
     pub hook: Option<HookTarget>,
+    /// `[spend.prices]`: what a worker's tokens cost when its agent reports no cost.
+    pub prices: std::collections::BTreeMap<String, crate::core::spend::Prices>,
 }
 
 /// Where `executor hook claude` is: the binary and the config it reads.

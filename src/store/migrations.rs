@@ -84,6 +84,11 @@ pub const SQLITE: &[Migration] = &[
         name: "component_errors",
         sql: include_str!("sql/sqlite/0014_component_errors.sql"),
     },
+    Migration {
+        version: 15,
+        name: "worker_spend",
+        sql: include_str!("sql/sqlite/0015_worker_spend.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -156,6 +161,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 14,
         name: "component_errors",
         sql: include_str!("sql/postgres/0014_component_errors.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "worker_spend",
+        sql: include_str!("sql/postgres/0015_worker_spend.sql"),
     },
 ];
 

@@ -338,6 +338,18 @@ pub trait Store: Send + Sync {
     /// Workers started on `host` that have no end recorded, oldest first.
     async fn open_workers(&self, host: &str) -> StoreResult<Vec<WorkerRecord>>;
 
+    /// Records what worker `id` spent, as its agent `agent` reported it.
+    async fn record_spend(
+        &self,
+        id: i64,
+        agent: &str,
+        spend: &crate::core::spend::Spend,
+    ) -> StoreResult<()>;
+
+    /// Every worker's recorded spend (of task `gid`'s runs only, when given), oldest first;
+    /// workers with nothing recorded are left out.
+    async fn spend(&self, gid: Option<&str>) -> StoreResult<Vec<crate::core::spend::SpendRow>>;
+
     /// Records a decision (with the tool call it answers and the message window, if any).
     async fn record_decision(&self, decision: &NewDecision) -> StoreResult<Decision>;
 

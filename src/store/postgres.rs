@@ -679,6 +679,62 @@ impl Store for PgStore {
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
+    async fn record_spend(
+        &self,
+        id: i64,
+        agent: &str,
+        spend: &crate::core::spend::Spend,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE executor_workers SET agent = $2, input_tokens = $3, output_tokens = $4, \
+             cached_tokens = $5, turns = $6, cost_usd = $7, cost_priced = $8 WHERE id = $1",
+        )
+        .bind(id)
+        .bind(agent)
+        .bind(spend.input_tokens)
+        .bind(spend.output_tokens)
+        .bind(spend.cached_tokens)
+        .bind(spend.turns)
+        .bind(spend.cost_usd)
+        .bind(spend.priced)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn spend(&self, gid: Option<&str>) -> StoreResult<Vec<crate::core::spend::SpendRow>> {
+        use crate::core::spend::{Spend, SpendRow};
+        let rows = sqlx::query(
+            "SELECT w.id, w.run_id, r.task_gid, w.agent, COALESCE(w.ended_at, w.started_at), \
+             w.input_tokens, w.output_tokens, w.cached_tokens, w.turns, w.cost_usd, w.cost_priced \
+             FROM executor_workers w JOIN executor_runs r ON r.id = w.run_id \
+             WHERE w.agent IS NOT NULL AND ($1::TEXT IS NULL OR r.task_gid = $1) ORDER BY w.id",
+        )
+        .bind(gid)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                Ok(SpendRow {
+                    worker_id: row.try_get(0)?,
+                    run_id: row.try_get(1)?,
+                    task_gid: row.try_get(2)?,
+                    agent: row.try_get(3)?,
+                    at: row.try_get(4)?,
+                    spend: Spend {
+                        input_tokens: row.try_get::<Option<i64>, _>(5)?.unwrap_or(0),
+                        output_tokens: row.try_get::<Option<i64>, _>(6)?.unwrap_or(0),
+                        cached_tokens: row.try_get::<Option<i64>, _>(7)?.unwrap_or(0),
+                        turns: row.try_get::<Option<i64>, _>(8)?.unwrap_or(0),
+                        cost_usd: row.try_get(9)?,
+                        priced: row.try_get(10)?,
+                    },
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
     async fn record_decision(&self, d: &NewDecision) -> StoreResult<Decision> {
         let row = sqlx::query(&format!(
             "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail, \

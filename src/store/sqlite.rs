@@ -705,6 +705,65 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn record_spend(
+        &self,
+        id: i64,
+        agent: &str,
+        spend: &crate::core::spend::Spend,
+    ) -> StoreResult<()> {
+        let (agent, s) = (agent.to_string(), *spend);
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "UPDATE executor_workers SET agent = ?2, input_tokens = ?3, output_tokens = ?4, \
+                 cached_tokens = ?5, turns = ?6, cost_usd = ?7, cost_priced = ?8 WHERE id = ?1",
+            )?
+            .execute(params![
+                id,
+                agent,
+                s.input_tokens,
+                s.output_tokens,
+                s.cached_tokens,
+                s.turns,
+                s.cost_usd,
+                s.priced
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn spend(&self, gid: Option<&str>) -> StoreResult<Vec<crate::core::spend::SpendRow>> {
+        use crate::core::spend::{Spend, SpendRow};
+        let gid = gid.map(str::to_string);
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT w.id, w.run_id, r.task_gid, w.agent, COALESCE(w.ended_at, w.started_at), \
+                 w.input_tokens, w.output_tokens, w.cached_tokens, w.turns, w.cost_usd, w.cost_priced \
+                 FROM executor_workers w JOIN executor_runs r ON r.id = w.run_id \
+                 WHERE w.agent IS NOT NULL AND (?1 IS NULL OR r.task_gid = ?1) ORDER BY w.id",
+            )?
+            .query_map([gid], |row| {
+                Ok(SpendRow {
+                    worker_id: row.get(0)?,
+                    run_id: row.get(1)?,
+                    task_gid: row.get(2)?,
+                    agent: row.get(3)?,
+                    at: ts(row, 4)?,
+                    spend: Spend {
+                        input_tokens: row.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                        output_tokens: row.get::<_, Option<i64>>(6)?.unwrap_or(0),
+                        cached_tokens: row.get::<_, Option<i64>>(7)?.unwrap_or(0),
+                        turns: row.get::<_, Option<i64>>(8)?.unwrap_or(0),
+                        cost_usd: row.get(9)?,
+                        priced: row.get(10)?,
+                    },
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
     async fn record_decision(&self, decision: &NewDecision) -> StoreResult<Decision> {
         let d = decision.clone();
         self.call(move |conn| {

@@ -212,14 +212,3 @@ fn the_api_serves_the_cli_documents_and_takes_the_owners_actions_once() {
     let (code, body) = post(&address, "/api/v1/runs/T-1/cancel", "{}");
     assert_eq!(code, 409, "the run ended already: {body}");
 }
-
-#[test]
-fn the_console_refuses_an_address_other_than_loopback() {
-    let ws = workspace(&["/bin/true"], &[], "");
-    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
-    ws.write_config(&format!(
-        "{config}\n[web]\nenabled = true\nlisten = \"0.0.0.0:0\"\n"
-    ));
-    let err = ws.fails_with(2, &["daemon"]);
-    assert!(err.contains("loopback"), "{err}");
-}

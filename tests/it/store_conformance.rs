@@ -487,6 +487,104 @@ async fn workers_are_recorded_and_open_ones_listed_per_host(store: &dyn Store) {
     assert_eq!(open[0].started_at, t0());
 }
 
+async fn a_workers_spend_is_recorded_and_read_back_by_task(store: &dyn Store) {
+    use executor::core::spend::{Spend, TaskSpend};
+    for gid in ["T-1", "T-2"] {
+        store
+            .upsert_task(&new_task(gid, "# A"), "cli", t0())
+            .await
+            .expect("add");
+    }
+    let first = store.create_run("T-1", t0()).await.expect("run");
+    let other = store.create_run("T-2", t0()).await.expect("run");
+    let worker = |run_id: i64| WorkerRecord {
+        id: 0,
+        run_id,
+        phase: "queued".into(),
+        host: "h1".into(),
+        pid: 100,
+        start_time: None,
+        started_at: t0(),
+        ended_at: None,
+        outcome: None,
+    };
+    let claude = Spend {
+        input_tokens: 200,
+        output_tokens: 40,
+        cached_tokens: 900,
+        turns: 2,
+        cost_usd: Some(0.0016),
+        priced: false,
+    };
+    let codex = Spend {
+        input_tokens: 1_000_000,
+        output_tokens: 10,
+        cached_tokens: 0,
+        turns: 1,
+        cost_usd: None,
+        priced: false,
+    };
+    let priced = Spend {
+        cost_usd: Some(1.25),
+        priced: true,
+        ..codex
+    };
+    let ids = [
+        store
+            .record_worker(&worker(first.id))
+            .await
+            .expect("record"),
+        store
+            .record_worker(&worker(first.id))
+            .await
+            .expect("record"),
+        store
+            .record_worker(&worker(other.id))
+            .await
+            .expect("record"),
+        // A worker whose agent said nothing of its spend.
+        store
+            .record_worker(&worker(other.id))
+            .await
+            .expect("record"),
+    ];
+    let ended = t0() + Duration::seconds(5);
+    for id in ids {
+        store.end_worker(id, ended, "done").await.expect("end");
+    }
+    store
+        .record_spend(ids[0], "claude", &claude)
+        .await
+        .expect("spend");
+    store
+        .record_spend(ids[1], "codex", &codex)
+        .await
+        .expect("spend");
+    store
+        .record_spend(ids[2], "codex", &priced)
+        .await
+        .expect("spend");
+
+    let all = store.spend(None).await.expect("spend");
+    assert_eq!(
+        all.iter().map(|r| r.worker_id).collect::<Vec<_>>(),
+        &ids[..3]
+    );
+    assert_eq!(all[0].spend, claude);
+    assert_eq!(all[1].spend, codex);
+    assert_eq!(all[2].spend, priced);
+    assert_eq!((all[0].agent.as_str(), all[0].at), ("claude", ended));
+    assert_eq!((all[2].run_id, all[2].task_gid.as_str()), (other.id, "T-2"));
+    let of_first = store.spend(Some("T-1")).await.expect("spend");
+    let summed = TaskSpend::of(&of_first);
+    assert_eq!(summed.total.workers, 2);
+    assert_eq!(summed.total.input_tokens, 1_000_200);
+    assert_eq!(summed.total.unpriced_workers, 1);
+    assert!((summed.total.cost_usd - 0.0016).abs() < 1e-12);
+    assert_eq!(summed.by_run[&first.id], summed.total);
+    assert!(store.spend(Some("T-404")).await.expect("spend").is_empty());
+}
+
 async fn decisions_are_recorded_and_pending_escalations_counted(store: &dyn Store) {
     store
         .upsert_task(&new_task("T-1", "# A"), "cli", t0())
@@ -2328,6 +2426,7 @@ conformance!(
     a_saved_run_reads_back_with_every_column,
     a_save_lands_only_under_the_runs_current_lease_epoch,
     workers_are_recorded_and_open_ones_listed_per_host,
+    a_workers_spend_is_recorded_and_read_back_by_task,
     decisions_are_recorded_and_pending_escalations_counted,
     each_decision_keeps_whether_its_worker_was_confined,
     an_escalation_is_resolved_once_and_applied_once,

@@ -9,7 +9,7 @@
 use axum::http::StatusCode;
 use serde_json::{json, Value};
 
-use crate::core::clock::SystemClock;
+use crate::core::clock::{Clock, SystemClock};
 use crate::core::queue::QueueEvent;
 use crate::core::record::{Decision, Resolved};
 use crate::ops::queue::{self as queue_ops, QueueOpError};
@@ -213,7 +213,7 @@ pub async fn decide(store: &dyn Store, id: i64, answer: &str, note: Option<&str>
     }
     let note = note.filter(|n| !n.trim().is_empty());
     let resolved = store
-        .resolve_escalation(id, answer, note, "owner (console)", chrono::Utc::now())
+        .resolve_escalation(id, answer, note, "owner (console)", SystemClock.now())
         .await
         .map_err(|e| Refused::from_error(e.into()))?;
     match resolved {

@@ -23,6 +23,7 @@ use super::Console;
 use crate::core::queue::QueueStatus;
 use crate::core::record::Decision;
 use crate::core::record::Run;
+use crate::core::spend::SpendTotal;
 
 /// The templates and assets, built into the binary.
 const TEMPLATES: &[(&str, &str)] = &[
@@ -32,6 +33,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("run.html", include_str!("templates/run.html")),
     ("queue.html", include_str!("templates/queue.html")),
     ("notice.html", include_str!("templates/notice.html")),
+    ("login.html", include_str!("templates/login.html")),
 ];
 const ASSETS: &[(&str, &str, &str)] = &[
     (
@@ -94,6 +96,8 @@ pub(super) fn routes() -> Router<Console> {
         .route("/runs/{id}", get(run))
         .route("/queue", get(queue))
         .route("/assets/{name}", get(asset))
+        .route(super::LOGIN, get(login_page).post(login))
+        .route(super::LOGOUT, post(logout))
         .route(
             &format!("{}/escalations/{{id}}/decide", super::ACTIONS),
             post(decide),
@@ -217,11 +221,16 @@ struct RunView {
     branch: Option<String>,
     ci_attempts: i64,
     updated: String,
+    /// What its workers cost (`-` before any reported a spend).
+    cost: String,
+    /// Their tokens and turns, in a line.
+    spent: Option<String>,
 }
 
 impl RunView {
-    fn of(c: &Console, run: &Run) -> Self {
-        let now = chrono::Utc::now();
+    fn of(c: &Console, run: &Run, spend: Option<&SpendTotal>) -> Self {
+        use crate::core::clock::Clock;
+        let now = crate::core::clock::SystemClock.now();
         let started = run.started_at.unwrap_or(run.updated_at);
         let ended = run
             .completed_at
@@ -246,6 +255,8 @@ impl RunView {
             branch: run.branch_name.clone(),
             ci_attempts: run.ci_attempts,
             updated: super::super::runs::local_time(&run.updated_at),
+            cost: spend.map_or_else(|| "-".to_string(), super::super::runs::cost),
+            spent: spend.map(SpendTotal::line),
         }
     }
 }
@@ -285,11 +296,30 @@ async fn needs(State(c): State<Console>) -> Response {
         }
     }
     let escalations: Vec<EscalationView> = escalations.iter().map(EscalationView::of).collect();
+    let now = crate::core::clock::Clock::now(&crate::core::clock::SystemClock);
+    let rows = match c.store.spend(None).await {
+        Ok(rows) => rows,
+        Err(error) => return unavailable(error),
+    };
+    let report = crate::core::spend::SpendReport::of(
+        &rows,
+        now,
+        super::super::spend_day_offset(&c.settings),
+    );
+    // The day's budget spent: the owner sees why nothing new starts.
+    let paused = c
+        .settings
+        .raw
+        .budget
+        .day_over(&rows, now)
+        .map(|o| o.sentence());
+    let spend = context! { day => &report.day, today => report.today.line(),
+    all => (report.total.workers > 0).then(|| report.total.line()), paused };
     page(
         &c,
         "needs.html",
         context! { title => "Needs you", path => "/", csrf => &*c.csrf, events,
-        escalations, tasks => waiting },
+        escalations, tasks => waiting, spend },
     )
 }
 
@@ -300,7 +330,14 @@ async fn runs(State(c): State<Console>) -> Response {
         Err(error) => return unavailable(error),
     };
     runs.sort_by_key(|r| (!r.state.is_active(), std::cmp::Reverse(r.id)));
-    let runs: Vec<RunView> = runs.iter().map(|r| RunView::of(&c, r)).collect();
+    let spent = match c.store.spend(None).await {
+        Ok(rows) => crate::core::spend::by(&rows, |r| r.run_id),
+        Err(error) => return unavailable(error),
+    };
+    let runs: Vec<RunView> = runs
+        .iter()
+        .map(|r| RunView::of(&c, r, spent.get(&r.id)))
+        .collect();
     page(
         &c,
         "runs.html",
@@ -403,11 +440,15 @@ async fn run(State(c): State<Console>, Path(id): Path<i64>) -> Response {
         .map(|m| context! { id => m.id, line => &m.line, source => &m.source })
         .collect();
     let records = run_records(&logs_dir, &found);
+    let spent = match c.store.spend(Some(&found.task_gid)).await {
+        Ok(rows) => crate::core::spend::by(&rows, |r| r.run_id).remove(&id),
+        Err(error) => return unavailable(error),
+    };
     page(
         &c,
         "run.html",
         context! { title => format!("Run {id}"), path => format!("/runs/{id}"),
-        csrf => &*c.csrf, events, run => RunView::of(&c, &found),
+        csrf => &*c.csrf, events, run => RunView::of(&c, &found, spent.as_ref()),
         task => task.as_ref().map(TaskView::of), lines, output, decisions,
         records => records.into_iter()
             .map(|(name, files)| context! { name, files }).collect::<Vec<_>>() },
@@ -436,6 +477,66 @@ async fn queue(State(c): State<Console>) -> Response {
         "queue.html",
         context! { title => "Queue", path => "/queue", csrf => &*c.csrf, events, groups },
     )
+}
+
+async fn login_page(State(c): State<Console>) -> Response {
+    page(&c, "login.html", context! { refused => false })
+}
+
+#[derive(Deserialize)]
+struct LoginForm {
+    #[serde(default)]
+    token: String,
+}
+
+/// Takes a token and gives the browser the cookie made from it: HttpOnly (no script reads
+/// it), SameSite=Strict (no other site's page sends it), Secure behind an HTTPS proxy.
+async fn login(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    let cookie = c
+        .access
+        .token_grant(form.token.trim())
+        .and_then(|grant| c.access.cookie_for(grant));
+    let Some(value) = cookie else {
+        let mut answer = page(&c, "login.html", context! { refused => true });
+        *answer.status_mut() = StatusCode::UNAUTHORIZED;
+        return answer;
+    };
+    let secure = headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("https"));
+    let cookie = format!(
+        "{}={value}; Path=/; HttpOnly; SameSite=Strict{}",
+        super::access::COOKIE,
+        if secure { "; Secure" } else { "" }
+    );
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, cookie),
+            (header::LOCATION, "/".to_string()),
+        ],
+    )
+        .into_response()
+}
+
+async fn logout() -> Response {
+    let cookie = format!(
+        "{}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0",
+        super::access::COOKIE
+    );
+    (
+        StatusCode::SEE_OTHER,
+        [
+            (header::SET_COOKIE, cookie),
+            (header::LOCATION, super::LOGIN.to_string()),
+        ],
+    )
+        .into_response()
 }
 
 /// Every form's fields; each action reads the ones it takes.

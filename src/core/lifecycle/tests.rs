@@ -460,6 +460,13 @@ fn the_owners_answer_moves_a_waiting_run_on() {
             reason: DECLINED_BY_OWNER.to_string()
         }
     );
+    let why = "the owner would not spend more on it".to_string();
+    let (_, action) = step(
+        &waiting,
+        Event::Answered(Answer::Stop { why: why.clone() }),
+        &rules(),
+    );
+    assert_eq!(action, Action::Abandon { reason: why });
 }
 
 #[test]

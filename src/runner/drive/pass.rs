@@ -54,6 +54,10 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
     let mut runs = tokio::task::JoinSet::new();
     loop {
         let permit = Arc::clone(&runner.readying).acquire_owned().await?;
+        if let Some(over) = day_budget_spent(store.as_ref(), settings).await? {
+            tell_paused(store.as_ref(), settings, &over).await;
+            break;
+        }
         let Some(task) = claim_next(store.as_ref(), settings.clock.as_ref()).await? else {
             break;
         };
@@ -67,6 +71,57 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
     }
     drop(claiming);
     Ok(collect(runs, "a run failed").await)
+}
+
+/// Whether today's workers spent the day's budget (`[budget] per_day_usd`): then no new
+/// task is taken until the next budget day.
+pub(super) async fn day_budget_spent(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+) -> Result<Option<crate::core::budget::Over>> {
+    if settings.budget.per_day_usd.is_none() {
+        return Ok(None);
+    }
+    let rows = store.spend(None).await?;
+    Ok(settings.budget.day_over(&rows, settings.clock.now()))
+}
+
+/// The budget day the owner was last told dispatch pauses for, so a pass that finds the
+/// day spent again tells nobody twice.
+static PAUSE_TOLD: std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>> =
+    std::sync::Mutex::new(None);
+
+/// Says, once per budget day, that no new task is taken until the next one.
+async fn tell_paused(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    over: &crate::core::budget::Over,
+) {
+    let resumes = match over {
+        crate::core::budget::Over::PerDayUsd { resumes_at, .. } => *resumes_at,
+        _ => return,
+    };
+    let first = {
+        let mut told = PAUSE_TOLD.lock().unwrap_or_else(|e| e.into_inner());
+        let first = *told != Some(resumes);
+        *told = Some(resumes);
+        first
+    };
+    if !first {
+        tracing::debug!("no new task is taken: {}", over.sentence());
+        return;
+    }
+    let notice = crate::chat::Notice {
+        priority: crate::core::outbox::Priority::Action,
+        persona: crate::chat::Persona::Orchestrator,
+        task_gid: None,
+        run_id: None,
+        body: format!(
+            "No new task is taken: {}. Raise `[budget] per_day_usd` to go on today.",
+            over.sentence()
+        ),
+    };
+    settings.notices.tell(store, notice).await;
 }
 
 /// Claims the oldest approved task (moves it to `in_progress`); `None` when no approved
@@ -287,10 +342,14 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             && matches!(runner.adapter, Adapter::Claude { .. });
         let gate =
             [review::INTEGRATE, review::REVIEW_EXHAUSTED].contains(&escalation.action.as_str());
-        let answer = match (gate, escalation.resolution.as_deref()) {
-            (true, Some("approve")) => lifecycle::Answer::Integrate,
-            (true, _) => lifecycle::Answer::Decline,
-            (false, _) => lifecycle::Answer::Continue {
+        let budget = escalation.action == worker::BUDGET;
+        let answer = match (gate, budget, escalation.resolution.as_deref()) {
+            (true, _, Some("approve")) => lifecycle::Answer::Integrate,
+            (true, _, _) => lifecycle::Answer::Decline,
+            (false, true, Some("deny")) => lifecycle::Answer::Stop {
+                why: "the owner would not let it spend more than its task's budget".to_string(),
+            },
+            (false, _, _) => lifecycle::Answer::Continue {
                 reason: format!(
                     "The owner answered your escalation ({}: {}): {resolution}.{note}",
                     escalation.action,

@@ -107,6 +107,10 @@ pub(super) async fn work(
 /// Runs one worker to its end, and says what it did. The run is saved as the worker goes
 /// (its process, session and milestones).
 pub(super) async fn run_worker(w: WorkerRun<'_>, run: &mut Run, prompt: String) -> Result<Worked> {
+    if let Some(over) = task_budget_spent(&w, run).await? {
+        tracing::warn!(gid = %w.gid, run = run.id, "no new worker: {}", over.sentence());
+        return Ok(over_budget(run, w.gid, &over));
+    }
     let logs = PhaseLog::create(
         &w.settings.logs_dir,
         w.gid,
@@ -132,6 +136,59 @@ pub(super) async fn run_worker(w: WorkerRun<'_>, run: &mut Run, prompt: String) 
         run.worker_session_id = watched.said.session_id.clone();
     }
     conclude(&w, run, watched, baseline, confined).await
+}
+
+/// The escalation kind of a run over its task's budget.
+pub const BUDGET: &str = "budget";
+
+/// Whether the task's workers spent its budget (`[budget] per_task_usd` /
+/// `per_task_tokens`) and the owner has not let this run go on since: an approved budget
+/// escalation lets one more worker start.
+async fn task_budget_spent(
+    w: &WorkerRun<'_>,
+    run: &Run,
+) -> Result<Option<crate::core::budget::Over>> {
+    let budget = &w.settings.budget;
+    if budget.per_task_usd.is_none() && budget.per_task_tokens.is_none() {
+        return Ok(None);
+    }
+    let rows = w.store.spend(Some(w.gid)).await?;
+    let Some(over) = budget.task_over(&crate::core::spend::SpendTotal::of(&rows)) else {
+        return Ok(None);
+    };
+    let allowed = w
+        .store
+        .run_escalations(run.id)
+        .await?
+        .into_iter()
+        .filter(|d| d.action == BUDGET && d.resolution.as_deref() == Some("approve"))
+        .filter_map(|d| d.resolved_at)
+        .max();
+    let worked_since = |at| rows.iter().any(|r| r.run_id == run.id && r.at > at);
+    Ok(match allowed {
+        Some(at) if !worked_since(at) => None,
+        _ => Some(over),
+    })
+}
+
+/// What a worker that was not started "did": it asks the owner whether the run may spend
+/// more.
+fn over_budget(run: &Run, gid: &str, over: &crate::core::budget::Over) -> Worked {
+    let line = format!(
+        "[ESCALATE:{BUDGET}] task {gid} is over its budget: {}. Approve lets run {} start one more worker; deny ends the run.",
+        over.sentence(),
+        run.id
+    );
+    Worked {
+        done: None,
+        asked: Some(Asked::Message(line.clone())),
+        stopped: None,
+        why: format!("no worker started: {}", over.sentence()),
+        result: serde_json::json!({ "run_id": run.id, "task_gid": gid, "budget": over }),
+        stderr: Vec::new(),
+        baseline: None,
+        tampered: false,
+    }
 }
 
 /// Why a worker ended, in words for the log, the record and the owner.
@@ -182,18 +239,31 @@ async fn conclude(
     } = watched;
     let why = why_ended(&said, &outcome);
     said.logs.message(&format!("worker ended: {why}"));
+    let agent = w.adapter.name();
+    let spend = said.finished.as_ref().map(|finished| {
+        w.adapter
+            .spend(finished)
+            .priced_by(w.settings.agent.prices.get(agent))
+    });
     if let Some(id) = worker_id {
         let at = w.settings.clock.now();
         patience::durably("the worker's end", run.id, || async {
             Ok(w.store.end_worker(id, at, &why).await?)
         })
         .await?;
+        // A worker whose agent said nothing of its end spent what no one can tell.
+        if let Some(spend) = &spend {
+            patience::durably("the worker's spend", run.id, || async {
+                Ok(w.store.record_spend(id, agent, spend).await?)
+            })
+            .await?;
+        }
     }
     let result = serde_json::json!({
         "run_id": run.id,
         "task_gid": w.gid,
         "phase": w.phase.as_str(),
-        "agent": w.adapter.name(),
+        "agent": agent,
         "confined": confined,
         "wall": w.settings.wall.describe(),
         "session_id": run.worker_session_id,
@@ -207,6 +277,7 @@ async fn conclude(
         "lines": outcome.lines,
         "truncated_lines": outcome.truncated_lines,
         "agent_result": said.finished,
+        "spend": spend,
     });
     let deferred = said.finished.as_ref().and_then(|f| f.deferred_tool.clone());
     let mut asked = match (&said.done, deferred, &said.escalated) {

@@ -1,0 +1,442 @@
+//! Who may use the console, in a running daemon listening on every address: from loopback
+//! no login; from this machine's other address every route needs the token (a page sends
+//! the browser to `/login`, the API and the metrics answer 401), the read-only token reads
+//! and is refused every POST, a browser logs in once and keeps a cookie that is not the
+//! token, and no token is shown anywhere. A console on another address without a token
+//! does not start; a port in use is logged and the daemon goes on.
+
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpStream};
+
+use crate::console::console_address;
+use crate::console_pages::csrf_of;
+use crate::daemon::Daemon;
+use crate::runner::workspace;
+use crate::support::Workspace;
+
+const FULL: &str = "full-6b1f0c2a9d";
+const READ: &str = "read-3e7d91a04c";
+
+/// This machine's address other than loopback (the one its default route leaves by), or
+/// `None` after saying why the test cannot run here.
+fn other_address() -> Option<IpAddr> {
+    let found = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|socket| {
+            // A UDP connect sends nothing: it only picks the route and its source address.
+            socket.connect("192.0.2.1:9")?;
+            socket.local_addr()
+        })
+        .map(|addr| addr.ip());
+    match found {
+        Ok(ip) if !ip.is_loopback() && !ip.is_unspecified() => Some(ip),
+        other => {
+            eprintln!("skipped: this machine has no address but loopback ({other:?})");
+            None
+        }
+    }
+}
+
+/// One HTTP/1.1 exchange: the status, the head and the body. A live feed's body is not
+/// read (it never ends).
+fn exchange(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, String, String) {
+    let mut stream = TcpStream::connect(address).expect("connect to the console");
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        request.push_str(&format!("Host: {address}\r\n"));
+    }
+    for (key, value) in headers {
+        request.push_str(&format!("{key}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).expect("send");
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        let n = stream.read(&mut buf).expect("read");
+        if n == 0 {
+            break None;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break Some(at);
+        }
+    };
+    let head_end = head_end.unwrap_or_else(|| panic!("no head: {}", String::from_utf8_lossy(&got)));
+    let head = String::from_utf8_lossy(&got[..head_end]).into_owned();
+    if !head.to_ascii_lowercase().contains("text/event-stream") {
+        stream.read_to_end(&mut got).expect("read the body");
+    }
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {head}"));
+    let body = String::from_utf8_lossy(&got[head_end + 4..]).into_owned();
+    (code, head, body)
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+/// A daemon serving the console on every address with both tokens, and task T-1 pending.
+fn console_on_every_address() -> (Workspace, Daemon, u16) {
+    let ws = workspace(&["/bin/true"], &[], "loop_sleep = \"600s\"\n");
+    std::fs::write(ws.path().join("console-token"), format!("{FULL}\n")).expect("token");
+    std::fs::write(ws.path().join("console-read-token"), READ).expect("token");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&format!(
+        "{config}\n[web]\nlisten = \"0.0.0.0:0\"\ntoken_file = \"console-token\"\nread_only_token_file = \"console-read-token\"\n"
+    ));
+    ws.ok(&["add", "--title", "Change the schema", "--gid", "T-1"]);
+    let daemon = Daemon::start(&ws);
+    let bound = console_address(&ws);
+    let port = bound
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .expect("a port");
+    (ws, daemon, port)
+}
+
+const READS: &[&str] = &[
+    "/api/v1/status",
+    "/api/v1/tasks",
+    "/api/v1/tasks/T-1",
+    "/api/v1/runs",
+    "/api/v1/runs/999",
+    "/api/v1/escalations",
+    "/api/v1/events",
+    "/metrics",
+    "/",
+    "/runs",
+    "/runs/999",
+    "/queue",
+];
+
+/// Every action, on targets that do not exist: past the door each answers 404 (or 409 for
+/// a retry of a task that has no run).
+const API_ACTIONS: &[&str] = &[
+    "/api/v1/tasks/NOPE/go",
+    "/api/v1/tasks/NOPE/skip",
+    "/api/v1/tasks/NOPE/retry",
+    "/api/v1/runs/NOPE/cancel",
+    "/api/v1/escalations/999/decide",
+];
+const FORM_ACTIONS: &[&str] = &[
+    "/actions/tasks/NOPE/skip",
+    "/actions/runs/NOPE/cancel",
+    "/actions/escalations/999/decide",
+];
+
+fn is_page(path: &str) -> bool {
+    !path.starts_with("/api/") && path != "/metrics"
+}
+
+#[test]
+fn every_route_from_another_address_needs_the_token_and_the_read_only_one_cannot_post() {
+    let Some(ip) = other_address() else { return };
+    let (ws, _daemon, port) = console_on_every_address();
+    let remote = format!("{ip}:{port}");
+    let bearer = |token: &str| format!("Bearer {token}");
+    let (full, read) = (bearer(FULL), bearer(READ));
+
+    for path in READS {
+        for auth in [None, Some("Bearer wrong-token")] {
+            let headers: Vec<(&str, &str)> =
+                auth.map(|a| ("Authorization", a)).into_iter().collect();
+            let (code, head, _) = exchange(&remote, "GET", path, &headers, "");
+            if is_page(path) {
+                assert_eq!(code, 303, "GET {path} without the token: {head}");
+                assert_eq!(header(&head, "location"), Some("/login"), "{head}");
+            } else {
+                assert_eq!(code, 401, "GET {path} without the token: {head}");
+                assert!(header(&head, "www-authenticate").is_some_and(|v| v.starts_with("Bearer")));
+            }
+        }
+        for token in [&full, &read] {
+            let (code, head, _) = exchange(&remote, "GET", path, &[("Authorization", token)], "");
+            let expected = if path.ends_with("/999") { 404 } else { 200 };
+            assert_eq!(code, expected, "GET {path} with a token: {head}");
+        }
+    }
+
+    let csrf = {
+        let (code, _, html) = exchange(&remote, "GET", "/queue", &[("Authorization", &full)], "");
+        assert_eq!(code, 200);
+        csrf_of(&html)
+    };
+    let form_body = format!("csrf={csrf}&answer=approve");
+    let posts = API_ACTIONS
+        .iter()
+        .map(|p| {
+            (
+                *p,
+                "application/json",
+                r#"{"answer":"approve"}"#.to_string(),
+            )
+        })
+        .chain(
+            FORM_ACTIONS
+                .iter()
+                .map(|p| (*p, "application/x-www-form-urlencoded", form_body.clone())),
+        );
+    for (path, kind, body) in posts {
+        let typed = ("Content-Type", kind);
+        let (code, head, _) = exchange(&remote, "POST", path, &[typed], &body);
+        assert_eq!(code, 401, "POST {path} without the token: {head}");
+        let (code, head, _) = exchange(
+            &remote,
+            "POST",
+            path,
+            &[typed, ("Authorization", "Bearer wrong-token")],
+            &body,
+        );
+        assert_eq!(code, 401, "POST {path} with a wrong token: {head}");
+        let (code, _, answer) = exchange(
+            &remote,
+            "POST",
+            path,
+            &[typed, ("Authorization", &read)],
+            &body,
+        );
+        assert_eq!(code, 403, "POST {path} with the read-only token: {answer}");
+        assert!(answer.contains("read-only"), "{answer}");
+        let (code, _, answer) = exchange(
+            &remote,
+            "POST",
+            path,
+            &[typed, ("Authorization", &full)],
+            &body,
+        );
+        assert!(
+            matches!(code, 404 | 409),
+            "POST {path} with the token reaches the action: {code} {answer}"
+        );
+    }
+    // With the token an action is taken; with the read-only one it was not.
+    let json = ("Content-Type", "application/json");
+    let before = ws.json(&["show", "T-1", "--json"])["task"]["status"].clone();
+    let (code, _, _) = exchange(
+        &remote,
+        "POST",
+        "/api/v1/tasks/T-1/skip",
+        &[json, ("Authorization", &read)],
+        "{}",
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        ws.json(&["show", "T-1", "--json"])["task"]["status"],
+        before
+    );
+    let (code, _, answer) = exchange(
+        &remote,
+        "POST",
+        "/api/v1/tasks/T-1/skip",
+        &[json, ("Authorization", &full)],
+        "{}",
+    );
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(
+        ws.json(&["show", "T-1", "--json"])["task"]["status"],
+        "skip"
+    );
+
+    // From loopback no login, unless a proxy says it passes on a request from elsewhere.
+    let local = format!("127.0.0.1:{port}");
+    let (code, _, _) = exchange(&local, "GET", "/api/v1/status", &[], "");
+    assert_eq!(code, 200);
+    let (code, _, _) = exchange(
+        &local,
+        "GET",
+        "/api/v1/status",
+        &[("X-Forwarded-For", "203.0.113.9")],
+        "",
+    );
+    assert_eq!(code, 401);
+    let (code, _, _) = exchange(
+        &local,
+        "GET",
+        "/api/v1/status",
+        &[("Host", "console.example")],
+        "",
+    );
+    assert_eq!(code, 401, "a name other than loopback's is not loopback");
+
+    // No token is shown by any document, page, metric or log line.
+    for path in READS.iter().filter(|p| !p.ends_with("/events")) {
+        let (_, head, body) = exchange(&remote, "GET", path, &[("Authorization", &full)], "");
+        assert!(
+            !body.contains(FULL) && !body.contains(READ),
+            "{path} shows a token"
+        );
+        assert!(
+            !head.contains(FULL) && !head.contains(READ),
+            "{path} shows a token"
+        );
+    }
+    let log = std::fs::read_to_string(ws.path().join("daemon.log")).expect("log");
+    assert!(!log.contains(FULL) && !log.contains(READ), "{log}");
+}
+
+#[test]
+fn a_browser_from_another_address_logs_in_once_and_keeps_a_cookie_that_is_not_the_token() {
+    let Some(ip) = other_address() else { return };
+    let (ws, _daemon, port) = console_on_every_address();
+    let remote = format!("{ip}:{port}");
+    let form = ("Content-Type", "application/x-www-form-urlencoded");
+
+    let (code, _, html) = exchange(&remote, "GET", "/login", &[], "");
+    assert_eq!(code, 200);
+    assert!(html.contains("type=\"password\" name=\"token\""), "{html}");
+    let (code, head, html) = exchange(&remote, "POST", "/login", &[form], "token=guess");
+    assert_eq!(code, 401);
+    assert!(header(&head, "set-cookie").is_none(), "{head}");
+    assert!(html.contains("not one of this console's tokens"), "{html}");
+    // A login from another site is refused.
+    let (code, _, _) = exchange(
+        &remote,
+        "POST",
+        "/login",
+        &[form, ("Origin", "https://evil.example")],
+        &format!("token={FULL}"),
+    );
+    assert_eq!(code, 403);
+
+    let login = |token: &str| {
+        let (code, head, _) = exchange(
+            &remote,
+            "POST",
+            "/login",
+            &[form],
+            &format!("token={token}"),
+        );
+        assert_eq!(code, 303, "{head}");
+        assert_eq!(header(&head, "location"), Some("/"));
+        let set = header(&head, "set-cookie").expect("a cookie").to_string();
+        assert!(
+            set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+            "{set}"
+        );
+        assert!(!set.contains(token), "the cookie is not the token: {set}");
+        set.split(';').next().expect("name=value").to_string()
+    };
+    let cookie = login(FULL);
+    let (code, _, html) = exchange(&remote, "GET", "/queue", &[("Cookie", &cookie)], "");
+    assert_eq!(code, 200);
+    let csrf = csrf_of(&html);
+    // The cookie opens the forms, which still need the page's CSRF token.
+    let (code, _, _) = exchange(
+        &remote,
+        "POST",
+        "/actions/tasks/T-1/skip",
+        &[form, ("Cookie", &cookie)],
+        "csrf=",
+    );
+    assert_eq!(code, 403);
+    let read_cookie = login(READ);
+    let (code, _, _) = exchange(&remote, "GET", "/", &[("Cookie", &read_cookie)], "");
+    assert_eq!(code, 200);
+    let body = format!("csrf={csrf}");
+    let before = ws.json(&["show", "T-1", "--json"])["task"]["status"].clone();
+    let (code, _, _) = exchange(
+        &remote,
+        "POST",
+        "/actions/tasks/T-1/skip",
+        &[form, ("Cookie", &read_cookie)],
+        &body,
+    );
+    assert_eq!(code, 403);
+    assert_eq!(
+        ws.json(&["show", "T-1", "--json"])["task"]["status"],
+        before
+    );
+    let (code, _, answer) = exchange(
+        &remote,
+        "POST",
+        "/actions/tasks/T-1/skip",
+        &[form, ("Cookie", &cookie)],
+        &body,
+    );
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(
+        ws.json(&["show", "T-1", "--json"])["task"]["status"],
+        "skip"
+    );
+    // The token itself is no cookie; logging out forgets the cookie.
+    let (code, _, _) = exchange(
+        &remote,
+        "GET",
+        "/",
+        &[("Cookie", &format!("executor_console={FULL}"))],
+        "",
+    );
+    assert_eq!(code, 303);
+    let (code, head, _) = exchange(&remote, "POST", "/logout", &[form, ("Cookie", &cookie)], "");
+    assert_eq!(code, 303);
+    assert!(
+        header(&head, "set-cookie").is_some_and(|c| c.contains("Max-Age=0")),
+        "{head}"
+    );
+}
+
+#[test]
+fn a_console_on_another_address_without_a_token_does_not_start() {
+    let ws = workspace(&["/bin/true"], &[], "");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&format!("{config}\n[web]\nlisten = \"0.0.0.0:0\"\n"));
+    let err = ws.fails_with(2, &["daemon"]);
+    assert!(err.contains("not a loopback address"), "{err}");
+    assert!(err.contains("[web] token_file"), "{err}");
+    // A token file that cannot be read is named, and the daemon does not start either.
+    ws.write_config(&format!(
+        "{config}\n[web]\nlisten = \"0.0.0.0:0\"\ntoken_file = \"missing-token\"\n"
+    ));
+    let err = ws.fails_with(2, &["daemon"]);
+    assert!(
+        err.contains("[web] token_file") && err.contains("missing-token"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_port_in_use_is_logged_and_the_daemon_goes_on_without_its_console() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+    let port = taken.local_addr().expect("address").port();
+    let ws = workspace(&["/bin/true"], &[], "loop_sleep = \"600s\"\n");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&format!("{config}\n[web]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let _daemon = Daemon::start(&ws);
+    let log = crate::support::eventually(crate::console::WAIT, "the error in the log", || {
+        let log = std::fs::read_to_string(ws.path().join("daemon.log")).ok()?;
+        log.contains("cannot listen on").then_some(log)
+    });
+    assert!(
+        log.contains(&format!("127.0.0.1:{port} ([web] listen)")),
+        "{log}"
+    );
+    assert!(!log.contains("serving the console"), "{log}");
+    // The daemon goes on.
+    let status = ws.json(&["status", "--json"]);
+    let daemon = status["components"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["component"] == "daemon"))
+        .cloned();
+    assert_eq!(
+        daemon.map(|d| d["state"].clone()),
+        Some("running".into()),
+        "{status}"
+    );
+}
