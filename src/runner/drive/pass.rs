@@ -53,7 +53,13 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
     }
     let mut runs = tokio::task::JoinSet::new();
     loop {
-        let permit = Arc::clone(&runner.readying).acquire_owned().await?;
+        // A day's budget is judged by the spend of every worker that ended: with one set, a
+        // run is claimed only once a slot is free, so the last worker's spend is known.
+        let place = if settings.budget.per_day_usd.is_some() {
+            Place::Slot(Arc::clone(&runner.slots).acquire_owned().await?)
+        } else {
+            Place::Readied(Arc::clone(&runner.readying).acquire_owned().await?)
+        };
         if let Some(over) = day_budget_spent(store.as_ref(), settings).await? {
             tell_paused(store.as_ref(), settings, &over).await;
             break;
@@ -64,7 +70,7 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
         let r = runner.clone();
         runs.spawn(async move {
             let gid = task.task_gid.clone();
-            drive(&r, task, permit)
+            drive(&r, task, place)
                 .await
                 .with_context(|| format!("run of task {gid}"))
         });
@@ -168,15 +174,17 @@ pub(super) async fn claim_next(store: &dyn Store, clock: &dyn Clock) -> Result<O
     }
 }
 
-/// Carries one claimed task (already `in_progress`) through a new run; `readied` is its
-/// place among the runs readied ahead of a free slot, given up when its first worker (or
-/// planner) takes a slot. `None` when another runner claimed the run meanwhile (this one
-/// stood down).
-pub(super) async fn drive(
-    runner: &Runner,
-    task: Task,
-    readied: tokio::sync::OwnedSemaphorePermit,
-) -> Result<Option<RunResult>> {
+/// Where a claimed run stands until its first worker (or planner) has a slot.
+pub(super) enum Place {
+    /// Among the runs readied ahead of a free slot; given up once it has one.
+    Readied(tokio::sync::OwnedSemaphorePermit),
+    /// Holding the slot its first worker takes.
+    Slot(tokio::sync::OwnedSemaphorePermit),
+}
+
+/// Carries one claimed task (already `in_progress`) through a new run from its `place`.
+/// `None` when another runner claimed the run meanwhile (this one stood down).
+pub(super) async fn drive(runner: &Runner, task: Task, place: Place) -> Result<Option<RunResult>> {
     let (store, adapter, prompts, settings) = (
         runner.store.as_ref(),
         &runner.adapter,
@@ -212,14 +220,25 @@ pub(super) async fn drive(
         run.updated_at = settings.clock.now();
         if conduct::needs_split(store, settings, &task).await? {
             store.save_run(&run).await?;
-            let _planner = Arc::clone(&runner.slots).acquire_owned().await?;
-            drop(readied);
+            let _planner = match place {
+                Place::Slot(slot) => slot,
+                Place::Readied(readied) => {
+                    let slot = Arc::clone(&runner.slots).acquire_owned().await?;
+                    drop(readied);
+                    slot
+                }
+            };
             return conduct::decompose(store, adapter, prompts, settings, task, run, wt, None)
                 .await;
         }
         run.lifecycle = Some(lifecycle::RunView::default());
+        let (slot, readied) = match place {
+            Place::Slot(slot) => (Some(slot), None),
+            Place::Readied(readied) => (None, Some(readied)),
+        };
         let start = Start {
-            readied: Some(readied),
+            slot,
+            readied,
             ..Start::new(lifecycle::Event::Begin)
         };
         carry(runner, task, run, wt, start).await
