@@ -1752,6 +1752,8 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         None
     };
     let repository = settings.root.join(&runner.repository);
+    // One clock for the engine and the notices it sends (quiet hours, stamps).
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     Ok(crate::runner::drive::RunnerSettings {
         commit_author: crate::runner::git::commit_author(
             settings.raw.runner.commit_author.as_deref(),
@@ -1775,7 +1777,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         keep_worktrees: runner.keep_worktrees,
         worktrees: runner.worktrees,
         worker_contract: Some(load_worker_contract(settings)?),
-        notices: crate::chat::Notices::new(chat::routing(settings)),
+        notices: crate::chat::Notices::with_clock(chat::routing(settings), Arc::clone(&clock)),
         window: settings.raw.chat.window,
         conductor: crate::config::conductor::ConductorSection {
             build_log: settings
@@ -1790,7 +1792,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
         wall: wall(settings)?,
         git_common_dir: git_common_dir(&settings.root.join(&runner.repository)),
         home: None,
-        clock: Arc::new(crate::core::clock::SystemClock),
+        clock,
         forge: pr_forge(settings)?,
         judge: (!settings.raw.policy.ask_model_first.is_empty()).then(|| {
             crate::runner::judge::JudgeSettings {

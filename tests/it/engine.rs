@@ -578,11 +578,9 @@ impl Drop for SmallDisk {
     }
 }
 
-#[test]
-fn a_full_disk_under_the_sqlite_store_strands_no_run_and_loses_no_worker_line() {
-    let Some(disk) = SmallDisk::mount("8m") else {
-        return;
-    };
+/// A runner carrying one task whose worker prints 30 `[STATUS:step]` lines over six
+/// seconds, its database at `db`: the workspace, the runner, and the file its log goes to.
+fn many_steps_runner(db: &Path) -> (Workspace, Child, std::path::PathBuf) {
     let mut ws = workspace(
         &[
             "/bin/sh",
@@ -592,7 +590,6 @@ fn a_full_disk_under_the_sqlite_store_strands_no_run_and_loses_no_worker_line() 
         &[],
         "",
     );
-    let db = disk.path().join("executor.db");
     ws.env.push((
         "EXECUTOR_STORAGE_URL".into(),
         format!("sqlite://{}", db.display()),
@@ -600,27 +597,28 @@ fn a_full_disk_under_the_sqlite_store_strands_no_run_and_loses_no_worker_line() 
     ws.ok(&["add", "--title", "Many steps", "--gid", "T-1"]);
     ws.ok(&["go", "T-1"]);
     let log = ws.dir.path().join("runner.log");
-    let mut runner = ws
+    let runner = ws
         .command(&["run", "--once"])
         .stderr(std::fs::File::create(&log).expect("the runner's log"))
         .spawn()
         .expect("start");
     eventually(LONG, "the worker running", || {
-        (!sqlite_workers(&db).is_empty()).then_some(())
+        (!sqlite_workers(db).is_empty()).then_some(())
     });
-    // For three seconds of the worker's six, the database's disk has not one byte free.
-    let filler = disk.fill();
-    std::thread::sleep(Duration::from_secs(3));
-    std::fs::remove_file(&filler).expect("free the disk");
+    (ws, runner, log)
+}
+
+/// After a store outage in the middle of [`many_steps_runner`]'s worker: the runner met it
+/// and waited it out, the run completed, and every worker line is stored once, in order.
+fn assert_outage_waited_out(ws: &Workspace, mut runner: Child, log: &Path, db: &Path) {
     let status = runner.wait().expect("wait");
-    let log = std::fs::read_to_string(&log).expect("the runner's log");
+    let log = std::fs::read_to_string(log).expect("the runner's log");
     assert!(status.success(), "{status}\n{log}");
-    // The outage was real: the runner met it, and waited it out.
     assert!(log.contains("the store is out of reach"), "{log}");
     let shown = ws.json(&["show", "T-1", "--json"]);
     assert_eq!(shown["task"]["status"], "done", "{shown}");
     assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
-    let conn = rusqlite::Connection::open(&db).expect("open the database");
+    let conn = rusqlite::Connection::open(db).expect("open the database");
     let steps: Vec<String> = conn
         .prepare("SELECT line FROM executor_messages WHERE kind = 'step' ORDER BY id")
         .expect("prepare")
@@ -630,6 +628,20 @@ fn a_full_disk_under_the_sqlite_store_strands_no_run_and_loses_no_worker_line() 
         .expect("rows");
     let expected: Vec<String> = (1..=30).map(|n| format!("[STATUS:step] n={n}")).collect();
     assert_eq!(steps, expected, "every worker line stored, once, in order");
+}
+
+#[test]
+fn a_full_disk_under_the_sqlite_store_strands_no_run_and_loses_no_worker_line() {
+    let Some(disk) = SmallDisk::mount("8m") else {
+        return;
+    };
+    let db = disk.path().join("executor.db");
+    let (ws, runner, log) = many_steps_runner(&db);
+    // For three seconds of the worker's six, the database's disk has not one byte free.
+    let filler = disk.fill();
+    std::thread::sleep(Duration::from_secs(3));
+    std::fs::remove_file(&filler).expect("free the disk");
+    assert_outage_waited_out(&ws, runner, &log, &db);
 }
 
 /// Marks `files` immutable (`chattr +i`: every write through a descriptor already open
@@ -671,32 +683,9 @@ impl Drop for Immutable {
 
 #[test]
 fn a_read_only_sqlite_file_strands_no_run_and_loses_no_worker_line() {
-    let mut ws = workspace(
-        &[
-            "/bin/sh",
-            "-c",
-            "for i in $(seq 1 30); do echo \"[STATUS:step] n=$i\"; sleep 0.2; done; echo changed > CHANGED.md; echo '[DONE:implemented] all steps'",
-        ],
-        &[],
-        "",
-    );
     let data = tempfile::tempdir_in(std::env::temp_dir()).expect("a folder for the database");
     let db = data.path().join("executor.db");
-    ws.env.push((
-        "EXECUTOR_STORAGE_URL".into(),
-        format!("sqlite://{}", db.display()),
-    ));
-    ws.ok(&["add", "--title", "Many steps", "--gid", "T-1"]);
-    ws.ok(&["go", "T-1"]);
-    let log = ws.dir.path().join("runner.log");
-    let mut runner = ws
-        .command(&["run", "--once"])
-        .stderr(std::fs::File::create(&log).expect("the runner's log"))
-        .spawn()
-        .expect("start");
-    eventually(LONG, "the worker running", || {
-        (!sqlite_workers(&db).is_empty()).then_some(())
-    });
+    let (ws, mut runner, log) = many_steps_runner(&db);
     // For three seconds of the worker's six, the database and its log take no write.
     let files = [db.clone(), data.path().join("executor.db-wal")];
     let Some(frozen) = Immutable::set(&files) else {
@@ -705,22 +694,5 @@ fn a_read_only_sqlite_file_strands_no_run_and_loses_no_worker_line() {
     };
     std::thread::sleep(Duration::from_secs(3));
     drop(frozen);
-    let status = runner.wait().expect("wait");
-    let log = std::fs::read_to_string(&log).expect("the runner's log");
-    assert!(status.success(), "{status}\n{log}");
-    // The outage was real: the runner met it, and waited it out.
-    assert!(log.contains("the store is out of reach"), "{log}");
-    let shown = ws.json(&["show", "T-1", "--json"]);
-    assert_eq!(shown["task"]["status"], "done", "{shown}");
-    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
-    let conn = rusqlite::Connection::open(&db).expect("open the database");
-    let steps: Vec<String> = conn
-        .prepare("SELECT line FROM executor_messages WHERE kind = 'step' ORDER BY id")
-        .expect("prepare")
-        .query_map([], |row| row.get(0))
-        .expect("query")
-        .collect::<Result<_, _>>()
-        .expect("rows");
-    let expected: Vec<String> = (1..=30).map(|n| format!("[STATUS:step] n={n}")).collect();
-    assert_eq!(steps, expected, "every worker line stored, once, in order");
+    assert_outage_waited_out(&ws, runner, &log, &db);
 }
