@@ -1680,8 +1680,20 @@ fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
     if let Some(plans) = &settings.plans {
         hidden.push(plans.dir.clone());
     }
+    // Named as well as the workspace around them: with worktrees off the worker's
+    // read-write place can be the workspace itself, and these are covered again in it.
+    for own in ["roles", "prompts", ".executor"] {
+        hidden.push(settings.root.join(own));
+    }
+    let mut masked_files = vec![settings.path.clone()];
+    masked_files.extend(settings.raw.secret_files().iter().map(|p| resolve(p)));
     if let crate::store::StorageTarget::Sqlite(path) = &settings.storage {
         hidden.extend(path.parent().map(Path::to_path_buf));
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            masked_files.push(PathBuf::from(name));
+        }
     }
     // The variable wins over the file, so one run can be tried with or without the wall.
     let mode = match std::env::var(SANDBOX_MODE_ENV) {
@@ -1718,6 +1730,7 @@ fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
             .bytes(crate::sandbox::cgroup::total_memory()),
         bwrap: section.bwrap.as_deref().map(resolve),
         hidden,
+        masked_files,
         homes_dir: settings.root.join(".executor").join("homes"),
         executor: std::env::current_exe().context("cannot tell where this executor binary is")?,
     })

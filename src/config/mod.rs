@@ -89,6 +89,36 @@ pub struct Config {
     pub budget: crate::core::budget::Budget,
 }
 
+impl Config {
+    /// Every file the config names that holds a secret (tokens, keys, passwords, webhook
+    /// URLs), as written (relative to the config's folder): the wall covers them where a
+    /// worker could otherwise read them.
+    pub fn secret_files(&self) -> Vec<&Path> {
+        let chat = &self.chat;
+        let sources = &self.sources;
+        [
+            self.storage.password_file.as_deref(),
+            self.forge.token_file.as_deref(),
+            self.forge.webhook_secret_file.as_deref(),
+            self.web.token_file.as_deref(),
+            self.web.read_only_token_file.as_deref(),
+            sources.asana.as_ref().and_then(|a| a.token_file.as_deref()),
+            sources
+                .gitea_issues
+                .as_ref()
+                .and_then(|g| g.token_file.as_deref()),
+            chat.zulip
+                .as_ref()
+                .and_then(|z| z.webhook_token_file.as_deref()),
+        ]
+        .into_iter()
+        .flatten()
+        .chain(chat.personas.values().filter_map(|p| p.key_file.as_deref()))
+        .chain(chat.webhooks.iter().filter_map(|w| w.url_file.as_deref()))
+        .collect()
+    }
+}
+
 /// `[spend]`: how a worker's cost is known when its agent reports none.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]

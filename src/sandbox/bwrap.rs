@@ -21,6 +21,10 @@ pub struct Plan {
     pub read_only: Vec<PathBuf>,
     /// Bound read-write at the same path.
     pub read_write: Vec<PathBuf>,
+    /// Files of executor's inside a read-write place (the config and the database, when
+    /// the repository is the workspace and worktrees are off): covered with an empty,
+    /// read-only `/dev/null` after the binds.
+    pub masked_files: Vec<PathBuf>,
     /// A network namespace of its own (no interface but loopback).
     pub own_network: bool,
     /// The worker's working directory.
@@ -40,9 +44,11 @@ pub fn needed_covers(
         hidden.iter().any(|outer| {
             outer != p
                 && p.starts_with(outer)
+                // A bind at the outer place itself re-exposes it as well: the place
+                // is then bound, not hidden (see `ordered`).
                 && !binds
                     .iter()
-                    .any(|b| b.starts_with(outer) && p.starts_with(b) && *b != outer)
+                    .any(|b| b.starts_with(outer) && p.starts_with(b))
         })
     };
     let mut kept: Vec<PathBuf> = hidden.iter().filter(|p| !covered(p)).cloned().collect();
@@ -57,6 +63,7 @@ enum Mount {
     Hide,
     ReadOnly,
     ReadWrite,
+    Mask,
 }
 
 /// `bwrap` and its options up to and including `--`; the worker's argv follows.
@@ -91,6 +98,7 @@ pub fn argv(bwrap: &Path, plan: &Plan) -> Vec<String> {
             Mount::Hide => out.extend(["--tmpfs".to_string(), p]),
             Mount::ReadOnly => out.extend(["--ro-bind".to_string(), p.clone(), p]),
             Mount::ReadWrite => out.extend(["--bind".to_string(), p.clone(), p]),
+            Mount::Mask => out.extend(["--ro-bind".to_string(), "/dev/null".to_string(), p]),
         }
     }
     out.extend([
@@ -110,7 +118,8 @@ fn ordered(plan: &Plan) -> Vec<(PathBuf, Mount)> {
         .iter()
         .map(|p| (p, Mount::Hide))
         .chain(plan.read_only.iter().map(|p| (p, Mount::ReadOnly)))
-        .chain(plan.read_write.iter().map(|p| (p, Mount::ReadWrite)));
+        .chain(plan.read_write.iter().map(|p| (p, Mount::ReadWrite)))
+        .chain(plan.masked_files.iter().map(|p| (p, Mount::Mask)));
     for (path, mount) in named {
         // `/` itself is the read-only system; hiding it would hide everything.
         if path.parent().is_none() {
@@ -142,6 +151,7 @@ mod tests {
             read_write: vec!["/home/o/ws/worktrees/run-1".into()],
             own_network: true,
             cwd: "/home/o/ws/worktrees/run-1".into(),
+            masked_files: Vec::new(),
         }
     }
 
@@ -206,6 +216,7 @@ mod tests {
             read_write: vec!["/data".into()],
             own_network: false,
             cwd: "/data".into(),
+            masked_files: Vec::new(),
         };
         assert_eq!(
             ordered(&p),
@@ -235,7 +246,32 @@ mod tests {
             &[],
             std::slice::from_ref(&ws),
         );
-        assert_eq!(kept, vec![root, ws.join("logs")]);
+        assert_eq!(kept, vec![root.clone(), ws.join("logs")]);
+        // So does one at the hidden place itself (the repository is the workspace and
+        // the worker runs in it): its logs stay covered.
+        let kept = needed_covers(
+            vec![ws.clone(), ws.join("logs")],
+            &[],
+            std::slice::from_ref(&ws),
+        );
+        assert_eq!(kept, vec![ws.clone(), ws.join("logs")]);
+    }
+
+    #[test]
+    fn executors_files_inside_a_read_write_place_are_covered_after_it() {
+        let p = Plan {
+            hidden: vec!["/w/logs".into()],
+            read_write: vec!["/w".into()],
+            masked_files: vec!["/w/executor.db".into(), "/w/executor.toml".into()],
+            cwd: "/w".into(),
+            ..Plan::default()
+        };
+        let argv = argv(Path::new("bwrap"), &p);
+        let bound = position(&argv, &["--bind", "/w", "/w"]);
+        let logs = position(&argv, &["--tmpfs", "/w/logs"]);
+        let db = position(&argv, &["--ro-bind", "/dev/null", "/w/executor.db"]);
+        let config = position(&argv, &["--ro-bind", "/dev/null", "/w/executor.toml"]);
+        assert!(bound < logs && bound < db && bound < config, "{argv:?}");
     }
 
     #[test]

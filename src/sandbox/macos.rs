@@ -23,6 +23,10 @@ pub struct Profile {
     pub read_only: Vec<PathBuf>,
     /// Writable (the worktree, the worker's home and tmp).
     pub read_write: Vec<PathBuf>,
+    /// Executor's own places inside a writable one (the workspace's database, config,
+    /// logs when the worker runs in the workspace): denied again after the writes, and
+    /// the writable places inside them allowed once more after that.
+    pub masked: Vec<PathBuf>,
     /// The loopback port of executor's proxy (`None`: no network at all).
     pub proxy_port: Option<u16>,
     /// Loopback ports forwarded to local model servers.
@@ -79,6 +83,23 @@ pub fn profile(p: &Profile) -> String {
             literal(path)
         ));
     }
+    // A later rule wins in SBPL.
+    for path in &p.masked {
+        out.push_str(&format!(
+            "(deny file-read* file-write* (subpath {}))\n",
+            literal(path)
+        ));
+    }
+    for path in p
+        .read_write
+        .iter()
+        .filter(|rw| p.masked.iter().any(|m| rw.starts_with(m) && *rw != m))
+    {
+        out.push_str(&format!(
+            "(allow file-read* file-write* (subpath {}))\n",
+            literal(path)
+        ));
+    }
     if p.host_network {
         out.push_str("(allow network*)\n");
     } else {
@@ -106,6 +127,7 @@ mod tests {
             proxy_port: Some(3128),
             loopback_ports: vec![11434],
             host_network: false,
+            masked: Vec::new(),
         }
     }
 
@@ -152,5 +174,37 @@ mod tests {
         });
         assert!(text.contains("(subpath \"/w/a\\\"b\\\\c)) (allow default\")"));
         assert!(!text.contains("\n(allow default"));
+    }
+
+    #[test]
+    fn executors_places_inside_a_writable_one_are_denied_again_and_the_home_allowed_after() {
+        let p = Profile {
+            hidden: vec!["/Users/o".into()],
+            read_write: vec![
+                "/Users/o/ws".into(),
+                "/Users/o/ws/.executor/homes/run-1".into(),
+            ],
+            masked: vec![
+                "/Users/o/ws/executor.db".into(),
+                "/Users/o/ws/.executor".into(),
+            ],
+            ..Profile::default()
+        };
+        let text = profile(&p);
+        let allow_ws = text
+            .find("(allow file-read* file-write* (subpath \"/Users/o/ws\"))")
+            .expect("the workspace is writable");
+        let deny_db = text
+            .find("(deny file-read* file-write* (subpath \"/Users/o/ws/executor.db\"))")
+            .expect("the database is denied");
+        let deny_own = text
+            .find("(deny file-read* file-write* (subpath \"/Users/o/ws/.executor\"))")
+            .expect("executor's folder is denied");
+        let home = "(allow file-read* file-write* (subpath \"/Users/o/ws/.executor/homes/run-1\"))";
+        let allow_home = text.rfind(home).expect("the home is writable");
+        assert!(
+            allow_ws < deny_db && allow_ws < deny_own && deny_own < allow_home,
+            "{text}"
+        );
     }
 }

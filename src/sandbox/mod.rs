@@ -87,6 +87,10 @@ pub struct WallSettings {
     /// Executor's own places, never visible to a worker: the workspace (database, config,
     /// plans, roles, logs), the worktrees folder, the repository's checkout.
     pub hidden: Vec<PathBuf>,
+    /// Executor's own files (the config, the database and its journal files): covered
+    /// where a worker's read-write place holds them, as when the repository is the
+    /// workspace and worktrees are off.
+    pub masked_files: Vec<PathBuf>,
     /// Where the runs' private homes are kept.
     pub homes_dir: PathBuf,
     /// This binary (the bridge and Claude's hook run it inside the wall).
@@ -108,6 +112,7 @@ impl WallSettings {
             max_memory: None,
             bwrap: None,
             hidden: Vec::new(),
+            masked_files: Vec::new(),
             homes_dir,
             executor: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("executor")),
         }
@@ -186,6 +191,8 @@ struct Mounts {
     hidden: Vec<PathBuf>,
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
+    /// Executor's own files, covered where a read-write place holds them.
+    masked_files: Vec<PathBuf>,
 }
 
 impl Mounts {
@@ -198,6 +205,7 @@ impl Mounts {
             hidden,
             mut read_only,
             read_write,
+            mut masked_files,
         } = self;
         read_only.retain(|p| {
             hidden
@@ -205,11 +213,14 @@ impl Mounts {
                 .chain(&read_write)
                 .any(|cover| p.starts_with(cover))
         });
+        // Elsewhere the file is hidden with its folder or read-only with the system.
+        masked_files.retain(|f| read_write.iter().any(|rw| f.starts_with(rw) && f != rw));
         let hidden = bwrap::needed_covers(hidden, &read_only, &read_write);
         bwrap::Plan {
             hidden,
             read_only,
             read_write,
+            masked_files,
             own_network,
             cwd,
         }
@@ -438,10 +449,24 @@ impl Wall {
         std::fs::create_dir_all(&tmp).map_err(place.error(format!("the tmp {}", tmp.display())))?;
         spec.env
             .insert("TMPDIR".to_string(), tmp.to_string_lossy().into_owned());
+        let inside_writable = |p: &PathBuf| {
+            mounts
+                .read_write
+                .iter()
+                .any(|rw| p.starts_with(rw) && p != rw)
+        };
+        let masked = mounts
+            .hidden
+            .iter()
+            .chain(&mounts.masked_files)
+            .filter(|p| inside_writable(p))
+            .cloned()
+            .collect();
         let mut profile = macos::Profile {
             hidden: mounts.hidden,
             read_only: mounts.read_only,
             read_write: mounts.read_write,
+            masked,
             ..macos::Profile::default()
         };
         let mut gate = None;
@@ -516,6 +541,14 @@ impl Wall {
             .chain(std::env::var_os("HOME").map(PathBuf::from))
             .chain(self.settings.hidden.iter().cloned())
             .filter_map(|p| canonical(&p))
+            .collect();
+        // Only files that exist: a bind onto a missing one would create it.
+        m.masked_files = self
+            .settings
+            .masked_files
+            .iter()
+            .filter_map(|p| canonical(p))
+            .filter(|p| p.is_file())
             .collect();
         m
     }

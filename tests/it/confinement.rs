@@ -894,3 +894,87 @@ echo "[DONE:implemented] looked for a terminal""#;
         );
     }
 }
+
+/// With worktrees off the worker runs in `runner.repository` itself, and when that is the
+/// workspace its read-write place holds executor's own files: the wall covers them again.
+#[test]
+fn a_confined_worker_in_the_workspace_itself_reaches_none_of_executors_files() {
+    if !wall_works() {
+        return;
+    }
+    let ws = Workspace::init();
+    std::fs::create_dir_all(ws.path().join("secrets")).expect("mkdir");
+    std::fs::write(ws.path().join("secrets/web-token"), "WEB-TOKEN-MARKER-93\n").expect("token");
+    let script = r##"try() { name=$1; shift; "$@" 2>/dev/null; echo "$name $?" >> report.txt; }
+try config sh -c 'echo "[runner]" >> executor.toml'
+try db sh -c 'echo garbage >> executor.db'
+try db-wal sh -c 'echo garbage >> executor.db-wal'
+cat executor.toml executor.db secrets/web-token > seen.txt 2>&1
+try roles sh -c 'echo evil > roles/worker-policy.json'
+try prompts sh -c 'echo evil > prompts/_task.md'
+try logs sh -c 'mkdir -p logs && echo evil > logs/planted.txt'
+try homes sh -c 'mkdir -p .executor/homes/other && echo evil > .executor/homes/other/planted.txt'
+try plans sh -c 'echo "# evil" > plans/evil.md'
+echo "[DONE:implemented] tried the workspace"
+"##;
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    let config = config
+        .replacen(
+            "kind = \"example\"",
+            &format!("kind = \"command\"\ncommand = [\"/bin/sh\", \"-c\", {script:?}]"),
+            1,
+        )
+        .replacen("[runner]\n", "[runner]\nworktrees = false\n", 1)
+        .replacen("[web]\n", "[web]\ntoken_file = \"secrets/web-token\"\n", 1);
+    assert!(
+        config.contains("worktrees = false") && config.contains("token_file"),
+        "{config}"
+    );
+    ws.write_config(&config);
+    let config_before = std::fs::read(ws.path().join("executor.toml")).expect("config");
+    let roles_before = std::fs::read(ws.path().join("roles/worker-policy.json")).expect("role");
+    let prompt_before = std::fs::read(ws.path().join("prompts/_task.md")).expect("prompt");
+    ws.ok(&["add", "--title", "Workspace", "--gid", "W-1"]);
+    ws.ok(&["go", "W-1"]);
+
+    let out = run_once(&ws);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("workers run confined"), "{stderr}");
+    let report = std::fs::read_to_string(ws.path().join("report.txt")).expect("report");
+    for attempt in ["config", "db", "db-wal"] {
+        assert!(
+            report
+                .lines()
+                .any(|l| l.starts_with(&format!("{attempt} ")) && !l.ends_with(" 0")),
+            "{attempt} was written: {report}"
+        );
+    }
+    let seen = std::fs::read_to_string(ws.path().join("seen.txt")).expect("seen");
+    assert!(
+        !seen.contains("WEB-TOKEN-MARKER-93")
+            && !seen.contains("[storage]")
+            && !seen.contains("SQLite"),
+        "the worker read executor's files: {seen}"
+    );
+    assert_eq!(
+        std::fs::read(ws.path().join("executor.toml")).expect("config"),
+        config_before
+    );
+    assert_eq!(
+        std::fs::read(ws.path().join("roles/worker-policy.json")).expect("role"),
+        roles_before
+    );
+    assert_eq!(
+        std::fs::read(ws.path().join("prompts/_task.md")).expect("prompt"),
+        prompt_before
+    );
+    assert!(!ws.path().join("logs/planted.txt").exists());
+    assert!(!ws.path().join(".executor/homes/other").exists());
+    assert!(!ws.plans().join("evil.md").exists());
+    // The store took no garbage: the run and its task are read back whole.
+    assert_eq!(
+        ws.json(&["show", "W-1", "--json"])["task"]["status"],
+        "done"
+    );
+}
