@@ -30,8 +30,13 @@ const WORKER: &str = "prompt=$(cat); \
 /// A GitHub-forge workspace on `github` with a bare remote, the record step's build log,
 /// and `forge_extra` in `[forge]`; task `G-1` approved.
 fn faults_workspace(github: &FakeGithub, forge_extra: &str) -> Workspace {
+    faults_workspace_with(WORKER, github, forge_extra)
+}
+
+/// [`faults_workspace`] with another worker script.
+fn faults_workspace_with(worker: &str, github: &FakeGithub, forge_extra: &str) -> Workspace {
     let mut ws = workspace(
-        &["/bin/sh", "-c", WORKER],
+        &["/bin/sh", "-c", worker],
         &[],
         "\n[conductor]\nbuild_log = \"BUILD_LOG.md\"\n",
     );
@@ -411,4 +416,79 @@ fn a_merged_pr_is_recorded_and_told_once() {
     }
     // The owner merged it: no @mention on the PR.
     assert_eq!(mentions(&github), 0);
+}
+
+/// A `fix_ci` worker that says it started (`fix-started` in the workspace) and waits for
+/// `go-on` before it ends, so a test can take the remote away while it works.
+const WAITING_FIX: &str = "prompt=$(cat); \
+    case \"$prompt\" in \
+      *'# Make CI green'*) echo fix_ci >> ../../phases.log; \
+         echo fixed >> ci-fix.txt; touch ../../fix-started; \
+         while [ ! -f ../../go-on ]; do sleep 0.05; done; \
+         echo '[DONE:ci_fixed] fixed the UI test';; \
+      *) echo implement >> ../../phases.log; echo hello > greeting.txt; \
+         echo '[DONE:implemented] wrote the greeting';; \
+    esac";
+
+#[test]
+fn a_fix_whose_push_fails_is_pushed_by_a_later_tick_and_never_worked_again() {
+    let github = FakeGithub::start_empty();
+    let ws = faults_workspace_with(WAITING_FIX, &github, "max_effect_failures = 2\n");
+    let remote = ws.path().join("remote.git");
+    let away = ws.path().join("remote.git.away");
+    // The first pass opens the PR, sees CI red and starts the fix; the remote goes away
+    // while the fix works, so its push fails.
+    let stderr = std::thread::scope(|scope| {
+        let first = scope.spawn(|| pass(&ws));
+        let started = ws.path().join("fix-started");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while !started.exists() {
+            assert!(
+                std::time::Instant::now() < deadline && !first.is_finished(),
+                "the fix_ci worker never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::fs::rename(&remote, &away).expect("move the remote away");
+        std::fs::write(ws.path().join("go-on"), "").expect("go on");
+        first.join().expect("the first pass")
+    });
+    assert_eq!(workers(&ws, "fix_ci"), 1, "{stderr}");
+    let now = shown(&ws);
+    assert_eq!(now["runs"][0]["state"], "pr", "{stderr}");
+    let branch = now["runs"][0]["branch_name"]
+        .as_str()
+        .expect("a branch")
+        .to_string();
+    let worktree = now["runs"][0]["worktree_path"]
+        .as_str()
+        .map(std::path::PathBuf::from)
+        .expect("a worktree");
+    let fix = git(&worktree, &["rev-parse", "HEAD"]).trim().to_string();
+
+    // Still gone: the next tick pushes again (no second worker) and, at the second failure
+    // in a row, asks the owner once.
+    pass(&ws);
+    pass(&ws);
+    assert_eq!(workers(&ws, "fix_ci"), 1);
+    let asked = ws.json(&["escalations", "--json"]);
+    let asked = asked.as_array().expect("escalations");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].to_string().contains("cannot push branch"),
+        "{asked:?}"
+    );
+
+    // Back: the owed fix is pushed, the same commit, and no worker works it again.
+    std::fs::rename(&away, &remote).expect("move the remote back");
+    let stderr = pass(&ws);
+    let pushed = git(&remote, &["rev-parse", &format!("refs/heads/{branch}")]);
+    assert_eq!(pushed.trim(), fix, "{stderr}");
+    git(
+        &remote,
+        &["cat-file", "-e", &format!("{branch}:ci-fix.txt")],
+    );
+    pass(&ws);
+    assert_eq!(workers(&ws, "fix_ci"), 1);
+    assert_eq!(shown(&ws)["runs"][0]["state"], "pr");
 }

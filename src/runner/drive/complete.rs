@@ -84,30 +84,6 @@ fn opening_of(
     }
 }
 
-/// `git push <remote> HEAD:refs/heads/<branch>` from the worktree, as the orchestrator (its
-/// credentials come from the owner's git setup; the worker never pushes). Nothing is
-/// pushed when the repository's git data changed since `worked`'s worker started: the
-/// escalation for the owner instead.
-pub(super) async fn push(
-    settings: &RunnerSettings,
-    worktree: &Path,
-    remote: &str,
-    branch: &str,
-    worked: &Worked,
-) -> Result<Option<Asked>> {
-    if settings.worktrees {
-        if let Some(asked) = tampered(worked.baseline.as_ref()).await? {
-            return Ok(Some(asked));
-        }
-    }
-    let git = orchestrator_git(settings, worktree)?;
-    let (remote, refspec) = (remote.to_string(), format!("HEAD:refs/heads/{branch}"));
-    tokio::task::spawn_blocking(move || git.push(&remote, &refspec))
-        .await?
-        .with_context(|| format!("cannot push {branch}"))?;
-    Ok(None)
-}
-
 /// `git push <remote> <commit>:refs/heads/<branch>` of a recorded push, as the
 /// orchestrator: the commit it made and checked, whatever the worktree holds now, so a
 /// push again (idempotent: same branch, same commit) never sends anything newer. From the

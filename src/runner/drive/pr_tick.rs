@@ -253,6 +253,13 @@ async fn tick_one(
         let (_, settled) = settle_completion(runner, forge, &mut run, memory).await?;
         return Ok(settled);
     }
+    // A fix's push that did not land yet: pushed again before anything else is decided,
+    // and the PR looked at on the next tick (this look was taken before the push).
+    if memory.push.is_some() {
+        let mut memory = memory;
+        let escalated = push_owed(runner, forge, &run, &mut memory).await?;
+        return Ok(escalated.map(|id| result_of(&run, Some(id))));
+    }
     tick_step(runner, forge, config, run, task, memory, observed).await
 }
 
@@ -301,9 +308,15 @@ async fn tick_step(
         PrStep::SpawnFixComments { threads, .. } => {
             let threads = threads.clone();
             let before = store.messages(run.id, 1).await?.last().map_or(0, |m| m.id);
-            pr_worker(runner, forge, &task, &mut run, Phase::FixComments, |ctx| {
-                ctx.review_threads = threads;
-            })
+            pr_worker(
+                runner,
+                forge,
+                &task,
+                &mut run,
+                &mut after,
+                Phase::FixComments,
+                |ctx| ctx.review_threads = threads,
+            )
             .await?;
             answer_threads(store, forge, &run, before).await?;
             moved = true;
@@ -446,7 +459,7 @@ async fn fix_ci(
     run.ci_attempts = i64::from(attempt);
     store.save_run(run).await?;
     opening::save_memory(store, runner.settings.clock.as_ref(), run.id, &after).await?;
-    let (worked, pushed) = pr_worker(runner, forge, task, run, Phase::FixCi, |ctx| {
+    let (worked, pushed) = pr_worker(runner, forge, task, run, &mut after, Phase::FixCi, |ctx| {
         ctx.ci = Some(failure);
     })
     .await?;
@@ -469,9 +482,17 @@ async fn review_pr(
     head_sha: &str,
     inputs: crate::prompts::ReviewInputs,
 ) -> Result<PrMemory> {
-    let (worked, _) = pr_worker(runner, forge, task, run, Phase::PrReview, |ctx| {
-        ctx.review = Some(inputs);
-    })
+    let (worked, _) = pr_worker(
+        runner,
+        forge,
+        task,
+        run,
+        &mut after,
+        Phase::PrReview,
+        |ctx| {
+            ctx.review = Some(inputs);
+        },
+    )
     .await?;
     let Some(done) = &worked.done else {
         return Ok(after);
@@ -740,14 +761,17 @@ fn result_of(run: &Run, waiting_on: Option<i64>) -> RunResult {
 }
 
 /// Runs one worker of a PR phase in the run's worktree (holding a worker slot), then
-/// commits and pushes what it changed (a review changes nothing). Answers what the worker
-/// did and the commit it pushed, if it pushed; a push expires the client's cached looks,
-/// so the next look at the PR sees the new head.
+/// commits what it changed (a review changes nothing) and owes its push: the push is
+/// written into `memory` (and saved) before it is tried, so a push that fails is pushed
+/// again by a later tick, never worked again. Answers what the worker did and the commit
+/// it made, if it made one; a push that lands expires the client's cached looks, so the
+/// next look at the PR sees the new head.
 async fn pr_worker(
     runner: &Runner,
     forge: &Forge,
     task: &Task,
     run: &mut Run,
+    memory: &mut PrMemory,
     phase: Phase,
     fill: impl FnOnce(&mut PromptContext),
 ) -> Result<(Worked, Option<String>)> {
@@ -801,17 +825,25 @@ async fn pr_worker(
         let before = full_head(settings, &wt.path).await;
         let asked = match commit(settings, &wt.path, task, run.id, &worked).await? {
             Some(asked) => Some(asked),
-            None => push(settings, &wt.path, &forge.remote, &wt.branch, &worked).await?,
+            None if settings.worktrees => tampered(worked.baseline.as_ref()).await?,
+            None => None,
         };
         match asked {
             Some(asked) => {
                 open_escalation(store, &runner.adapter, settings, run, &gid, &asked).await?;
             }
             None => {
-                forge.client.expire_cache();
                 let after = full_head(settings, &wt.path).await;
-                // A worker that changed nothing pushed nothing new.
+                // A worker that changed nothing has nothing new to push.
                 pushed = after.filter(|head| Some(head) != before.as_ref());
+                if let Some(commit) = &pushed {
+                    memory.push = Some(crate::core::pr::Push {
+                        branch: wt.branch.clone(),
+                        commit: commit.clone(),
+                    });
+                    opening::save_memory(store, settings.clock.as_ref(), run.id, memory).await?;
+                    push_owed(runner, forge, run, memory).await?;
+                }
             }
         }
     }
@@ -824,6 +856,57 @@ async fn pr_worker(
         tracing::warn!(gid = %gid, run = run.id, phase = phase.as_str(), why = %worked.why, "a PR worker ended without [DONE]; the next tick looks again");
     }
     Ok((worked, pushed))
+}
+
+/// One try at the push `memory` owes: marked done (and saved) as it lands; a failure is
+/// counted in the memory and, after `[forge] max_effect_failures` in a row, the owner is
+/// asked once (the escalation's id is answered). Only a store failure is an error.
+async fn push_owed(
+    runner: &Runner,
+    forge: &Forge,
+    run: &Run,
+    memory: &mut PrMemory,
+) -> Result<Option<i64>> {
+    let store = runner.store.as_ref();
+    let settings = runner.settings.as_ref();
+    let clock = settings.clock.as_ref();
+    let Some(push) = memory.push.clone() else {
+        return Ok(None);
+    };
+    match push_recorded(settings, run, &forge.remote, &push).await {
+        Ok(()) => {
+            forge.client.expire_cache();
+            *memory = memory.push_done();
+            opening::save_memory(store, clock, run.id, memory).await?;
+            Ok(None)
+        }
+        Err(error) => {
+            let (failed, ask) = memory.effect_failed(forge.max_effect_failures);
+            *memory = failed;
+            opening::save_memory(store, clock, run.id, memory).await?;
+            let error = format!("{error:#}");
+            tracing::warn!(gid = %run.task_gid, run = run.id, failures = memory.effect_failures, %error, "cannot push the fix now; the next tick pushes it again");
+            if !ask {
+                return Ok(None);
+            }
+            let line = opening::failing_line(
+                &push.branch,
+                opening::Effect::Push,
+                memory.effect_failures,
+                &error,
+            );
+            let id = open_escalation(
+                store,
+                &runner.adapter,
+                settings,
+                run,
+                &run.task_gid,
+                &Asked::Message(line),
+            )
+            .await?;
+            Ok(Some(id))
+        }
+    }
 }
 
 #[cfg(test)]
