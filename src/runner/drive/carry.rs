@@ -160,8 +160,9 @@ pub(super) async fn carry(
     })
 }
 
-/// The lifecycle's event for a worker that ended.
-pub(super) fn ended(worked: &Worked) -> lifecycle::Event {
+/// The lifecycle's event for a worker that ended. `session`: the run has an agent
+/// session a later worker continues.
+pub(super) fn ended(worked: &Worked, session: bool) -> lifecycle::Event {
     lifecycle::Event::WorkerEnded {
         done: worked.done.is_some(),
         asked: worked.asked.is_some(),
@@ -173,6 +174,9 @@ pub(super) fn ended(worked: &Worked) -> lifecycle::Event {
                 .and_then(|status| u16::try_from(status).ok()),
         ),
         why: worked.why.clone(),
+        limited: worked
+            .limited
+            .map(|until| lifecycle::Limited { until, session }),
     }
 }
 
@@ -220,6 +224,25 @@ impl Carried<'_> {
         attempt: u32,
     ) -> Result<lifecycle::Event> {
         let (r, gid, phase) = (self.r, self.task.task_gid.clone(), phase_of(work));
+        let session = self.run.worker_session_id.is_some() && r.adapter.supports_resume();
+        // The agent is paused at its usage limit: no worker starts (nor takes a slot)
+        // before the reset; the run waits for it like the worker that met the limit.
+        if let Some(pause) = limits::paused(r.store.as_ref(), &r.settings, r.adapter.name()).await?
+        {
+            tracing::info!(gid = %gid, run = self.run.id, until = %pause.until, "no worker starts: {}", pause.sentence());
+            drop(self.readied.take());
+            return Ok(lifecycle::Event::WorkerEnded {
+                done: false,
+                asked: false,
+                no_output: false,
+                retryable: true,
+                why: pause.sentence(),
+                limited: Some(lifecycle::Limited {
+                    until: pause.until,
+                    session,
+                }),
+            });
+        }
         // Written before the slot is taken: a slot is for a live worker.
         let prompt = if std::mem::take(&mut self.continue_parked) {
             String::new()
@@ -243,7 +266,8 @@ impl Carried<'_> {
         if done.done.is_none() && done.asked.is_none() {
             tracing::warn!(gid = %gid, run = self.run.id, why = %done.why, "worker ended without [DONE]");
         }
-        let event = ended(&done);
+        let session = self.run.worker_session_id.is_some() && r.adapter.supports_resume();
+        let event = ended(&done, session);
         self.asked = done.asked.clone();
         self.worked = Some(done);
         Ok(event)
