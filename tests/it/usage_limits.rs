@@ -91,7 +91,7 @@ fn session_of(start: &str) -> Option<&str> {
     words.next()
 }
 
-fn run_of<'a>(shown: &'a Value) -> &'a Value {
+fn run_of(shown: &Value) -> &Value {
     &shown["runs"][0]
 }
 
