@@ -400,6 +400,27 @@ mod tests {
     }
 
     #[test]
+    fn claude_codes_rejected_request_is_a_limit_without_a_reset() {
+        // What Claude Code 2.1.332 ends with on a 429 (its `result`, `api_error_status`).
+        let signals = Signals {
+            api_status: Some(429),
+            texts: vec!["API Error: Request rejected (429) · This request would exceed your account's rate limit. Please try again later."],
+            ..Signals::default()
+        };
+        let limit = detected(&signals).unwrap();
+        assert_eq!(limit.resets_at, None);
+        assert!(limit
+            .message
+            .starts_with("API Error: Request rejected (429)"));
+        // The words alone say so too.
+        assert!(detected(&Signals {
+            api_status: None,
+            ..signals
+        })
+        .is_some());
+    }
+
+    #[test]
     fn codexs_shapes_give_their_resets() {
         let body = r#"usage_limit_reached: The usage limit has been reached {"type":"usage_limit_reached","plan_type":"plus","resets_at":1796165400,"resets_in_seconds":13872}"#;
         let limit = detect("codex", &words(&[body]), now(), utc()).unwrap();
