@@ -116,7 +116,7 @@ fn limit_words() -> &'static Regex {
     static CELL: OnceLock<Regex> = OnceLock::new();
     regex(
         &CELL,
-        r"(?i)usage[ _]limit|hit your (?:usage )?limit|(?:session|5-hour|weekly|daily|opus|sonnet) limit reached|limit reached\s*[∙·•|]|out of extra usage|rate[ _]limit[ _](?:error|exceeded|reached)|too many requests|\b429\b",
+        r"(?i)usage[ _]limit|hit your (?:usage )?limit|(?:session|5-hour|weekly|daily|opus|sonnet) limit reached|limit reached\s*[∙·•|]|out of extra usage|rate[ _]limit[ _](?:error|exceeded|reached)|too many requests|(?:http|status|error|code)\W{0,3}429\b|\(429\)|^\s*429 ",
     )
 }
 
@@ -462,6 +462,13 @@ mod tests {
             ..Signals::default()
         };
         assert_eq!(detected(&signals), None);
+        // A 429 that is not a status is no limit.
+        assert_eq!(
+            detected(&words(&["processed 429 files", "line 429: x"])),
+            None
+        );
+        assert!(detected(&words(&["429 slow down"])).is_some());
+        assert!(detected(&words(&["Error: status code 429"])).is_some());
         // "resets 5" is no clock time; the back-off decides.
         let limit = detected(&words(&["usage limit reached, resets 5"])).unwrap();
         assert_eq!(limit.resets_at, None);
