@@ -219,6 +219,9 @@ pub struct Limited {
     pub until: DateTime<Utc>,
     /// The run has an agent session to carry on in.
     pub session: bool,
+    /// A worker ran and met the limit; false: none started, the agent was paused already
+    /// (the next worker is then told what this one would have been).
+    pub ran: bool,
 }
 
 /// What the edge does next.
@@ -484,9 +487,11 @@ fn limit_reached(next: &mut RunView, work: Work, limited: &Limited, why: String)
         until: limited.until,
         work,
     };
-    next.reason = Some(format!(
-        "The last worker stopped at the agent's usage limit ({why}); the limit has reset: carry on where it stopped."
-    ));
+    if limited.ran {
+        next.reason = Some(format!(
+            "The last worker stopped at the agent's usage limit ({why}); the limit has reset: carry on where it stopped."
+        ));
+    }
     Action::WaitUntil(limited.until)
 }
 

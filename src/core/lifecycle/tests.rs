@@ -691,7 +691,11 @@ fn limited(until: DateTime<Utc>, session: bool) -> Event {
         no_output: false,
         retryable: true,
         why: "claude hit its usage limit".to_string(),
-        limited: Some(Limited { until, session }),
+        limited: Some(Limited {
+            until,
+            session,
+            ran: session,
+        }),
     }
 }
 
@@ -733,8 +737,13 @@ fn a_usage_limit_is_no_failed_attempt_and_the_work_carries_on_after_the_reset() 
         }
     );
     assert_eq!(after.stage, Stage::Working { work: Work::Resume });
-    // A worker kept from starting (no session) starts as it would have.
-    let (view, _) = step(&working(Work::Start), limited(until, false), &rules);
+    // A worker kept from starting (no session) starts as it would have, told what it
+    // would have been told.
+    let told = RunView {
+        reason: Some("The owner answered: go on".into()),
+        ..working(Work::Start)
+    };
+    let (view, _) = step(&told, limited(until, false), &rules);
     assert_eq!(
         view.stage,
         Stage::UsageLimit {
@@ -742,6 +751,7 @@ fn a_usage_limit_is_no_failed_attempt_and_the_work_carries_on_after_the_reset() 
             work: Work::Start
         }
     );
+    assert_eq!(view.reason.as_deref(), Some("The owner answered: go on"));
     // A worker that said [DONE] or asked is not held by a limit it met afterwards.
     let mut done = limited(until, true);
     if let Event::WorkerEnded { done: d, .. } = &mut done {

@@ -174,9 +174,11 @@ pub(super) fn ended(worked: &Worked, session: bool) -> lifecycle::Event {
                 .and_then(|status| u16::try_from(status).ok()),
         ),
         why: worked.why.clone(),
-        limited: worked
-            .limited
-            .map(|until| lifecycle::Limited { until, session }),
+        limited: worked.limited.map(|until| lifecycle::Limited {
+            until,
+            session,
+            ran: true,
+        }),
     }
 }
 
@@ -240,6 +242,7 @@ impl Carried<'_> {
                 limited: Some(lifecycle::Limited {
                     until: pause.until,
                     session,
+                    ran: false,
                 }),
             });
         }
