@@ -226,13 +226,22 @@ impl Carried<'_> {
         attempt: u32,
     ) -> Result<lifecycle::Event> {
         let (r, gid, phase) = (self.r, self.task.task_gid.clone(), phase_of(work));
-        let session = self.run.worker_session_id.is_some() && r.adapter.supports_resume();
-        // The agent is paused at its usage limit: no worker starts (nor takes a slot)
-        // before the reset; the run waits for it like the worker that met the limit.
+        // Written before the slot is taken: a slot is for a live worker.
+        let prompt = if self.continue_parked {
+            String::new()
+        } else {
+            prompt_for(r, &self.task, &self.run, &self.wt, phase, attempt).await?
+        };
+        let slot = self.slot().await?;
+        // The agent is paused at its usage limit: no worker starts before the reset, and
+        // the run waits for it like the worker that met the limit, its slot given back.
+        // Looked at once the slot is held: the worker that met the limit stored the pause
+        // before it gave its slot up.
         if let Some(pause) = limits::paused(r.store.as_ref(), &r.settings, r.adapter.name()).await?
         {
+            drop(slot);
             tracing::info!(gid = %gid, run = self.run.id, until = %pause.until, "no worker starts: {}", pause.sentence());
-            drop(self.readied.take());
+            let session = self.run.worker_session_id.is_some() && r.adapter.supports_resume();
             return Ok(lifecycle::Event::WorkerEnded {
                 done: false,
                 asked: false,
@@ -246,13 +255,7 @@ impl Carried<'_> {
                 }),
             });
         }
-        // Written before the slot is taken: a slot is for a live worker.
-        let prompt = if std::mem::take(&mut self.continue_parked) {
-            String::new()
-        } else {
-            prompt_for(r, &self.task, &self.run, &self.wt, phase, attempt).await?
-        };
-        let slot = self.slot().await?;
+        self.continue_parked = false;
         let done = self::work(
             r.store.as_ref(),
             &r.adapter,
