@@ -167,8 +167,22 @@ fn parse_value(value: &Value) -> Vec<AgentEvent> {
         "assistant" => assistant(value),
         "user" => user(value),
         "result" => vec![AgentEvent::Finished(Box::new(result(value)))],
+        "rate_limit_event" => vec![rate_limit(value)],
         "" => vec![AgentEvent::other("untyped")],
         other => vec![AgentEvent::other(other)],
+    }
+}
+
+/// Claude's account of its plan limits, sent as it goes: only a `rejected` one refused it
+/// (`allowed` and `allowed_warning` are news, the work goes on).
+fn rate_limit(value: &Value) -> AgentEvent {
+    let info = value.get("rate_limit_info").unwrap_or(value);
+    if info.get("status").and_then(Value::as_str) != Some("rejected") {
+        return AgentEvent::other("rate_limit_event");
+    }
+    AgentEvent::LimitReached {
+        resets_at: info.get("resetsAt").and_then(Value::as_i64),
+        kind: str_field(info, "rateLimitType"),
     }
 }
 
@@ -607,6 +621,23 @@ mod tests {
         assert_eq!(
             finished(&events).reason.as_deref(),
             Some("error_during_execution")
+        );
+    }
+
+    #[test]
+    fn a_rejected_rate_limit_event_says_when_the_limit_lifts() {
+        let rejected = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"rejected","resetsAt":1778565600,"rateLimitType":"five_hour","overageStatus":"rejected","isUsingOverage":false},"session_id":"s"}"#;
+        assert_eq!(
+            parse_line(rejected),
+            vec![AgentEvent::LimitReached {
+                resets_at: Some(1778565600),
+                kind: Some("five_hour".into())
+            }]
+        );
+        let warning = r#"{"type":"rate_limit_event","rate_limit_info":{"status":"allowed_warning","resetsAt":1778565600}}"#;
+        assert_eq!(
+            parse_line(warning),
+            vec![AgentEvent::other("rate_limit_event")]
         );
     }
 

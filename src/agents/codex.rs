@@ -233,13 +233,22 @@ fn readable_error(message: &str) -> String {
         return message.to_string();
     };
     let error = body.get("error").unwrap_or(&body);
-    match (
+    let said = match (
         error.get("type").and_then(Value::as_str),
         error.get("message").and_then(Value::as_str),
     ) {
         (Some(kind), Some(text)) => format!("{kind}: {text}"),
         (None, Some(text)) => text.to_string(),
-        _ => message.to_string(),
+        _ => return message.to_string(),
+    };
+    // A usage limit's reset is kept: the run waits for it (`core::usage_limit`).
+    match (
+        error.get("resets_at").and_then(Value::as_i64),
+        error.get("resets_in_seconds").and_then(Value::as_i64),
+    ) {
+        (Some(at), _) => format!("{said} (resets_at: {at})"),
+        (None, Some(seconds)) => format!("{said} (resets_in_seconds: {seconds})"),
+        (None, None) => said,
     }
 }
 
@@ -536,5 +545,18 @@ mod tests {
         assert_eq!(readable_error("stream disconnected"), "stream disconnected");
         assert_eq!(readable_error(r#"{"message":"m"}"#), "m");
         assert_eq!(readable_error("[1]"), "[1]");
+    }
+
+    #[test]
+    fn a_usage_limit_error_keeps_its_reset() {
+        let line = r#"{"type":"error","message":"{\"type\":\"error\",\"error\":{\"type\":\"usage_limit_reached\",\"message\":\"The usage limit has been reached\",\"plan_type\":\"plus\",\"resets_at\":1777936568,\"resets_in_seconds\":13872},\"status_code\":429}"}"#;
+        assert_eq!(
+            parse_line(line),
+            vec![AgentEvent::Failed {
+                message:
+                    "usage_limit_reached: The usage limit has been reached (resets_at: 1777936568)"
+                        .into()
+            }]
+        );
     }
 }

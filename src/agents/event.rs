@@ -55,6 +55,13 @@ pub enum AgentEvent {
     /// The agent reported an error (a model API error, a stream error). Not necessarily the
     /// end: the outcome is [`Finished`] and the exit code.
     Failed { message: String },
+    /// A plan or rate limit refused the agent (Claude's `rate_limit_event` with `status:
+    /// "rejected"`); the work ends on it next. `resets_at`: when the limit lifts, in seconds
+    /// since the epoch, where the agent says.
+    LimitReached {
+        resets_at: Option<i64>,
+        kind: Option<String>,
+    },
     /// Anything else: an unknown event type or subtype, a keep-alive, a line that is not
     /// JSON. Kept so the transcript can say what was skipped; never fatal.
     Other { kind: String },
@@ -180,6 +187,7 @@ impl AgentEvent {
             | AgentEvent::Finished(_) => true,
             AgentEvent::SessionStarted { .. }
             | AgentEvent::Failed { .. }
+            | AgentEvent::LimitReached { .. }
             | AgentEvent::Other { .. } => false,
         }
     }
@@ -269,6 +277,7 @@ impl Summary {
                 self.finished = Some(finished);
             }
             AgentEvent::Failed { message } => self.failures.push(message.clone()),
+            AgentEvent::LimitReached { .. } => {}
             AgentEvent::Other { .. } => self.other_events += 1,
         }
     }

@@ -357,6 +357,15 @@ fn readable_error(message: &str) -> String {
         (None, Some(text)) => text.to_string(),
         _ => return message.to_string(),
     };
+    // A usage limit's reset is kept: the run waits for it (`core::usage_limit`).
+    let text = match (
+        error.get("resets_at").and_then(Value::as_i64),
+        error.get("resets_in_seconds").and_then(Value::as_i64),
+    ) {
+        (Some(at), _) => format!("{text} (resets_at: {at})"),
+        (None, Some(seconds)) => format!("{text} (resets_in_seconds: {seconds})"),
+        (None, None) => text,
+    };
     match status {
         Some(status) => format!("{status} {text}"),
         None => text,

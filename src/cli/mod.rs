@@ -980,7 +980,21 @@ pub(crate) async fn status_report(
     let spent = store.spend(None).await?;
     report.spend = crate::core::spend::SpendReport::of(&spent, now, spend_day_offset(settings));
     report.dispatch_paused = settings.raw.budget.day_over(&spent, now);
+    report.agents_paused = paused_agents(store, now).await?;
     Ok(report)
+}
+
+/// The agents whose workers wait for a usage limit's reset at `now`.
+pub(crate) async fn paused_agents(
+    store: &dyn Store,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Vec<crate::core::usage_limit::AgentPause>> {
+    Ok(store
+        .agent_pauses()
+        .await?
+        .into_iter()
+        .filter(|p| p.until > now)
+        .collect())
 }
 
 async fn decide(
@@ -1829,6 +1843,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
             tools: None,
             hook,
             prices: settings.raw.spend.prices.clone(),
+            usage_limit_backoff: agent.usage_limit_backoff,
         },
         budget: settings.raw.budget,
     })

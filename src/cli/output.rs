@@ -69,6 +69,9 @@ pub struct StatusReport {
     /// Why no new task is taken today (`[budget] per_day_usd`), and when that ends.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dispatch_paused: Option<crate::core::budget::Over>,
+    /// Agents whose workers wait for their usage limit to reset, and until when.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub agents_paused: Vec<crate::core::usage_limit::AgentPause>,
 }
 
 /// The wall as this workspace's config gets it on this machine (probed now).
@@ -150,6 +153,7 @@ impl StatusReport {
             confinement,
             spend: crate::core::spend::SpendReport::default(),
             dispatch_paused: None,
+            agents_paused: Vec::new(),
         }
     }
 }
@@ -593,6 +597,14 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
         }
         if let Some(over) = &report.dispatch_paused {
             writeln!(out, "dispatch PAUSED: {}", over.sentence())?;
+        }
+        for pause in &report.agents_paused {
+            writeln!(
+                out,
+                "dispatch PAUSED for {}: {}",
+                pause.agent,
+                pause.sentence()
+            )?;
         }
         writeln!(out, "pending escalations: {}", report.pending_escalations)?;
         if report.intake_errors.is_empty() {

@@ -108,6 +108,9 @@ pub(crate) fn stage(run: &Run) -> String {
         Some(view) => match &view.stage {
             Stage::WaitingOnOwner { escalation } => format!("waiting: escalation {escalation}"),
             Stage::RetryDelay { until } => format!("retry at {}", local_time(until)),
+            Stage::UsageLimit { until, .. } => {
+                format!("usage limit: resumes at {}", local_time(until))
+            }
             Stage::Reviewing { round } => format!("reviewing (round {round})"),
             _ => view.stage_name().to_string(),
         },

@@ -398,6 +398,14 @@ pub struct AgentSection {
     /// Claude: every tool call is decided by `executor hook claude` and the worker policy.
     #[serde(default = "default_true")]
     pub hooks: bool,
+    /// How long the agent's workers pause after it reports a usage limit without saying
+    /// when the limit resets (a reset it gives is waited for instead).
+    #[serde(default = "default_usage_limit_backoff", with = "humantime_serde")]
+    pub usage_limit_backoff: Duration,
+}
+
+fn default_usage_limit_backoff() -> Duration {
+    Duration::from_secs(30 * 60)
 }
 
 impl AgentSection {
@@ -431,6 +439,7 @@ impl Default for AgentSection {
             max_turns: None,
             env: Vec::new(),
             hooks: true,
+            usage_limit_backoff: default_usage_limit_backoff(),
         }
     }
 }
@@ -960,6 +969,11 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
 
     let durations = [
         ("runner.loop_sleep", "loop_sleep", raw.runner.loop_sleep),
+        (
+            "agent.usage_limit_backoff",
+            "usage_limit_backoff",
+            raw.agent.usage_limit_backoff,
+        ),
         (
             "runner.no_output_timeout",
             "no_output_timeout",

@@ -51,6 +51,8 @@ url = "sqlite://executor.db"
 #                               # ["ANTHROPIC_API_KEY", "CODEX_HOME"]; executor's own
 #                               # secrets (GITHUB_TOKEN, PGPASSWORD, ...) are refused
 # hooks = true                  # claude: every tool call is decided by roles/worker-policy.json
+# usage_limit_backoff = "30m"   # the pause after the agent reports a usage limit without
+#                               # a reset (a reset it gives is waited for; README: "Usage limits")
 
 [forge]
 # kind = "local"                # local | github | gitea

@@ -243,6 +243,23 @@ fn zero_max_turns_is_refused() {
 }
 
 #[test]
+fn the_usage_limit_back_off_is_half_an_hour_unless_set_and_never_zero() {
+    assert_eq!(
+        parse_ok("").raw.agent.usage_limit_backoff,
+        std::time::Duration::from_secs(1800)
+    );
+    assert_eq!(
+        parse_ok("[agent]\nusage_limit_backoff = \"2h\"\n")
+            .raw
+            .agent
+            .usage_limit_backoff,
+        std::time::Duration::from_secs(7200)
+    );
+    let err = parse_err("[agent]\nusage_limit_backoff = \"0s\"\n");
+    assert!(err.contains("agent.usage_limit_backoff"), "{err}");
+}
+
+#[test]
 fn worktrees_can_be_turned_off() {
     assert!(parse_ok("").raw.runner.worktrees);
     assert!(

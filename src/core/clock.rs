@@ -3,11 +3,17 @@
 
 use std::sync::Mutex;
 
-use chrono::{DateTime, Duration, Utc};
+use chrono::{DateTime, Duration, FixedOffset, Utc};
 
 /// A source of the current time.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> DateTime<Utc>;
+
+    /// The machine's offset from UTC now: agents print clock times ("resets 3pm") in it.
+    /// UTC unless the clock knows better.
+    fn local_offset(&self) -> FixedOffset {
+        FixedOffset::east_opt(0).expect("UTC is an offset")
+    }
 }
 
 /// The real wall clock.
@@ -17,6 +23,10 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
+    }
+
+    fn local_offset(&self) -> FixedOffset {
+        *chrono::Local::now().offset()
     }
 }
 

@@ -39,6 +39,10 @@ pub enum Stage {
     Working { work: Work },
     /// Waiting out the back-off after a failed worker; holds no worker slot.
     RetryDelay { until: DateTime<Utc> },
+    /// The agent's usage limit stopped the worker (or kept it from starting): waiting for
+    /// the limit to reset, holding no worker slot, then `work` carries on (in the worker's
+    /// session where it had one). Not a failed worker.
+    UsageLimit { until: DateTime<Utc>, work: Work },
     /// The worker said `[DONE:…]`; the verification command runs.
     Verifying,
     /// Verified; the reviewer judges the diff (round N, from 1).
@@ -113,6 +117,7 @@ impl RunView {
         match self.stage {
             Stage::Working { .. } => "working",
             Stage::RetryDelay { .. } => "retry_delay",
+            Stage::UsageLimit { .. } => "usage_limit",
             Stage::Verifying => "verifying",
             Stage::Reviewing { .. } => "reviewing",
             Stage::Integrating => "integrating",
@@ -174,8 +179,10 @@ pub enum Event {
         /// retry would be refused the same way, so the run ends at once.
         retryable: bool,
         why: String,
+        /// The agent's usage limit stopped it (see [`Limited`]).
+        limited: Option<Limited>,
     },
-    /// The back-off is over.
+    /// The back-off (or the usage limit) is over.
     RetryDue,
     /// The verification ran.
     Verified { failure: Option<Failure> },
@@ -202,6 +209,19 @@ pub enum Event {
     Answered(Answer),
     /// The owner cancelled the run.
     Cancelled { reason: String },
+}
+
+/// A worker stopped by its agent's usage limit, or not started because the agent is
+/// paused until its limit resets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limited {
+    /// When the limit resets (the agent's word, or the configured back-off).
+    pub until: DateTime<Utc>,
+    /// The run has an agent session to carry on in.
+    pub session: bool,
+    /// A worker ran and met the limit; false: none started, the agent was paused already
+    /// (the next worker is then told what this one would have been).
+    pub ran: bool,
 }
 
 /// What the edge does next.
@@ -303,12 +323,19 @@ pub fn decide(
                 no_output,
                 retryable,
                 why,
+                limited,
             },
         ) => {
             if no_output {
                 next.stuck += 1;
             }
-            if asked {
+            let working = match view.stage {
+                Stage::Working { work } => work,
+                _ => Work::Resume,
+            };
+            if let (false, false, Some(limited)) = (asked, done, &limited) {
+                limit_reached(&mut next, working, limited, why)
+            } else if asked {
                 Action::AskOwner {
                     ask: Ask::Worker,
                     commit_first: false,
@@ -326,6 +353,13 @@ pub fn decide(
                 Action::WaitUntil(*until)
             } else {
                 start(&mut next, Work::Resume)
+            }
+        }
+        (Stage::UsageLimit { until, work }, Event::RetryDue) => {
+            if now < *until {
+                Action::WaitUntil(*until)
+            } else {
+                start(&mut next, *work)
             }
         }
         (Stage::Verifying, Event::Verified { failure }) => verified(&mut next, rules, failure),
@@ -441,6 +475,26 @@ fn worker_failed(
     Action::WaitUntil(until)
 }
 
+/// The agent's usage limit stopped the worker: no failed attempt; the run waits for the
+/// reset, then the same kind of work carries on (a first worker that had a session
+/// continues it, so it resumes rather than starts over).
+fn limit_reached(next: &mut RunView, work: Work, limited: &Limited, why: String) -> Action {
+    let work = match work {
+        Work::Start if limited.session => Work::Resume,
+        other => other,
+    };
+    next.stage = Stage::UsageLimit {
+        until: limited.until,
+        work,
+    };
+    if limited.ran {
+        next.reason = Some(format!(
+            "The last worker stopped at the agent's usage limit ({why}); the limit has reset: carry on where it stopped."
+        ));
+    }
+    Action::WaitUntil(limited.until)
+}
+
 /// The verification's verdict: on to review (or integration), or a `fix_ci` worker with
 /// the failure, until the attempts are spent.
 fn verified(next: &mut RunView, rules: &Rules, failure: Option<Failure>) -> Action {
@@ -489,6 +543,8 @@ fn resume_at_stage(next: &mut RunView, now: DateTime<Utc>) -> Action {
         Stage::Working { work } => start(next, work),
         Stage::RetryDelay { until } if now < until => Action::WaitUntil(until),
         Stage::RetryDelay { .. } => start(next, Work::Resume),
+        Stage::UsageLimit { until, .. } if now < until => Action::WaitUntil(until),
+        Stage::UsageLimit { work, .. } => start(next, work),
         Stage::Verifying => Action::Verify,
         Stage::Reviewing { round } => Action::Review { round },
         Stage::Integrating => Action::Integrate,

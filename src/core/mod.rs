@@ -25,4 +25,5 @@ pub mod spend;
 pub mod task;
 pub mod time;
 pub mod tree;
+pub mod usage_limit;
 pub mod watchdog;

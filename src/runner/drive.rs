@@ -49,6 +49,7 @@ mod escalate;
 mod forge;
 mod launch;
 mod lease;
+mod limits;
 mod messages;
 mod pass;
 mod phase_log;
@@ -189,6 +190,8 @@ pub struct AgentOptions {
     pub hook: Option<HookTarget>,
     /// `[spend.prices]`: what a worker's tokens cost when its agent reports no cost.
     pub prices: std::collections::BTreeMap<String, crate::core::spend::Prices>,
+    /// `[agent] usage_limit_backoff`: the pause after a usage limit that gave no reset.
+    pub usage_limit_backoff: Duration,
 }
 
 /// Where `executor hook claude` is: the binary and the config it reads.

@@ -598,6 +598,14 @@ pub trait Store: Send + Sync {
     /// The agent session named `name`, if any.
     async fn agent_session(&self, name: &str) -> StoreResult<Option<AgentSession>>;
 
+    /// Pauses `pause.agent` until `pause.until`, in one statement. A pause still in force
+    /// at `pause.since` is extended (never shortened) and keeps its start and reason: the
+    /// answer is whether this began a new pause (so the owner is told once per pause).
+    async fn pause_agent(&self, pause: &crate::core::usage_limit::AgentPause) -> StoreResult<bool>;
+
+    /// Every agent's latest pause, ended or not.
+    async fn agent_pauses(&self) -> StoreResult<Vec<crate::core::usage_limit::AgentPause>>;
+
     /// Everything `executor status` shows, in one read.
     async fn summary(&self) -> StoreResult<StoreSummary>;
 
@@ -631,6 +639,24 @@ pub trait Store: Send + Sync {
     /// daemon holds the SQLite socket, Postgres refuses the connection).
     async fn listen_wakes(&self) -> StoreResult<wake::Wakes>;
 }
+
+/// A pause in force at the new one's start is extended and keeps its start and reason;
+/// `since` comes back, so the caller knows which (see [`Store::pause_agent`]). Written with
+/// SQLite's `?N`; Postgres takes it with `$N`.
+pub(crate) const PAUSE_AGENT: &str = "INSERT INTO executor_agent_pauses \
+     (agent, since, until, reason, run_id, task_gid) VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+     ON CONFLICT (agent) DO UPDATE SET \
+     since = CASE WHEN executor_agent_pauses.until > excluded.since \
+       THEN executor_agent_pauses.since ELSE excluded.since END, \
+     reason = CASE WHEN executor_agent_pauses.until > excluded.since \
+       THEN executor_agent_pauses.reason ELSE excluded.reason END, \
+     run_id = CASE WHEN executor_agent_pauses.until > excluded.since \
+       THEN executor_agent_pauses.run_id ELSE excluded.run_id END, \
+     task_gid = CASE WHEN executor_agent_pauses.until > excluded.since \
+       THEN executor_agent_pauses.task_gid ELSE excluded.task_gid END, \
+     until = CASE WHEN executor_agent_pauses.until > excluded.until \
+       THEN executor_agent_pauses.until ELSE excluded.until END \
+     RETURNING since";
 
 /// Opens (creating where needed) and migrates the store at `target`.
 pub async fn open(target: &StorageTarget) -> StoreResult<Arc<dyn Store>> {

@@ -24,6 +24,7 @@ use crate::core::record::{
 use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
 use crate::core::tree::{AgentSession, TaskDependency, TaskLink};
+use crate::core::usage_limit::AgentPause;
 
 const TASK_COLUMNS: &str = "id::bigint, COALESCE(task_gid::text, ''), \
      COALESCE(added_at::timestamptz, updated_at::timestamptz, 'epoch'::timestamptz), \
@@ -1571,6 +1572,43 @@ impl Store for PgStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.as_ref().map(session_from_row).transpose()?)
+    }
+
+    async fn pause_agent(&self, pause: &AgentPause) -> StoreResult<bool> {
+        let sql = super::PAUSE_AGENT.replace('?', "$");
+        let since: DateTime<Utc> = sqlx::query_scalar(&sql)
+            .bind(&pause.agent)
+            .bind(pause.since)
+            .bind(pause.until)
+            .bind(&pause.reason)
+            .bind(pause.run_id)
+            .bind(&pause.task_gid)
+            .fetch_one(&self.pool)
+            .await?;
+        // Postgres keeps microseconds.
+        Ok(since.timestamp_micros() == pause.since.timestamp_micros())
+    }
+
+    async fn agent_pauses(&self) -> StoreResult<Vec<AgentPause>> {
+        let rows = sqlx::query(
+            "SELECT agent, since, until, reason, run_id, task_gid FROM executor_agent_pauses \
+             ORDER BY agent COLLATE \"C\"",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|row| {
+                Ok(AgentPause {
+                    agent: row.try_get(0)?,
+                    since: row.try_get(1)?,
+                    until: row.try_get(2)?,
+                    reason: row.try_get(3)?,
+                    run_id: row.try_get(4)?,
+                    task_gid: row.try_get(5)?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()?)
     }
 
     async fn summary(&self) -> StoreResult<StoreSummary> {

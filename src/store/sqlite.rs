@@ -30,6 +30,7 @@ use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
 use crate::core::time;
 use crate::core::tree::{AgentSession, TaskDependency, TaskLink};
+use crate::core::usage_limit::AgentPause;
 
 const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, description, notes, \
      status, priority, complexity, feasibility, analysis_summary, executor_run_id";
@@ -1625,6 +1626,46 @@ impl Store for SqliteStore {
                 })
             })
             .optional()
+        })
+        .await
+    }
+
+    async fn pause_agent(&self, pause: &AgentPause) -> StoreResult<bool> {
+        let pause = pause.clone();
+        self.call(move |conn| {
+            let since: String = conn.prepare_cached(super::PAUSE_AGENT)?.query_row(
+                params![
+                    pause.agent,
+                    text(&pause.since),
+                    text(&pause.until),
+                    pause.reason,
+                    pause.run_id,
+                    pause.task_gid
+                ],
+                |row| row.get(0),
+            )?;
+            Ok(since == text(&pause.since))
+        })
+        .await
+    }
+
+    async fn agent_pauses(&self) -> StoreResult<Vec<AgentPause>> {
+        self.call(|conn| {
+            conn.prepare_cached(
+                "SELECT agent, since, until, reason, run_id, task_gid FROM executor_agent_pauses \
+                 ORDER BY agent",
+            )?
+            .query_map([], |row| {
+                Ok(AgentPause {
+                    agent: row.get(0)?,
+                    since: ts(row, 1)?,
+                    until: ts(row, 2)?,
+                    reason: row.get(3)?,
+                    run_id: row.get(4)?,
+                    task_gid: row.get(5)?,
+                })
+            })?
+            .collect()
         })
         .await
     }

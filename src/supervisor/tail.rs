@@ -46,6 +46,14 @@ impl Tail {
         self.bytes
     }
 
+    /// The newest `n` lines held, oldest first.
+    pub fn newest(&self, n: usize) -> impl Iterator<Item = &str> {
+        self.lines
+            .iter()
+            .skip(self.lines.len().saturating_sub(n))
+            .map(String::as_str)
+    }
+
     pub fn into_lines(self) -> Vec<String> {
         self.lines.into()
     }

@@ -57,6 +57,7 @@ mod store_conformance;
 mod supervisor;
 mod support;
 mod triage;
+mod usage_limits;
 mod wake;
 mod webhook;
 mod worktree;

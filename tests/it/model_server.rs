@@ -91,6 +91,9 @@ pub enum Served {
     BadRequest,
     /// Any other method or path: a 404.
     NotFound,
+    /// A 429 with `retry-after` instead of the script's turn at this index (see
+    /// [`ModelServer::limit_turn`]).
+    UsageLimit(usize),
 }
 
 /// One request as the server saw it.
@@ -137,6 +140,8 @@ pub struct ModelServer {
 struct Shared {
     script: Vec<Turn>,
     requests: Mutex<Vec<Request>>,
+    /// Turns answered with a usage limit first: (turn, times left, retry-after seconds).
+    limits: Mutex<Vec<(usize, u32, u64)>>,
 }
 
 impl Shared {
@@ -144,6 +149,17 @@ impl Shared {
         // Nothing panics while holding the lock; should a test thread do so anyway, the
         // list is still whole.
         self.requests.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the request for turn `done` meets a usage limit (once less often from now):
+    /// its `retry-after`, in seconds.
+    fn limited(&self, done: usize) -> Option<u64> {
+        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let (_, left, retry_after) = limits
+            .iter_mut()
+            .find(|(turn, left, _)| *turn == done && *left > 0)?;
+        *left -= 1;
+        Some(*retry_after)
     }
 
     /// The script's turn for a history holding `done` assistant turns.
@@ -168,6 +184,7 @@ impl ModelServer {
         let shared = Arc::new(Shared {
             script,
             requests: Mutex::new(Vec::new()),
+            limits: Mutex::new(Vec::new()),
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
         let (stop, stopped) = oneshot::channel::<()>();
@@ -197,6 +214,17 @@ impl ModelServer {
             stop: Some(stop),
             thread: Some(thread),
         }
+    }
+
+    /// The first `times` requests for script turn `turn` are refused the way the Anthropic
+    /// API refuses an account over its limit: a 429 `rate_limit_error` with `retry-after:
+    /// retry_after` (seconds). Later ones get the turn. Claude Code only.
+    pub fn limit_turn(&self, turn: usize, times: u32, retry_after: u64) {
+        self.shared
+            .limits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((turn, times, retry_after));
     }
 
     /// `http://127.0.0.1:PORT`, without a trailing slash or `/v1`.
@@ -407,7 +435,18 @@ mod claude {
                 stream(&Turn::text(AUXILIARY_TEXT), model),
             );
         }
-        let (served, turn) = shared.turn(assistant_turns(messages));
+        let done = assistant_turns(messages);
+        if let Some(retry_after) = shared.limited(done) {
+            let mut response = error(
+                429,
+                "This request would exceed your account's rate limit. Please try again later.",
+            );
+            if let Ok(value) = header::HeaderValue::from_str(&retry_after.to_string()) {
+                response.headers_mut().insert(header::RETRY_AFTER, value);
+            }
+            return (Served::UsageLimit(done), response);
+        }
+        let (served, turn) = shared.turn(done);
         let response = match &turn {
             Turn::ApiError(status) => error(*status, "scripted error"),
             _ => stream(&turn, model),
@@ -793,6 +832,38 @@ mod self_tests {
             (requests[2].method.as_str(), requests[2].path.as_str()),
             ("GET", "/api/hello")
         );
+    }
+
+    #[test]
+    fn a_limited_turn_is_refused_with_retry_after_then_served() {
+        let server = ModelServer::start(vec![Turn::text("first")]);
+        server.limit_turn(0, 1, 7);
+        let body = json!({"model": "m", "tools": [{"name": "Bash"}],
+            "messages": [{"role": "user", "content": "go"}]})
+        .to_string();
+        let mut stream = TcpStream::connect(server.addr).expect("connect to the model server");
+        write!(
+            stream,
+            "POST /v1/messages HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            server.addr,
+            body.len()
+        )
+        .expect("send a request");
+        let mut reply = String::new();
+        stream.read_to_string(&mut reply).expect("read the reply");
+        assert!(reply.starts_with("HTTP/1.1 429"), "{reply}");
+        assert!(
+            reply.to_ascii_lowercase().contains("retry-after: 7"),
+            "{reply}"
+        );
+        assert!(reply.contains("rate_limit_error"), "{reply}");
+        // The same turn asked again is served.
+        let (status, answer) = send(&server, "POST", "/v1/messages", &body);
+        assert_eq!(status, 200);
+        assert!(answer.contains(r#""text":"first""#), "{answer}");
+        let served: Vec<_> = server.requests().into_iter().map(|r| r.served).collect();
+        assert_eq!(served, [Served::UsageLimit(0), Served::Turn(0)]);
     }
 
     #[test]

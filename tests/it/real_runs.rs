@@ -631,3 +631,76 @@ fn claude_review_rounds_keep_the_author_in_one_session_and_the_reviewer_in_anoth
         "review_rounds_exhausted"
     );
 }
+
+#[test]
+fn a_claude_worker_at_its_usage_limit_waits_for_the_reset_and_resumes_its_session() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::bash("echo hello > greeting.txt"),
+        Turn::text("[DONE:implemented] greeting written"),
+    ]);
+    // The request carrying the command's result is refused once, as the API refuses an
+    // account over its limit (429, `retry-after: 2`); with CLAUDE_CODE_MAX_RETRIES=0
+    // Claude Code gives up at once and the worker ends on it. It prints "API Error:
+    // Request rejected (429) · …" without the retry-after, so the back-off decides.
+    server.limit_turn(1, 1, 2);
+    let ws = agent_workspace(
+        "claude",
+        &cli,
+        &server,
+        "hooks = false\nallowed_tools = [\"Bash\"]\nusage_limit_backoff = \"2s\"",
+        "",
+    );
+    let started = std::time::Instant::now();
+    let stderr = run_once(&ws);
+
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(2),
+        "{stderr}"
+    );
+    let branch = run["branch_name"].as_str().expect("a branch");
+    assert_eq!(committed(&ws, branch, "greeting.txt"), "hello");
+    // The limit is no failed attempt; the second worker carried on in the first's session.
+    assert_eq!(run["lifecycle"]["failed_workers"], 0, "{run}");
+    let workers = results(&ws, run["id"].as_i64().expect("id"));
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    let limited = &workers[0];
+    assert_eq!(limited["usage_limit"]["agent"], "claude", "{limited}");
+    assert_eq!(
+        limited["agent_result"]["api_error_status"], 429,
+        "{limited}"
+    );
+    assert!(limited["done"].is_null(), "{limited}");
+    assert_eq!(
+        workers[1]["session_id"], limited["session_id"],
+        "{workers:?}"
+    );
+    assert!(
+        workers[1]["done"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("[DONE:implemented]")),
+        "{workers:?}"
+    );
+    let served: Vec<_> = server
+        .requests()
+        .into_iter()
+        .map(|r| r.served)
+        .filter(|s| *s != crate::model_server::Served::Auxiliary)
+        .collect();
+    assert_eq!(
+        served.first(),
+        Some(&crate::model_server::Served::Turn(0)),
+        "{served:?}"
+    );
+    assert_eq!(
+        served.get(1),
+        Some(&crate::model_server::Served::UsageLimit(1)),
+        "{served:?}"
+    );
+    // The owner was told once.
+    assert_eq!(stderr.matches("Usage limit: ").count(), 1, "{stderr}");
+}

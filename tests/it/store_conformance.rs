@@ -1018,6 +1018,65 @@ async fn a_components_last_error_is_counted_and_cleared_by_its_next_start(store:
         .is_empty());
 }
 
+async fn an_agents_pause_is_extended_while_in_force_and_new_once_ended(store: &dyn Store) {
+    use executor::core::usage_limit::AgentPause;
+    let pause = |since: DateTime<Utc>, minutes: i64, reason: &str, run_id: i64| AgentPause {
+        agent: "claude".into(),
+        since,
+        until: since + Duration::minutes(minutes),
+        reason: reason.into(),
+        run_id: Some(run_id),
+        task_gid: Some(format!("T-{run_id}")),
+    };
+    assert!(store.agent_pauses().await.expect("pauses").is_empty());
+    // Sub-second times survive as Postgres keeps them (microseconds).
+    let first = pause(t0() + Duration::nanoseconds(123_456_789), 60, "first", 1);
+    assert!(
+        store.pause_agent(&first).await.expect("pause"),
+        "a new pause"
+    );
+    // Met again while in force: extended, not new, its start and reason kept.
+    let again = pause(t0() + Duration::minutes(10), 90, "again", 2);
+    assert!(!store.pause_agent(&again).await.expect("pause"));
+    // A shorter one never shortens it.
+    let shorter = pause(t0() + Duration::minutes(20), 5, "shorter", 3);
+    assert!(!store.pause_agent(&shorter).await.expect("pause"));
+    let other = AgentPause {
+        agent: "codex".into(),
+        ..pause(t0(), 30, "codex's", 4)
+    };
+    assert!(store.pause_agent(&other).await.expect("pause"));
+    let stored = store.agent_pauses().await.expect("pauses");
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    let claude = &stored[0];
+    assert_eq!(claude.agent, "claude");
+    assert_eq!(
+        claude.since.timestamp_micros(),
+        first.since.timestamp_micros()
+    );
+    assert_eq!(claude.until, again.until);
+    assert_eq!(
+        (
+            claude.reason.as_str(),
+            claude.run_id,
+            claude.task_gid.as_deref()
+        ),
+        ("first", Some(1), Some("T-1"))
+    );
+    assert_eq!(stored[1].agent, "codex");
+    // Once it ended, the next limit begins a new pause.
+    let later = pause(again.until + Duration::minutes(1), 30, "later", 5);
+    assert!(
+        store.pause_agent(&later).await.expect("pause"),
+        "a new pause"
+    );
+    let stored = store.agent_pauses().await.expect("pauses");
+    assert_eq!(
+        (stored[0].reason.as_str(), stored[0].until),
+        ("later", later.until)
+    );
+}
+
 async fn summary_counts_every_known_status(store: &dyn Store) {
     store
         .upsert_task(&new_task("A", "# a"), "cli", t0())
@@ -2451,6 +2510,7 @@ conformance!(
     heartbeats_are_replaced_per_component_and_host,
     a_components_last_error_is_counted_and_cleared_by_its_next_start,
     summary_counts_every_known_status,
+    an_agents_pause_is_extended_while_in_force_and_new_once_ended,
 );
 
 #[tokio::test]

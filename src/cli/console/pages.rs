@@ -313,8 +313,14 @@ async fn needs(State(c): State<Console>) -> Response {
         .budget
         .day_over(&rows, now)
         .map(|o| o.sentence());
+    // An agent paused at its usage limit: the owner sees until when.
+    let agents_paused: Vec<String> = match super::super::paused_agents(c.store.as_ref(), now).await
+    {
+        Ok(pauses) => pauses.iter().map(|p| p.sentence()).collect(),
+        Err(error) => return unavailable(error),
+    };
     let spend = context! { day => &report.day, today => report.today.line(),
-    all => (report.total.workers > 0).then(|| report.total.line()), paused };
+    all => (report.total.workers > 0).then(|| report.total.line()), paused, agents_paused };
     page(
         &c,
         "needs.html",

@@ -43,6 +43,7 @@ fn failed(why: &str) -> Event {
         no_output: false,
         retryable: true,
         why: why.to_string(),
+        limited: None,
     }
 }
 
@@ -53,6 +54,7 @@ fn done() -> Event {
         no_output: false,
         retryable: true,
         why: "done".to_string(),
+        limited: None,
     }
 }
 
@@ -95,6 +97,7 @@ fn a_worker_that_asks_goes_to_the_owner_and_waits_once_the_escalation_is_open() 
         no_output: false,
         retryable: true,
         why: "the worker escalated".to_string(),
+        limited: None,
     };
     let (view, action) = step(&working(Work::Resume), asked, &rules());
     assert_eq!(
@@ -145,6 +148,7 @@ fn a_worker_the_model_api_refused_abandons_the_run_at_once() {
         no_output: false,
         retryable: false,
         why: "the model API answered 401".to_string(),
+        limited: None,
     };
     let (view, action) = step(&working(Work::Start), refused, &rules());
     assert_eq!(view.stage, Stage::Ended { complete: false });
@@ -183,6 +187,7 @@ fn a_silent_worker_counts_as_stuck() {
         no_output: true,
         retryable: true,
         why: "no output for too long".to_string(),
+        limited: None,
     };
     let (view, _) = step(&working(Work::Start), silent, &rules());
     assert_eq!(view.stuck, 1);
@@ -677,4 +682,81 @@ fn backoff_doubles_is_capped_and_jittered_within_a_quarter() {
     }
     let other = Rules { run_id: 8, ..rules };
     assert!((1..=8).any(|n| backoff(&rules, n) != backoff(&other, n)));
+}
+
+fn limited(until: DateTime<Utc>, session: bool) -> Event {
+    Event::WorkerEnded {
+        done: false,
+        asked: false,
+        no_output: false,
+        retryable: true,
+        why: "claude hit its usage limit".to_string(),
+        limited: Some(Limited {
+            until,
+            session,
+            ran: session,
+        }),
+    }
+}
+
+#[test]
+fn a_usage_limit_is_no_failed_attempt_and_the_work_carries_on_after_the_reset() {
+    let until = t0() + chrono::Duration::hours(2);
+    let rules = Rules {
+        max_worker_attempts: 1,
+        ..rules()
+    };
+    // Even with one attempt allowed, the limit ends nothing: the run waits for the reset.
+    let (view, action) = step(&working(Work::Start), limited(until, true), &rules);
+    assert_eq!(action, Action::WaitUntil(until));
+    assert_eq!(
+        view.stage,
+        Stage::UsageLimit {
+            until,
+            work: Work::Resume
+        }
+    );
+    assert_eq!(view.failed_workers, 0);
+    assert_eq!(view.stage_name(), "usage_limit");
+    assert!(view
+        .reason
+        .as_deref()
+        .is_some_and(|r| r.contains("usage limit")));
+    // Too early: still waiting, also for a runner that takes the run up.
+    let (_, early) = decide(&view, Event::RetryDue, &rules, t0()).unwrap();
+    assert_eq!(early, Action::WaitUntil(until));
+    let (_, begun) = decide(&view, Event::Begin, &rules, t0()).unwrap();
+    assert_eq!(begun, Action::WaitUntil(until));
+    // Reset: the session carries on.
+    let (after, action) = decide(&view, Event::RetryDue, &rules, until).unwrap();
+    assert_eq!(
+        action,
+        Action::StartWorker {
+            work: Work::Resume,
+            attempt: 1
+        }
+    );
+    assert_eq!(after.stage, Stage::Working { work: Work::Resume });
+    // A worker kept from starting (no session) starts as it would have, told what it
+    // would have been told.
+    let told = RunView {
+        reason: Some("The owner answered: go on".into()),
+        ..working(Work::Start)
+    };
+    let (view, _) = step(&told, limited(until, false), &rules);
+    assert_eq!(
+        view.stage,
+        Stage::UsageLimit {
+            until,
+            work: Work::Start
+        }
+    );
+    assert_eq!(view.reason.as_deref(), Some("The owner answered: go on"));
+    // A worker that said [DONE] or asked is not held by a limit it met afterwards.
+    let mut done = limited(until, true);
+    if let Event::WorkerEnded { done: d, .. } = &mut done {
+        *d = true;
+    }
+    let (view, action) = step(&working(Work::Resume), done, &rules);
+    assert_eq!((view.stage, action), (Stage::Verifying, Action::Verify));
 }

@@ -160,8 +160,9 @@ pub(super) async fn carry(
     })
 }
 
-/// The lifecycle's event for a worker that ended.
-pub(super) fn ended(worked: &Worked) -> lifecycle::Event {
+/// The lifecycle's event for a worker that ended. `session`: the run has an agent
+/// session a later worker continues.
+pub(super) fn ended(worked: &Worked, session: bool) -> lifecycle::Event {
     lifecycle::Event::WorkerEnded {
         done: worked.done.is_some(),
         asked: worked.asked.is_some(),
@@ -173,6 +174,11 @@ pub(super) fn ended(worked: &Worked) -> lifecycle::Event {
                 .and_then(|status| u16::try_from(status).ok()),
         ),
         why: worked.why.clone(),
+        limited: worked.limited.map(|until| lifecycle::Limited {
+            until,
+            session,
+            ran: true,
+        }),
     }
 }
 
@@ -221,12 +227,35 @@ impl Carried<'_> {
     ) -> Result<lifecycle::Event> {
         let (r, gid, phase) = (self.r, self.task.task_gid.clone(), phase_of(work));
         // Written before the slot is taken: a slot is for a live worker.
-        let prompt = if std::mem::take(&mut self.continue_parked) {
+        let prompt = if self.continue_parked {
             String::new()
         } else {
             prompt_for(r, &self.task, &self.run, &self.wt, phase, attempt).await?
         };
         let slot = self.slot().await?;
+        // The agent is paused at its usage limit: no worker starts before the reset, and
+        // the run waits for it like the worker that met the limit, its slot given back.
+        // Looked at once the slot is held: the worker that met the limit stored the pause
+        // before it gave its slot up.
+        if let Some(pause) = limits::paused(r.store.as_ref(), &r.settings, r.adapter.name()).await?
+        {
+            drop(slot);
+            tracing::info!(gid = %gid, run = self.run.id, until = %pause.until, "no worker starts: {}", pause.sentence());
+            let session = self.run.worker_session_id.is_some() && r.adapter.supports_resume();
+            return Ok(lifecycle::Event::WorkerEnded {
+                done: false,
+                asked: false,
+                no_output: false,
+                retryable: true,
+                why: pause.sentence(),
+                limited: Some(lifecycle::Limited {
+                    until: pause.until,
+                    session,
+                    ran: false,
+                }),
+            });
+        }
+        self.continue_parked = false;
         let done = self::work(
             r.store.as_ref(),
             &r.adapter,
@@ -243,7 +272,8 @@ impl Carried<'_> {
         if done.done.is_none() && done.asked.is_none() {
             tracing::warn!(gid = %gid, run = self.run.id, why = %done.why, "worker ended without [DONE]");
         }
-        let event = ended(&done);
+        let session = self.run.worker_session_id.is_some() && r.adapter.supports_resume();
+        let event = ended(&done, session);
         self.asked = done.asked.clone();
         self.worked = Some(done);
         Ok(event)

@@ -64,6 +64,13 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
             tell_paused(store.as_ref(), settings, &over).await;
             break;
         }
+        // The agent is paused at its usage limit: no task is taken for it until the reset
+        // (the owner was told when the pause began).
+        if let Some(pause) = limits::paused(store.as_ref(), settings, runner.adapter.name()).await?
+        {
+            tracing::info!(until = %pause.until, "no new task is taken: {}", pause.sentence());
+            break;
+        }
         let Some(task) = claim_next(store.as_ref(), settings.clock.as_ref()).await? else {
             break;
         };

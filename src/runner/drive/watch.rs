@@ -16,8 +16,16 @@ pub(super) struct Said {
     pub(super) finished: Option<crate::agents::Finished>,
     /// The newest of its stderr, bounded in bytes.
     pub(super) stderr: crate::supervisor::tail::Tail,
+    /// The errors the agent reported on the way (the newest few).
+    pub(super) failures: Vec<String>,
+    /// The agent said a limit refused it, and when the limit lifts (seconds since the
+    /// epoch) where it said.
+    pub(super) limit_reached: Option<Option<i64>>,
     pub(super) logs: PhaseLog,
 }
+
+/// Error events of an agent's kept for its end (the newest).
+const FAILURES_KEPT: usize = 8;
 
 /// A worker that ended.
 pub(super) struct Watched {
@@ -58,6 +66,15 @@ impl Reader<'_> {
                     let _ = self.sessions.send(session_id.clone());
                 }
                 crate::agents::AgentEvent::AssistantText { text } => self.text(text),
+                crate::agents::AgentEvent::Failed { message } => {
+                    if self.said.failures.len() == FAILURES_KEPT {
+                        self.said.failures.remove(0);
+                    }
+                    self.said.failures.push(message.clone());
+                }
+                crate::agents::AgentEvent::LimitReached { resets_at, .. } => {
+                    self.said.limit_reached = Some(*resets_at);
+                }
                 _ => {}
             }
         }
@@ -131,6 +148,8 @@ pub(super) async fn watch(
             session_id: None,
             finished: None,
             stderr: crate::supervisor::tail::Tail::new(STDERR_BYTES),
+            failures: Vec::new(),
+            limit_reached: None,
             logs,
         },
         messages: message_tx,

@@ -65,6 +65,9 @@ pub(super) struct Worked {
     /// The repository's git data changed while the worker ran: the orchestrator runs no
     /// git in the worktree and the run waits for the owner (`asked` says why).
     pub(super) tampered: bool,
+    /// The agent's usage limit stopped the worker: the run may go on then (the reset, or
+    /// `[agent] usage_limit_backoff` from now). Not a failed worker.
+    pub(super) limited: Option<chrono::DateTime<Utc>>,
 }
 
 /// Bytes of a worker's stderr kept for its run record (the newest).
@@ -188,6 +191,7 @@ fn over_budget(run: &Run, gid: &str, over: &crate::core::budget::Over) -> Worked
         stderr: Vec::new(),
         baseline: None,
         tampered: false,
+        limited: None,
     }
 }
 
@@ -237,7 +241,18 @@ async fn conclude(
         mut said,
         worker_id,
     } = watched;
-    let why = why_ended(&said, &outcome);
+    let limit = limits::limit_of(w.adapter, &said, &outcome, w.settings.clock.as_ref());
+    let limited = limit
+        .as_ref()
+        .map(|l| l.until(w.settings.agent.usage_limit_backoff, w.settings.clock.now()));
+    let why = match (&limit, limited) {
+        (Some(limit), Some(until)) => format!(
+            "{}; the run carries on after {} UTC",
+            limit.sentence(),
+            until.format("%Y-%m-%d %H:%M:%S")
+        ),
+        _ => why_ended(&said, &outcome),
+    };
     said.logs.message(&format!("worker ended: {why}"));
     let agent = w.adapter.name();
     let spend = said.finished.as_ref().map(|finished| {
@@ -278,7 +293,11 @@ async fn conclude(
         "truncated_lines": outcome.truncated_lines,
         "agent_result": said.finished,
         "spend": spend,
+        "usage_limit": limit,
     });
+    if let (Some(limit), Some(until)) = (&limit, limited) {
+        limits::pause_for(w.store, w.settings, run.id, w.gid, limit, until).await?;
+    }
     let deferred = said.finished.as_ref().and_then(|f| f.deferred_tool.clone());
     let mut asked = match (&said.done, deferred, &said.escalated) {
         (Some(_), _, _) => None,
@@ -303,5 +322,6 @@ async fn conclude(
         stderr: said.stderr.into_lines(),
         baseline,
         tampered,
+        limited: if tampered { None } else { limited },
     })
 }
