@@ -89,6 +89,11 @@ pub const SQLITE: &[Migration] = &[
         name: "worker_spend",
         sql: include_str!("sql/sqlite/0015_worker_spend.sql"),
     },
+    Migration {
+        version: 17,
+        name: "console_reads",
+        sql: include_str!("sql/sqlite/0017_console_reads.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -166,6 +171,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 15,
         name: "worker_spend",
         sql: include_str!("sql/postgres/0015_worker_spend.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "console_reads",
+        sql: include_str!("sql/postgres/0017_console_reads.sql"),
     },
 ];
 
