@@ -284,6 +284,37 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     })
 }
 
+/// Up to `limit` pending tasks (stored with no status, an empty one or `pending`) past
+/// `bound`: the newest below it, or the oldest above it. Each of the three is one index
+/// range, merged here: SQLite's plan for the three at once sorts every pending task, which
+/// on a large queue costs more than the page.
+fn pending_tasks(
+    conn: &Connection,
+    newest: bool,
+    bound: i64,
+    limit: u32,
+) -> rusqlite::Result<Vec<Task>> {
+    let (past, order) = if newest { ("<", "DESC") } else { (">", "ASC") };
+    let mut found = Vec::new();
+    for status in ["status IS NULL", "status = ''", "status = 'pending'"] {
+        let page: Vec<Task> = conn
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM executor_queue WHERE {status} AND id {past} ?1 \
+                 ORDER BY id {order} LIMIT ?2"
+            ))?
+            .query_map(params![bound, limit], task_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        found.extend(page);
+    }
+    if newest {
+        found.sort_by_key(|t| std::cmp::Reverse(t.id));
+    } else {
+        found.sort_by_key(|t| t.id);
+    }
+    found.truncate(limit as usize);
+    Ok(found)
+}
+
 /// The columns [`spend_from_row`] reads, and their tables.
 const SPEND_SELECT: &str =
     "SELECT w.id, w.run_id, r.task_gid, w.agent, COALESCE(w.ended_at, w.started_at), \
@@ -496,12 +527,7 @@ impl Store for SqliteStore {
                     .prepare_cached(&format!("{select} ORDER BY id LIMIT ?2"))?
                     .query_map(params![after_id, limit], task_from_row)?
                     .collect(),
-                Some(QueueStatus::Pending) => conn
-                    .prepare_cached(&format!(
-                        "{select} AND (status IS NULL OR status IN ('', 'pending')) ORDER BY id LIMIT ?2"
-                    ))?
-                    .query_map(params![after_id, limit], task_from_row)?
-                    .collect(),
+                Some(QueueStatus::Pending) => pending_tasks(conn, false, after_id, limit),
                 Some(status) => conn
                     .prepare_cached(&format!("{select} AND status = ?3 ORDER BY id LIMIT ?2"))?
                     .query_map(params![after_id, limit, status.as_str()], task_from_row)?
@@ -662,23 +688,32 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreResult<Vec<Run>> {
         let states: Vec<String> = states.iter().map(|s| s.to_string()).collect();
+        let before = before.unwrap_or(i64::MAX);
         self.call(move |conn| {
-            let mut values: Vec<rusqlite::types::Value> = vec![
-                before.unwrap_or(i64::MAX).into(),
-                i64::from(limit).into(),
-            ];
-            let wanted = if states.is_empty() {
-                String::new()
-            } else {
-                let marks: Vec<String> = (0..states.len()).map(|i| format!("?{}", i + 3)).collect();
-                values.extend(states.into_iter().map(rusqlite::types::Value::from));
-                format!(" AND state IN ({})", marks.join(", "))
-            };
-            conn.prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM executor_runs WHERE id < ?1{wanted} ORDER BY id DESC LIMIT ?2"
-            ))?
-            .query_map(rusqlite::params_from_iter(values), run_from_row)?
-            .collect()
+            if states.is_empty() {
+                return conn
+                    .prepare_cached(&format!(
+                        "SELECT {RUN_COLUMNS} FROM executor_runs WHERE id < ?1 ORDER BY id DESC LIMIT ?2"
+                    ))?
+                    .query_map(params![before, limit], run_from_row)?
+                    .collect();
+            }
+            // One index range per state, merged here: SQLite's plan for `state IN (…)`
+            // sorts every matching run to give the newest few.
+            let mut found = Vec::new();
+            for state in &states {
+                let page: Vec<Run> = conn
+                    .prepare_cached(&format!(
+                        "SELECT {RUN_COLUMNS} FROM executor_runs WHERE state = ?3 AND id < ?1 \
+                         ORDER BY id DESC LIMIT ?2"
+                    ))?
+                    .query_map(params![before, limit, state], run_from_row)?
+                    .collect::<rusqlite::Result<_>>()?;
+                found.extend(page);
+            }
+            found.sort_by_key(|r| std::cmp::Reverse(r.id));
+            found.truncate(limit as usize);
+            Ok(found)
         })
         .await
     }
@@ -709,14 +744,11 @@ impl Store for SqliteStore {
                     .prepare_cached(&format!("{select} ORDER BY id DESC LIMIT ?2"))?
                     .query_map(params![before, limit], task_from_row)?
                     .collect(),
-                Some(QueueStatus::Pending) => conn
-                    .prepare_cached(&format!(
-                        "{select} AND (status IS NULL OR status IN ('', 'pending')) ORDER BY id DESC LIMIT ?2"
-                    ))?
-                    .query_map(params![before, limit], task_from_row)?
-                    .collect(),
+                Some(QueueStatus::Pending) => pending_tasks(conn, true, before, limit),
                 Some(status) => conn
-                    .prepare_cached(&format!("{select} AND status = ?3 ORDER BY id DESC LIMIT ?2"))?
+                    .prepare_cached(&format!(
+                        "{select} AND status = ?3 ORDER BY id DESC LIMIT ?2"
+                    ))?
                     .query_map(params![before, limit, status.as_str()], task_from_row)?
                     .collect(),
             }
@@ -874,12 +906,23 @@ impl Store for SqliteStore {
         since: DateTime<Utc>,
     ) -> StoreResult<Vec<crate::core::spend::SpendRow>> {
         self.call(move |conn| {
-            conn.prepare_cached(&format!(
-                "{SPEND_SELECT} WHERE w.agent IS NOT NULL \
-                 AND (w.ended_at >= ?1 OR (w.ended_at IS NULL AND w.started_at >= ?1)) ORDER BY w.id"
-            ))?
-            .query_map([text(&since)], spend_from_row)?
-            .collect()
+            // Ended since, then still running and started since: each an index range (one
+            // query with an OR, or an ORDER BY, is planned as a scan of every worker).
+            let mut found = Vec::new();
+            for when in [
+                "w.ended_at >= ?1",
+                "w.ended_at IS NULL AND w.started_at >= ?1",
+            ] {
+                let rows: Vec<crate::core::spend::SpendRow> = conn
+                    .prepare_cached(&format!(
+                        "{SPEND_SELECT} WHERE w.agent IS NOT NULL AND {when}"
+                    ))?
+                    .query_map([text(&since)], spend_from_row)?
+                    .collect::<rusqlite::Result<_>>()?;
+                found.extend(rows);
+            }
+            found.sort_by_key(|r| r.worker_id);
+            Ok(found)
         })
         .await
     }
