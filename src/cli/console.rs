@@ -60,6 +60,9 @@ struct Console {
     /// The wall as this machine gives it, probed once (a probe starts a process): the
     /// System page shows it.
     confinement: Arc<tokio::sync::OnceCell<super::output::Confinement>>,
+    /// The daemon's own forge client, asked only what it last heard of the request quota
+    /// (it never calls the forge for a page).
+    forge: Option<crate::forge::ForgeClient>,
 }
 
 /// Whether `listen` is a loopback address, the only kind the console serves without a
@@ -72,7 +75,12 @@ pub fn is_loopback(listen: &str) -> bool {
 }
 
 /// The console's routes: the API, the live feed, the pages and their forms.
-pub fn router(settings: Arc<Settings>, store: Arc<dyn Store>, access: Arc<Access>) -> Router {
+pub fn router(
+    settings: Arc<Settings>,
+    store: Arc<dyn Store>,
+    access: Arc<Access>,
+    forge: Option<crate::forge::ForgeClient>,
+) -> Router {
     let console = Console {
         settings,
         store,
@@ -80,6 +88,7 @@ pub fn router(settings: Arc<Settings>, store: Arc<dyn Store>, access: Arc<Access
         pages: Arc::new(pages::Templates::load()),
         access: Arc::clone(&access),
         confinement: Arc::default(),
+        forge,
     };
     Router::new()
         .route(&format!("{API}/status"), get(status))

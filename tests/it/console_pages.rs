@@ -922,3 +922,69 @@ fn the_run_goal_and_system_pages_show_the_pr_the_diff_the_tree_and_the_system_es
         assert!(html.contains("href=\"/system\""), "the nav on {page_path}");
     }
 }
+
+#[test]
+fn the_run_page_shows_ci_as_the_last_pr_tick_saw_it_and_the_system_page_githubs_quota() {
+    use crate::fake_github::{FakeGithub, TOKEN};
+    let github = FakeGithub::start_empty();
+    let ws = crate::github_runs::github_workspace(&github, "");
+    ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-2"]);
+    ws.ok(&["go", "G-2"]);
+    // One pass opens the draft PR on a head whose CI failed, and looks at it.
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run_id = ws.json(&["show", "G-2", "--json"])["runs"][0]["id"]
+        .as_i64()
+        .expect("a run");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&format!(
+        "{}\n[web]\nlisten = \"127.0.0.1:0\"\n",
+        // A pass soon after the start, so the daemon's own client hears from GitHub.
+        config.replacen("[runner]\n", "[runner]\nloop_sleep = \"300ms\"\n", 1)
+    ));
+    let _daemon = Daemon::start(&ws);
+    let address = console_address(&ws);
+
+    // What the pass saw, from the store: the failing check, its step and its log's end.
+    let run = page(&address, &format!("/runs/{run_id}"));
+    for shown in [
+        "id=\"pr\"",
+        "class=\"ci-failing\"",
+        "ui-tests",
+        "failing step: <b>Run macOS UI Tests CI</b>",
+        "** TEST FAILED **",
+        "1 fix_ci worker(s)",
+    ] {
+        assert!(
+            run.contains(shown),
+            "{shown} missing from the Run page:\n{run}"
+        );
+    }
+    // The daemon's own forge client tells what GitHub said of its budget.
+    let started = std::time::Instant::now();
+    let system = loop {
+        let system = page(&address, "/system");
+        if system.contains("id=\"quota\"") {
+            break system;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "no quota on the System page; the daemon's log:\n{}",
+            std::fs::read_to_string(ws.path().join("daemon.log")).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(system.contains("Forge: github"), "{system}");
+    assert!(
+        system.contains("<td>graphql</td>") || system.contains("<td>rest</td>"),
+        "{system}"
+    );
+    assert!(
+        !system.contains(TOKEN) && !run.contains(TOKEN),
+        "no token on a page"
+    );
+}

@@ -1,7 +1,7 @@
 //! The System page (`/system`): the hosts executor runs on (each component's heartbeat and
 //! its last error), the runs' leases and who holds them, the outbox (what waits for which
-//! notifier, and why it has not gone), the forge's remaining request quota as far as
-//! executor knows it, and the wall workers run behind (as `executor status` says it).
+//! notifier, and why it has not gone), the forge's remaining request quota as the
+//! daemon's forge client last heard it (GitHub's `x-ratelimit-*` headers), and the wall workers run behind (as `executor status` says it).
 //!
 //! What it must never do: show a secret (an outbox error is redacted by its notifier before
 //! it is stored; no token or password is read here), change anything, or probe the wall on
@@ -104,11 +104,23 @@ pub(super) async fn page_of(c: &Console) -> Response {
         crate::config::ForgeKind::Github => "github",
         crate::config::ForgeKind::Gitea => "gitea",
     };
+    let quota: Vec<_> = c
+        .forge
+        .as_ref()
+        .map(crate::forge::ForgeClient::quota)
+        .unwrap_or_default()
+        .iter()
+        .map(|q| {
+            context! { bucket => q.bucket, remaining => q.remaining,
+            reset => q.reset_at.as_ref().map(local), seen => local(&q.seen_at) }
+        })
+        .collect();
     page(
         c,
         "system.html",
         context! { title => "System", path => "/system", csrf => &*c.csrf, events, hosts,
-        leases, backlog, waiting, confinement, forge, live_workers => summary.live_workers },
+        leases, backlog, waiting, confinement, forge, quota,
+        live_workers => summary.live_workers },
     )
 }
 
