@@ -19,6 +19,10 @@
 //!    `EXECUTOR_TEST_PG` is set).
 //! 9. an idle daemon over 1,000 runs waiting for the owner: its CPU time over 20 s
 //!    (`-- idle` alone).
+//! 10. the console of a daemon over 100,000 tasks and 10,000 runs: each page and each API
+//!     list (p95), a worker's line to an open live feed (p50), and the CPU an open page's
+//!     feed adds to the idle daemon over 10 s (`-- console` alone; `EXECUTOR_BENCH_TASKS`
+//!     and `EXECUTOR_BENCH_RUNS` make the store smaller for a quick look).
 //!
 //! Every timing is spawn-to-exit (or write-to-row) wall time from `std::time::Instant`.
 
@@ -110,6 +114,12 @@ fn main() {
     // `cargo bench --bench cli -- idle` runs the idle daemon's CPU alone.
     if std::env::args().skip(1).any(|arg| arg == "idle") {
         let (rows, notes) = idle_daemon(&root.path().join("idle"));
+        print_table(&nproc, &rustc, &rows, &notes, bench_started);
+        return;
+    }
+    // `cargo bench --bench cli -- console` runs the console's timings alone.
+    if std::env::args().skip(1).any(|arg| arg == "console") {
+        let (rows, notes) = console(&root.path().join("console"));
         print_table(&nproc, &rustc, &rows, &notes, bench_started);
         return;
     }
@@ -296,7 +306,12 @@ fn main() {
     rows.extend(idle_rows);
     notes.extend(idle_notes);
 
-    // 10. The wall's start cost per worker.
+    // 10. The console over 100,000 tasks and 10,000 runs.
+    let (console_rows, console_notes) = console(&root.path().join("console"));
+    rows.extend(console_rows);
+    notes.extend(console_notes);
+
+    // 11. The wall's start cost per worker.
     let (wall_rows, wall_notes) = wall_start(&root.path().join("wall"));
     rows.extend(wall_rows);
     notes.extend(wall_notes);
@@ -534,6 +549,11 @@ fn count_tasks(db: &Path) -> i64 {
 /// pending tasks through the store, the way every other writer does. Returns a line saying
 /// how long it took.
 fn fill_queue(db: &Path, total: usize) -> String {
+    fill_queue_with(db, total, |_| QueueStatus::Pending)
+}
+
+/// [`fill_queue`], task `n` with status `status_of(n)`.
+fn fill_queue_with(db: &Path, total: usize, status_of: impl Fn(usize) -> QueueStatus) -> String {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -544,7 +564,7 @@ fn fill_queue(db: &Path, total: usize) -> String {
         description: compose_description(&format!("Queued task {n}"), "A task for the bench."),
         notes: None,
         priority: Some((n % 5) as i64),
-        initial_status: QueueStatus::Pending,
+        initial_status: status_of(n),
     };
 
     let started = Instant::now();
@@ -1473,4 +1493,375 @@ fn idle_daemon(dir: &Path) -> (Vec<Row>, Vec<String>) {
         seconds(IDLE_SETTLE)
     )];
     (rows, notes)
+}
+
+const CONSOLE_TASKS: usize = 100_000;
+const CONSOLE_RUNS: usize = 10_000;
+const CONSOLE_SAMPLES: usize = 40;
+const CONSOLE_LINES: usize = 40;
+const PAGE_TARGET: Duration = Duration::from_millis(50);
+const LIST_TARGET: Duration = Duration::from_millis(30);
+const LINE_TARGET: Duration = Duration::from_millis(100);
+const CONSOLE_IDLE_WINDOW: Duration = Duration::from_secs(10);
+const CONSOLE_CPU_TARGET: f64 = 0.01;
+
+/// A count from the environment (for a quick look at a smaller store), else `default`.
+fn sized(var: &str, default: usize) -> usize {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// One `GET` over a fresh loopback connection, as a browser's first request; the status
+/// code and the body's length.
+fn console_get(address: &str, path: &str) -> (u16, usize) {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(address)
+        .unwrap_or_else(|e| panic!("cannot connect to the console at {address}: {e}"));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send a request to the console");
+    let mut response = Vec::new();
+    stream
+        .read_to_end(&mut response)
+        .expect("read the console's answer");
+    let code = String::from_utf8_lossy(&response[..response.len().min(16)])
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, response.len())
+}
+
+/// The console's address, from the daemon's log line that says where it serves.
+fn console_address(log: &Path) -> String {
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let found = text
+            .lines()
+            .filter(|l| l.contains("serving the console's JSON API"))
+            .find_map(|l| {
+                l.split_whitespace()
+                    .find_map(|w| w.strip_prefix("address="))
+                    .map(|a| a.trim_matches(|c: char| !c.is_ascii_graphic()).to_string())
+            });
+        if let Some(address) = found {
+            return address;
+        }
+        assert!(
+            started.elapsed() < DAEMON_START_GIVE_UP,
+            "the daemon said nowhere where its console is; its log is {}",
+            log.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The runs of the console's store: `runs` finished runs on the first tasks, each with a
+/// branch and one worker whose spend is recorded (a tenth of them today).
+fn fill_runs(db: &Path, runs: usize) -> (String, i64) {
+    use executor::core::record::WorkerRecord;
+    use executor::core::run::RunState;
+    use executor::core::spend::Spend;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("cannot start a tokio runtime to fill the runs");
+    let started = Instant::now();
+    let last = runtime.block_on(async {
+        let store = SqliteStore::open(db)
+            .await
+            .unwrap_or_else(|e| panic!("cannot open the store {}: {e}", db.display()));
+        let now = chrono::Utc::now();
+        let mut last = 0;
+        for n in 1..=runs {
+            let at = now - chrono::Duration::minutes((runs - n) as i64);
+            let mut run = store
+                .create_run(&format!("Q-{n}"), at)
+                .await
+                .unwrap_or_else(|e| panic!("run of task {n} failed: {e}"));
+            run.state = if n % 10 == 0 {
+                RunState::Abandoned
+            } else {
+                RunState::Complete
+            };
+            run.branch_name = Some(format!("executor/Q-{n}-queued-task"));
+            run.completed_at = Some(at);
+            store.save_run(&run).await.expect("save a run");
+            let worker = WorkerRecord {
+                id: 0,
+                run_id: run.id,
+                phase: "work".to_string(),
+                host: "bench".to_string(),
+                pid: 1,
+                start_time: None,
+                started_at: at,
+                ended_at: None,
+                outcome: None,
+            };
+            let id = store.record_worker(&worker).await.expect("a worker");
+            store.end_worker(id, at, "done").await.expect("its end");
+            let spend = Spend {
+                input_tokens: 12_000,
+                output_tokens: 800,
+                cached_tokens: 40_000,
+                turns: 9,
+                cost_usd: Some(0.042),
+                priced: false,
+            };
+            store
+                .record_spend(id, "claude", &spend)
+                .await
+                .expect("its spend");
+            last = run.id;
+        }
+        last
+    });
+    let elapsed = started.elapsed();
+    (
+        format!(
+            "console store: {runs} finished runs, each with a worker and its spend, through the store in {}.",
+            seconds(elapsed)
+        ),
+        last,
+    )
+}
+
+/// The console of a daemon over a store of 100,000 tasks (most done, the rest skipped or
+/// waiting for the owner: nothing for the daemon to take) and 10,000 finished runs: every
+/// page and API list timed over fresh connections, a worker's line written to the store
+/// timed to an open live feed, and the CPU an open page's feed adds to the idle daemon.
+fn console(dir: &Path) -> (Vec<Row>, Vec<String>) {
+    let tasks = sized("EXECUTOR_BENCH_TASKS", CONSOLE_TASKS);
+    let run_count = sized("EXECUTOR_BENCH_RUNS", CONSOLE_RUNS).min(tasks);
+    let config = init_workspace(dir);
+    let text = std::fs::read_to_string(&config).expect("read the console config");
+    let text = text
+        .replacen("[web]\n", "[web]\nlisten = \"127.0.0.1:0\"\n", 1)
+        .replacen("[runner]\n", "[runner]\nworktrees = false\n", 1)
+        .replacen(
+            "[agent]\n",
+            "[agent]\nkind = \"command\"\ncommand = [\"/bin/echo\", \"[DONE:implemented] nothing\"]\n",
+            1,
+        );
+    std::fs::write(&config, text).expect("write the console config");
+    let db = db_path(&config);
+    let mut notes = vec![fill_queue_with(&db, tasks, |n| match n % 10 {
+        0 => QueueStatus::ForReview,
+        1 => QueueStatus::AwaitingGo,
+        2 => QueueStatus::Skip,
+        _ => QueueStatus::Done,
+    })];
+    let (note, last_run) = fill_runs(&db, run_count);
+    notes.push(note);
+
+    let log = dir.join("console-daemon.log");
+    let log_file = std::fs::File::create(&log)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
+    let daemon = Daemon(
+        executor(&config)
+            .arg("daemon")
+            .env(SANDBOX_MODE_ENV, "off")
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("cannot spawn executor daemon"),
+    );
+    let mut daemon = daemon;
+    std::thread::sleep(Duration::from_millis(500));
+    if let Ok(Some(status)) = daemon.0.try_wait() {
+        panic!(
+            "the console's daemon stopped ({status}): {}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
+    wait_for_daemon(&config);
+    let address = console_address(&log);
+    let mut rows = Vec::new();
+    let pages = [
+        ("Needs you `/`".to_string(), "/".to_string()),
+        ("Runs `/runs`".to_string(), "/runs".to_string()),
+        ("Queue `/queue`".to_string(), "/queue".to_string()),
+        ("Run `/runs/{id}`".to_string(), format!("/runs/{last_run}")),
+        ("Goals `/goals`".to_string(), "/goals".to_string()),
+        ("System `/system`".to_string(), "/system".to_string()),
+    ];
+    let lists = [
+        ("`/api/v1/tasks`".to_string(), "/api/v1/tasks".to_string()),
+        (
+            "`/api/v1/tasks?status=done`".to_string(),
+            "/api/v1/tasks?status=done".to_string(),
+        ),
+        ("`/api/v1/runs`".to_string(), "/api/v1/runs".to_string()),
+        (
+            "`/api/v1/runs?state=complete&before=…`".to_string(),
+            format!("/api/v1/runs?state=complete&before={}", last_run / 2),
+        ),
+        (
+            "`/api/v1/escalations`".to_string(),
+            "/api/v1/escalations".to_string(),
+        ),
+    ];
+    let scale = format!("{tasks} tasks, {run_count} runs");
+    for (kind, list, target) in [
+        ("page", &pages[..], PAGE_TARGET),
+        ("API list", &lists[..], LIST_TARGET),
+    ] {
+        for (name, path) in list {
+            // The first requests warm the store's caches and probe the wall (System).
+            for _ in 0..3 {
+                console_get(&address, path);
+            }
+            let mut samples = Vec::with_capacity(CONSOLE_SAMPLES);
+            let mut size = 0;
+            for _ in 0..CONSOLE_SAMPLES {
+                let started = Instant::now();
+                let (code, bytes) = console_get(&address, path);
+                samples.push(started.elapsed());
+                assert_eq!(
+                    code,
+                    200,
+                    "GET {path} answered {code}; the log is {}",
+                    log.display()
+                );
+                size = bytes;
+            }
+            rows.push(Row {
+                name: format!("console {kind} {name} ({scale}, {} KB)", size / 1024),
+                met: percentile(&samples, 95) <= target,
+                samples,
+                target: format!("p95 ≤ {} ms", target.as_millis()),
+            });
+        }
+    }
+
+    // A worker's line, written to the store as a runner writes it, to an open feed.
+    let (lines, feed_note) = line_latency(&db, &address, last_run);
+    rows.push(Row {
+        name: "console live feed: a worker's line to an open `/api/v1/events` (p50 in the median column)".into(),
+        met: median(&lines) <= LINE_TARGET,
+        samples: lines,
+        target: "p50 ≤ 100 ms".into(),
+    });
+    notes.push(feed_note);
+
+    // The idle daemon's CPU without a page open, then with one page's live feed open.
+    let pid = daemon.0.id();
+    let share = |window: Duration| {
+        let (cpu_before, wall_before) = (process_cpu(pid), Instant::now());
+        std::thread::sleep(window);
+        let (cpu, wall) = (process_cpu(pid) - cpu_before, wall_before.elapsed());
+        (cpu, cpu.as_secs_f64() / wall.as_secs_f64())
+    };
+    let (_, closed) = share(CONSOLE_IDLE_WINDOW);
+    let feed = open_feed(&address, &format!("/api/v1/events?run={last_run}"));
+    let (open_cpu, open) = share(CONSOLE_IDLE_WINDOW);
+    drop(feed);
+    drop(daemon);
+    let added = (open - closed).max(0.0);
+    rows.push(Row {
+        name: format!(
+            "idle console: CPU an open page's live feed adds to the daemon over {} ({:.2}% of a core; {:.2}% with it, {:.2}% without)",
+            seconds(CONSOLE_IDLE_WINDOW),
+            added * 100.0,
+            open * 100.0,
+            closed * 100.0
+        ),
+        met: added <= CONSOLE_CPU_TARGET,
+        samples: vec![open_cpu],
+        target: "≤ 1% of a core".into(),
+    });
+    notes.push(format!(
+        "console: each page and list over a fresh loopback connection ({CONSOLE_SAMPLES} samples after 3 warm-ups, the whole answer read); the daemon's utime + stime from /proc/<pid>/stat over {} with no page open, then {} with one live feed open.",
+        seconds(CONSOLE_IDLE_WINDOW),
+        seconds(CONSOLE_IDLE_WINDOW)
+    ));
+    (rows, notes)
+}
+
+/// An open live feed: the connection, and a thread reading its events into a channel.
+struct Feed {
+    _stream: std::net::TcpStream,
+    lines: std::sync::mpsc::Receiver<(Instant, String)>,
+}
+
+fn open_feed(address: &str, path: &str) -> Feed {
+    use std::io::{BufRead, Write};
+    let mut stream = std::net::TcpStream::connect(address)
+        .unwrap_or_else(|e| panic!("cannot connect to the console at {address}: {e}"));
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nAccept: text/event-stream\r\n\r\n"
+    )
+    .expect("open the live feed");
+    let reader = stream.try_clone().expect("a second handle on the feed");
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in io::BufReader::new(reader).lines() {
+            let Ok(line) = line else { return };
+            if send.send((Instant::now(), line)).is_err() {
+                return;
+            }
+        }
+    });
+    Feed {
+        _stream: stream,
+        lines,
+    }
+}
+
+/// Writes `CONSOLE_LINES` worker lines of run `run_id` to the store, one at a time, each
+/// timed from its write to its `line` event on an open feed.
+fn line_latency(db: &Path, address: &str, run_id: i64) -> (Vec<Duration>, String) {
+    use executor::core::record::NewMessage;
+    let feed = open_feed(address, &format!("/api/v1/events?run={run_id}"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("cannot start a tokio runtime to write lines");
+    let store = runtime
+        .block_on(SqliteStore::open(db))
+        .unwrap_or_else(|e| panic!("cannot open the store {}: {e}", db.display()));
+    // The feed is open once its first keep-alive or event could come; give it a moment.
+    std::thread::sleep(Duration::from_millis(300));
+    let mut samples = Vec::with_capacity(CONSOLE_LINES);
+    for n in 0..CONSOLE_LINES {
+        let marker = format!("bench line {n} of the console");
+        let message = NewMessage {
+            run_id,
+            task_gid: format!("Q-{run_id}"),
+            at: chrono::Utc::now(),
+            source: "worker".to_string(),
+            tag: "STATUS".to_string(),
+            kind: "investigation".to_string(),
+            args: "{}".to_string(),
+            text: marker.clone(),
+            line: format!("[STATUS:investigation] {marker}"),
+        };
+        let written = Instant::now();
+        runtime
+            .block_on(store.record_message(&message))
+            .expect("write a worker's line");
+        loop {
+            let (at, line) = feed
+                .lines
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("the feed did not send {marker:?} within 10 s"));
+            if line.starts_with("data:") && line.contains(&marker) {
+                samples.push(at.saturating_duration_since(written));
+                break;
+            }
+        }
+        // Off the feed's poll period, so the writes land at every point of it.
+        std::thread::sleep(Duration::from_millis(37));
+    }
+    let note = format!(
+        "console live feed: {CONSOLE_LINES} lines written through `Store::record_message` from another process, each timed to its `data:` line on one open `/api/v1/events?run=…` (p95 {}).",
+        millis(percentile(&samples, 95))
+    );
+    (samples, note)
 }

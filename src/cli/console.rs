@@ -15,8 +15,11 @@
 
 pub mod access;
 mod actions;
+mod diff;
 mod events;
 mod pages;
+mod pr_view;
+mod system;
 
 use std::sync::Arc;
 
@@ -54,6 +57,12 @@ struct Console {
     csrf: Arc<str>,
     pages: Arc<pages::Templates>,
     access: Arc<Access>,
+    /// The wall as this machine gives it, probed once (a probe starts a process): the
+    /// System page shows it.
+    confinement: Arc<tokio::sync::OnceCell<super::output::Confinement>>,
+    /// The daemon's own forge client, asked only what it last heard of the request quota
+    /// (it never calls the forge for a page).
+    forge: Option<crate::forge::ForgeClient>,
 }
 
 /// Whether `listen` is a loopback address, the only kind the console serves without a
@@ -66,13 +75,20 @@ pub fn is_loopback(listen: &str) -> bool {
 }
 
 /// The console's routes: the API, the live feed, the pages and their forms.
-pub fn router(settings: Arc<Settings>, store: Arc<dyn Store>, access: Arc<Access>) -> Router {
+pub fn router(
+    settings: Arc<Settings>,
+    store: Arc<dyn Store>,
+    access: Arc<Access>,
+    forge: Option<crate::forge::ForgeClient>,
+) -> Router {
     let console = Console {
         settings,
         store,
         csrf: pages::new_csrf_token().into(),
         pages: Arc::new(pages::Templates::load()),
         access: Arc::clone(&access),
+        confinement: Arc::default(),
+        forge,
     };
     Router::new()
         .route(&format!("{API}/status"), get(status))
@@ -258,9 +274,33 @@ async fn status(State(c): State<Console>) -> Response {
     document(super::status_report(&c.settings, c.store.as_ref()).await)
 }
 
+/// How many rows a list of the API gives when `limit` is not said, and at most.
+pub const DEFAULT_LIMIT: u32 = 200;
+pub const MAX_LIMIT: u32 = 1000;
+
+/// A page of a list: `limit` rows (at most [`MAX_LIMIT`]) after a cursor.
+fn limit_of(asked: Option<u32>) -> u32 {
+    asked.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT)
+}
+
+/// A list as the API answers it: the same JSON array as `--json`, and when more rows
+/// follow, a `Link: <next page>; rel="next"` header (RFC 8288) to them.
+fn listed<T: serde::Serialize>(rows: &[T], next: Option<String>) -> Response {
+    let mut answer = Json(rows).into_response();
+    if let Some(next) = next {
+        if let Ok(value) = header::HeaderValue::from_str(&format!("<{next}>; rel=\"next\"")) {
+            answer.headers_mut().insert(header::LINK, value);
+        }
+    }
+    answer
+}
+
 #[derive(Deserialize)]
 struct TasksQuery {
     status: Option<String>,
+    /// Tasks added after the one with this id (the order of `executor queue --json`).
+    after: Option<i64>,
+    limit: Option<u32>,
 }
 
 async fn tasks(State(c): State<Console>, Query(q): Query<TasksQuery>) -> Response {
@@ -269,7 +309,32 @@ async fn tasks(State(c): State<Console>, Query(q): Query<TasksQuery>) -> Respons
         Some(Ok(status)) => Some(status),
         Some(Err(_)) => return refuse(StatusCode::BAD_REQUEST, "unknown `status`"),
     };
-    document(c.store.tasks(status.as_ref()).await.map_err(Into::into))
+    let limit = limit_of(q.limit);
+    // One row more than asked says whether a next page exists.
+    let mut found = match c
+        .store
+        .tasks_page(status.as_ref(), q.after.unwrap_or(i64::MIN), limit + 1)
+        .await
+    {
+        Ok(found) => found,
+        Err(error) => return failed(error.into()),
+    };
+    let more = found.len() > limit as usize;
+    found.truncate(limit as usize);
+    let next = more.then(|| found.last()).flatten().map(|last| {
+        let status = q
+            .status
+            .as_deref()
+            .map(|s| format!("status={}&", url_part(s)))
+            .unwrap_or_default();
+        format!("{API}/tasks?{status}after={}&limit={limit}", last.id)
+    });
+    listed(&found, next)
+}
+
+/// `text` as a part of a URL's query.
+fn url_part(text: &str) -> String {
+    url::form_urlencoded::byte_serialize(text.as_bytes()).collect()
 }
 
 async fn task(State(c): State<Console>, Path(gid): Path<String>) -> Response {
@@ -279,28 +344,51 @@ async fn task(State(c): State<Console>, Path(gid): Path<String>) -> Response {
 #[derive(Deserialize)]
 struct RunsQuery {
     state: Option<String>,
+    /// Runs older than the one with this id (the order of `executor runs --json`: newest
+    /// first).
+    before: Option<i64>,
+    limit: Option<u32>,
 }
 
 async fn runs(State(c): State<Console>, Query(q): Query<RunsQuery>) -> Response {
-    document(
-        async {
-            let mut runs = c.store.runs(None).await?;
-            if let Some(state) = &q.state {
-                runs.retain(|r| r.state.as_str() == state);
-            }
-            runs.sort_by_key(|r| std::cmp::Reverse(r.id));
-            Ok(runs)
-        }
-        .await,
-    )
+    let limit = limit_of(q.limit);
+    let states: Vec<&str> = q.state.as_deref().into_iter().collect();
+    let read = async {
+        let mut runs = c.store.runs_page(&states, q.before, limit + 1).await?;
+        let more = runs.len() > limit as usize;
+        runs.truncate(limit as usize);
+        let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+        let spent = c.store.spend_of_runs(&ids).await?;
+        Ok::<_, crate::store::StoreError>((runs, spent, more))
+    };
+    let (runs, spent, more) = match read.await {
+        Ok(read) => read,
+        Err(error) => return failed(error.into()),
+    };
+    let next = more.then(|| runs.last()).flatten().map(|last| {
+        let state = q
+            .state
+            .as_deref()
+            .map(|s| format!("state={}&", url_part(s)))
+            .unwrap_or_default();
+        format!("{API}/runs?{state}before={}&limit={limit}", last.id)
+    });
+    listed(&super::runs::documents(&runs, &spent), next)
 }
 
 async fn run(State(c): State<Console>, Path(id): Path<i64>) -> Response {
-    match c.store.runs(None).await {
-        Ok(runs) => match runs.into_iter().find(|r| r.id == id) {
-            Some(run) => Json(run).into_response(),
-            None => refuse(StatusCode::NOT_FOUND, &format!("no run {id}")),
-        },
+    let read = async {
+        let run = c.store.run(id).await?;
+        let spent = c.store.spend_of_runs(&[id]).await?;
+        Ok::<_, crate::store::StoreError>((run, spent))
+    };
+    match read.await {
+        Ok((Some(run), spent)) => {
+            let run = [run];
+            let documents = super::runs::documents(&run, &spent);
+            Json(&documents[0]).into_response()
+        }
+        Ok((None, _)) => refuse(StatusCode::NOT_FOUND, &format!("no run {id}")),
         Err(error) => failed(error.into()),
     }
 }

@@ -548,6 +548,7 @@ async fn start_web(
                 Arc::new(settings.clone()),
                 Arc::clone(store),
                 Arc::clone(&access),
+                runner.settings.forge.as_ref().map(|f| f.client.clone()),
             ))
             .merge(super::metrics::router(Arc::clone(store), access));
     }

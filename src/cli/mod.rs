@@ -1622,7 +1622,7 @@ pub(crate) fn wall(settings: &Settings) -> Result<Arc<crate::sandbox::Wall>> {
 }
 
 /// What `status` says of the wall: probed now, the way the runner would at its start.
-fn confinement(settings: &Settings) -> output::Confinement {
+pub(crate) fn confinement(settings: &Settings) -> output::Confinement {
     let resolved = wall_settings(settings);
     let (mode, network) = match &resolved {
         Ok(s) => (s.mode.as_str(), s.network.as_str()),

@@ -13,7 +13,29 @@ use chrono::{DateTime, NaiveDateTime, Utc};
 
 use super::BadInput;
 use crate::core::record::Run;
+use crate::core::spend::{SpendRow, SpendTotal};
 use crate::store::Store;
+
+/// A run as `executor runs --json` and the console's `GET /api/v1/runs` give it: every
+/// column of the run, and what its workers spent (`spend`: tokens, turns and cost summed,
+/// `null` before any worker reported a spend). The one serializer of both.
+#[derive(Debug, serde::Serialize)]
+pub struct RunDocument<'a> {
+    #[serde(flatten)]
+    pub run: &'a Run,
+    pub spend: Option<SpendTotal>,
+}
+
+/// The documents of `runs`, each with its spend from `spent` (rows of at least those runs).
+pub fn documents<'a>(runs: &'a [Run], spent: &[SpendRow]) -> Vec<RunDocument<'a>> {
+    let by_run = crate::core::spend::by(spent, |r| r.run_id);
+    runs.iter()
+        .map(|run| RunDocument {
+            run,
+            spend: by_run.get(&run.id).copied(),
+        })
+        .collect()
+}
 
 /// `executor runs`.
 pub async fn list(store: &dyn Store, state: Option<&str>, json: bool) -> Result<()> {
@@ -22,14 +44,15 @@ pub async fn list(store: &dyn Store, state: Option<&str>, json: bool) -> Result<
         runs.retain(|r| r.state.as_str() == state);
     }
     runs.sort_by_key(|r| std::cmp::Reverse(r.id));
-    if json {
-        return super::output::print_json(&runs);
-    }
-    if runs.is_empty() {
+    if runs.is_empty() && !json {
         println!("no runs");
         return Ok(());
     }
-    let spent = crate::core::spend::by(&store.spend(None).await?, |r| r.run_id);
+    let rows = store.spend(None).await?;
+    if json {
+        return super::output::print_json(&documents(&runs, &rows));
+    }
+    let spent = crate::core::spend::by(&rows, |r| r.run_id);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     // The last column (branch or PR) is cut with … to fit `COLUMNS` when it is set.

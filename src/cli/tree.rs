@@ -17,6 +17,8 @@ pub struct Node {
     pub status: String,
     /// The latest run's state, if the task was ever run.
     pub run_state: Option<String>,
+    /// The latest run's id.
+    pub run_id: Option<i64>,
     /// The planner's key for it, for a subtask.
     pub key: Option<String>,
     pub depth: u32,
@@ -30,16 +32,29 @@ pub struct Node {
 /// Deepest tree printed; the conductor's own cap is far below it.
 const MAX_DEPTH: u32 = 16;
 
+/// The tree under `gid`: the task, its subtasks and theirs.
+pub(crate) async fn of(store: &dyn Store, gid: &str) -> Result<Node> {
+    node(store, gid, 0).await
+}
+
+/// The goal `gid` belongs to: the task at the top of its parents (itself when it has none).
+pub(crate) async fn goal_of(store: &dyn Store, gid: &str) -> Result<String> {
+    let mut top = gid.to_string();
+    for _ in 0..MAX_DEPTH {
+        match store.task_link(&top).await? {
+            Some(link) => top = link.parent_gid,
+            None => break,
+        }
+    }
+    Ok(top)
+}
+
 async fn node(store: &dyn Store, gid: &str, depth: u32) -> Result<Node> {
     let task = store
         .task(gid)
         .await?
         .ok_or_else(|| QueueOpError::NotFound(gid.to_string()))?;
-    let run_state = store
-        .runs(Some(gid))
-        .await?
-        .last()
-        .map(|r| r.state.to_string());
+    let latest = store.runs(Some(gid)).await?.pop();
     let link = store.task_link(gid).await?;
     let mut children = Vec::new();
     if depth < MAX_DEPTH {
@@ -51,7 +66,8 @@ async fn node(store: &dyn Store, gid: &str, depth: u32) -> Result<Node> {
         task_gid: task.task_gid.clone(),
         title: task.title(),
         status: task.status.to_string(),
-        run_state,
+        run_state: latest.as_ref().map(|r| r.state.to_string()),
+        run_id: latest.map(|r| r.id),
         key: link.as_ref().map(|l| l.key.clone()),
         depth: link.map(|l| l.depth).unwrap_or(0),
         depends_on: store.dependencies(gid).await?,

@@ -144,6 +144,14 @@ impl ForgeClient {
         Ok(())
     }
 
+    /// What the forge last said of its request budgets (GitHub's; Gitea says none).
+    pub fn quota(&self) -> Vec<crate::http::github::Quota> {
+        match self {
+            Self::Github(client) => client.quota(),
+            Self::Gitea(_) => Vec::new(),
+        }
+    }
+
     /// The observations of `looks`, in their order; an error is that PR's alone.
     pub async fn observe_many(
         &self,

@@ -94,6 +94,11 @@ pub const SQLITE: &[Migration] = &[
         name: "agent_pauses",
         sql: include_str!("sql/sqlite/0016_agent_pauses.sql"),
     },
+    Migration {
+        version: 17,
+        name: "console_reads",
+        sql: include_str!("sql/sqlite/0017_console_reads.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -176,6 +181,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 16,
         name: "agent_pauses",
         sql: include_str!("sql/postgres/0016_agent_pauses.sql"),
+    },
+    Migration {
+        version: 17,
+        name: "console_reads",
+        sql: include_str!("sql/postgres/0017_console_reads.sql"),
     },
 ];
 

@@ -321,6 +321,31 @@ pub trait Store: Send + Sync {
     /// Runs, oldest first: all of them or those of one task.
     async fn runs(&self, gid: Option<&str>) -> StoreResult<Vec<Run>>;
 
+    /// Run `id`, if there is one: one indexed read (the console's Run page).
+    async fn run(&self, id: i64) -> StoreResult<Option<Run>>;
+
+    /// Up to `limit` runs, newest first (highest id first), with an id below `before` when
+    /// given: all of them, or those whose state is one of `states`. A page of a listing
+    /// that never reads the whole table.
+    async fn runs_page(
+        &self,
+        states: &[&str],
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>>;
+
+    /// How many runs are in each state, by state.
+    async fn run_counts(&self) -> StoreResult<Vec<(String, i64)>>;
+
+    /// Up to `limit` tasks, newest first (highest id first), with an id below `before`
+    /// when given: all of them or those with `status`.
+    async fn tasks_newest(
+        &self,
+        status: Option<&QueueStatus>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<Task>>;
+
     /// The task text run `run_id` was given when it was created; `None` for an unknown run
     /// or one created before executor kept it.
     async fn run_task_text(&self, run_id: i64) -> StoreResult<Option<String>>;
@@ -349,6 +374,22 @@ pub trait Store: Send + Sync {
     /// Every worker's recorded spend (of task `gid`'s runs only, when given), oldest first;
     /// workers with nothing recorded are left out.
     async fn spend(&self, gid: Option<&str>) -> StoreResult<Vec<crate::core::spend::SpendRow>>;
+
+    /// The recorded spend of workers that ended at or after `since` (or, still running,
+    /// started then), oldest first: a day's spend without reading every worker.
+    async fn spend_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> StoreResult<Vec<crate::core::spend::SpendRow>>;
+
+    /// The recorded spend of the workers of runs `run_ids`, oldest first.
+    async fn spend_of_runs(
+        &self,
+        run_ids: &[i64],
+    ) -> StoreResult<Vec<crate::core::spend::SpendRow>>;
+
+    /// Every worker's recorded spend summed, in one read.
+    async fn spend_total(&self) -> StoreResult<crate::core::spend::SpendTotal>;
 
     /// Records a decision (with the tool call it answers and the message window, if any).
     async fn record_decision(&self, decision: &NewDecision) -> StoreResult<Decision>;
@@ -444,6 +485,9 @@ pub trait Store: Send + Sync {
     /// Run `run_id`'s lease, if any (expired or not).
     async fn lease(&self, run_id: i64) -> StoreResult<Option<Lease>>;
 
+    /// Up to `limit` leases (expired or not), by run id.
+    async fn leases(&self, limit: u32) -> StoreResult<Vec<Lease>>;
+
     /// Extends every lease `holder` has to `until`; how many.
     async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64>;
 
@@ -456,6 +500,13 @@ pub trait Store: Send + Sync {
     /// Replaces what run `run_id` remembers between PR ticks.
     async fn save_pr_memory(&self, run_id: i64, memory: &str, at: DateTime<Utc>)
         -> StoreResult<()>;
+
+    /// The last look the runner took at run `run_id`'s PR (a
+    /// [`crate::core::pr::PrObservation`] as JSON), if it took one.
+    async fn pr_look(&self, run_id: i64) -> StoreResult<Option<String>>;
+
+    /// Replaces the last look at run `run_id`'s PR, taken at `at`.
+    async fn save_pr_look(&self, run_id: i64, look: &str, at: DateTime<Utc>) -> StoreResult<()>;
 
     /// What a source knows of task `gid` beyond its text, as JSON
     /// ([`crate::core::facts::TaskFacts`]).
@@ -580,6 +631,10 @@ pub trait Store: Send + Sync {
     /// The children of `parent_gid` (one level down), in the order the planner listed them
     /// (by position).
     async fn children(&self, parent_gid: &str) -> StoreResult<Vec<TaskLink>>;
+
+    /// Up to `limit` goals (tasks decomposed at the top, depth 1), the latest decomposed
+    /// first, each with how many children it has.
+    async fn goals(&self, limit: u32) -> StoreResult<Vec<(String, i64)>>;
 
     /// The gids task `task_gid` depends on, sorted.
     async fn dependencies(&self, task_gid: &str) -> StoreResult<Vec<String>>;

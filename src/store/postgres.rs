@@ -184,6 +184,31 @@ fn run_from_row(row: &PgRow) -> Result<Run, sqlx::Error> {
     })
 }
 
+/// The columns [`spend_from_row`] reads, and their tables.
+const SPEND_SELECT: &str =
+    "SELECT w.id, w.run_id, r.task_gid, w.agent, COALESCE(w.ended_at, w.started_at), \
+     w.input_tokens, w.output_tokens, w.cached_tokens, w.turns, w.cost_usd, w.cost_priced \
+     FROM executor_workers w JOIN executor_runs r ON r.id = w.run_id";
+
+fn spend_from_row(row: &PgRow) -> Result<crate::core::spend::SpendRow, sqlx::Error> {
+    use crate::core::spend::{Spend, SpendRow};
+    Ok(SpendRow {
+        worker_id: row.try_get(0)?,
+        run_id: row.try_get(1)?,
+        task_gid: row.try_get(2)?,
+        agent: row.try_get(3)?,
+        at: row.try_get(4)?,
+        spend: Spend {
+            input_tokens: row.try_get::<Option<i64>, _>(5)?.unwrap_or(0),
+            output_tokens: row.try_get::<Option<i64>, _>(6)?.unwrap_or(0),
+            cached_tokens: row.try_get::<Option<i64>, _>(7)?.unwrap_or(0),
+            turns: row.try_get::<Option<i64>, _>(8)?.unwrap_or(0),
+            cost_usd: row.try_get(9)?,
+            priced: row.try_get(10)?,
+        },
+    })
+}
+
 fn event_from_row(row: &PgRow) -> Result<TaskEvent, sqlx::Error> {
     Ok(TaskEvent {
         id: row.try_get(0)?,
@@ -602,6 +627,81 @@ impl Store for PgStore {
         Ok(rows.iter().map(run_from_row).collect::<Result<_, _>>()?)
     }
 
+    async fn run(&self, id: i64) -> StoreResult<Option<Run>> {
+        let row = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM executor_runs WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(run_from_row).transpose()?)
+    }
+
+    async fn runs_page(
+        &self,
+        states: &[&str],
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>> {
+        let states: Vec<String> = states.iter().map(|s| s.to_string()).collect();
+        let rows = sqlx::query(&format!(
+            "SELECT {RUN_COLUMNS} FROM executor_runs WHERE id < $1 \
+             AND (cardinality($3::text[]) = 0 OR state::text = ANY($3)) ORDER BY id DESC LIMIT $2"
+        ))
+        .bind(before.unwrap_or(i64::MAX))
+        .bind(i64::from(limit))
+        .bind(states)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(run_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn run_counts(&self) -> StoreResult<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT COALESCE(state::text, ''), count(*)::bigint FROM executor_runs GROUP BY 1 ORDER BY 1",
+        )
+        .fetch_all(&self.pool)
+        .await?)
+    }
+
+    async fn tasks_newest(
+        &self,
+        status: Option<&QueueStatus>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<Task>> {
+        let select = format!("SELECT {TASK_COLUMNS} FROM executor_queue WHERE id < $1");
+        let before = before.unwrap_or(i64::MAX);
+        let limit = i64::from(limit);
+        let rows = match status {
+            None => {
+                sqlx::query(&format!("{select} ORDER BY id DESC LIMIT $2"))
+                    .bind(before)
+                    .bind(limit)
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            Some(QueueStatus::Pending) => {
+                sqlx::query(&format!(
+                    "{select} AND (status IS NULL OR status IN ('', 'pending')) ORDER BY id DESC LIMIT $2"
+                ))
+                .bind(before)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?
+            }
+            Some(status) => {
+                sqlx::query(&format!("{select} AND status = $3 ORDER BY id DESC LIMIT $2"))
+                    .bind(before)
+                    .bind(limit)
+                    .bind(status.as_str())
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+        };
+        Ok(rows.iter().map(task_from_row).collect::<Result<_, _>>()?)
+    }
+
     async fn run_task_text(&self, run_id: i64) -> StoreResult<Option<String>> {
         let text: Option<Option<String>> =
             sqlx::query_scalar("SELECT task_text FROM executor_runs WHERE id = $1")
@@ -734,6 +834,63 @@ impl Store for PgStore {
                 })
             })
             .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    async fn spend_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> StoreResult<Vec<crate::core::spend::SpendRow>> {
+        let rows = sqlx::query(&format!(
+            "{SPEND_SELECT} WHERE w.agent IS NOT NULL \
+             AND (w.ended_at >= $1 OR (w.ended_at IS NULL AND w.started_at >= $1)) ORDER BY w.id"
+        ))
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(spend_from_row)
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    async fn spend_of_runs(
+        &self,
+        run_ids: &[i64],
+    ) -> StoreResult<Vec<crate::core::spend::SpendRow>> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(&format!(
+            "{SPEND_SELECT} WHERE w.agent IS NOT NULL AND w.run_id = ANY($1) ORDER BY w.id"
+        ))
+        .bind(run_ids.to_vec())
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(spend_from_row)
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    async fn spend_total(&self) -> StoreResult<crate::core::spend::SpendTotal> {
+        let row = sqlx::query(
+            "SELECT count(*)::bigint, COALESCE(SUM(input_tokens), 0)::bigint, \
+             COALESCE(SUM(output_tokens), 0)::bigint, COALESCE(SUM(cached_tokens), 0)::bigint, \
+             COALESCE(SUM(turns), 0)::bigint, COALESCE(SUM(cost_usd), 0)::float8, \
+             count(*) FILTER (WHERE cost_usd IS NULL)::bigint \
+             FROM executor_workers WHERE agent IS NOT NULL",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(crate::core::spend::SpendTotal {
+            workers: row.try_get(0)?,
+            input_tokens: row.try_get(1)?,
+            output_tokens: row.try_get(2)?,
+            cached_tokens: row.try_get(3)?,
+            turns: row.try_get(4)?,
+            cost_usd: row.try_get(5)?,
+            unpriced_workers: row.try_get(6)?,
+        })
     }
 
     async fn record_decision(&self, d: &NewDecision) -> StoreResult<Decision> {
@@ -1123,6 +1280,23 @@ impl Store for PgStore {
         }))
     }
 
+    async fn leases(&self, limit: u32) -> StoreResult<Vec<Lease>> {
+        let rows: Vec<(i64, String, DateTime<Utc>)> = sqlx::query_as(
+            "SELECT run_id, holder, expires_at FROM executor_run_leases ORDER BY run_id LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(run_id, holder, expires_at)| Lease {
+                run_id,
+                holder,
+                expires_at,
+            })
+            .collect())
+    }
+
     async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64> {
         Ok(
             sqlx::query("UPDATE executor_run_leases SET expires_at = $2 WHERE holder = $1")
@@ -1150,6 +1324,28 @@ impl Store for PgStore {
                 .fetch_optional(&self.pool)
                 .await?,
         )
+    }
+
+    async fn pr_look(&self, run_id: i64) -> StoreResult<Option<String>> {
+        let row: Option<(String,)> =
+            sqlx::query_as("SELECT observation FROM executor_pr_looks WHERE run_id = $1")
+                .bind(run_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(look,)| look))
+    }
+
+    async fn save_pr_look(&self, run_id: i64, look: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO executor_pr_looks (run_id, observation, observed_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (run_id) DO UPDATE SET observation = excluded.observation, observed_at = excluded.observed_at",
+        )
+        .bind(run_id)
+        .bind(look)
+        .bind(at)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
     }
 
     async fn save_pr_memory(
@@ -1503,6 +1699,16 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await?;
         Ok(rows.iter().map(link_from_row).collect::<Result<_, _>>()?)
+    }
+
+    async fn goals(&self, limit: u32) -> StoreResult<Vec<(String, i64)>> {
+        Ok(sqlx::query_as(
+            "SELECT parent_gid, count(*)::bigint FROM executor_task_links WHERE depth = 1 \
+             GROUP BY parent_gid ORDER BY max(created_at) DESC, parent_gid LIMIT $1",
+        )
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?)
     }
 
     async fn dependencies(&self, task_gid: &str) -> StoreResult<Vec<String>> {

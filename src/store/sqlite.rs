@@ -285,6 +285,62 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     })
 }
 
+/// Up to `limit` pending tasks (stored with no status, an empty one or `pending`) past
+/// `bound`: the newest below it, or the oldest above it. Each of the three is one index
+/// range, merged here: SQLite's plan for the three at once sorts every pending task, which
+/// on a large queue costs more than the page.
+fn pending_tasks(
+    conn: &Connection,
+    newest: bool,
+    bound: i64,
+    limit: u32,
+) -> rusqlite::Result<Vec<Task>> {
+    let (past, order) = if newest { ("<", "DESC") } else { (">", "ASC") };
+    let mut found = Vec::new();
+    for status in ["status IS NULL", "status = ''", "status = 'pending'"] {
+        let page: Vec<Task> = conn
+            .prepare_cached(&format!(
+                "SELECT {TASK_COLUMNS} FROM executor_queue WHERE {status} AND id {past} ?1 \
+                 ORDER BY id {order} LIMIT ?2"
+            ))?
+            .query_map(params![bound, limit], task_from_row)?
+            .collect::<rusqlite::Result<_>>()?;
+        found.extend(page);
+    }
+    if newest {
+        found.sort_by_key(|t| std::cmp::Reverse(t.id));
+    } else {
+        found.sort_by_key(|t| t.id);
+    }
+    found.truncate(limit as usize);
+    Ok(found)
+}
+
+/// The columns [`spend_from_row`] reads, and their tables.
+const SPEND_SELECT: &str =
+    "SELECT w.id, w.run_id, r.task_gid, w.agent, COALESCE(w.ended_at, w.started_at), \
+     w.input_tokens, w.output_tokens, w.cached_tokens, w.turns, w.cost_usd, w.cost_priced \
+     FROM executor_workers w JOIN executor_runs r ON r.id = w.run_id";
+
+fn spend_from_row(row: &Row<'_>) -> rusqlite::Result<crate::core::spend::SpendRow> {
+    use crate::core::spend::{Spend, SpendRow};
+    Ok(SpendRow {
+        worker_id: row.get(0)?,
+        run_id: row.get(1)?,
+        task_gid: row.get(2)?,
+        agent: row.get(3)?,
+        at: ts(row, 4)?,
+        spend: Spend {
+            input_tokens: row.get::<_, Option<i64>>(5)?.unwrap_or(0),
+            output_tokens: row.get::<_, Option<i64>>(6)?.unwrap_or(0),
+            cached_tokens: row.get::<_, Option<i64>>(7)?.unwrap_or(0),
+            turns: row.get::<_, Option<i64>>(8)?.unwrap_or(0),
+            cost_usd: row.get(9)?,
+            priced: row.get(10)?,
+        },
+    })
+}
+
 fn event_from_row(row: &Row<'_>) -> rusqlite::Result<TaskEvent> {
     Ok(TaskEvent {
         id: row.get(0)?,
@@ -472,12 +528,7 @@ impl Store for SqliteStore {
                     .prepare_cached(&format!("{select} ORDER BY id LIMIT ?2"))?
                     .query_map(params![after_id, limit], task_from_row)?
                     .collect(),
-                Some(QueueStatus::Pending) => conn
-                    .prepare_cached(&format!(
-                        "{select} AND (status IS NULL OR status IN ('', 'pending')) ORDER BY id LIMIT ?2"
-                    ))?
-                    .query_map(params![after_id, limit], task_from_row)?
-                    .collect(),
+                Some(QueueStatus::Pending) => pending_tasks(conn, false, after_id, limit),
                 Some(status) => conn
                     .prepare_cached(&format!("{select} AND status = ?3 ORDER BY id LIMIT ?2"))?
                     .query_map(params![after_id, limit, status.as_str()], task_from_row)?
@@ -616,6 +667,92 @@ impl Store for SqliteStore {
                 ))?
                 .query_map([], run_from_row)?
                 .collect(),
+        })
+        .await
+    }
+
+    async fn run(&self, id: i64) -> StoreResult<Option<Run>> {
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM executor_runs WHERE id = ?1"
+            ))?
+            .query_row([id], run_from_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn runs_page(
+        &self,
+        states: &[&str],
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<Run>> {
+        let states: Vec<String> = states.iter().map(|s| s.to_string()).collect();
+        let before = before.unwrap_or(i64::MAX);
+        self.call(move |conn| {
+            if states.is_empty() {
+                return conn
+                    .prepare_cached(&format!(
+                        "SELECT {RUN_COLUMNS} FROM executor_runs WHERE id < ?1 ORDER BY id DESC LIMIT ?2"
+                    ))?
+                    .query_map(params![before, limit], run_from_row)?
+                    .collect();
+            }
+            // One index range per state, merged here: SQLite's plan for `state IN (…)`
+            // sorts every matching run to give the newest few.
+            let mut found = Vec::new();
+            for state in &states {
+                let page: Vec<Run> = conn
+                    .prepare_cached(&format!(
+                        "SELECT {RUN_COLUMNS} FROM executor_runs WHERE state = ?3 AND id < ?1 \
+                         ORDER BY id DESC LIMIT ?2"
+                    ))?
+                    .query_map(params![before, limit, state], run_from_row)?
+                    .collect::<rusqlite::Result<_>>()?;
+                found.extend(page);
+            }
+            found.sort_by_key(|r| std::cmp::Reverse(r.id));
+            found.truncate(limit as usize);
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn run_counts(&self) -> StoreResult<Vec<(String, i64)>> {
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT state, count(*) FROM executor_runs GROUP BY state ORDER BY state",
+            )?
+            .query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?
+            .collect()
+        })
+        .await
+    }
+
+    async fn tasks_newest(
+        &self,
+        status: Option<&QueueStatus>,
+        before: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<Task>> {
+        let status = status.cloned();
+        let before = before.unwrap_or(i64::MAX);
+        self.call(move |conn| {
+            let select = format!("SELECT {TASK_COLUMNS} FROM executor_queue WHERE id < ?1");
+            match status {
+                None => conn
+                    .prepare_cached(&format!("{select} ORDER BY id DESC LIMIT ?2"))?
+                    .query_map(params![before, limit], task_from_row)?
+                    .collect(),
+                Some(QueueStatus::Pending) => pending_tasks(conn, true, before, limit),
+                Some(status) => conn
+                    .prepare_cached(&format!(
+                        "{select} AND status = ?3 ORDER BY id DESC LIMIT ?2"
+                    ))?
+                    .query_map(params![before, limit, status.as_str()], task_from_row)?
+                    .collect(),
+            }
         })
         .await
     }
@@ -761,6 +898,74 @@ impl Store for SqliteStore {
                 })
             })?
             .collect()
+        })
+        .await
+    }
+
+    async fn spend_since(
+        &self,
+        since: DateTime<Utc>,
+    ) -> StoreResult<Vec<crate::core::spend::SpendRow>> {
+        self.call(move |conn| {
+            // Ended since, then still running and started since: each an index range (one
+            // query with an OR, or an ORDER BY, is planned as a scan of every worker).
+            let mut found = Vec::new();
+            for when in [
+                "w.ended_at >= ?1",
+                "w.ended_at IS NULL AND w.started_at >= ?1",
+            ] {
+                let rows: Vec<crate::core::spend::SpendRow> = conn
+                    .prepare_cached(&format!(
+                        "{SPEND_SELECT} WHERE w.agent IS NOT NULL AND {when}"
+                    ))?
+                    .query_map([text(&since)], spend_from_row)?
+                    .collect::<rusqlite::Result<_>>()?;
+                found.extend(rows);
+            }
+            found.sort_by_key(|r| r.worker_id);
+            Ok(found)
+        })
+        .await
+    }
+
+    async fn spend_of_runs(
+        &self,
+        run_ids: &[i64],
+    ) -> StoreResult<Vec<crate::core::spend::SpendRow>> {
+        if run_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = run_ids.to_vec();
+        self.call(move |conn| {
+            let marks: Vec<String> = (1..=ids.len()).map(|i| format!("?{i}")).collect();
+            conn.prepare_cached(&format!(
+                "{SPEND_SELECT} WHERE w.agent IS NOT NULL AND w.run_id IN ({}) ORDER BY w.id",
+                marks.join(", ")
+            ))?
+            .query_map(rusqlite::params_from_iter(ids), spend_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn spend_total(&self) -> StoreResult<crate::core::spend::SpendTotal> {
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT count(*), COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), \
+                 COALESCE(SUM(cached_tokens), 0), COALESCE(SUM(turns), 0), TOTAL(cost_usd), \
+                 COALESCE(SUM(cost_usd IS NULL), 0) FROM executor_workers WHERE agent IS NOT NULL",
+            )?
+            .query_row([], |row| {
+                Ok(crate::core::spend::SpendTotal {
+                    workers: row.get(0)?,
+                    input_tokens: row.get(1)?,
+                    output_tokens: row.get(2)?,
+                    cached_tokens: row.get(3)?,
+                    turns: row.get(4)?,
+                    cost_usd: row.get(5)?,
+                    unpriced_workers: row.get(6)?,
+                })
+            })
         })
         .await
     }
@@ -1150,6 +1355,23 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn leases(&self, limit: u32) -> StoreResult<Vec<Lease>> {
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT run_id, holder, expires_at FROM executor_run_leases ORDER BY run_id LIMIT ?1",
+            )?
+            .query_map([limit], |row| {
+                Ok(Lease {
+                    run_id: row.get(0)?,
+                    holder: row.get(1)?,
+                    expires_at: ts(row, 2)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
     async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64> {
         let holder = holder.to_string();
         self.call(move |conn| {
@@ -1195,6 +1417,28 @@ impl Store for SqliteStore {
                  ON CONFLICT (run_id) DO UPDATE SET memory = excluded.memory, updated_at = excluded.updated_at",
             )?
             .execute(params![run_id, memory, text(&at)])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn pr_look(&self, run_id: i64) -> StoreResult<Option<String>> {
+        self.call(move |conn| {
+            conn.prepare_cached("SELECT observation FROM executor_pr_looks WHERE run_id = ?1")?
+                .query_row([run_id], |row| row.get(0))
+                .optional()
+        })
+        .await
+    }
+
+    async fn save_pr_look(&self, run_id: i64, look: &str, at: DateTime<Utc>) -> StoreResult<()> {
+        let look = look.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO executor_pr_looks (run_id, observation, observed_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (run_id) DO UPDATE SET observation = excluded.observation, observed_at = excluded.observed_at",
+            )?
+            .execute(params![run_id, look, text(&at)])?;
             Ok(())
         })
         .await
@@ -1539,6 +1783,18 @@ impl Store for SqliteStore {
                  ORDER BY position, task_gid"
             ))?
             .query_map([parent_gid], link_from_row)?
+            .collect()
+        })
+        .await
+    }
+
+    async fn goals(&self, limit: u32) -> StoreResult<Vec<(String, i64)>> {
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT parent_gid, count(*) FROM executor_task_links WHERE depth = 1 \
+                 GROUP BY parent_gid ORDER BY max(created_at) DESC, parent_gid LIMIT ?1",
+            )?
+            .query_map([limit], |row| Ok((row.get(0)?, row.get(1)?)))?
             .collect()
         })
         .await

@@ -331,9 +331,13 @@ fn a_live_workers_lines_appear_on_its_run_page_as_it_writes_them() {
             (get(&address, "/api/v1/tasks/T-1")["task"]["status"] == "done").then_some(())
         });
         let run_row = format!("#run-{run_id}");
+        let run_page = format!("/runs/{run_id}");
         for (path, name, row) in [
             ("/runs", "runs.png", run_row.as_str()),
             ("/queue", "queue.png", "#task-T-1"),
+            (run_page.as_str(), "run-diff.png", "#diff-files"),
+            ("/goals/T-1", "goal.png", "#node-T-1"),
+            ("/system", "system.png", "#confinement"),
         ] {
             client
                 .goto(&format!("http://{address}{path}"))

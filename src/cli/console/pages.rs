@@ -1,7 +1,11 @@
 //! The console's pages, rendered on the server from minijinja templates built into the
 //! binary, with htmx and a few lines of the console's own script served from the binary
-//! too (no CDN, no build step): *Needs you* (`/`), *Runs* (`/runs`), *Run* (`/runs/{id}`)
-//! and *Queue* (`/queue`). Their forms post to `/actions/…`, through the same
+//! too (no CDN, no build step): *Needs you* (`/`), *Runs* (`/runs`), *Run* (`/runs/{id}`:
+//! the worker's lines, the PR with CI and review, the diff), *Queue* (`/queue`), *Goal*
+//! (`/goals/{gid}`: the subtask tree) and *System* (`/system`, in [`super::system`]).
+//! Every list is bounded: the newest rows, a count, and a link to older ones, so a page
+//! costs the same on a store of a hundred tasks or of a hundred thousand. Their forms
+//! post to `/actions/…`, through the same
 //! [`actions`](super::actions) as the JSON API, each with the process's CSRF token and the
 //! id it answers in its path.
 //!
@@ -10,7 +14,7 @@
 
 use std::path::Path as FsPath;
 
-use axum::extract::{Form, Path, State};
+use axum::extract::{Form, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -32,6 +36,9 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("runs.html", include_str!("templates/runs.html")),
     ("run.html", include_str!("templates/run.html")),
     ("queue.html", include_str!("templates/queue.html")),
+    ("goal.html", include_str!("templates/goal.html")),
+    ("goals.html", include_str!("templates/goals.html")),
+    ("system.html", include_str!("templates/system.html")),
     ("notice.html", include_str!("templates/notice.html")),
     ("login.html", include_str!("templates/login.html")),
 ];
@@ -55,6 +62,24 @@ const ASSETS: &[(&str, &str, &str)] = &[
 
 /// How much of a worker's log or a run record's file a page shows (the end of it).
 const TAIL_BYTES: usize = 64 * 1024;
+
+/// Live runs the Runs page lists at most, and finished ones per page.
+const LIVE_SHOWN: u32 = 200;
+const FINISHED_SHOWN: u32 = 50;
+
+/// Tasks of each status the Queue page lists (and per page of one status), and of each
+/// waiting status the Needs-you page lists.
+const QUEUE_SHOWN: u32 = 50;
+const QUEUE_PAGE: u32 = 200;
+const NEEDS_SHOWN: u32 = 100;
+
+/// How long the Run page waits for git to give the run's diff.
+const DIFF_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The states of a finished run.
+const FINISHED: [&str; 2] = ["complete", "abandoned"];
+/// The states of a live one.
+const LIVE: [&str; 3] = ["queued", "in_progress", "pr"];
 
 pub(super) struct Templates {
     env: Environment<'static>,
@@ -95,6 +120,9 @@ pub(super) fn routes() -> Router<Console> {
         .route("/runs", get(runs))
         .route("/runs/{id}", get(run))
         .route("/queue", get(queue))
+        .route("/goals", get(goals))
+        .route("/goals/{gid}", get(goal))
+        .route("/system", get(super::system::show))
         .route("/assets/{name}", get(asset))
         .route(super::LOGIN, get(login_page).post(login))
         .route(super::LOGOUT, post(logout))
@@ -127,7 +155,7 @@ async fn asset(Path(name): Path<String>) -> Response {
 }
 
 /// A page, or the reason it could not be made.
-fn page(c: &Console, name: &str, ctx: minijinja::Value) -> Response {
+pub(super) fn page(c: &Console, name: &str, ctx: minijinja::Value) -> Response {
     match c.pages.render(name, ctx) {
         Ok(html) => Html(html).into_response(),
         Err(error) => {
@@ -137,7 +165,7 @@ fn page(c: &Console, name: &str, ctx: minijinja::Value) -> Response {
     }
 }
 
-fn unavailable(error: impl std::fmt::Display) -> Response {
+pub(super) fn unavailable(error: impl std::fmt::Display) -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
         format!("the store cannot be read: {error}"),
@@ -272,7 +300,7 @@ fn elapsed(seconds: i64) -> String {
 }
 
 /// The live feed's starting point for a page: right after what the page shows.
-async fn feed(c: &Console, run: Option<i64>) -> String {
+pub(super) async fn feed(c: &Console, run: Option<i64>) -> String {
     let cursor = c.store.change_cursor().await.unwrap_or_default();
     match run {
         Some(id) => format!("{}/events?after={cursor}&run={id}", super::API),
@@ -290,22 +318,23 @@ async fn needs(State(c): State<Console>) -> Response {
     };
     let mut waiting = Vec::new();
     for status in [QueueStatus::ForReview, QueueStatus::AwaitingGo] {
-        match c.store.tasks(Some(&status)).await {
+        match c.store.tasks_newest(Some(&status), None, NEEDS_SHOWN).await {
             Ok(tasks) => waiting.extend(tasks.iter().map(TaskView::of)),
             Err(error) => return unavailable(error),
         }
     }
     let escalations: Vec<EscalationView> = escalations.iter().map(EscalationView::of).collect();
     let now = crate::core::clock::Clock::now(&crate::core::clock::SystemClock);
-    let rows = match c.store.spend(None).await {
-        Ok(rows) => rows,
+    let (rows, total) = match day_spend(&c, now).await {
+        Ok(read) => read,
         Err(error) => return unavailable(error),
     };
-    let report = crate::core::spend::SpendReport::of(
+    let mut report = crate::core::spend::SpendReport::of(
         &rows,
         now,
         super::super::spend_day_offset(&c.settings),
     );
+    report.total = total;
     // The day's budget spent: the owner sees why nothing new starts.
     let paused = c
         .settings
@@ -329,25 +358,76 @@ async fn needs(State(c): State<Console>) -> Response {
     )
 }
 
-async fn runs(State(c): State<Console>) -> Response {
+/// Today's workers' spend (from the budget day's start) and all workers' spend summed:
+/// what a page says of spend, without reading every worker.
+pub(super) async fn day_spend(
+    c: &Console,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(Vec<crate::core::spend::SpendRow>, SpendTotal), crate::store::StoreError> {
+    let day_start = c.settings.raw.budget.next_day(now) - chrono::Duration::days(1);
+    let rows = c.store.spend_since(day_start).await?;
+    let total = c.store.spend_total().await?;
+    Ok((rows, total))
+}
+
+#[derive(Deserialize)]
+struct RunsPageQuery {
+    state: Option<String>,
+    before: Option<i64>,
+}
+
+async fn runs(State(c): State<Console>, Query(q): Query<RunsPageQuery>) -> Response {
     let events = feed(&c, None).await;
-    let mut runs = match c.store.runs(None).await {
-        Ok(runs) => runs,
+    let finished_states: Vec<&str> = match q.state.as_deref() {
+        Some(state) => vec![state],
+        None => FINISHED.to_vec(),
+    };
+    let read = async {
+        let live = c.store.runs_page(&LIVE, None, LIVE_SHOWN).await?;
+        let finished = c
+            .store
+            .runs_page(&finished_states, q.before, FINISHED_SHOWN + 1)
+            .await?;
+        let counts = c.store.run_counts().await?;
+        let ids: Vec<i64> = live.iter().chain(&finished).map(|r| r.id).collect();
+        let spent = c.store.spend_of_runs(&ids).await?;
+        Ok::<_, crate::store::StoreError>((live, finished, counts, spent))
+    };
+    let (live, mut finished, counts, spent) = match read.await {
+        Ok(read) => read,
         Err(error) => return unavailable(error),
     };
-    runs.sort_by_key(|r| (!r.state.is_active(), std::cmp::Reverse(r.id)));
-    let spent = match c.store.spend(None).await {
-        Ok(rows) => crate::core::spend::by(&rows, |r| r.run_id),
-        Err(error) => return unavailable(error),
-    };
-    let runs: Vec<RunView> = runs
+    let spent = crate::core::spend::by(&spent, |r| r.run_id);
+    let more = finished.len() > FINISHED_SHOWN as usize;
+    finished.truncate(FINISHED_SHOWN as usize);
+    let live_count: i64 = counts
         .iter()
-        .map(|r| RunView::of(&c, r, spent.get(&r.id)))
+        .filter(|(s, _)| LIVE.contains(&s.as_str()))
+        .map(|(_, n)| n)
+        .sum();
+    let older = more.then(|| finished.last()).flatten().map(|last| {
+        let state = q
+            .state
+            .as_deref()
+            .map(|s| format!("state={}&", super::url_part(s)))
+            .unwrap_or_default();
+        format!("/runs?{state}before={}", last.id)
+    });
+    let view = |runs: &[Run]| -> Vec<RunView> {
+        runs.iter()
+            .map(|r| RunView::of(&c, r, spent.get(&r.id)))
+            .collect()
+    };
+    let counts: Vec<_> = counts
+        .iter()
+        .map(|(state, n)| context! { state, n })
         .collect();
     page(
         &c,
         "runs.html",
-        context! { title => "Runs", path => "/runs", csrf => &*c.csrf, events, runs },
+        context! { title => "Runs", path => "/runs", csrf => &*c.csrf, events,
+        live => view(&live), live_count, finished => view(&finished), counts, older,
+        state => q.state, paged => q.before.is_some() },
     )
 }
 
@@ -406,23 +486,65 @@ fn run_records(logs_dir: &FsPath, run: &Run) -> Vec<(String, Vec<FileView>)> {
         .collect()
 }
 
+/// The PR section of the Run page: the runner's last look at the PR and the `pr`
+/// machine's memory, as kept in the store.
+async fn pr_section(c: &Console, run: &Run) -> Option<super::pr_view::PrView> {
+    run.pr_number?;
+    let look = match c.store.pr_look(run.id).await {
+        Ok(look) => look?,
+        Err(error) => {
+            tracing::warn!(%error, run = run.id, "cannot read the last look at a run's PR");
+            return None;
+        }
+    };
+    let look: crate::core::pr::PrObservation = serde_json::from_str(&look).ok()?;
+    let memory = c
+        .store
+        .pr_memory(run.id)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|m| serde_json::from_str::<crate::core::pr::PrMemory>(&m).ok());
+    Some(super::pr_view::of(&look, memory.as_ref()))
+}
+
+/// The run's diff against the base branch, or why there is none, read off the page's
+/// thread and given up after [`DIFF_WAIT`].
+async fn diff_section(c: &Console, run: &Run) -> Result<super::diff::DiffView, String> {
+    let Some(branch) = run.branch_name.clone() else {
+        return Err("the run has no branch of its own (yet)".to_string());
+    };
+    let repo = c.settings.root.join(&c.settings.raw.runner.repository);
+    let base = c.settings.raw.runner.base_branch.clone();
+    let read = tokio::task::spawn_blocking(move || super::diff::read(&repo, &base, &branch));
+    match tokio::time::timeout(DIFF_WAIT, read).await {
+        Ok(Ok(diff)) => diff,
+        Ok(Err(error)) => Err(format!("the diff could not be read: {error}")),
+        Err(_) => Err(format!(
+            "git took more than {} s to give the diff",
+            DIFF_WAIT.as_secs()
+        )),
+    }
+}
+
 async fn run(State(c): State<Console>, Path(id): Path<i64>) -> Response {
     let events = feed(&c, Some(id)).await;
-    let all = match c.store.runs(None).await {
-        Ok(runs) => runs,
+    let found = match c.store.run(id).await {
+        Ok(Some(run)) => run,
+        Ok(None) => return (StatusCode::NOT_FOUND, format!("no run {id}")).into_response(),
         Err(error) => return unavailable(error),
     };
-    let Some((found, next_start)) = super::super::runs::find_run(&all, &id.to_string()) else {
-        return (StatusCode::NOT_FOUND, format!("no run {id}")).into_response();
-    };
-    let (messages, decisions, task) = match tokio::try_join!(
+    let (messages, decisions, task, task_runs) = match tokio::try_join!(
         c.store.messages(id, 1000),
         c.store.decisions(&found.task_gid),
         c.store.task(&found.task_gid),
+        c.store.runs(Some(&found.task_gid)),
     ) {
         Ok(read) => read,
         Err(error) => return unavailable(error),
     };
+    let next_start = super::super::runs::find_run(&task_runs, &id.to_string())
+        .and_then(|(_, next_start)| next_start);
     let logs_dir = c.settings.root.join(&c.settings.raw.runner.logs_dir);
     let output: Vec<FileView> = super::super::runs::run_logs(&logs_dir, &found, next_start)
         .iter()
@@ -446,42 +568,163 @@ async fn run(State(c): State<Console>, Path(id): Path<i64>) -> Response {
         .map(|m| context! { id => m.id, line => &m.line, source => &m.source })
         .collect();
     let records = run_records(&logs_dir, &found);
-    let spent = match c.store.spend(Some(&found.task_gid)).await {
+    let spent = match c.store.spend_of_runs(&[id]).await {
         Ok(rows) => crate::core::spend::by(&rows, |r| r.run_id).remove(&id),
         Err(error) => return unavailable(error),
+    };
+    let pr = pr_section(&c, &found).await;
+    let (diff, no_diff) = match diff_section(&c, &found).await {
+        Ok(diff) => (Some(diff), None),
+        Err(why) => (None, Some(why)),
     };
     page(
         &c,
         "run.html",
         context! { title => format!("Run {id}"), path => format!("/runs/{id}"),
         csrf => &*c.csrf, events, run => RunView::of(&c, &found, spent.as_ref()),
-        task => task.as_ref().map(TaskView::of), lines, output, decisions,
+        task => task.as_ref().map(TaskView::of), lines, output, decisions, pr, diff, no_diff,
         records => records.into_iter()
             .map(|(name, files)| context! { name, files }).collect::<Vec<_>>() },
     )
 }
 
-async fn queue(State(c): State<Console>) -> Response {
+#[derive(Deserialize)]
+struct QueuePageQuery {
+    status: Option<String>,
+    before: Option<i64>,
+}
+
+async fn queue(State(c): State<Console>, Query(q): Query<QueuePageQuery>) -> Response {
     let events = feed(&c, None).await;
-    let tasks = match c.store.tasks(None).await {
-        Ok(tasks) => tasks,
+    let one: Option<QueueStatus> = match q.status.as_deref().map(str::parse) {
+        None => None,
+        Some(Ok(status)) => Some(status),
+        Some(Err(_)) => return (StatusCode::BAD_REQUEST, "unknown status").into_response(),
+    };
+    let counts = match c.store.summary().await {
+        Ok(summary) => summary.queue,
         Err(error) => return unavailable(error),
     };
-    let groups: Vec<_> = QueueStatus::KNOWN
-        .iter()
-        .map(|status| {
-            let of: Vec<TaskView> = tasks
-                .iter()
-                .filter(|t| &t.status == status)
-                .map(TaskView::of)
-                .collect();
-            context! { status => status.as_str(), tasks => of }
-        })
-        .collect();
+    let (statuses, shown): (Vec<QueueStatus>, u32) = match &one {
+        Some(status) => (vec![status.clone()], QUEUE_PAGE),
+        None => (QueueStatus::KNOWN.to_vec(), QUEUE_SHOWN),
+    };
+    let mut groups = Vec::new();
+    for status in statuses {
+        let count = counts
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or(0, |(_, n)| *n);
+        let mut tasks = if count == 0 {
+            Vec::new()
+        } else {
+            match c
+                .store
+                .tasks_newest(Some(&status), q.before, shown + 1)
+                .await
+            {
+                Ok(tasks) => tasks,
+                Err(error) => return unavailable(error),
+            }
+        };
+        let more = tasks.len() > shown as usize;
+        tasks.truncate(shown as usize);
+        let older = more
+            .then(|| tasks.last())
+            .flatten()
+            .map(|last| format!("/queue?status={}&before={}", status.as_str(), last.id));
+        let of: Vec<TaskView> = tasks.iter().map(TaskView::of).collect();
+        groups.push(context! { status => status.as_str(), count, tasks => of, older });
+    }
     page(
         &c,
         "queue.html",
-        context! { title => "Queue", path => "/queue", csrf => &*c.csrf, events, groups },
+        context! { title => "Queue", path => "/queue", csrf => &*c.csrf, events, groups,
+        one => q.status },
+    )
+}
+
+/// Goals the Goals page lists at most.
+const GOALS_SHOWN: u32 = 100;
+
+/// The latest goals the conductor split into subtasks, each linking to its tree.
+async fn goals(State(c): State<Console>) -> Response {
+    let events = feed(&c, None).await;
+    let found = match c.store.goals(GOALS_SHOWN).await {
+        Ok(found) => found,
+        Err(error) => return unavailable(error),
+    };
+    let mut goals = Vec::with_capacity(found.len());
+    for (gid, children) in found {
+        let task = match c.store.task(&gid).await {
+            Ok(task) => task,
+            Err(error) => return unavailable(error),
+        };
+        goals.push(context! { gid, children,
+        title => task.as_ref().map(|t| t.title()), status => task.as_ref().map(|t| t.status.to_string()) });
+    }
+    page(
+        &c,
+        "goals.html",
+        context! { title => "Goals", path => "/goals", csrf => &*c.csrf, events, goals },
+    )
+}
+
+/// A node of a goal's tree as the Goal page shows it.
+#[derive(Serialize)]
+struct NodeView {
+    gid: String,
+    title: String,
+    status: String,
+    run_state: Option<String>,
+    run_id: Option<i64>,
+    key: Option<String>,
+    depends_on: Vec<String>,
+    waits_for: Vec<String>,
+    children: Vec<NodeView>,
+}
+
+impl NodeView {
+    fn of(node: super::super::tree::Node) -> Self {
+        NodeView {
+            gid: node.task_gid,
+            title: node.title,
+            status: node.status,
+            run_state: node.run_state,
+            run_id: node.run_id,
+            key: node.key,
+            depends_on: node.depends_on,
+            waits_for: node.waits_for,
+            children: node.children.into_iter().map(NodeView::of).collect(),
+        }
+    }
+}
+
+/// The goal a task belongs to, as its tree: every subtask with its status, its latest run
+/// and what it waits for.
+async fn goal(State(c): State<Console>, Path(gid): Path<String>) -> Response {
+    let events = feed(&c, None).await;
+    let store = c.store.as_ref();
+    let tree = async {
+        let top = super::super::tree::goal_of(store, &gid).await?;
+        super::super::tree::of(store, &top).await
+    };
+    let root = match tree.await {
+        Ok(root) => NodeView::of(root),
+        Err(error) => {
+            return match error.downcast_ref::<crate::ops::queue::QueueOpError>() {
+                Some(crate::ops::queue::QueueOpError::NotFound(_)) => {
+                    (StatusCode::NOT_FOUND, format!("no task {gid}")).into_response()
+                }
+                _ => unavailable(format!("{error:#}")),
+            }
+        }
+    };
+    page(
+        &c,
+        "goal.html",
+        context! { title => format!("Goal {}", root.gid), path => format!("/goals/{gid}"),
+        csrf => &*c.csrf, events, root, here => gid },
     )
 }
 

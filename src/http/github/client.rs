@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use url::Url;
 
 use super::error::{to_chrono, GithubError, GraphQlError};
-use super::rate::{classify, next_link, RateHeaders};
+use super::rate::{classify, next_link, Quota, RateHeaders};
 use super::types::*;
 use crate::core::clock::{Clock, SystemClock};
 use crate::http::{self, retry, Answer, RateGate, Redactor, Secret, Transport};
@@ -109,6 +109,8 @@ struct Inner {
     clock: Arc<dyn Clock>,
     cache: Mutex<Cache>,
     gate: Gate,
+    /// What the latest answers said of the REST and the GraphQL budget, for the console.
+    quota: Mutex<[Option<Quota>; 2]>,
     requests_sent: AtomicU64,
     bytes_received: AtomicU64,
 }
@@ -301,6 +303,7 @@ impl GithubClient {
                 clock,
                 cache: Mutex::new(Cache::default()),
                 gate: Gate::default(),
+                quota: Mutex::new([None, None]),
                 requests_sent: AtomicU64::new(0),
                 bytes_received: AtomicU64::new(0),
             }),
@@ -310,6 +313,38 @@ impl GithubClient {
     /// The repository as `(owner, name)`.
     pub fn repository(&self) -> (&str, &str) {
         (&self.inner.owner, &self.inner.repo)
+    }
+
+    /// What GitHub last said of the REST and the GraphQL request budgets (those it said
+    /// anything of yet).
+    pub fn quota(&self) -> Vec<Quota> {
+        let kept = self
+            .inner
+            .quota
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        kept.iter().flatten().cloned().collect()
+    }
+
+    /// Keeps what `headers` say of the budget of `api` (GraphQL's own header wins).
+    fn remember_quota(&self, api: Api, headers: &HeaderMap, now: DateTime<Utc>) {
+        let rate = RateHeaders::read(headers, now);
+        let Some(remaining) = rate.remaining else {
+            return;
+        };
+        let graphql = api == Api::GraphQl || rate.graphql;
+        let (slot, bucket) = if graphql { (1, "graphql") } else { (0, "rest") };
+        let mut kept = self
+            .inner
+            .quota
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        kept[slot] = Some(Quota {
+            bucket,
+            remaining,
+            reset_at: rate.reset_at,
+            seen_at: now,
+        });
     }
 
     /// HTTP requests actually sent (cache hits not counted, 304s counted).
@@ -1055,6 +1090,7 @@ impl GithubClient {
         }
         self.count_request();
         let answer = self.exchange(request).await?;
+        self.remember_quota(api, &answer.headers, now);
         tracing::debug!(method = %method, path, status = answer.status.as_u16(), "GitHub call");
         Ok(answer)
     }

@@ -29,4 +29,5 @@ pub(crate) mod types;
 
 pub use client::{ClientOptions, GithubClient, GithubSettings, LogExcerptOptions};
 pub use error::{GithubError, GraphQlError};
+pub use rate::Quota;
 pub use types::*;

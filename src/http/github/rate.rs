@@ -22,6 +22,20 @@ use reqwest::header::HeaderMap;
 use super::error::{GithubError, SECONDARY_DEFAULT_WAIT};
 use crate::http::{self, retry, Class};
 
+/// What GitHub last said of one of its request budgets (`x-ratelimit-remaining` and
+/// `-reset` of the latest answer that carried them): how many requests are left until when.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Quota {
+    /// `rest` or `graphql`.
+    pub bucket: &'static str,
+    pub remaining: u64,
+    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    pub reset_at: Option<DateTime<Utc>>,
+    /// When the answer that said it came.
+    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    pub seen_at: DateTime<Utc>,
+}
+
 /// What the rate-limit headers of any response say.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct RateHeaders {

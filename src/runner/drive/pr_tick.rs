@@ -283,6 +283,18 @@ async fn tick_step(
         Looked::Seen(obs) => obs,
         Looked::Done(result) => return Ok(result),
     };
+    // What this tick saw is kept for the console's Run page, which never asks the forge
+    // itself; a look that cannot be kept costs the page its PR section, never the step.
+    match serde_json::to_string(&obs) {
+        Ok(look) => {
+            if let Err(error) = store.save_pr_look(run.id, &look, obs.observed_at).await {
+                tracing::warn!(gid = %gid, run = run.id, %error, "cannot keep the look at the run's PR for the console");
+            }
+        }
+        Err(error) => {
+            tracing::warn!(gid = %gid, run = run.id, %error, "cannot write the look at the run's PR as JSON")
+        }
+    }
     let step = next_pr_step(&obs, &memory, config);
     tracing::info!(gid = %gid, run = run.id, step = ?step, "PR tick");
     let mut moved = false;
