@@ -492,3 +492,46 @@ fn a_fix_whose_push_fails_is_pushed_by_a_later_tick_and_never_worked_again() {
     assert_eq!(workers(&ws, "fix_ci"), 1);
     assert_eq!(shown(&ws)["runs"][0]["state"], "pr");
 }
+
+/// A `fix_ci` worker whose first try meets its agent's usage limit (`resets_in_seconds`),
+/// then fixes.
+const LIMITED_FIX: &str = "prompt=$(cat); \
+    case \"$prompt\" in \
+      *'# Make CI green'*) echo fix_ci >> ../../phases.log; \
+         if [ ! -f ../../limited ]; then touch ../../limited; \
+           echo '{\"error\":{\"type\":\"usage_limit_reached\",\"resets_in_seconds\":3}}' >&2; exit 1; fi; \
+         echo fixed >> ci-fix.txt; echo '[DONE:ci_fixed] fixed the UI test';; \
+      *) echo implement >> ../../phases.log; echo hello > greeting.txt; \
+         echo '[DONE:implemented] wrote the greeting';; \
+    esac";
+
+#[test]
+fn a_prs_next_worker_waits_out_its_agents_usage_limit() {
+    let github = FakeGithub::start_empty();
+    let ws = faults_workspace_with(LIMITED_FIX, &github, "");
+    // CI is red on the first head: the fix meets the limit, which pauses the agent.
+    let stderr = pass(&ws);
+    assert_eq!(workers(&ws, "fix_ci"), 1, "{stderr}");
+    let status = ws.json(&["status", "--json"]);
+    assert_eq!(
+        status["agents_paused"].as_array().map(Vec::len),
+        Some(1),
+        "{status}"
+    );
+    // Inside the pause no look at the PR starts another.
+    pass(&ws);
+    pass(&ws);
+    assert_eq!(workers(&ws, "fix_ci"), 1);
+    // After the reset the next look fixes it.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let stderr = pass(&ws);
+    assert_eq!(workers(&ws, "fix_ci"), 2, "{stderr}");
+    let branch = shown(&ws)["runs"][0]["branch_name"]
+        .as_str()
+        .expect("a branch")
+        .to_string();
+    git(
+        &ws.path().join("remote.git"),
+        &["cat-file", "-e", &format!("{branch}:ci-fix.txt")],
+    );
+}

@@ -297,6 +297,18 @@ async fn tick_step(
     }
     let step = next_pr_step(&obs, &memory, config);
     tracing::info!(gid = %gid, run = run.id, step = ?step, "PR tick");
+    // A PR's worker waits out its agent's usage limit like any other: nothing is decided
+    // now, and the first look after the reset takes the same step.
+    let spawns = matches!(
+        step,
+        PrStep::SpawnFixCi { .. } | PrStep::SpawnFixComments { .. } | PrStep::SpawnReview { .. }
+    );
+    if spawns {
+        if let Some(pause) = limits::paused(store, settings, runner.adapter.name()).await? {
+            tracing::info!(gid = %gid, run = run.id, until = %pause.until, "the PR's next worker waits for its agent's usage limit to reset");
+            return Ok(None);
+        }
+    }
     let mut moved = false;
     let mut after = remember(&memory, &step, &obs);
     match &step {
