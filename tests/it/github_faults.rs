@@ -526,6 +526,8 @@ fn a_prs_next_worker_waits_out_its_agents_usage_limit() {
     std::thread::sleep(std::time::Duration::from_secs(4));
     let stderr = pass(&ws);
     assert_eq!(workers(&ws, "fix_ci"), 2, "{stderr}");
+    // The worker the limit stopped spent no attempt.
+    assert_eq!(shown(&ws)["runs"][0]["ci_attempts"], 1, "{stderr}");
     let branch = shown(&ws)["runs"][0]["branch_name"]
         .as_str()
         .expect("a branch")

@@ -491,6 +491,13 @@ async fn fix_ci(
         head_sha: head_sha.to_string(),
         pushed,
     });
+    // A worker stopped by its agent's usage limit spent no attempt: the first look after
+    // the reset starts the same attempt again.
+    if worked.limited.is_some() {
+        after.ci_attempts = attempt.saturating_sub(1);
+        run.ci_attempts = i64::from(after.ci_attempts);
+        store.save_run(run).await?;
+    }
     Ok(after)
 }
 
