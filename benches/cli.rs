@@ -598,16 +598,26 @@ fn fill_queue_with(db: &Path, total: usize, status_of: impl Fn(usize) -> QueueSt
 struct Daemon(Child);
 
 impl Daemon {
+    /// A daemon of `config`, its log in `log`, its workers unconfined (the benches that
+    /// start a daemon measure the daemon, not the wall).
     fn start(config: &Path, log: &Path) -> Self {
+        Self::start_on(config, log, None)
+    }
+
+    /// [`Daemon::start`] on `storage` (a Postgres URL) if given.
+    fn start_on(config: &Path, log: &Path, storage: Option<&str>) -> Self {
         let log_file = std::fs::File::create(log)
             .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
-        let child = executor(config)
+        let mut command = executor(config);
+        command
             .arg("daemon")
+            .env(SANDBOX_MODE_ENV, "off")
             .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .expect("cannot spawn executor daemon");
-        Daemon(child)
+            .stderr(log_file);
+        if let Some(url) = storage {
+            command.env("EXECUTOR_STORAGE_URL", url);
+        }
+        Daemon(command.spawn().expect("cannot spawn executor daemon"))
     }
 }
 
@@ -1215,22 +1225,6 @@ fn wait_for_mark(mark: &Path, started: Instant, log: &Path) -> Duration {
     }
 }
 
-/// A daemon of `config` with the workers unconfined and `storage` (a Postgres URL) if given.
-fn wake_daemon(config: &Path, log: &Path, storage: Option<&str>) -> Daemon {
-    let log_file = std::fs::File::create(log)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
-    let mut command = executor(config);
-    command
-        .arg("daemon")
-        .env(SANDBOX_MODE_ENV, "off")
-        .stdout(Stdio::null())
-        .stderr(log_file);
-    if let Some(url) = storage {
-        command.env("EXECUTOR_STORAGE_URL", url);
-    }
-    Daemon(command.spawn().expect("cannot spawn executor daemon"))
-}
-
 fn wake_cli(config: &Path, storage: Option<&str>, args: &[&str]) -> Output {
     let mut command = executor(config);
     command.args(args);
@@ -1293,7 +1287,7 @@ fn wake_ups(dir: &Path) -> (Vec<Row>, Vec<String>) {
     // SQLite: notes, then `go`, then `decide`, on one daemon.
     let (config, marks) = wake_workspace(&dir.join("sqlite"));
     let log = dir.join("sqlite-daemon.log");
-    let daemon = wake_daemon(&config, &log, None);
+    let daemon = Daemon::start_on(&config, &log, None);
     wait_for_daemon(&config);
     let plans = config.parent().expect("workspace").join("plans");
     let mut saved = Vec::with_capacity(WAKE_NOTES);
@@ -1361,7 +1355,7 @@ fn wake_ups(dir: &Path) -> (Vec<Row>, Vec<String>) {
         Some(url) => {
             let (config, marks) = wake_workspace(&dir.join("postgres"));
             let log = dir.join("postgres-daemon.log");
-            let daemon = wake_daemon(&config, &log, Some(&url));
+            let daemon = Daemon::start_on(&config, &log, Some(&url));
             // Running once its heartbeat is in the shared store.
             let started = Instant::now();
             loop {
@@ -1456,17 +1450,7 @@ fn idle_daemon(dir: &Path) -> (Vec<Row>, Vec<String>) {
     );
 
     let log = dir.join("idle-daemon.log");
-    let log_file = std::fs::File::create(&log)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
-    let daemon = Daemon(
-        executor(&config)
-            .arg("daemon")
-            .env(SANDBOX_MODE_ENV, "off")
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .expect("cannot spawn executor daemon"),
-    );
+    let daemon = Daemon::start(&config, &log);
     wait_for_daemon(&config);
     std::thread::sleep(IDLE_SETTLE);
     let pid = daemon.0.id();
@@ -1660,17 +1644,7 @@ fn console(dir: &Path) -> (Vec<Row>, Vec<String>) {
     notes.push(note);
 
     let log = dir.join("console-daemon.log");
-    let log_file = std::fs::File::create(&log)
-        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log.display()));
-    let daemon = Daemon(
-        executor(&config)
-            .arg("daemon")
-            .env(SANDBOX_MODE_ENV, "off")
-            .stdout(Stdio::null())
-            .stderr(log_file)
-            .spawn()
-            .expect("cannot spawn executor daemon"),
-    );
+    let daemon = Daemon::start(&config, &log);
     let mut daemon = daemon;
     std::thread::sleep(Duration::from_millis(500));
     if let Ok(Some(status)) = daemon.0.try_wait() {

@@ -84,6 +84,32 @@ impl PgStore {
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+
+    /// Up to `limit` tasks of `status` (any with `None`) past `bound` by id: after it,
+    /// oldest first, or (`newest`) before it, newest first.
+    async fn task_range(
+        &self,
+        status: Option<&QueueStatus>,
+        newest: bool,
+        bound: i64,
+        limit: u32,
+    ) -> StoreResult<Vec<Task>> {
+        let (past, order) = if newest { ("<", "DESC") } else { (">", "ASC") };
+        let select = format!("SELECT {TASK_COLUMNS} FROM executor_queue WHERE id {past} $1");
+        let query = match status {
+            None => format!("{select} ORDER BY id {order} LIMIT $2"),
+            Some(QueueStatus::Pending) => format!(
+                "{select} AND (status IS NULL OR status IN ('', 'pending')) ORDER BY id {order} LIMIT $2"
+            ),
+            Some(_) => format!("{select} AND status = $3 ORDER BY id {order} LIMIT $2"),
+        };
+        let mut query = sqlx::query(&query).bind(bound).bind(i64::from(limit));
+        if let Some(status) = status.filter(|s| **s != QueueStatus::Pending) {
+            query = query.bind(status.as_str());
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(task_from_row).collect::<Result<_, _>>()?)
+    }
 }
 
 async fn migrate(pool: &PgPool, list: &[Migration]) -> StoreResult<()> {
@@ -464,35 +490,7 @@ impl Store for PgStore {
         after_id: i64,
         limit: u32,
     ) -> StoreResult<Vec<Task>> {
-        let select = format!("SELECT {TASK_COLUMNS} FROM executor_queue WHERE id > $1");
-        let limit = i64::from(limit);
-        let rows = match status {
-            None => {
-                sqlx::query(&format!("{select} ORDER BY id LIMIT $2"))
-                    .bind(after_id)
-                    .bind(limit)
-                    .fetch_all(&self.pool)
-                    .await?
-            }
-            Some(QueueStatus::Pending) => {
-                sqlx::query(&format!(
-                "{select} AND (status IS NULL OR status IN ('', 'pending')) ORDER BY id LIMIT $2"
-            ))
-                .bind(after_id)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?
-            }
-            Some(status) => {
-                sqlx::query(&format!("{select} AND status = $3 ORDER BY id LIMIT $2"))
-                    .bind(after_id)
-                    .bind(limit)
-                    .bind(status.as_str())
-                    .fetch_all(&self.pool)
-                    .await?
-            }
-        };
-        Ok(rows.iter().map(task_from_row).collect::<Result<_, _>>()?)
+        self.task_range(status, false, after_id, limit).await
     }
 
     async fn change_status(&self, change: &StatusChange) -> StoreResult<Task> {
@@ -670,36 +668,8 @@ impl Store for PgStore {
         before: Option<i64>,
         limit: u32,
     ) -> StoreResult<Vec<Task>> {
-        let select = format!("SELECT {TASK_COLUMNS} FROM executor_queue WHERE id < $1");
-        let before = before.unwrap_or(i64::MAX);
-        let limit = i64::from(limit);
-        let rows = match status {
-            None => {
-                sqlx::query(&format!("{select} ORDER BY id DESC LIMIT $2"))
-                    .bind(before)
-                    .bind(limit)
-                    .fetch_all(&self.pool)
-                    .await?
-            }
-            Some(QueueStatus::Pending) => {
-                sqlx::query(&format!(
-                    "{select} AND (status IS NULL OR status IN ('', 'pending')) ORDER BY id DESC LIMIT $2"
-                ))
-                .bind(before)
-                .bind(limit)
-                .fetch_all(&self.pool)
-                .await?
-            }
-            Some(status) => {
-                sqlx::query(&format!("{select} AND status = $3 ORDER BY id DESC LIMIT $2"))
-                    .bind(before)
-                    .bind(limit)
-                    .bind(status.as_str())
-                    .fetch_all(&self.pool)
-                    .await?
-            }
-        };
-        Ok(rows.iter().map(task_from_row).collect::<Result<_, _>>()?)
+        self.task_range(status, true, before.unwrap_or(i64::MAX), limit)
+            .await
     }
 
     async fn run_task_text(&self, run_id: i64) -> StoreResult<Option<String>> {
@@ -804,35 +774,16 @@ impl Store for PgStore {
     }
 
     async fn spend(&self, gid: Option<&str>) -> StoreResult<Vec<crate::core::spend::SpendRow>> {
-        use crate::core::spend::{Spend, SpendRow};
-        let rows = sqlx::query(
-            "SELECT w.id, w.run_id, r.task_gid, w.agent, COALESCE(w.ended_at, w.started_at), \
-             w.input_tokens, w.output_tokens, w.cached_tokens, w.turns, w.cost_usd, w.cost_priced \
-             FROM executor_workers w JOIN executor_runs r ON r.id = w.run_id \
-             WHERE w.agent IS NOT NULL AND ($1::TEXT IS NULL OR r.task_gid = $1) ORDER BY w.id",
-        )
+        let rows = sqlx::query(&format!(
+            "{SPEND_SELECT} WHERE w.agent IS NOT NULL AND ($1::TEXT IS NULL OR r.task_gid = $1) \
+             ORDER BY w.id"
+        ))
         .bind(gid)
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
             .iter()
-            .map(|row| {
-                Ok(SpendRow {
-                    worker_id: row.try_get(0)?,
-                    run_id: row.try_get(1)?,
-                    task_gid: row.try_get(2)?,
-                    agent: row.try_get(3)?,
-                    at: row.try_get(4)?,
-                    spend: Spend {
-                        input_tokens: row.try_get::<Option<i64>, _>(5)?.unwrap_or(0),
-                        output_tokens: row.try_get::<Option<i64>, _>(6)?.unwrap_or(0),
-                        cached_tokens: row.try_get::<Option<i64>, _>(7)?.unwrap_or(0),
-                        turns: row.try_get::<Option<i64>, _>(8)?.unwrap_or(0),
-                        cost_usd: row.try_get(9)?,
-                        priced: row.try_get(10)?,
-                    },
-                })
-            })
+            .map(spend_from_row)
             .collect::<Result<_, sqlx::Error>>()?)
     }
 

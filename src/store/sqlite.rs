@@ -285,6 +285,32 @@ fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     })
 }
 
+/// Up to `limit` tasks of `status` (any with `None`) past `bound` by id: after it, oldest
+/// first, or (`newest`) before it, newest first.
+fn task_range(
+    conn: &Connection,
+    status: Option<&QueueStatus>,
+    newest: bool,
+    bound: i64,
+    limit: u32,
+) -> rusqlite::Result<Vec<Task>> {
+    let (past, order) = if newest { ("<", "DESC") } else { (">", "ASC") };
+    let select = format!("SELECT {TASK_COLUMNS} FROM executor_queue WHERE id {past} ?1");
+    match status {
+        None => conn
+            .prepare_cached(&format!("{select} ORDER BY id {order} LIMIT ?2"))?
+            .query_map(params![bound, limit], task_from_row)?
+            .collect(),
+        Some(QueueStatus::Pending) => pending_tasks(conn, newest, bound, limit),
+        Some(status) => conn
+            .prepare_cached(&format!(
+                "{select} AND status = ?3 ORDER BY id {order} LIMIT ?2"
+            ))?
+            .query_map(params![bound, limit, status.as_str()], task_from_row)?
+            .collect(),
+    }
+}
+
 /// Up to `limit` pending tasks (stored with no status, an empty one or `pending`) past
 /// `bound`: the newest below it, or the oldest above it. Each of the three is one index
 /// range, merged here: SQLite's plan for the three at once sorts every pending task, which
@@ -521,21 +547,8 @@ impl Store for SqliteStore {
         limit: u32,
     ) -> StoreResult<Vec<Task>> {
         let status = status.cloned();
-        self.call(move |conn| {
-            let select = format!("SELECT {TASK_COLUMNS} FROM executor_queue WHERE id > ?1");
-            match status {
-                None => conn
-                    .prepare_cached(&format!("{select} ORDER BY id LIMIT ?2"))?
-                    .query_map(params![after_id, limit], task_from_row)?
-                    .collect(),
-                Some(QueueStatus::Pending) => pending_tasks(conn, false, after_id, limit),
-                Some(status) => conn
-                    .prepare_cached(&format!("{select} AND status = ?3 ORDER BY id LIMIT ?2"))?
-                    .query_map(params![after_id, limit, status.as_str()], task_from_row)?
-                    .collect(),
-            }
-        })
-        .await
+        self.call(move |conn| task_range(conn, status.as_ref(), false, after_id, limit))
+            .await
     }
 
     async fn change_status(&self, change: &StatusChange) -> StoreResult<Task> {
@@ -738,23 +751,8 @@ impl Store for SqliteStore {
     ) -> StoreResult<Vec<Task>> {
         let status = status.cloned();
         let before = before.unwrap_or(i64::MAX);
-        self.call(move |conn| {
-            let select = format!("SELECT {TASK_COLUMNS} FROM executor_queue WHERE id < ?1");
-            match status {
-                None => conn
-                    .prepare_cached(&format!("{select} ORDER BY id DESC LIMIT ?2"))?
-                    .query_map(params![before, limit], task_from_row)?
-                    .collect(),
-                Some(QueueStatus::Pending) => pending_tasks(conn, true, before, limit),
-                Some(status) => conn
-                    .prepare_cached(&format!(
-                        "{select} AND status = ?3 ORDER BY id DESC LIMIT ?2"
-                    ))?
-                    .query_map(params![before, limit, status.as_str()], task_from_row)?
-                    .collect(),
-            }
-        })
-        .await
+        self.call(move |conn| task_range(conn, status.as_ref(), true, before, limit))
+            .await
     }
 
     async fn run_task_text(&self, run_id: i64) -> StoreResult<Option<String>> {
@@ -871,32 +869,13 @@ impl Store for SqliteStore {
     }
 
     async fn spend(&self, gid: Option<&str>) -> StoreResult<Vec<crate::core::spend::SpendRow>> {
-        use crate::core::spend::{Spend, SpendRow};
         let gid = gid.map(str::to_string);
         self.call(move |conn| {
-            conn.prepare_cached(
-                "SELECT w.id, w.run_id, r.task_gid, w.agent, COALESCE(w.ended_at, w.started_at), \
-                 w.input_tokens, w.output_tokens, w.cached_tokens, w.turns, w.cost_usd, w.cost_priced \
-                 FROM executor_workers w JOIN executor_runs r ON r.id = w.run_id \
-                 WHERE w.agent IS NOT NULL AND (?1 IS NULL OR r.task_gid = ?1) ORDER BY w.id",
-            )?
-            .query_map([gid], |row| {
-                Ok(SpendRow {
-                    worker_id: row.get(0)?,
-                    run_id: row.get(1)?,
-                    task_gid: row.get(2)?,
-                    agent: row.get(3)?,
-                    at: ts(row, 4)?,
-                    spend: Spend {
-                        input_tokens: row.get::<_, Option<i64>>(5)?.unwrap_or(0),
-                        output_tokens: row.get::<_, Option<i64>>(6)?.unwrap_or(0),
-                        cached_tokens: row.get::<_, Option<i64>>(7)?.unwrap_or(0),
-                        turns: row.get::<_, Option<i64>>(8)?.unwrap_or(0),
-                        cost_usd: row.get(9)?,
-                        priced: row.get(10)?,
-                    },
-                })
-            })?
+            conn.prepare_cached(&format!(
+                "{SPEND_SELECT} WHERE w.agent IS NOT NULL AND (?1 IS NULL OR r.task_gid = ?1) \
+                 ORDER BY w.id"
+            ))?
+            .query_map([gid], spend_from_row)?
             .collect()
         })
         .await

@@ -19,14 +19,15 @@ pub(crate) const ASKING_WORKER: &str = "prompt=$(cat); \
       echo schema > CHANGED.md; echo '[DONE:implemented] done as the owner allowed'; \
     else echo '[ESCALATE:needs_decision] may I change the schema?'; fi";
 
-/// One HTTP/1.1 request; the status code and the body (parsed when it is JSON).
-pub(crate) fn call(
+/// One HTTP/1.1 exchange: the status, the head and the body. A live feed's body is not
+/// read (it never ends).
+pub(crate) fn exchange(
     address: &str,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &str,
-) -> (u16, Value) {
+) -> (u16, String, String) {
     let mut stream = std::net::TcpStream::connect(address).expect("connect to the console");
     let mut request = format!(
         "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -41,18 +42,43 @@ pub(crate) fn call(
     request.push_str("\r\n");
     request.push_str(body);
     stream.write_all(request.as_bytes()).expect("send");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).expect("read");
-    let code = response
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    let head_end = loop {
+        let n = stream.read(&mut buf).expect("read");
+        if n == 0 {
+            break None;
+        }
+        got.extend_from_slice(&buf[..n]);
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            break Some(at);
+        }
+    };
+    let head_end = head_end.unwrap_or_else(|| panic!("no head: {}", String::from_utf8_lossy(&got)));
+    let head = String::from_utf8_lossy(&got[..head_end]).into_owned();
+    if !head.to_ascii_lowercase().contains("text/event-stream") {
+        stream.read_to_end(&mut got).expect("read the body");
+    }
+    let code = head
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {response}"));
-    let text = response.split("\r\n\r\n").nth(1).unwrap_or_default();
-    (
-        code,
-        serde_json::from_str(text).unwrap_or(Value::String(text.to_string())),
-    )
+        .unwrap_or_else(|| panic!("no status line: {head}"));
+    let body = String::from_utf8_lossy(&got[head_end + 4..]).into_owned();
+    (code, head, body)
+}
+
+/// One HTTP/1.1 request; the status code and the body (parsed when it is JSON).
+pub(crate) fn call(
+    address: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Value) {
+    let (code, _, text) = exchange(address, method, path, headers, body);
+    let parsed = serde_json::from_str(&text).unwrap_or(Value::String(text));
+    (code, parsed)
 }
 
 pub(crate) fn get(address: &str, path: &str) -> Value {

@@ -5,10 +5,9 @@
 //! token, and no token is shown anywhere. A console on another address without a token
 //! does not start; a port in use is logged and the daemon goes on.
 
-use std::io::{Read, Write};
-use std::net::{IpAddr, TcpStream};
+use std::net::IpAddr;
 
-use crate::console::console_address;
+use crate::console::{console_address, exchange};
 use crate::console_pages::csrf_of;
 use crate::daemon::Daemon;
 use crate::runner::workspace;
@@ -34,55 +33,6 @@ fn other_address() -> Option<IpAddr> {
             None
         }
     }
-}
-
-/// One HTTP/1.1 exchange: the status, the head and the body. A live feed's body is not
-/// read (it never ends).
-fn exchange(
-    address: &str,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> (u16, String, String) {
-    let mut stream = TcpStream::connect(address).expect("connect to the console");
-    let mut request = format!(
-        "{method} {path} HTTP/1.1\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
-        request.push_str(&format!("Host: {address}\r\n"));
-    }
-    for (key, value) in headers {
-        request.push_str(&format!("{key}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    request.push_str(body);
-    stream.write_all(request.as_bytes()).expect("send");
-    let mut got = Vec::new();
-    let mut buf = [0u8; 4096];
-    let head_end = loop {
-        let n = stream.read(&mut buf).expect("read");
-        if n == 0 {
-            break None;
-        }
-        got.extend_from_slice(&buf[..n]);
-        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-            break Some(at);
-        }
-    };
-    let head_end = head_end.unwrap_or_else(|| panic!("no head: {}", String::from_utf8_lossy(&got)));
-    let head = String::from_utf8_lossy(&got[..head_end]).into_owned();
-    if !head.to_ascii_lowercase().contains("text/event-stream") {
-        stream.read_to_end(&mut got).expect("read the body");
-    }
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status line: {head}"));
-    let body = String::from_utf8_lossy(&got[head_end + 4..]).into_owned();
-    (code, head, body)
 }
 
 fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {

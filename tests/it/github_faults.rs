@@ -82,6 +82,13 @@ fn workers(ws: &Workspace, phase: &str) -> usize {
         .count()
 }
 
+/// A run's branch and worktree, as `show --json` gives them.
+fn branch_and_worktree(run: &serde_json::Value) -> (String, std::path::PathBuf) {
+    let branch = run["branch_name"].as_str().expect("a branch").to_string();
+    let worktree = run["worktree_path"].as_str().expect("a worktree").into();
+    (branch, worktree)
+}
+
 fn mentions(github: &FakeGithub) -> usize {
     github
         .issue_comments(PR)
@@ -169,14 +176,7 @@ fn a_remote_that_refuses_the_push_keeps_the_run_and_the_tick_pushes_and_opens_th
 
     // The worker's worktree moves on after the orchestrator's commit: a push again sends
     // the recorded commit, not the worktree's newer one.
-    let branch = now["runs"][0]["branch_name"]
-        .as_str()
-        .expect("a branch")
-        .to_string();
-    let worktree = now["runs"][0]["worktree_path"]
-        .as_str()
-        .map(std::path::PathBuf::from)
-        .expect("a worktree");
+    let (branch, worktree) = branch_and_worktree(&now["runs"][0]);
     let recorded = git(&worktree, &["rev-parse", "HEAD"]).trim().to_string();
     std::fs::write(worktree.join("stray.txt"), "not the orchestrator's").expect("stray file");
     git(&worktree, &["add", "stray.txt"]);
@@ -456,14 +456,7 @@ fn a_fix_whose_push_fails_is_pushed_by_a_later_tick_and_never_worked_again() {
     assert_eq!(workers(&ws, "fix_ci"), 1, "{stderr}");
     let now = shown(&ws);
     assert_eq!(now["runs"][0]["state"], "pr", "{stderr}");
-    let branch = now["runs"][0]["branch_name"]
-        .as_str()
-        .expect("a branch")
-        .to_string();
-    let worktree = now["runs"][0]["worktree_path"]
-        .as_str()
-        .map(std::path::PathBuf::from)
-        .expect("a worktree");
+    let (branch, worktree) = branch_and_worktree(&now["runs"][0]);
     let fix = git(&worktree, &["rev-parse", "HEAD"]).trim().to_string();
 
     // Still gone: the next tick pushes again (no second worker) and, at the second failure
