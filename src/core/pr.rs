@@ -309,6 +309,18 @@ pub struct PrMemory {
     pub effect_failures: u32,
     /// The owner was asked about those failures (once per streak).
     pub effect_escalated: bool,
+    /// What a `fix_comments` worker answered its threads, owed to the PR: posted only once
+    /// the fix's push landed (a reply never says "fixed" before the fix is on the branch),
+    /// each leaving the list as it is posted, so a failed reply is posted again by a later
+    /// tick and no other worker is started meanwhile.
+    pub answers: Vec<ThreadAnswer>,
+}
+
+/// One reply owed to a PR thread (or to an owner's conversation comment, `comment-<id>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadAnswer {
+    pub thread: String,
+    pub text: String,
 }
 
 /// A push the orchestrator owes: `git push <remote> <commit>:refs/heads/<branch>`. The
@@ -2301,6 +2313,10 @@ mod tests {
                 kind: EscalationKind::CiAttemptsExhausted,
             }),
             owner_asks: vec![owner_comment(4061400000, 11, 0)],
+            answers: vec![ThreadAnswer {
+                thread: "PRRT_kwDOKlNJ6M5oJxOG".into(),
+                text: "Fixed on `fix/tab-preview-stuck`: reset first".into(),
+            }],
             push: Some(Push {
                 branch: "fix/tab-preview-stuck".into(),
                 commit: HEAD.into(),

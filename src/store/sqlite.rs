@@ -138,6 +138,10 @@ fn open_blocking(path: &Path) -> StoreResult<Connection> {
         })?;
     }
     let mut conn = Connection::open(path).map_err(sqlite_error)?;
+    // Every statement of the store is prepared once per process: rusqlite's default cache
+    // of 16 is smaller than the store's set of statements, so a run's calls kept evicting
+    // each other and re-parsing their SQL (an eighth of a no-op run's CPU).
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
     conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite_error)?;
     conn.execute_batch(
         "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
@@ -148,6 +152,9 @@ fn open_blocking(path: &Path) -> StoreResult<Connection> {
     migrate(&mut conn, migrations::SQLITE).map_err(|e| e.into_store_error(path))?;
     Ok(conn)
 }
+
+/// Room for every distinct statement the store prepares (about a hundred), with margin.
+const STATEMENT_CACHE: usize = 256;
 
 /// How long a statement waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);

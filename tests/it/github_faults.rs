@@ -399,6 +399,50 @@ fn a_fixed_thread_with_a_reply_is_answered_on_its_top_level_comment() {
     );
 }
 
+/// The replies to the PR after `POST …/replies` answered 201.
+fn replies_posted(github: &FakeGithub) -> usize {
+    github
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/replies") && r.status == 201)
+        .count()
+}
+
+#[test]
+fn a_502_on_a_threads_reply_posts_it_once_later_and_works_the_thread_once() {
+    let github = FakeGithub::start_empty();
+    github.set_ci(FIRST_HEAD, Ci::Success);
+    let ws = faults_workspace(&github, "");
+    github.set_threads(PR, fixture_threads_needing_work());
+    github.fail_route("POST", "/replies", 1, Fault::Status(502));
+
+    // The fix is worked, committed and pushed; its reply meets the 502 and stays owed.
+    let stderr = pass(&ws);
+    assert_eq!(workers(&ws, "fix_comments"), 1, "{stderr}");
+    assert_eq!(replies_posted(&github), 0, "{stderr}");
+    let run = &shown(&ws)["runs"][0];
+    assert_eq!(run["state"], "pr", "{run}");
+
+    // The next look posts the owed reply before anything else: once, and the thread is
+    // not worked again.
+    let stderr = pass(&ws);
+    assert_eq!(replies_posted(&github), 1, "{stderr}");
+    pass(&ws);
+    assert_eq!(replies_posted(&github), 1);
+    assert_eq!(workers(&ws, "fix_comments"), 1);
+}
+
+/// The fixtures' review thread that needs work (the last of `graphql_review_threads.json`).
+fn fixture_threads_needing_work() -> Vec<serde_json::Value> {
+    let mut threads = crate::fake_github::fixture_json("graphql_review_threads.json");
+    let nodes = threads["data"]["repository"]["pullRequest"]["reviewThreads"]["nodes"].take();
+    vec![nodes
+        .as_array()
+        .and_then(|n| n.last())
+        .cloned()
+        .expect("a thread")]
+}
+
 #[test]
 fn a_merged_pr_is_recorded_and_told_once() {
     let github = FakeGithub::start_empty();

@@ -21,7 +21,9 @@
 //! writes in a row the owner is asked, once); only a PR that is gone ends the run.
 
 use super::*;
-use crate::core::pr::{next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep, Stage};
+use crate::core::pr::{
+    next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep, Stage, ThreadAnswer,
+};
 use crate::forge::{ForgeError, Look};
 
 /// Looks at every run with an open (or complete, draft) PR once and takes its next step.
@@ -258,7 +260,16 @@ async fn tick_one(
     if memory.push.is_some() {
         let mut memory = memory;
         let escalated = push_owed(runner, forge, &run, &mut memory).await?;
+        if escalated.is_none() && memory.push.is_none() {
+            answers_owed(runner, forge, &run, memory).await?;
+        }
         return Ok(escalated.map(|id| result_of(&run, Some(id))));
+    }
+    // A fix's answers to its threads that did not land yet: posted before anything else
+    // is decided, so no other worker starts on threads already answered.
+    if !memory.answers.is_empty() {
+        answers_owed(runner, forge, &run, memory).await?;
+        return Ok(None);
     }
     tick_step(runner, forge, config, run, task, memory, observed).await
 }
@@ -342,7 +353,13 @@ async fn tick_step(
                 |ctx| ctx.review_threads = threads,
             )
             .await?;
-            answer_threads(store, forge, &run, before).await?;
+            // Decided and kept first; posted once the fix is on the branch (a push still
+            // owed is pushed by the next tick, which then posts them).
+            after.answers = thread_answers(store, &run, before).await?;
+            opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
+            if after.push.is_none() {
+                after = answers_owed(runner, forge, &run, after).await?;
+            }
             moved = true;
         }
         PrStep::SpawnReview { inputs } => {
@@ -738,11 +755,12 @@ async fn settle_completion(
 /// for work; a fixed one a reply saying so, so its reviewer can resolve it. The owner's
 /// conversation comment (`comment-<id>`) is answered with a PR comment that links it. Every
 /// answer carries executor's mark, so it is never read back as someone else's.
-async fn answer_threads(store: &dyn Store, forge: &Forge, run: &Run, after: i64) -> Result<()> {
+/// What the run's worker said of its threads after message `after` (`[STATUS:thread_fixed]`
+/// and `[STATUS:thread_acknowledged]` naming a thread), as the replies they become.
+async fn thread_answers(store: &dyn Store, run: &Run, after: i64) -> Result<Vec<ThreadAnswer>> {
     use crate::core::pr::EXECUTOR_MARK;
-    let pr = pr_number(run);
     let branch = run.branch_name.clone().unwrap_or_default();
-    let answers: Vec<(String, String)> = store
+    Ok(store
         .messages(run.id, MESSAGE_WINDOW * 10)
         .await?
         .into_iter()
@@ -751,7 +769,7 @@ async fn answer_threads(store: &dyn Store, forge: &Forge, run: &Run, after: i64)
             let args: serde_json::Value = serde_json::from_str(&m.args).ok()?;
             let thread = args["thread"].as_str()?.to_string();
             let text = m.text.trim();
-            let answer = match m.kind.as_str() {
+            let text = match m.kind.as_str() {
                 "thread_acknowledged" => {
                     let why = match (args["reason"].as_str(), text) {
                         (Some(reason), "") => reason.to_string(),
@@ -765,20 +783,44 @@ async fn answer_threads(store: &dyn Store, forge: &Forge, run: &Run, after: i64)
                 }
                 _ => return None,
             };
-            Some((thread, answer))
+            Some(ThreadAnswer { thread, text })
         })
-        .collect();
-    if answers.is_empty() {
-        return Ok(());
+        .collect())
+}
+
+/// Posts the answers `memory` owes, in order, each taken off the list (and the list saved)
+/// as it lands; a failure stops there, counted (the owner asked once the failures reach
+/// `max_effect_failures`), for the next tick. Answers the memory after.
+async fn answers_owed(
+    runner: &Runner,
+    forge: &Forge,
+    run: &Run,
+    mut memory: PrMemory,
+) -> Result<PrMemory> {
+    let store = runner.store.as_ref();
+    let clock = runner.settings.clock.as_ref();
+    while let Some(answer) = memory.answers.first().cloned() {
+        let one = [(answer.thread.clone(), answer.text.clone())];
+        match forge
+            .client
+            .answer_threads(pr_number(run), run.pr_url.as_deref(), &one)
+            .await
+        {
+            Ok(missing) => {
+                for thread in missing {
+                    tracing::warn!(run = run.id, %thread, "the worker answered a thread the PR does not have; nothing to reply to")
+                }
+                memory.answers.remove(0);
+                memory = memory.effect_done();
+                opening::save_memory(store, clock, run.id, &memory).await?;
+            }
+            Err(error) => {
+                return effect_failed(runner, forge, run, memory, "answer a review thread", &error)
+                    .await;
+            }
+        }
     }
-    let missing = forge
-        .client
-        .answer_threads(pr, run.pr_url.as_deref(), &answers)
-        .await?;
-    for thread in missing {
-        tracing::warn!(run = run.id, %thread, "the worker answered a thread the PR does not have; nothing to reply to")
-    }
-    Ok(())
+    Ok(memory)
 }
 
 fn result_of(run: &Run, waiting_on: Option<i64>) -> RunResult {
