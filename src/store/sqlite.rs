@@ -1,7 +1,8 @@
 //! The embedded store: one SQLite file in WAL mode.
 //!
-//! One connection, guarded by a mutex and used from tokio's blocking pool, is plenty for
-//! one process; several processes (the daemon and the CLI) share the file through SQLite's
+//! One connection, owned by a thread of its own that takes the store's calls in turn, is
+//! plenty for one process (a call is one hop to that thread and one back, never a thread of
+//! the blocking pool waiting on a lock); several processes (the daemon and the CLI) share the file through SQLite's
 //! own locking, with a busy timeout so that a short write by one never fails the other.
 //! Writes take the write lock up front (`BEGIN IMMEDIATE`) so two writers never deadlock.
 //! `synchronous = NORMAL` in WAL mode keeps every committed transaction across a crash of
@@ -9,7 +10,7 @@
 //! the OS had not yet written out (never the database's consistency).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -49,8 +50,13 @@ const LINK_COLUMNS: &str = "task_gid, parent_gid, depth, key, position, created_
 /// The SQLite implementation of [`Store`].
 pub struct SqliteStore {
     path: PathBuf,
-    conn: Arc<Mutex<Connection>>,
+    /// The calls for the connection's thread; dropping the store ends the thread, which
+    /// closes the connection.
+    calls: mpsc::Sender<Call>,
 }
+
+/// One call on the connection, run on its thread.
+type Call = Box<dyn FnOnce(&mut Connection) + Send>;
 
 impl SqliteStore {
     /// Opens the database at `path`, creating the file and its parent folder if needed,
@@ -58,16 +64,36 @@ impl SqliteStore {
     pub async fn open(path: &Path) -> StoreResult<Self> {
         let path = path.to_path_buf();
         let opened_path = path.clone();
-        let conn = tokio::task::spawn_blocking(move || open_blocking(&opened_path))
+        let (calls, queue) = mpsc::channel::<Call>();
+        let (opened, ready) = tokio::sync::oneshot::channel();
+        std::thread::Builder::new()
+            .name("executor-store".into())
+            .spawn(move || {
+                let mut conn = match open_blocking(&opened_path) {
+                    Ok(conn) => {
+                        let _ = opened.send(Ok(()));
+                        conn
+                    }
+                    Err(error) => {
+                        let _ = opened.send(Err(error));
+                        return;
+                    }
+                };
+                while let Ok(call) = queue.recv() {
+                    // A call that panics answers its caller with an error (its reply is
+                    // dropped); the thread goes on with the next.
+                    let _ =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| call(&mut conn)));
+                }
+            })
+            .map_err(|e| StoreError::Worker(format!("cannot start the store's thread: {e}")))?;
+        ready
             .await
-            .map_err(|e| StoreError::Worker(e.to_string()))??;
-        Ok(Self {
-            path,
-            conn: Arc::new(Mutex::new(conn)),
-        })
+            .map_err(|_| StoreError::Worker("the store's thread ended while opening".into()))??;
+        Ok(Self { path, calls })
     }
 
-    /// Runs `work` on the connection in the blocking pool.
+    /// Runs `work` on the connection's thread.
     async fn call<T, F>(&self, work: F) -> StoreResult<T>
     where
         T: Send + 'static,
@@ -82,14 +108,16 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<T, CallError> + Send + 'static,
     {
-        let conn = Arc::clone(&self.conn);
+        // `RUST_LOG=executor::store=trace` lists every call, by the method that made it.
+        tracing::trace!(call = std::any::type_name::<F>(), "store call");
         let path = self.path.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut guard = conn.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            work(&mut guard).map_err(|e| e.into_store_error(&path))
-        })
-        .await
-        .map_err(|e| StoreError::Worker(e.to_string()))?
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let call: Call = Box::new(move |conn| {
+            let _ = reply.send(work(conn).map_err(|e| e.into_store_error(&path)));
+        });
+        let lost = || StoreError::Worker("the store's thread dropped the call".into());
+        self.calls.send(call).map_err(|_| lost())?;
+        answer.await.map_err(|_| lost())?
     }
 }
 

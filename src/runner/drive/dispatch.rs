@@ -3,7 +3,7 @@
 //! tool set, `timeoutSeconds` its hard timeout, and `session` names an agent session kept
 //! in the store, so the next task file naming it continues the same session (a review round
 //! after a rejected diff). The run record is the worker's whole output: `patch.diff`,
-//! `result.json` and `stderr.txt`.
+//! `result.json` and, when it wrote to stderr, `stderr.txt`.
 //!
 //! What it must never do: run a worker outside its worktree, or with more tools than the
 //! file grants.
@@ -18,7 +18,8 @@ use crate::core::tree::AgentSession;
 pub struct Dispatched {
     pub task_gid: String,
     pub run_id: i64,
-    /// The run record: `patch.diff`, `result.json`, `stderr.txt`.
+    /// The run record: `patch.diff`, `result.json`, `stderr.txt` (when the worker wrote to
+    /// stderr).
     pub record: PathBuf,
     /// The worker ended with `[DONE:…]`.
     pub done: bool,

@@ -1,11 +1,11 @@
 //! A worker's run record on disk: what it changed (`patch.diff`), how it ended
-//! (`result.json`) and what it said on stderr (`stderr.txt`).
+//! (`result.json`) and what it said on stderr (`stderr.txt`, when it said anything).
 
 use super::*;
 
 /// Writes the run record of one worker: what it changed (`patch.diff`, against the
 /// branch's last commit, new files included), how it ended (`result.json`) and what it
-/// said on stderr (`stderr.txt`), under `logs/<gid>/run-<id>/<n>-<phase>/`, n counting
+/// said on stderr (`stderr.txt`, only when it said something), under `logs/<gid>/run-<id>/<n>-<phase>/`, n counting
 /// the run's workers from 1.
 pub(super) async fn write_run_record(
     settings: &RunnerSettings,
@@ -33,10 +33,36 @@ pub(super) async fn write_run_record(
     let git = (settings.worktrees && !worked.tampered)
         .then(|| orchestrator_git(settings, worktree))
         .transpose()?;
-    let patch = tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
-        let Some(git) = git else {
-            return Ok(Vec::new());
-        };
+    let patch = match git {
+        // No hop to the blocking pool for a record with no patch to make.
+        None => Vec::new(),
+        Some(git) => patch_of(git).await?,
+    };
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(dir.join(name), bytes)
+            .with_context(|| format!("cannot write {}", dir.join(name).display()))
+    };
+    if settings.worktrees {
+        write("patch.diff", &patch)?;
+    }
+    write(
+        "result.json",
+        serde_json::to_string_pretty(&worked.result)?.as_bytes(),
+    )?;
+    // Only a worker that said something on stderr leaves `stderr.txt`: a file made per
+    // worker costs every run an inode, the dearest part of a short run's record.
+    if !worked.stderr.is_empty() {
+        let mut stderr = worked.stderr.join("\n");
+        stderr.push('\n');
+        write("stderr.txt", stderr.as_bytes())?;
+    }
+    Ok(dir)
+}
+
+/// The worktree's whole change (new files too) against the branch's last commit, staged
+/// first so the commit that may follow stages the same.
+async fn patch_of(git: Git) -> Result<Vec<u8>> {
+    tokio::task::spawn_blocking(move || -> Result<Vec<u8>> {
         let git = |args: &[&str]| {
             git.output(args)
                 .with_context(|| format!("cannot run git {}", args.join(" ")))
@@ -64,22 +90,5 @@ pub(super) async fn write_run_record(
         );
         Ok(diff.stdout)
     })
-    .await??;
-    let write = |name: &str, bytes: &[u8]| {
-        std::fs::write(dir.join(name), bytes)
-            .with_context(|| format!("cannot write {}", dir.join(name).display()))
-    };
-    if settings.worktrees {
-        write("patch.diff", &patch)?;
-    }
-    write(
-        "result.json",
-        serde_json::to_string_pretty(&worked.result)?.as_bytes(),
-    )?;
-    let mut stderr = worked.stderr.join("\n");
-    if !stderr.is_empty() {
-        stderr.push('\n');
-    }
-    write("stderr.txt", stderr.as_bytes())?;
-    Ok(dir)
+    .await?
 }
