@@ -736,9 +736,10 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
     std::fs::copy(&db, &template).expect("keep a copy of the filled database");
 
     let pueue = Pueue::start(&dir.join("pueue"));
-    let wall = wall_available();
+    let bwrap = wall_program();
+    let wall = bwrap.is_some();
     let (mut ours, mut floor, mut theirs) = (Vec::new(), Vec::new(), Vec::new());
-    let mut confined = Vec::new();
+    let (mut confined, mut wall_floor) = (Vec::new(), Vec::new());
     for round in 0..DISPATCH_ROUNDS {
         for suffix in ["-wal", "-shm"] {
             let _ = std::fs::remove_file(db.with_file_name(format!("executor.db{suffix}")));
@@ -790,11 +791,37 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
         expect_success(&output, "xargs -P2");
         floor.push(elapsed);
 
+        // The same no-ops, each in the least wall bubblewrap makes: what confining costs
+        // before executor adds anything of its own.
+        if let Some(bwrap) = &bwrap {
+            let mut walled = Command::new("xargs");
+            walled
+                .args(["-P2", "-I{}"])
+                .args(least_wall(bwrap))
+                .args(NO_OP)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null());
+            let started = Instant::now();
+            let mut child = walled.spawn().expect("spawn xargs -P2 bwrap");
+            {
+                use std::io::Write;
+                let mut input = child.stdin.take().expect("xargs' stdin");
+                let lines: String = (1..=DISPATCH_RUNS).map(|n| format!("{n}\n")).collect();
+                input
+                    .write_all(lines.as_bytes())
+                    .expect("feed xargs its lines");
+            }
+            let status = child.wait().expect("wait for xargs -P2 bwrap");
+            assert!(status.success(), "xargs -P2 bwrap failed: {status}");
+            wall_floor.push(started.elapsed());
+        }
+
         if let Some(pueue) = &pueue {
             theirs.push(pueue.dispatch(DISPATCH_RUNS));
         }
     }
-    let ratio = median(&ours).as_secs_f64() / median(&floor).as_secs_f64();
+    let floor_median = median(&floor);
+    let ratio = median(&ours).as_secs_f64() / floor_median.as_secs_f64();
     let mut rows = vec![
         Row {
             name: format!(
@@ -811,8 +838,15 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
             target: "(the floor)".into(),
         },
     ];
+    let mut notes = vec![format!(
+        "dispatch: each executor round starts {DISPATCH_RUNS} runs from approved tasks and ends with every task `done`: {} per run including its store writes, phase log and run record (the workspace is in {}).",
+        micros(median(&ours) / DISPATCH_RUNS as u32),
+        dir.display()
+    )];
     if wall {
         let walled = median(&confined).as_secs_f64() / median(&ours).as_secs_f64();
+        let confined_median = median(&confined);
+        let least = median(&wall_floor);
         rows.push(Row {
             name: format!(
                 "dispatch confined: the same {DISPATCH_RUNS} no-op runs, every worker in the wall ({walled:.2}x unconfined)"
@@ -821,12 +855,30 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
             samples: confined,
             target: "within 2x of unconfined".into(),
         });
+        rows.push(Row {
+            name: format!(
+                "wall floor: `xargs -P2` of the same no-op {DISPATCH_RUNS} times, each in the least bubblewrap wall ({:.2}x the xargs floor)",
+                least.as_secs_f64() / floor_median.as_secs_f64()
+            ),
+            met: true,
+            samples: wall_floor,
+            target: "(the wall's floor)".into(),
+        });
+        let least_cost = least.saturating_sub(floor_median);
+        let our_cost = confined_median.saturating_sub(median(&ours));
+        notes.push(format!(
+            "wall floor: bubblewrap alone (the worker's namespaces, `/` read-only, a fresh `/proc`, `/dev` and `/tmp`; no home, covers or binds) adds {} to xargs' {DISPATCH_RUNS} starts; the wall adds {} to executor's unconfined dispatch, {} of it executor's own (the private home, the covers and binds of its plan, a fork instead of a spawn for the rlimits). Within 2x of unconfined needs the wall to add at most the unconfined dispatch itself ({}): {}.",
+            millis(least_cost),
+            millis(our_cost),
+            millis(our_cost.saturating_sub(least_cost)),
+            millis(median(&ours)),
+            if least_cost > median(&ours) {
+                "bubblewrap's own floor is above that here, so no bubblewrap wall meets it on this machine"
+            } else {
+                "bubblewrap's own floor is below that here"
+            }
+        ));
     }
-    let mut notes = vec![format!(
-        "dispatch: each executor round starts {DISPATCH_RUNS} runs from approved tasks and ends with every task `done`: {} per run including its store writes, phase log and run record (the workspace is in {}).",
-        micros(median(&ours) / DISPATCH_RUNS as u32),
-        dir.display()
-    )];
     match &pueue {
         Some(pueue) => {
             let speedup = median(&theirs).as_secs_f64() / median(&ours).as_secs_f64();
@@ -855,10 +907,45 @@ const WALL_TARGET: Duration = Duration::from_millis(20);
 
 /// Whether bubblewrap confines here (else the wall's rows are left out, and say so).
 fn wall_available() -> bool {
-    matches!(
-        executor::sandbox::probe::probe(None),
-        executor::sandbox::probe::Probed::Works { .. }
-    )
+    wall_program().is_some()
+}
+
+/// The bubblewrap that confines here, if one does.
+fn wall_program() -> Option<PathBuf> {
+    match executor::sandbox::probe::probe(None) {
+        executor::sandbox::probe::Probed::Works { program } => Some(program),
+        executor::sandbox::probe::Probed::Unavailable { .. } => None,
+    }
+}
+
+/// The least a bubblewrap wall can be for a worker: the worker's namespaces, the system
+/// read-only, a fresh `/proc`, `/dev` and `/tmp`, and nothing of executor's own (no home,
+/// no covers, no binds); `bwrap` and its options up to `--`.
+fn least_wall(bwrap: &Path) -> Vec<String> {
+    let mut argv = vec![bwrap.display().to_string()];
+    argv.extend(
+        [
+            "--die-with-parent",
+            "--unshare-user",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--unshare-cgroup-try",
+            "--unshare-net",
+            "--ro-bind",
+            "/",
+            "/",
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--tmpfs",
+            "/tmp",
+            "--",
+        ]
+        .map(String::from),
+    );
+    argv
 }
 
 /// Spawn to a worker's first output line, as the runner starts it: unconfined, and inside

@@ -41,9 +41,26 @@ impl PhaseLog {
     }
 
     pub(super) fn raw(&mut self, stream: Stream, line: &str) {
+        /// One line of the `.jsonl`, serialized as it is (no JSON tree built per line).
+        #[derive(serde::Serialize)]
+        struct Raw<'a> {
+            at: String,
+            stream: Stream,
+            line: &'a str,
+        }
         if let Some(file) = self.jsonl.as_mut() {
-            let record = serde_json::json!({"at": crate::core::time::format_utc(&self.clock.now()), "stream": stream, "line": line});
-            if writeln!(file, "{record}").is_err() {
+            let record = Raw {
+                at: crate::core::time::format_utc(&self.clock.now()),
+                stream,
+                line,
+            };
+            let mut bytes = match serde_json::to_vec(&record) {
+                Ok(bytes) => bytes,
+                Err(_) => return,
+            };
+            bytes.push(b'\n');
+            // One write per line, so a reader never sees half of one.
+            if file.write_all(&bytes).is_err() {
                 self.jsonl = None;
             }
         }
