@@ -988,3 +988,42 @@ fn the_run_page_shows_ci_as_the_last_pr_tick_saw_it_and_the_system_page_githubs_
         "no token on a page"
     );
 }
+
+#[test]
+fn the_needs_you_heading_counts_every_waiting_task_when_the_list_is_cut() {
+    let ws = console_workspace("cat >/dev/null; echo '[DONE:implemented] done'");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        use executor::store::Store;
+        let store = executor::store::sqlite::SqliteStore::open(&ws.path().join("executor.db"))
+            .await
+            .expect("open the store");
+        let now = chrono::Utc::now();
+        for n in 1..=105 {
+            let mut task = task_of(&format!("W-{n}"), &format!("Waiting task {n}"));
+            task.initial_status = executor::core::queue::QueueStatus::ForReview;
+            store.upsert_task(&task, "test", now).await.expect("add");
+        }
+    });
+    let _daemon = Daemon::start(&ws);
+    let address = console_address(&ws);
+    let needs = page(&address, "/");
+    assert!(
+        needs.contains("Tasks waiting for your go (105)"),
+        "every waiting task is counted: {needs}"
+    );
+    assert!(needs.contains("The newest 100 of each status are shown"));
+    assert!(needs.contains("id=\"task-W-105\""), "the newest is shown");
+    assert!(!needs.contains("id=\"task-W-1\""), "the oldest is not");
+
+    // Fewer than the page shows: the count is the list's, with no note.
+    for n in 1..=100 {
+        ws.ok(&["skip", &format!("W-{n}")]);
+    }
+    let needs = page(&address, "/");
+    assert!(needs.contains("Tasks waiting for your go (5)"), "{needs}");
+    assert!(!needs.contains("The newest 100"));
+}

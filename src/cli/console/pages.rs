@@ -317,12 +317,32 @@ async fn needs(State(c): State<Console>) -> Response {
         Err(error) => return unavailable(error),
     };
     let mut waiting = Vec::new();
-    for status in [QueueStatus::ForReview, QueueStatus::AwaitingGo] {
-        match c.store.tasks_newest(Some(&status), None, NEEDS_SHOWN).await {
-            Ok(tasks) => waiting.extend(tasks.iter().map(TaskView::of)),
+    let mut cut = false;
+    let statuses = [QueueStatus::ForReview, QueueStatus::AwaitingGo];
+    for status in &statuses {
+        match c.store.tasks_newest(Some(status), None, NEEDS_SHOWN).await {
+            Ok(tasks) => {
+                cut |= tasks.len() >= NEEDS_SHOWN as usize;
+                waiting.extend(tasks.iter().map(TaskView::of));
+            }
             Err(error) => return unavailable(error),
         }
     }
+    // The heading counts every waiting task, not only the newest shown: counted only when
+    // the list was cut, so the common page reads no counts.
+    let waiting_total = if cut {
+        match c.store.summary().await {
+            Ok(summary) => summary
+                .queue
+                .iter()
+                .filter(|(status, _)| statuses.contains(status))
+                .map(|(_, n)| *n)
+                .sum::<i64>(),
+            Err(error) => return unavailable(error),
+        }
+    } else {
+        waiting.len() as i64
+    };
     let escalations: Vec<EscalationView> = escalations.iter().map(EscalationView::of).collect();
     let now = crate::core::clock::Clock::now(&crate::core::clock::SystemClock);
     let (rows, total) = match day_spend(&c, now).await {
@@ -354,7 +374,7 @@ async fn needs(State(c): State<Console>) -> Response {
         &c,
         "needs.html",
         context! { title => "Needs you", path => "/", csrf => &*c.csrf, events,
-        escalations, tasks => waiting, spend },
+        escalations, tasks => waiting, waiting_total, shown_per_status => NEEDS_SHOWN, cut, spend },
     )
 }
 
