@@ -152,3 +152,41 @@ fn the_conductors_contract_decides_whether_a_worker_is_dispatched() {
     );
     assert!(!notes.path().join("notes.log").exists(), "no worker ran");
 }
+
+#[test]
+fn a_paused_agent_is_not_dispatched_and_says_until_when() {
+    let (ws, notes) = dispatch_workspace();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let until = chrono::Utc::now() + chrono::Duration::hours(2);
+    runtime.block_on(async {
+        use executor::store::Store;
+        let store = executor::store::sqlite::SqliteStore::open(&ws.path().join("executor.db"))
+            .await
+            .expect("open the store");
+        let pause = executor::core::usage_limit::AgentPause {
+            agent: "command".into(),
+            since: chrono::Utc::now(),
+            until,
+            reason: "command hit its usage limit".into(),
+            run_id: None,
+            task_gid: None,
+        };
+        store.pause_agent(&pause).await.expect("pause");
+    });
+    let file = write(&ws, "task.json", TEMPLATE);
+    let err = ws.fails_with(1, &["dispatch", &file]);
+    assert!(
+        err.contains("t-worker-alpha is not dispatched: no command worker starts until")
+            && err.contains(&until.format("%Y-%m-%d %H:%M:%S").to_string()),
+        "{err}"
+    );
+    assert!(!notes.path().join("notes.log").exists(), "no worker ran");
+    let shown = ws.json(&["queue", "--json"]);
+    assert!(
+        !shown.to_string().contains("t-worker-alpha"),
+        "nothing recorded: {shown}"
+    );
+}

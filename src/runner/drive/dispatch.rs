@@ -60,6 +60,11 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
     }
 
     approved_by_contract(runner, &settings, file)?;
+    // The agent is paused at its usage limit: its worker would meet the limit at once.
+    // Nothing is started or recorded; the same file can be dispatched after the reset.
+    if let Some(pause) = limits::paused(store, &settings, adapter.name()).await? {
+        anyhow::bail!("{gid} is not dispatched: {}", pause.sentence());
+    }
     let mut run = start_run(runner, file).await?;
     anyhow::ensure!(
         settings.worktrees,
