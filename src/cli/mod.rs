@@ -407,14 +407,19 @@ pub fn main() -> ExitCode {
     if let Command::SandboxBridge { listen, argv } = cli.command {
         return sandbox_bridge(&listen, argv);
     }
-    init_tracing(matches!(
+    let long_running = matches!(
         cli.command,
         Command::Daemon | Command::Run { .. } | Command::Analyze { .. }
-    ));
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    );
+    init_tracing(long_running);
+    // The runner and the daemon carry several runs at once: their tasks share the
+    // machine's cores. A short command is one task and starts fastest on one thread.
+    let mut builder = if long_running {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("error: cannot start the async runtime: {error}");

@@ -50,35 +50,76 @@ pub async fn apply(
             .task(gid)
             .await?
             .ok_or_else(|| QueueOpError::NotFound(gid.to_string()))?;
-        let to = next_status(&task.status, event).map_err(|reason| QueueOpError::Illegal {
-            gid: gid.to_string(),
-            reason,
-        })?;
-        let change = StatusChange {
-            task_gid: gid.to_string(),
-            from: task.status.clone(),
-            to: to.clone(),
-            event: NewEvent {
-                kind: event.name().to_string(),
-                actor: actor.to_string(),
-                detail: detail.clone(),
-                at: clock.now(),
-            },
-        };
-        match store.change_status(&change).await {
-            Ok(task) => {
-                return Ok((
-                    QueueMove {
-                        from: change.from,
-                        to,
-                    },
-                    task,
-                ))
-            }
-            Err(StoreError::StatusConflict { .. }) if attempt < ATTEMPTS => continue,
-            Err(StoreError::TaskNotFound(gid)) => return Err(QueueOpError::NotFound(gid)),
-            Err(e) => return Err(e.into()),
+        match try_move(store, clock, &task, event, actor, &detail).await? {
+            Moved::Done(done) => return Ok(*done),
+            Moved::Conflict(_) if attempt < ATTEMPTS => continue,
+            Moved::Conflict(conflict) => return Err(conflict.into()),
         }
+    }
+}
+
+/// [`apply`] to a task just read: its status is taken as the current one for the first
+/// try, saving a read; a task whose status changed since (or that the machine refuses
+/// as read) is read again and decided again, as [`apply`] does.
+pub async fn apply_to(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    task: &Task,
+    event: QueueEvent,
+    actor: &str,
+    detail: Option<String>,
+) -> Result<(QueueMove, Task), QueueOpError> {
+    if next_status(&task.status, event).is_ok() {
+        if let Moved::Done(done) = try_move(store, clock, task, event, actor, &detail).await? {
+            return Ok(*done);
+        }
+    }
+    apply(store, clock, &task.task_gid, event, actor, detail).await
+}
+
+/// One try: the move the machine decides from `task`'s status, written only if the task
+/// still has that status.
+enum Moved {
+    Done(Box<(QueueMove, Task)>),
+    /// The store's [`StoreError::StatusConflict`].
+    Conflict(StoreError),
+}
+
+async fn try_move(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    task: &Task,
+    event: QueueEvent,
+    actor: &str,
+    detail: &Option<String>,
+) -> Result<Moved, QueueOpError> {
+    let gid = &task.task_gid;
+    let to = next_status(&task.status, event).map_err(|reason| QueueOpError::Illegal {
+        gid: gid.to_string(),
+        reason,
+    })?;
+    let change = StatusChange {
+        task_gid: gid.to_string(),
+        from: task.status.clone(),
+        to: to.clone(),
+        event: NewEvent {
+            kind: event.name().to_string(),
+            actor: actor.to_string(),
+            detail: detail.clone(),
+            at: clock.now(),
+        },
+    };
+    match store.change_status(&change).await {
+        Ok(task) => Ok(Moved::Done(Box::new((
+            QueueMove {
+                from: change.from,
+                to,
+            },
+            task,
+        )))),
+        Err(conflict @ StoreError::StatusConflict { .. }) => Ok(Moved::Conflict(conflict)),
+        Err(StoreError::TaskNotFound(gid)) => Err(QueueOpError::NotFound(gid)),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -192,10 +192,11 @@ pub(super) async fn complete_local(
     run.state = next_state(&run.state, RunEvent::PrOpened)?;
     run.completed_at = Some(now);
     move_run(store, run, RunEvent::Completed, now).await?;
-    queue_ops::apply(
+    // The task as the run claimed it (in progress): read again only if it moved since.
+    queue_ops::apply_to(
         store,
         settings.clock.as_ref(),
-        &gid,
+        task,
         QueueEvent::RunCompleted,
         "runner",
         None,

@@ -163,17 +163,12 @@ pub(super) async fn claim_next(store: &dyn Store, clock: &dyn Clock) -> Result<O
                 tracing::debug!(gid = %task.task_gid, waits_for = ?unmet, "a subtask waits for its dependencies");
                 continue;
             }
-            match queue_ops::apply(
-                store,
-                clock,
-                &task.task_gid,
-                QueueEvent::RunStarted,
-                "runner",
-                None,
-            )
-            .await
+            // The page's row is current enough to decide on: a task that moved since is
+            // read again and decided again.
+            match queue_ops::apply_to(store, clock, &task, QueueEvent::RunStarted, "runner", None)
+                .await
             {
-                Ok(_) => return Ok(Some(task)),
+                Ok((_, moved)) => return Ok(Some(moved)),
                 Err(queue_ops::QueueOpError::Illegal { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }
