@@ -356,6 +356,12 @@ pub trait Store: Send + Sync {
     /// Records a worker that just started; returns its id.
     async fn record_worker(&self, worker: &WorkerRecord) -> StoreResult<i64>;
 
+    /// Records a worker that just started and saves `run` (its pid and last update) in one
+    /// transaction; returns the worker's id. The worker is recorded even when the run's
+    /// save is fenced (its lease gone), so a recovery still finds and stops it; the call
+    /// then fails with [`StoreError::Fenced`], as [`Store::save_run`] does.
+    async fn record_worker_start(&self, worker: &WorkerRecord, run: &Run) -> StoreResult<i64>;
+
     /// Records how worker `id` ended, once: a worker already recorded as ended (stopped at
     /// a takeover, say) keeps its first record.
     async fn end_worker(&self, id: i64, at: DateTime<Utc>, outcome: &str) -> StoreResult<()>;

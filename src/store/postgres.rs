@@ -355,6 +355,56 @@ async fn select_task(
     row.as_ref().map(task_from_row).transpose()
 }
 
+/// Writes `r`'s row if its lease epoch is still the stored one; the rows changed (0: the
+/// lease is gone, nothing written).
+async fn update_run<'e, E: sqlx::PgExecutor<'e>>(e: E, r: &Run) -> Result<u64, sqlx::Error> {
+    Ok(sqlx::query(
+        "UPDATE executor_runs SET worktree_path = $2, branch_name = $3, pr_url = $4, pr_number = $5, \
+         thread_id = $6, started_at = $7, updated_at = $8, completed_at = $9, state = $10, \
+         ci_attempts = $11, worker_session_id = $12, worker_last_update = $13, worker_pid = $14, \
+         worker_stuck_count = $15, lifecycle = $16 WHERE id = $1 AND lease_epoch = $17",
+    )
+    .bind(r.id)
+    .bind(&r.worktree_path)
+    .bind(&r.branch_name)
+    .bind(&r.pr_url)
+    .bind(r.pr_number)
+    .bind(&r.thread_id)
+    .bind(r.started_at)
+    .bind(r.updated_at)
+    .bind(r.completed_at)
+    .bind(r.state.as_str())
+    .bind(r.ci_attempts)
+    .bind(&r.worker_session_id)
+    .bind(r.worker_last_update)
+    .bind(r.worker_pid)
+    .bind(r.worker_stuck_count)
+    .bind(crate::store::lifecycle_column(r.lifecycle.as_ref()))
+    .bind(r.lease_epoch)
+    .execute(e)
+    .await?
+    .rows_affected())
+}
+
+/// Inserts worker `w`'s start record; its id.
+async fn insert_worker<'e, E: sqlx::PgExecutor<'e>>(
+    e: E,
+    w: &WorkerRecord,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO executor_workers (run_id, phase, host, pid, start_time, started_at) \
+         VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
+    )
+    .bind(w.run_id)
+    .bind(&w.phase)
+    .bind(&w.host)
+    .bind(w.pid)
+    .bind(w.start_time)
+    .bind(w.started_at)
+    .fetch_one(e)
+    .await
+}
+
 struct EventRow<'a> {
     gid: &'a str,
     run_id: Option<i64>,
@@ -572,33 +622,7 @@ impl Store for PgStore {
     }
 
     async fn save_run(&self, r: &Run) -> StoreResult<()> {
-        let changed = sqlx::query(
-            "UPDATE executor_runs SET worktree_path = $2, branch_name = $3, pr_url = $4, pr_number = $5, \
-             thread_id = $6, started_at = $7, updated_at = $8, completed_at = $9, state = $10, \
-             ci_attempts = $11, worker_session_id = $12, worker_last_update = $13, worker_pid = $14, \
-             worker_stuck_count = $15, lifecycle = $16 WHERE id = $1 AND lease_epoch = $17",
-        )
-        .bind(r.id)
-        .bind(&r.worktree_path)
-        .bind(&r.branch_name)
-        .bind(&r.pr_url)
-        .bind(r.pr_number)
-        .bind(&r.thread_id)
-        .bind(r.started_at)
-        .bind(r.updated_at)
-        .bind(r.completed_at)
-        .bind(r.state.as_str())
-        .bind(r.ci_attempts)
-        .bind(&r.worker_session_id)
-        .bind(r.worker_last_update)
-        .bind(r.worker_pid)
-        .bind(r.worker_stuck_count)
-        .bind(crate::store::lifecycle_column(r.lifecycle.as_ref()))
-        .bind(r.lease_epoch)
-        .execute(&self.pool)
-        .await?
-        .rows_affected();
-        if changed == 0 {
+        if update_run(&self.pool, r).await? == 0 {
             return Err(StoreError::Fenced { run_id: r.id });
         }
         Ok(())
@@ -699,18 +723,17 @@ impl Store for PgStore {
     }
 
     async fn record_worker(&self, w: &WorkerRecord) -> StoreResult<i64> {
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO executor_workers (run_id, phase, host, pid, start_time, started_at) \
-             VALUES ($1, $2, $3, $4, $5, $6) RETURNING id",
-        )
-        .bind(w.run_id)
-        .bind(&w.phase)
-        .bind(&w.host)
-        .bind(w.pid)
-        .bind(w.start_time)
-        .bind(w.started_at)
-        .fetch_one(&self.pool)
-        .await?;
+        Ok(insert_worker(&self.pool, w).await?)
+    }
+
+    async fn record_worker_start(&self, w: &WorkerRecord, r: &Run) -> StoreResult<i64> {
+        let mut tx = self.pool.begin().await?;
+        let id = insert_worker(&mut *tx, w).await?;
+        let changed = update_run(&mut *tx, r).await?;
+        tx.commit().await?;
+        if changed == 0 {
+            return Err(StoreError::Fenced { run_id: r.id });
+        }
         Ok(id)
     }
 

@@ -502,6 +502,53 @@ fn select_task(conn: &Connection, gid: &str) -> rusqlite::Result<Option<Task>> {
     .optional()
 }
 
+/// Writes `r`'s row if its lease epoch is still the stored one; the rows changed (0: the
+/// lease is gone, nothing written).
+fn update_run(conn: &Connection, r: &Run) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "UPDATE executor_runs SET worktree_path = ?2, branch_name = ?3, pr_url = ?4, pr_number = ?5, \
+         thread_id = ?6, started_at = ?7, updated_at = ?8, completed_at = ?9, state = ?10, \
+         ci_attempts = ?11, worker_session_id = ?12, worker_last_update = ?13, worker_pid = ?14, \
+         worker_stuck_count = ?15, lifecycle = ?16 WHERE id = ?1 AND lease_epoch = ?17",
+    )?
+    .execute(params![
+        r.id,
+        r.worktree_path,
+        r.branch_name,
+        r.pr_url,
+        r.pr_number,
+        r.thread_id,
+        r.started_at.as_ref().map(text),
+        text(&r.updated_at),
+        r.completed_at.as_ref().map(text),
+        r.state.as_str(),
+        r.ci_attempts,
+        r.worker_session_id,
+        r.worker_last_update.as_ref().map(text),
+        r.worker_pid,
+        r.worker_stuck_count,
+        crate::store::lifecycle_column(r.lifecycle.as_ref()),
+        r.lease_epoch
+    ])
+}
+
+/// Inserts worker `w`'s start record; its id.
+fn insert_worker(conn: &Connection, w: &WorkerRecord) -> rusqlite::Result<i64> {
+    conn.prepare_cached(
+        "INSERT INTO executor_workers (run_id, phase, host, pid, start_time, started_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        w.run_id,
+        w.phase,
+        w.host,
+        w.pid,
+        w.start_time,
+        text(&w.started_at)
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn insert_event(
     conn: &Connection,
@@ -667,32 +714,7 @@ impl Store for SqliteStore {
     async fn save_run(&self, run: &Run) -> StoreResult<()> {
         let r = run.clone();
         self.call_store(move |conn| {
-            let changed = conn.prepare_cached(
-                "UPDATE executor_runs SET worktree_path = ?2, branch_name = ?3, pr_url = ?4, pr_number = ?5, \
-                 thread_id = ?6, started_at = ?7, updated_at = ?8, completed_at = ?9, state = ?10, \
-                 ci_attempts = ?11, worker_session_id = ?12, worker_last_update = ?13, worker_pid = ?14, \
-                 worker_stuck_count = ?15, lifecycle = ?16 WHERE id = ?1 AND lease_epoch = ?17",
-            )?
-            .execute(params![
-                r.id,
-                r.worktree_path,
-                r.branch_name,
-                r.pr_url,
-                r.pr_number,
-                r.thread_id,
-                r.started_at.as_ref().map(text),
-                text(&r.updated_at),
-                r.completed_at.as_ref().map(text),
-                r.state.as_str(),
-                r.ci_attempts,
-                r.worker_session_id,
-                r.worker_last_update.as_ref().map(text),
-                r.worker_pid,
-                r.worker_stuck_count,
-                crate::store::lifecycle_column(r.lifecycle.as_ref()),
-                r.lease_epoch
-            ])?;
-            if changed == 0 {
+            if update_run(conn, &r)? == 0 {
                 return Err(StoreError::Fenced { run_id: r.id }.into());
             }
             Ok(())
@@ -821,20 +843,20 @@ impl Store for SqliteStore {
 
     async fn record_worker(&self, worker: &WorkerRecord) -> StoreResult<i64> {
         let w = worker.clone();
-        self.call(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO executor_workers (run_id, phase, host, pid, start_time, started_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
-                w.run_id,
-                w.phase,
-                w.host,
-                w.pid,
-                w.start_time,
-                text(&w.started_at)
-            ])?;
-            Ok(conn.last_insert_rowid())
+        self.call(move |conn| insert_worker(conn, &w)).await
+    }
+
+    async fn record_worker_start(&self, worker: &WorkerRecord, run: &Run) -> StoreResult<i64> {
+        let (w, r) = (worker.clone(), run.clone());
+        self.call_store(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let id = insert_worker(&tx, &w)?;
+            let changed = update_run(&tx, &r)?;
+            tx.commit()?;
+            if changed == 0 {
+                return Err(StoreError::Fenced { run_id: r.id }.into());
+            }
+            Ok(id)
         })
         .await
     }

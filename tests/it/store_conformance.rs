@@ -451,6 +451,78 @@ async fn a_save_lands_only_under_the_runs_current_lease_epoch(store: &dyn Store)
     assert!(store.save_run(&held_by_b).await.is_err());
 }
 
+/// A worker's start record and its run's row are one write: both land under the run's
+/// lease; once the lease is gone the worker is still recorded (so a recovery stops it)
+/// and the run's row is not touched.
+async fn a_workers_start_is_recorded_with_its_runs_row_and_survives_a_fence(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let mut run = store.create_run("T-1", t0()).await.expect("run");
+    let (a, b) = ("host-a:10:1", "host-b:20:2");
+    let minutes = |m: i64| t0() + Duration::minutes(m);
+    run.lease_epoch = store
+        .take_lease(run.id, a, t0(), minutes(1), None)
+        .await
+        .expect("take")
+        .expect("free");
+    let worker = |pid: i64| WorkerRecord {
+        id: 0,
+        run_id: run.id,
+        phase: "queued".into(),
+        host: "h1".into(),
+        pid,
+        start_time: Some(4242),
+        started_at: t0(),
+        ended_at: None,
+        outcome: None,
+    };
+    run.worker_pid = Some(100);
+    run.worker_last_update = Some(minutes(0));
+    let id = store
+        .record_worker_start(&worker(100), &run)
+        .await
+        .expect("under the lease");
+    let stored = store.runs(Some("T-1")).await.expect("runs").remove(0);
+    assert_eq!(stored.worker_pid, Some(100));
+    let open = store.open_workers("h1").await.expect("open");
+    assert_eq!(
+        open.iter().map(|w| (w.id, w.pid)).collect::<Vec<_>>(),
+        vec![(id, 100)]
+    );
+
+    // Another runner takes the run: the late start is fenced, its worker recorded anyway.
+    store
+        .take_lease(run.id, b, minutes(2), minutes(3), None)
+        .await
+        .expect("take")
+        .expect("expired");
+    run.worker_pid = Some(200);
+    let refused = store
+        .record_worker_start(&worker(200), &run)
+        .await
+        .expect_err("fenced");
+    assert!(
+        matches!(refused, executor::store::StoreError::Fenced { run_id } if run_id == run.id),
+        "{refused}"
+    );
+    let stored = store.runs(Some("T-1")).await.expect("runs").remove(0);
+    assert_eq!(stored.worker_pid, Some(100), "the run's row is untouched");
+    let pids: Vec<i64> = store
+        .open_workers("h1")
+        .await
+        .expect("open")
+        .iter()
+        .map(|w| w.pid)
+        .collect();
+    assert_eq!(
+        pids,
+        vec![100, 200],
+        "the fenced worker is recorded for recovery"
+    );
+}
+
 async fn workers_are_recorded_and_open_ones_listed_per_host(store: &dyn Store) {
     let worker = |run_id: i64, host: &str, pid: i64| WorkerRecord {
         id: 0,
@@ -2568,6 +2640,7 @@ conformance!(
     summary_counts_every_known_status,
     an_agents_pause_is_extended_while_in_force_and_new_once_ended,
     a_move_from_a_stale_read_is_read_and_decided_again,
+    a_workers_start_is_recorded_with_its_runs_row_and_survives_a_fence,
 );
 
 #[tokio::test]

@@ -305,14 +305,14 @@ async fn on_started(
         ended_at: None,
         outcome: None,
     };
-    let id = patience::durably("the worker's record", run.id, || async {
-        Ok(w.store.record_worker(&record).await?)
-    })
-    .await?;
     run.worker_pid = Some(i64::from(pid));
     run.worker_last_update = Some(now);
     run.updated_at = now;
-    save(w.store, run).await?;
+    // One write: a transient failure retries both, and nothing is recorded twice.
+    let id = patience::durably("the worker's record", run.id, || async {
+        Ok(w.store.record_worker_start(&record, run).await?)
+    })
+    .await?;
     Ok(id)
 }
 
