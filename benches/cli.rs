@@ -918,34 +918,20 @@ fn wall_program() -> Option<PathBuf> {
     }
 }
 
-/// The least a bubblewrap wall can be for a worker: the worker's namespaces, the system
-/// read-only, a fresh `/proc`, `/dev` and `/tmp`, and nothing of executor's own (no home,
-/// no covers, no binds); `bwrap` and its options up to `--`.
+/// The least a bubblewrap wall can be for a worker: the worker's own namespaces and
+/// system mounts, as the wall's command line makes them, a private `/tmp`, and nothing of
+/// executor's own (no home, no covers, no binds); `bwrap` and its options up to `--`.
 fn least_wall(bwrap: &Path) -> Vec<String> {
-    let mut argv = vec![bwrap.display().to_string()];
-    argv.extend(
-        [
-            "--die-with-parent",
-            "--unshare-user",
-            "--unshare-pid",
-            "--unshare-ipc",
-            "--unshare-uts",
-            "--unshare-cgroup-try",
-            "--unshare-net",
-            "--ro-bind",
-            "/",
-            "/",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--tmpfs",
-            "/tmp",
-            "--",
-        ]
-        .map(String::from),
-    );
-    argv
+    use executor::sandbox::bwrap::{argv, Plan};
+    argv(
+        bwrap,
+        &Plan {
+            hidden: vec![PathBuf::from("/tmp")],
+            own_network: true,
+            cwd: PathBuf::from("/"),
+            ..Plan::default()
+        },
+    )
 }
 
 /// Spawn to a worker's first output line, as the runner starts it: unconfined, and inside

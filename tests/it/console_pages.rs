@@ -668,15 +668,9 @@ fn every_page(address: &str, first: &str) -> (Vec<Value>, usize) {
 /// A workspace with 60 tasks and 55 finished runs (one with a spend), ready for a daemon.
 fn big_workspace() -> (Workspace, Vec<i64>) {
     let ws = console_workspace("cat >/dev/null; echo x > X.md; echo '[DONE:implemented] done'");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (runtime, store) = ws.store();
     let ids = runtime.block_on(async {
         use executor::store::Store;
-        let store = executor::store::sqlite::SqliteStore::open(&ws.path().join("executor.db"))
-            .await
-            .expect("open the store");
         let now = chrono::Utc::now();
         let mut ids = Vec::new();
         for n in 1..=60 {
@@ -787,15 +781,9 @@ fn the_run_goal_and_system_pages_show_the_pr_the_diff_the_tree_and_the_system_es
         .expect("a run");
 
     // What the runner would have kept: a PR, its last look, a lease, a message waiting.
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (runtime, store) = ws.store();
     runtime.block_on(async {
         use executor::store::Store;
-        let store = executor::store::sqlite::SqliteStore::open(&ws.path().join("executor.db"))
-            .await
-            .expect("open the store");
         let mut run = store.run(run_id).await.expect("read").expect("the run");
         run.pr_number = Some(7);
         run.pr_url = Some("https://github.com/o/r/pull/7".to_string());
@@ -858,6 +846,8 @@ fn the_run_goal_and_system_pages_show_the_pr_the_diff_the_tree_and_the_system_es
             .await
             .expect("a message");
     });
+    // Done with the test's own connection.
+    drop(store);
 
     let run = page(&address, &format!("/runs/{run_id}"));
     for shown in [
@@ -992,15 +982,9 @@ fn the_run_page_shows_ci_as_the_last_pr_tick_saw_it_and_the_system_page_githubs_
 #[test]
 fn the_needs_you_heading_counts_every_waiting_task_when_the_list_is_cut() {
     let ws = console_workspace("cat >/dev/null; echo '[DONE:implemented] done'");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (runtime, store) = ws.store();
     runtime.block_on(async {
         use executor::store::Store;
-        let store = executor::store::sqlite::SqliteStore::open(&ws.path().join("executor.db"))
-            .await
-            .expect("open the store");
         let now = chrono::Utc::now();
         for n in 1..=105 {
             let mut task = task_of(&format!("W-{n}"), &format!("Waiting task {n}"));
@@ -1008,6 +992,8 @@ fn the_needs_you_heading_counts_every_waiting_task_when_the_list_is_cut() {
             store.upsert_task(&task, "test", now).await.expect("add");
         }
     });
+    // Done with the test's own connection.
+    drop(store);
     let _daemon = Daemon::start(&ws);
     let address = console_address(&ws);
     let needs = page(&address, "/");

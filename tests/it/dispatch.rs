@@ -156,16 +156,10 @@ fn the_conductors_contract_decides_whether_a_worker_is_dispatched() {
 #[test]
 fn a_paused_agent_is_not_dispatched_and_says_until_when() {
     let (ws, notes) = dispatch_workspace();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let (runtime, store) = ws.store();
     let until = chrono::Utc::now() + chrono::Duration::hours(2);
     runtime.block_on(async {
         use executor::store::Store;
-        let store = executor::store::sqlite::SqliteStore::open(&ws.path().join("executor.db"))
-            .await
-            .expect("open the store");
         let pause = executor::core::usage_limit::AgentPause {
             agent: "command".into(),
             since: chrono::Utc::now(),
@@ -176,6 +170,8 @@ fn a_paused_agent_is_not_dispatched_and_says_until_when() {
         };
         store.pause_agent(&pause).await.expect("pause");
     });
+    // Done with the test's own connection.
+    drop(store);
     let file = write(&ws, "task.json", TEMPLATE);
     let err = ws.fails_with(1, &["dispatch", &file]);
     assert!(

@@ -84,6 +84,26 @@ pub struct Workspace {
 }
 
 impl Workspace {
+    /// The workspace's SQLite store, opened on a runtime of its own, for a test that reads
+    /// or writes it directly (`runtime.block_on(async { … })`).
+    pub fn store(
+        &self,
+    ) -> (
+        tokio::runtime::Runtime,
+        executor::store::sqlite::SqliteStore,
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let store = runtime
+            .block_on(executor::store::sqlite::SqliteStore::open(
+                &self.path().join("executor.db"),
+            ))
+            .expect("open the workspace's store");
+        (runtime, store)
+    }
+
     pub fn init() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
         let out = executor(dir.path())
