@@ -77,6 +77,60 @@ pub async fn apply_to(
     apply(store, clock, &task.task_gid, event, actor, detail).await
 }
 
+/// The move the queue machine decides for `event` from `task`'s status as read, to be
+/// written only if the task still has that status.
+fn change_of(
+    task: &Task,
+    event: QueueEvent,
+    actor: &str,
+    detail: &Option<String>,
+    clock: &dyn Clock,
+) -> Result<StatusChange, QueueOpError> {
+    let to = next_status(&task.status, event).map_err(|reason| QueueOpError::Illegal {
+        gid: task.task_gid.clone(),
+        reason,
+    })?;
+    Ok(StatusChange {
+        task_gid: task.task_gid.clone(),
+        from: task.status.clone(),
+        to,
+        event: NewEvent {
+            kind: event.name().to_string(),
+            actor: actor.to_string(),
+            detail: detail.clone(),
+            at: clock.now(),
+        },
+    })
+}
+
+/// A carried run's last write: `run` saved, its task (as read in `task`) moved by
+/// `event`, and `holder`'s lease of the run released, in one transaction. A task that
+/// moved since it was read is read and decided again: then the run is saved first and the
+/// task moved after, as [`apply`] moves it. [`StoreError::Fenced`] (through
+/// [`QueueOpError::Store`]) when the run's lease is gone: nothing is written.
+pub async fn settle_run(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    run: &crate::core::record::Run,
+    task: &Task,
+    event: QueueEvent,
+    actor: &str,
+    holder: &str,
+) -> Result<Task, QueueOpError> {
+    if let Ok(change) = change_of(task, event, actor, &None, clock) {
+        match store.settle_run(run, &change, holder).await {
+            Ok(task) => return Ok(task),
+            Err(StoreError::StatusConflict { .. }) => {}
+            Err(StoreError::TaskNotFound(gid)) => return Err(QueueOpError::NotFound(gid)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    store.save_run(run).await?;
+    let (_, moved) = apply(store, clock, &task.task_gid, event, actor, None).await?;
+    store.release_lease(run.id, holder).await?;
+    Ok(moved)
+}
+
 /// One try: the move the machine decides from `task`'s status, written only if the task
 /// still has that status.
 enum Moved {
@@ -93,27 +147,12 @@ async fn try_move(
     actor: &str,
     detail: &Option<String>,
 ) -> Result<Moved, QueueOpError> {
-    let gid = &task.task_gid;
-    let to = next_status(&task.status, event).map_err(|reason| QueueOpError::Illegal {
-        gid: gid.to_string(),
-        reason,
-    })?;
-    let change = StatusChange {
-        task_gid: gid.to_string(),
-        from: task.status.clone(),
-        to: to.clone(),
-        event: NewEvent {
-            kind: event.name().to_string(),
-            actor: actor.to_string(),
-            detail: detail.clone(),
-            at: clock.now(),
-        },
-    };
+    let change = change_of(task, event, actor, detail, clock)?;
     match store.change_status(&change).await {
         Ok(task) => Ok(Moved::Done(Box::new((
             QueueMove {
                 from: change.from,
-                to,
+                to: change.to,
             },
             task,
         )))),

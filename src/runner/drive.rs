@@ -238,6 +238,8 @@ pub struct RunResult {
     pub ci_attempts: i64,
     /// The escalation the run waits on (it holds no worker slot meanwhile).
     pub waiting_on: Option<i64>,
+    /// The run's last write released this runner's lease of it already.
+    pub lease_released: bool,
 }
 
 /// How often a runner looks whether its claim on a run it carries still holds (a cancel

@@ -312,6 +312,24 @@ pub trait Store: Send + Sync {
     /// Creates a `queued` run for a task and links it as the task's `executor_run_id`.
     async fn create_run(&self, gid: &str, at: DateTime<Utc>) -> StoreResult<Run>;
 
+    /// Creates a `queued` run for a task, links it as the task's `executor_run_id` and
+    /// gives its lease to `holder` until `until`, in one transaction; the run carries its
+    /// first lease epoch.
+    async fn create_leased_run(
+        &self,
+        gid: &str,
+        holder: &str,
+        at: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Run>;
+
+    /// A run's last write as its carrier: `run` as [`Self::save_run`] writes it, its task
+    /// moved by `change` as [`Self::change_status`] moves it, and `holder`'s lease of the
+    /// run released, in one transaction. All or nothing: [`StoreError::Fenced`] when the
+    /// lease is gone, [`StoreError::StatusConflict`] when the task moved since.
+    async fn settle_run(&self, run: &Run, change: &StatusChange, holder: &str)
+        -> StoreResult<Task>;
+
     /// Writes every column of `run` but its id, task and lease epoch (found by id), if the
     /// run's lease epoch is still `run.lease_epoch`; otherwise writes nothing and fails with
     /// [`StoreError::Fenced`]: another runner claimed the run since. The run's state is

@@ -405,6 +405,133 @@ async fn insert_worker<'e, E: sqlx::PgExecutor<'e>>(
     .await
 }
 
+/// Moves a task by `change` (checked against the status it is in, the row locked) and
+/// records the event; the task as moved. Part of the caller's transaction.
+async fn move_task(
+    tx: &mut Transaction<'_, Postgres>,
+    change: &StatusChange,
+) -> Result<Task, StoreError> {
+    let stored = select_task(tx, &change.task_gid, true)
+        .await?
+        .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+    if stored.status != change.from {
+        return Err(StoreError::StatusConflict {
+            gid: change.task_gid.clone(),
+            expected: change.from.to_string(),
+            actual: stored.status.to_string(),
+        });
+    }
+    sqlx::query("UPDATE executor_queue SET status = $2, updated_at = $3 WHERE task_gid = $1")
+        .bind(&change.task_gid)
+        .bind(change.to.as_str())
+        .bind(change.event.at)
+        .execute(&mut **tx)
+        .await?;
+    insert_event(
+        tx,
+        EventRow {
+            gid: &change.task_gid,
+            run_id: stored.executor_run_id,
+            at: change.event.at,
+            kind: &change.event.kind,
+            from: Some(change.from.as_str()),
+            to: Some(change.to.as_str()),
+            actor: &change.event.actor,
+            detail: change.event.detail.as_deref(),
+        },
+    )
+    .await?;
+    select_task(tx, &change.task_gid, false)
+        .await?
+        .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))
+}
+
+/// Inserts a `queued` run of task `gid` and links it as the task's run. Part of the
+/// caller's transaction.
+async fn insert_run(
+    tx: &mut Transaction<'_, Postgres>,
+    gid: &str,
+    at: DateTime<Utc>,
+) -> Result<Run, StoreError> {
+    let Some(task) = select_task(tx, gid, true).await? else {
+        return Err(StoreError::TaskNotFound(gid.to_string()));
+    };
+    // The text this run is given, kept: the task's own text may be edited later.
+    let row = sqlx::query(&format!(
+        "INSERT INTO executor_runs (task_gid, started_at, updated_at, state, task_text) \
+         VALUES ($1, $2, $2, $3, $4) RETURNING {RUN_COLUMNS}"
+    ))
+    .bind(gid)
+    .bind(at)
+    .bind(RunState::Queued.as_str())
+    .bind(task.description)
+    .fetch_one(&mut **tx)
+    .await?;
+    let run = run_from_row(&row)?;
+    sqlx::query(
+        "UPDATE executor_queue SET executor_run_id = $2, updated_at = $3 WHERE task_gid = $1",
+    )
+    .bind(gid)
+    .bind(run.id)
+    .bind(at)
+    .execute(&mut **tx)
+    .await?;
+    Ok(run)
+}
+
+/// Takes run `run_id`'s lease for `holder` if it is free, expired, `holder`'s own or
+/// `steal_from`'s; the run's new lease epoch, `None` when another holds it. Part of the
+/// caller's transaction.
+async fn claim_lease(
+    tx: &mut Transaction<'_, Postgres>,
+    run_id: i64,
+    holder: &str,
+    now: DateTime<Utc>,
+    until: DateTime<Utc>,
+    steal_from: Option<&str>,
+) -> Result<Option<i64>, sqlx::Error> {
+    let changed = sqlx::query(
+        "INSERT INTO executor_run_leases (run_id, holder, expires_at) VALUES ($1, $2, $4) \
+         ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
+         WHERE executor_run_leases.expires_at < $3 \
+         OR executor_run_leases.holder = excluded.holder \
+         OR executor_run_leases.holder = $5",
+    )
+    .bind(run_id)
+    .bind(holder)
+    .bind(now)
+    .bind(until)
+    .bind(steal_from)
+    .execute(&mut **tx)
+    .await?
+    .rows_affected();
+    if changed != 1 {
+        return Ok(None);
+    }
+    // Every claim starts a new epoch: a save by an earlier claimant no longer lands.
+    let epoch: Option<i64> = sqlx::query_scalar(
+        "UPDATE executor_runs SET lease_epoch = lease_epoch + 1 WHERE id = $1 RETURNING lease_epoch",
+    )
+    .bind(run_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    Ok(Some(epoch.unwrap_or(0)))
+}
+
+/// Deletes `holder`'s lease of run `run_id`, if it holds it.
+async fn drop_lease<'e, E: sqlx::PgExecutor<'e>>(
+    e: E,
+    run_id: i64,
+    holder: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM executor_run_leases WHERE run_id = $1 AND holder = $2")
+        .bind(run_id)
+        .bind(holder)
+        .execute(e)
+        .await?;
+    Ok(())
+}
+
 struct EventRow<'a> {
     gid: &'a str,
     run_id: Option<i64>,
@@ -545,39 +672,7 @@ impl Store for PgStore {
 
     async fn change_status(&self, change: &StatusChange) -> StoreResult<Task> {
         let mut tx = self.pool.begin().await?;
-        let stored = select_task(&mut tx, &change.task_gid, true)
-            .await?
-            .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
-        if stored.status != change.from {
-            return Err(StoreError::StatusConflict {
-                gid: change.task_gid.clone(),
-                expected: change.from.to_string(),
-                actual: stored.status.to_string(),
-            });
-        }
-        sqlx::query("UPDATE executor_queue SET status = $2, updated_at = $3 WHERE task_gid = $1")
-            .bind(&change.task_gid)
-            .bind(change.to.as_str())
-            .bind(change.event.at)
-            .execute(&mut *tx)
-            .await?;
-        insert_event(
-            &mut tx,
-            EventRow {
-                gid: &change.task_gid,
-                run_id: stored.executor_run_id,
-                at: change.event.at,
-                kind: &change.event.kind,
-                from: Some(change.from.as_str()),
-                to: Some(change.to.as_str()),
-                actor: &change.event.actor,
-                detail: change.event.detail.as_deref(),
-            },
-        )
-        .await?;
-        let task = select_task(&mut tx, &change.task_gid, false)
-            .await?
-            .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+        let task = move_task(&mut tx, change).await?;
         tx.commit().await?;
         Ok(task)
     }
@@ -594,31 +689,37 @@ impl Store for PgStore {
 
     async fn create_run(&self, gid: &str, at: DateTime<Utc>) -> StoreResult<Run> {
         let mut tx = self.pool.begin().await?;
-        let Some(task) = select_task(&mut tx, gid, true).await? else {
-            return Err(StoreError::TaskNotFound(gid.to_string()));
-        };
-        // The text this run is given, kept: the task's own text may be edited later.
-        let row = sqlx::query(&format!(
-            "INSERT INTO executor_runs (task_gid, started_at, updated_at, state, task_text) \
-             VALUES ($1, $2, $2, $3, $4) RETURNING {RUN_COLUMNS}"
-        ))
-        .bind(gid)
-        .bind(at)
-        .bind(RunState::Queued.as_str())
-        .bind(task.description)
-        .fetch_one(&mut *tx)
-        .await?;
-        let run = run_from_row(&row)?;
-        sqlx::query(
-            "UPDATE executor_queue SET executor_run_id = $2, updated_at = $3 WHERE task_gid = $1",
-        )
-        .bind(gid)
-        .bind(run.id)
-        .bind(at)
-        .execute(&mut *tx)
-        .await?;
+        let run = insert_run(&mut tx, gid, at).await?;
         tx.commit().await?;
         Ok(run)
+    }
+
+    async fn create_leased_run(
+        &self,
+        gid: &str,
+        holder: &str,
+        at: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Run> {
+        let mut tx = self.pool.begin().await?;
+        let mut run = insert_run(&mut tx, gid, at).await?;
+        // A new run's id was never leased: the claim cannot be refused.
+        run.lease_epoch = claim_lease(&mut tx, run.id, holder, at, until, None)
+            .await?
+            .ok_or(StoreError::Fenced { run_id: run.id })?;
+        tx.commit().await?;
+        Ok(run)
+    }
+
+    async fn settle_run(&self, r: &Run, change: &StatusChange, holder: &str) -> StoreResult<Task> {
+        let mut tx = self.pool.begin().await?;
+        if update_run(&mut *tx, r).await? == 0 {
+            return Err(StoreError::Fenced { run_id: r.id });
+        }
+        let task = move_task(&mut tx, change).await?;
+        drop_lease(&mut *tx, r.id, holder).await?;
+        tx.commit().await?;
+        Ok(task)
     }
 
     async fn save_run(&self, r: &Run) -> StoreResult<()> {
@@ -1211,33 +1312,11 @@ impl Store for PgStore {
         steal_from: Option<&str>,
     ) -> StoreResult<Option<i64>> {
         let mut tx = self.pool.begin().await?;
-        let changed = sqlx::query(
-            "INSERT INTO executor_run_leases (run_id, holder, expires_at) VALUES ($1, $2, $4) \
-             ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
-             WHERE executor_run_leases.expires_at < $3 \
-             OR executor_run_leases.holder = excluded.holder \
-             OR executor_run_leases.holder = $5",
-        )
-        .bind(run_id)
-        .bind(holder)
-        .bind(now)
-        .bind(until)
-        .bind(steal_from)
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if changed != 1 {
-            return Ok(None);
+        let epoch = claim_lease(&mut tx, run_id, holder, now, until, steal_from).await?;
+        if epoch.is_some() {
+            tx.commit().await?;
         }
-        // Every claim starts a new epoch: a save by an earlier claimant no longer lands.
-        let epoch: Option<i64> = sqlx::query_scalar(
-            "UPDATE executor_runs SET lease_epoch = lease_epoch + 1 WHERE id = $1 RETURNING lease_epoch",
-        )
-        .bind(run_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(Some(epoch.unwrap_or(0)))
+        Ok(epoch)
     }
 
     async fn lease(&self, run_id: i64) -> StoreResult<Option<Lease>> {
@@ -1283,12 +1362,7 @@ impl Store for PgStore {
     }
 
     async fn release_lease(&self, run_id: i64, holder: &str) -> StoreResult<()> {
-        sqlx::query("DELETE FROM executor_run_leases WHERE run_id = $1 AND holder = $2")
-            .bind(run_id)
-            .bind(holder)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        Ok(drop_lease(&self.pool, run_id, holder).await?)
     }
 
     async fn pr_memory(&self, run_id: i64) -> StoreResult<Option<String>> {

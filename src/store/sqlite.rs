@@ -549,6 +549,112 @@ fn insert_worker(conn: &Connection, w: &WorkerRecord) -> rusqlite::Result<i64> {
     Ok(conn.last_insert_rowid())
 }
 
+/// Moves a task by `change` (checked against the status it is in) and records the event;
+/// the task as moved. Part of the caller's transaction.
+fn move_task(conn: &Connection, change: &StatusChange) -> Result<Task, CallError> {
+    let stored = select_task(conn, &change.task_gid)?
+        .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+    if stored.status != change.from {
+        return Err(StoreError::StatusConflict {
+            gid: change.task_gid.clone(),
+            expected: change.from.to_string(),
+            actual: stored.status.to_string(),
+        }
+        .into());
+    }
+    conn.prepare_cached(
+        "UPDATE executor_queue SET status = ?2, updated_at = ?3 WHERE task_gid = ?1",
+    )?
+    .execute(params![
+        change.task_gid,
+        change.to.as_str(),
+        text(&change.event.at)
+    ])?;
+    insert_event(
+        conn,
+        &change.task_gid,
+        stored.executor_run_id,
+        change.event.at,
+        &change.event.kind,
+        Some(change.from.as_str()),
+        Some(change.to.as_str()),
+        &change.event.actor,
+        change.event.detail.as_deref(),
+    )?;
+    Ok(select_task(conn, &change.task_gid)?
+        .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?)
+}
+
+/// Inserts a `queued` run of task `gid` and links it as the task's run. Part of the
+/// caller's transaction.
+fn insert_run(conn: &Connection, gid: &str, at: DateTime<Utc>) -> Result<Run, CallError> {
+    let Some(task) = select_task(conn, gid)? else {
+        return Err(StoreError::TaskNotFound(gid.to_string()).into());
+    };
+    // The text this run is given, kept: the task's own text may be edited later.
+    conn.prepare_cached(
+        "INSERT INTO executor_runs (task_gid, started_at, updated_at, state, task_text) \
+         VALUES (?1, ?2, ?2, ?3, ?4)",
+    )?
+    .execute(params![
+        gid,
+        text(&at),
+        RunState::Queued.as_str(),
+        task.description
+    ])?;
+    let run_id = conn.last_insert_rowid();
+    conn.prepare_cached(
+        "UPDATE executor_queue SET executor_run_id = ?2, updated_at = ?3 WHERE task_gid = ?1",
+    )?
+    .execute(params![gid, run_id, text(&at)])?;
+    Ok(conn
+        .prepare_cached(&format!(
+            "SELECT {RUN_COLUMNS} FROM executor_runs WHERE id = ?1"
+        ))?
+        .query_row([run_id], run_from_row)?)
+}
+
+/// Takes run `run_id`'s lease for `holder` if it is free, expired, `holder`'s own or
+/// `steal_from`'s; the run's new lease epoch, `None` when another holds it. Part of the
+/// caller's transaction.
+fn claim_lease(
+    conn: &Connection,
+    run_id: i64,
+    holder: &str,
+    now: DateTime<Utc>,
+    until: DateTime<Utc>,
+    steal_from: Option<&str>,
+) -> rusqlite::Result<Option<i64>> {
+    let changed = conn
+        .prepare_cached(
+            "INSERT INTO executor_run_leases (run_id, holder, expires_at) VALUES (?1, ?2, ?4) \
+             ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
+             WHERE executor_run_leases.expires_at < ?3 \
+             OR executor_run_leases.holder = excluded.holder \
+             OR executor_run_leases.holder = ?5",
+        )?
+        .execute(params![run_id, holder, text(&now), text(&until), steal_from])?;
+    if changed != 1 {
+        return Ok(None);
+    }
+    // Every claim starts a new epoch: a save by an earlier claimant no longer lands.
+    let epoch: i64 = conn
+        .prepare_cached(
+            "UPDATE executor_runs SET lease_epoch = lease_epoch + 1 WHERE id = ?1 RETURNING lease_epoch",
+        )?
+        .query_row([run_id], |row| row.get(0))
+        .optional()?
+        .unwrap_or(0);
+    Ok(Some(epoch))
+}
+
+/// Deletes `holder`'s lease of run `run_id`, if it holds it.
+fn drop_lease(conn: &Connection, run_id: i64, holder: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached("DELETE FROM executor_run_leases WHERE run_id = ?1 AND holder = ?2")?
+        .execute(params![run_id, holder])?;
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 fn insert_event(
     conn: &Connection,
@@ -637,37 +743,7 @@ impl Store for SqliteStore {
         let change = change.clone();
         self.call_store(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let stored = select_task(&tx, &change.task_gid)?
-                .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
-            if stored.status != change.from {
-                return Err(StoreError::StatusConflict {
-                    gid: change.task_gid.clone(),
-                    expected: change.from.to_string(),
-                    actual: stored.status.to_string(),
-                }
-                .into());
-            }
-            tx.prepare_cached(
-                "UPDATE executor_queue SET status = ?2, updated_at = ?3 WHERE task_gid = ?1",
-            )?
-            .execute(params![
-                change.task_gid,
-                change.to.as_str(),
-                text(&change.event.at)
-            ])?;
-            insert_event(
-                &tx,
-                &change.task_gid,
-                stored.executor_run_id,
-                change.event.at,
-                &change.event.kind,
-                Some(change.from.as_str()),
-                Some(change.to.as_str()),
-                &change.event.actor,
-                change.event.detail.as_deref(),
-            )?;
-            let task = select_task(&tx, &change.task_gid)?
-                .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+            let task = move_task(&tx, &change)?;
             tx.commit()?;
             Ok(task)
         })
@@ -690,23 +766,49 @@ impl Store for SqliteStore {
         let gid = gid.to_string();
         self.call_store(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let Some(task) = select_task(&tx, &gid)? else {
-                return Err(StoreError::TaskNotFound(gid).into());
-            };
-            // The text this run is given, kept: the task's own text may be edited later.
-            tx.prepare_cached(
-                "INSERT INTO executor_runs (task_gid, started_at, updated_at, state, task_text) \
-                 VALUES (?1, ?2, ?2, ?3, ?4)",
-            )?
-            .execute(params![gid, text(&at), RunState::Queued.as_str(), task.description])?;
-            let run_id = tx.last_insert_rowid();
-            tx.prepare_cached("UPDATE executor_queue SET executor_run_id = ?2, updated_at = ?3 WHERE task_gid = ?1")?
-                .execute(params![gid, run_id, text(&at)])?;
-            let run = tx
-                .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM executor_runs WHERE id = ?1"))?
-                .query_row([run_id], run_from_row)?;
+            let run = insert_run(&tx, &gid, at)?;
             tx.commit()?;
             Ok(run)
+        })
+        .await
+    }
+
+    async fn create_leased_run(
+        &self,
+        gid: &str,
+        holder: &str,
+        at: DateTime<Utc>,
+        until: DateTime<Utc>,
+    ) -> StoreResult<Run> {
+        let (gid, holder) = (gid.to_string(), holder.to_string());
+        self.call_store(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let mut run = insert_run(&tx, &gid, at)?;
+            // A new run's id was never leased: the claim cannot be refused.
+            run.lease_epoch = claim_lease(&tx, run.id, &holder, at, until, None)?
+                .ok_or(StoreError::Fenced { run_id: run.id })?;
+            tx.commit()?;
+            Ok(run)
+        })
+        .await
+    }
+
+    async fn settle_run(
+        &self,
+        run: &Run,
+        change: &StatusChange,
+        holder: &str,
+    ) -> StoreResult<Task> {
+        let (r, change, holder) = (run.clone(), change.clone(), holder.to_string());
+        self.call_store(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            if update_run(&tx, &r)? == 0 {
+                return Err(StoreError::Fenced { run_id: r.id }.into());
+            }
+            let task = move_task(&tx, &change)?;
+            drop_lease(&tx, r.id, &holder)?;
+            tx.commit()?;
+            Ok(task)
         })
         .await
     }
@@ -1348,28 +1450,11 @@ impl Store for SqliteStore {
         let (holder, steal_from) = (holder.to_string(), steal_from.map(str::to_string));
         self.call(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let changed = tx
-                .prepare_cached(
-                    "INSERT INTO executor_run_leases (run_id, holder, expires_at) VALUES (?1, ?2, ?4) \
-                     ON CONFLICT (run_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
-                     WHERE executor_run_leases.expires_at < ?3 \
-                     OR executor_run_leases.holder = excluded.holder \
-                     OR executor_run_leases.holder = ?5",
-                )?
-                .execute(params![run_id, holder, text(&now), text(&until), steal_from])?;
-            if changed != 1 {
-                return Ok(None);
+            let epoch = claim_lease(&tx, run_id, &holder, now, until, steal_from.as_deref())?;
+            if epoch.is_some() {
+                tx.commit()?;
             }
-            // Every claim starts a new epoch: a save by an earlier claimant no longer lands.
-            let epoch: i64 = tx
-                .prepare_cached(
-                    "UPDATE executor_runs SET lease_epoch = lease_epoch + 1 WHERE id = ?1 RETURNING lease_epoch",
-                )?
-                .query_row([run_id], |row| row.get(0))
-                .optional()?
-                .unwrap_or(0);
-            tx.commit()?;
-            Ok(Some(epoch))
+            Ok(epoch)
         })
         .await
     }
@@ -1421,14 +1506,8 @@ impl Store for SqliteStore {
 
     async fn release_lease(&self, run_id: i64, holder: &str) -> StoreResult<()> {
         let holder = holder.to_string();
-        self.call(move |conn| {
-            conn.prepare_cached(
-                "DELETE FROM executor_run_leases WHERE run_id = ?1 AND holder = ?2",
-            )?
-            .execute(params![run_id, holder])?;
-            Ok(())
-        })
-        .await
+        self.call(move |conn| drop_lease(conn, run_id, &holder))
+            .await
     }
 
     async fn pr_memory(&self, run_id: i64) -> StoreResult<Option<String>> {

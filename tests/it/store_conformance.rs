@@ -451,6 +451,171 @@ async fn a_save_lands_only_under_the_runs_current_lease_epoch(store: &dyn Store)
     assert!(store.save_run(&held_by_b).await.is_err());
 }
 
+/// A run created with its lease is leased to its creator from its first epoch: a save
+/// under that epoch lands, another holder cannot take the lease before it expires.
+async fn a_run_created_with_its_lease_is_its_creators(store: &dyn Store) {
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let (a, b) = ("host-a:10:1", "host-b:20:2");
+    let minutes = |m: i64| t0() + Duration::minutes(m);
+    let mut run = store
+        .create_leased_run("T-1", a, t0(), minutes(1))
+        .await
+        .expect("create");
+    assert_eq!(run.state, RunState::Queued);
+    assert!(run.lease_epoch > 0, "a claimed run has an epoch");
+    let task = store.task("T-1").await.expect("task").expect("there");
+    assert_eq!(task.executor_run_id, Some(run.id));
+    let lease = store.lease(run.id).await.expect("lease").expect("taken");
+    assert_eq!((lease.holder.as_str(), lease.expires_at), (a, minutes(1)));
+    assert_eq!(
+        store.runs(Some("T-1")).await.expect("runs"),
+        vec![run.clone()],
+        "the run reads back with its epoch"
+    );
+    run.ci_attempts = 1;
+    store
+        .save_run(&run)
+        .await
+        .expect("the creator holds the lease");
+    assert_eq!(
+        store
+            .take_lease(run.id, b, t0() + Duration::seconds(30), minutes(2), None)
+            .await
+            .expect("take"),
+        None,
+        "a live lease is not taken"
+    );
+    assert!(
+        matches!(
+            store.create_leased_run("T-404", a, t0(), minutes(1)).await,
+            Err(StoreError::TaskNotFound(gid)) if gid == "T-404"
+        ),
+        "a run of no task is refused"
+    );
+}
+
+/// A run's last write (the run, its task's move, its lease's release) is all or nothing:
+/// it lands whole under the lease and from the task's status, and writes nothing when the
+/// lease is gone or the task moved since.
+async fn a_runs_settling_write_lands_whole_or_not_at_all(store: &dyn Store) {
+    let minutes = |m: i64| t0() + Duration::minutes(m);
+    let (a, b) = ("host-a:10:1", "host-b:20:2");
+    for gid in ["T-1", "T-2", "T-3"] {
+        store
+            .upsert_task(&new_task(gid, "# A"), "cli", t0())
+            .await
+            .expect("add");
+        store
+            .change_status(&change(
+                gid,
+                QueueStatus::Pending,
+                QueueStatus::InProgress,
+                t0(),
+            ))
+            .await
+            .expect("in progress");
+    }
+    let done = |gid: &str| change(gid, QueueStatus::InProgress, QueueStatus::Done, minutes(1));
+    let completed = |mut run: executor::core::record::Run| {
+        run.state = RunState::Complete;
+        run.completed_at = Some(minutes(1));
+        run.updated_at = minutes(1);
+        run
+    };
+
+    // Under the lease: the run, the task and the lease, together.
+    let run = store
+        .create_leased_run("T-1", a, t0(), minutes(5))
+        .await
+        .expect("create");
+    let run = completed(run);
+    let task = store
+        .settle_run(&run, &done("T-1"), a)
+        .await
+        .expect("settled");
+    assert_eq!(task.status, QueueStatus::Done);
+    assert_eq!(
+        store.runs(Some("T-1")).await.expect("runs"),
+        vec![run.clone()]
+    );
+    assert_eq!(store.lease(run.id).await.expect("lease"), None, "released");
+    let events = store.events("T-1").await.expect("events");
+    let last = events.last().expect("an event");
+    assert_eq!(
+        (last.kind.as_str(), last.to_status.as_deref(), last.run_id),
+        ("go", Some("done"), Some(run.id))
+    );
+
+    // The lease taken over: nothing of the late write lands.
+    let run = store
+        .create_leased_run("T-2", a, t0(), minutes(1))
+        .await
+        .expect("create");
+    store
+        .take_lease(run.id, b, minutes(2), minutes(3), None)
+        .await
+        .expect("take")
+        .expect("expired");
+    let refused = store
+        .settle_run(&completed(run.clone()), &done("T-2"), a)
+        .await
+        .expect_err("fenced");
+    assert!(
+        matches!(refused, StoreError::Fenced { run_id } if run_id == run.id),
+        "{refused}"
+    );
+    assert_eq!(
+        store
+            .task("T-2")
+            .await
+            .expect("task")
+            .expect("there")
+            .status,
+        QueueStatus::InProgress,
+        "the task did not move"
+    );
+    assert_eq!(
+        store.runs(Some("T-2")).await.expect("runs")[0].state,
+        RunState::Queued
+    );
+    assert_eq!(
+        store.lease(run.id).await.expect("lease").map(|l| l.holder),
+        Some(b.to_string()),
+        "the new holder keeps its lease"
+    );
+
+    // The task moved since it was read: nothing lands, the lease is kept.
+    let run = store
+        .create_leased_run("T-3", a, t0(), minutes(5))
+        .await
+        .expect("create");
+    store
+        .change_status(&change(
+            "T-3",
+            QueueStatus::InProgress,
+            QueueStatus::ForReview,
+            t0(),
+        ))
+        .await
+        .expect("moved by the owner");
+    let refused = store
+        .settle_run(&completed(run.clone()), &done("T-3"), a)
+        .await
+        .expect_err("conflict");
+    assert!(
+        matches!(refused, StoreError::StatusConflict { .. }),
+        "{refused}"
+    );
+    assert_eq!(
+        store.runs(Some("T-3")).await.expect("runs")[0].state,
+        RunState::Queued
+    );
+    assert!(store.lease(run.id).await.expect("lease").is_some());
+}
+
 /// A worker's start record and its run's row are one write: both land under the run's
 /// lease; once the lease is gone the worker is still recorded (so a recovery stops it)
 /// and the run's row is not touched.
@@ -2641,6 +2806,8 @@ conformance!(
     an_agents_pause_is_extended_while_in_force_and_new_once_ended,
     a_move_from_a_stale_read_is_read_and_decided_again,
     a_workers_start_is_recorded_with_its_runs_row_and_survives_a_fence,
+    a_run_created_with_its_lease_is_its_creators,
+    a_runs_settling_write_lands_whole_or_not_at_all,
 );
 
 #[tokio::test]

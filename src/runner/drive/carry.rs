@@ -96,6 +96,11 @@ pub(super) struct Carried<'a> {
     /// What the last worker (or the orchestrator's check) left for the owner.
     pub(super) asked: Option<Asked>,
     pub(super) waiting_on: Option<i64>,
+    /// The run completed on the local forge (moved in memory): its next write is its last,
+    /// with its task's move and its lease's release, and the record step and the owner's
+    /// notice follow it.
+    pub(super) completing: bool,
+    pub(super) lease_released: bool,
 }
 
 /// Carries a claimed run from `start` by its lifecycle: the lifecycle decides each next
@@ -122,12 +127,16 @@ pub(super) async fn carry(
         worked: None,
         asked: None,
         waiting_on: None,
+        completing: false,
+        lease_released: false,
     };
     loop {
         let (view, action) =
             lifecycle::decide(&view_of(&c.run), event, &rules, r.settings.clock.now())?;
         tracing::debug!(gid = %c.task.task_gid, run = c.run.id, stage = view.stage_name(), ?action, "lifecycle");
-        if written_before(&action, !r.settings.verify.is_empty()) {
+        if c.completing {
+            c.complete(view).await?;
+        } else if written_before(&action, !r.settings.verify.is_empty()) {
             c.save(view).await?;
         } else {
             c.hold(view);
@@ -157,6 +166,7 @@ pub(super) async fn carry(
         state: c.run.state.clone(),
         ci_attempts: c.run.ci_attempts,
         waiting_on: c.waiting_on,
+        lease_released: c.lease_released,
     })
 }
 
@@ -207,6 +217,45 @@ impl Carried<'_> {
             Ok(store.save_run(run).await?)
         })
         .await
+    }
+
+    /// Completes the run on the local forge with its last lifecycle `view`: the run, its
+    /// task's move to `done` and the release of its lease are one write; the record step
+    /// and the owner's notice come after it.
+    async fn complete(&mut self, view: lifecycle::RunView) -> Result<()> {
+        self.hold(view);
+        let (r, gid) = (self.r, self.task.task_gid.clone());
+        let (store, settings, holder) = (r.store.as_ref(), r.settings.as_ref(), r.holder.id());
+        let (run, task) = (&self.run, &self.task);
+        patience::durably("the run's completion", run.id, || async {
+            Ok(queue_ops::settle_run(
+                store,
+                settings.clock.as_ref(),
+                run,
+                task,
+                QueueEvent::RunCompleted,
+                "runner",
+                &holder,
+            )
+            .await?)
+        })
+        .await?;
+        (self.completing, self.lease_released) = (false, true);
+        tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
+        record(
+            store,
+            settings,
+            task,
+            run,
+            &self.wt.path,
+            verified(settings),
+        )
+        .await;
+        settings
+            .notices
+            .tell_completed(store, &gid, run.id, None)
+            .await;
+        Ok(())
     }
 
     /// The slot held for the next worker, or a free one (waited for). A readied run gives
@@ -359,7 +408,7 @@ impl Carried<'_> {
 
     pub(super) async fn integrate(&mut self) -> Result<lifecycle::Event> {
         let r = self.r;
-        let (event, stopped) = integrate(
+        let (event, stopped, completing) = integrate(
             r.store.as_ref(),
             &r.settings,
             &self.task,
@@ -371,6 +420,7 @@ impl Carried<'_> {
         if stopped.is_some() {
             self.asked = stopped;
         }
+        self.completing = completing;
         Ok(event)
     }
 
@@ -490,7 +540,9 @@ pub(super) async fn prompt_for(
 }
 
 /// Commits the verified (and reviewed) change, then opens its PR or completes the run on
-/// the local forge; the event for the lifecycle, and what stopped it for the owner.
+/// the local forge; the event for the lifecycle, what stopped it for the owner, and
+/// whether the run completed in memory (its completion written with the lifecycle's next
+/// view, by [`Carried::complete`]).
 pub(super) async fn integrate(
     store: &dyn Store,
     settings: &RunnerSettings,
@@ -498,17 +550,17 @@ pub(super) async fn integrate(
     run: &mut Run,
     wt: &worktree::Worktree,
     worked: Option<&Worked>,
-) -> Result<(lifecycle::Event, Option<Asked>)> {
+) -> Result<(lifecycle::Event, Option<Asked>, bool)> {
     // Without a worker of this pass the change was committed before the owner was asked
     // (the review gate); nothing newer is committed without a snapshot to check against.
     if let (true, Some(worked)) = (settings.worktrees, worked) {
         if let Some(asked) = commit(settings, &wt.path, task, run.id, worked).await? {
-            return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
+            return Ok((lifecycle::Event::IntegrationAsked, Some(asked), false));
         }
     }
     if let Some(asked) = unchanged(store, settings, task, wt).await? {
         let Some(why) = worked.and_then(no_change_needed) else {
-            return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
+            return Ok((lifecycle::Event::IntegrationAsked, Some(asked), false));
         };
         // The worker said no change was needed, and why: the run completes on that word,
         // with nothing to push and no PR to open. Its line is in the run's messages.
@@ -516,21 +568,21 @@ pub(super) async fn integrate(
     } else if let Some(forge) = &settings.forge {
         let worked = worked.context("a PR is opened only for a worker's verified change")?;
         if let Some(asked) = open_pr(store, forge, settings, task, run, wt, worked).await? {
-            return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
+            return Ok((lifecycle::Event::IntegrationAsked, Some(asked), false));
         }
         // Opened, or left to the PR tick as an intent the forge has not taken yet.
         return Ok(if run.state == RunState::Pr {
-            (lifecycle::Event::PrOpened, None)
+            (lifecycle::Event::PrOpened, None, false)
         } else {
-            (lifecycle::Event::PrPending, None)
+            (lifecycle::Event::PrPending, None, false)
         });
     }
     Ok(
         match complete_local(store, settings, task, run, wt).await? {
-            None => (lifecycle::Event::Completed, None),
+            None => (lifecycle::Event::Completed, None, true),
             // Merged into the parent, the suites failed: undone, back to the worker (and its
             // review), counted like a failed verification.
-            Some(reason) => (lifecycle::Event::IntegrationFailed { reason }, None),
+            Some(reason) => (lifecycle::Event::IntegrationFailed { reason }, None, false),
         },
     )
 }

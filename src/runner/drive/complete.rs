@@ -172,8 +172,9 @@ pub(super) async fn abandon(
 
 /// Completes a run on the local forge, its work committed already: a subtask's work goes
 /// into its parent's branch first (so the subtasks that depend on it start from it), then
-/// the run and its task are complete, the record step runs and the owner is told. When the
-/// suites fail after that merge, the merge is undone and their failure returned instead.
+/// the run is complete, in memory: its carrier writes it with its task's move, then runs
+/// the record step and tells the owner. When the suites fail after that merge, the merge
+/// is undone and their failure returned instead.
 pub(super) async fn complete_local(
     store: &dyn Store,
     settings: &RunnerSettings,
@@ -190,24 +191,8 @@ pub(super) async fn complete_local(
     // The local forge's "PR" is the commit already made: both moves are one write.
     let now = settings.clock.now();
     run.state = next_state(&run.state, RunEvent::PrOpened)?;
-    run.completed_at = Some(now);
-    move_run(store, run, RunEvent::Completed, now).await?;
-    // The task as the run claimed it (in progress): read again only if it moved since.
-    queue_ops::apply_to(
-        store,
-        settings.clock.as_ref(),
-        task,
-        QueueEvent::RunCompleted,
-        "runner",
-        None,
-    )
-    .await?;
-    tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
-    record(store, settings, task, run, &wt.path, verified(settings)).await;
-    settings
-        .notices
-        .tell_completed(store, &gid, run.id, None)
-        .await;
+    run.state = next_state(&run.state, RunEvent::Completed)?;
+    (run.completed_at, run.updated_at) = (Some(now), now);
     Ok(None)
 }
 

@@ -145,18 +145,14 @@ async fn start_run(runner: &Runner, file: &WorkerTask) -> Result<Run> {
     queue_ops::apply(store, clock, &gid, QueueEvent::RunStarted, "dispatch", None)
         .await
         .with_context(|| format!("task {gid} cannot start again (a worker task id runs once; give the next round its own id and the same session)"))?;
-    let mut run = store.create_run(&gid, clock.now()).await?;
-    run.lease_epoch = store
-        .take_lease(
-            run.id,
+    Ok(store
+        .create_leased_run(
+            &gid,
             &runner.holder.id(),
             clock.now(),
             lease_until(clock.now()),
-            None,
         )
-        .await?
-        .context("another runner holds the lease of a run just created")?;
-    Ok(run)
+        .await?)
 }
 
 /// Runs the dispatched worker in its workspace's worktree and ends the run by what it

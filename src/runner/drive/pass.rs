@@ -195,19 +195,16 @@ pub(super) async fn drive(runner: &Runner, task: Task, place: Place) -> Result<O
     );
     let clock = settings.clock.as_ref();
     let gid = task.task_gid.clone();
-    let mut run = store.create_run(&gid, clock.now()).await?;
-    let run_id = run.id;
-    // A new run is nobody else's; the lease tells other runners so.
-    run.lease_epoch = store
-        .take_lease(
-            run_id,
+    // A new run is nobody else's; its lease, taken with it, tells other runners so.
+    let run = store
+        .create_leased_run(
+            &gid,
             &runner.holder.id(),
             clock.now(),
             lease_until(clock.now()),
-            None,
         )
-        .await?
-        .context("another runner holds the lease of a run just created")?;
+        .await?;
+    let run_id = run.id;
     let started = async {
         let mut run = run;
         let wt = prepare_worktree(store, settings, &task).await?;
@@ -246,7 +243,9 @@ pub(super) async fn drive(runner: &Runner, task: Task, place: Place) -> Result<O
         carry(runner, task, run, wt, start).await
     }
     .await;
-    release_run(store, &runner.holder, run_id).await;
+    if !matches!(&started, Ok(result) if result.lease_released) {
+        release_run(store, &runner.holder, run_id).await;
+    }
     settle(store, &runner.settings, run_id, &gid, started).await
 }
 
@@ -438,7 +437,9 @@ pub(super) async fn continue_run(
         carry(&r, task, run, wt, start).await
     }
     .await;
-    release_run(r.store.as_ref(), &r.holder, run_id).await;
+    if !matches!(&carried, Ok(result) if result.lease_released) {
+        release_run(r.store.as_ref(), &r.holder, run_id).await;
+    }
     settle(r.store.as_ref(), &r.settings, run_id, &gid, carried)
         .await
         .with_context(|| format!("{what} of task {gid}"))

@@ -830,6 +830,7 @@ fn result_of(run: &Run, waiting_on: Option<i64>) -> RunResult {
         state: run.state.clone(),
         ci_attempts: run.ci_attempts,
         waiting_on,
+        lease_released: false,
     }
 }
 
