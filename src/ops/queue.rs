@@ -103,6 +103,27 @@ fn change_of(
     })
 }
 
+/// A runner's claim of `task` (as read): moved to `in_progress` by the queue machine and
+/// given its new run, leased to `holder` until `until`, in one write. `None` when the task
+/// moved since it was read (another runner claimed it, or the owner moved it): nothing is
+/// written.
+pub async fn claim(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    task: &Task,
+    actor: &str,
+    holder: &str,
+    until: chrono::DateTime<chrono::Utc>,
+) -> Result<Option<(Task, crate::core::record::Run)>, QueueOpError> {
+    let change = change_of(task, QueueEvent::RunStarted, actor, &None, clock)?;
+    match store.claim_task(&change, holder, until).await {
+        Ok(claimed) => Ok(Some(claimed)),
+        Err(StoreError::StatusConflict { .. }) => Ok(None),
+        Err(StoreError::TaskNotFound(gid)) => Err(QueueOpError::NotFound(gid)),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A carried run's last write: `run` saved, its task (as read in `task`) moved by
 /// `event`, and `holder`'s lease of the run released, in one transaction. A task that
 /// moved since it was read is read and decided again: then the run is saved first and the

@@ -323,6 +323,18 @@ pub trait Store: Send + Sync {
         until: DateTime<Utc>,
     ) -> StoreResult<Run>;
 
+    /// A runner's claim of a task: the task moved by `change` as [`Self::change_status`]
+    /// moves it (to `in_progress`), and its new run created as [`Self::create_leased_run`]
+    /// creates it, in one transaction; the task as moved and its run.
+    /// [`StoreError::StatusConflict`] when the task moved since it was read: nothing is
+    /// written.
+    async fn claim_task(
+        &self,
+        change: &StatusChange,
+        holder: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<(Task, Run)>;
+
     /// A run's last write as its carrier: `run` as [`Self::save_run`] writes it, its task
     /// moved by `change` as [`Self::change_status`] moves it, and `holder`'s lease of the
     /// run released, in one transaction. All or nothing: [`StoreError::Fenced`] when the

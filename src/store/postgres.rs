@@ -711,6 +711,27 @@ impl Store for PgStore {
         Ok(run)
     }
 
+    async fn claim_task(
+        &self,
+        change: &StatusChange,
+        holder: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<(Task, Run)> {
+        let mut tx = self.pool.begin().await?;
+        move_task(&mut tx, change).await?;
+        let at = change.event.at;
+        let mut run = insert_run(&mut tx, &change.task_gid, at).await?;
+        run.lease_epoch = claim_lease(&mut tx, run.id, holder, at, until, None)
+            .await?
+            .ok_or(StoreError::Fenced { run_id: run.id })?;
+        // The task as it now is: linked to its new run.
+        let task = select_task(&mut tx, &change.task_gid, false)
+            .await?
+            .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+        tx.commit().await?;
+        Ok((task, run))
+    }
+
     async fn settle_run(&self, r: &Run, change: &StatusChange, holder: &str) -> StoreResult<Task> {
         let mut tx = self.pool.begin().await?;
         if update_run(&mut *tx, r).await? == 0 {

@@ -793,6 +793,29 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn claim_task(
+        &self,
+        change: &StatusChange,
+        holder: &str,
+        until: DateTime<Utc>,
+    ) -> StoreResult<(Task, Run)> {
+        let (change, holder) = (change.clone(), holder.to_string());
+        self.call_store(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            move_task(&tx, &change)?;
+            let at = change.event.at;
+            let mut run = insert_run(&tx, &change.task_gid, at)?;
+            run.lease_epoch = claim_lease(&tx, run.id, &holder, at, until, None)?
+                .ok_or(StoreError::Fenced { run_id: run.id })?;
+            // The task as it now is: linked to its new run.
+            let task = select_task(&tx, &change.task_gid)?
+                .ok_or_else(|| StoreError::TaskNotFound(change.task_gid.clone()))?;
+            tx.commit()?;
+            Ok((task, run))
+        })
+        .await
+    }
+
     async fn settle_run(
         &self,
         run: &Run,

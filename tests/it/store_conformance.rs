@@ -497,6 +497,63 @@ async fn a_run_created_with_its_lease_is_its_creators(store: &dyn Store) {
     );
 }
 
+/// A claim moves the task and creates its leased run in one write: both land, or (the
+/// task moved since it was read) neither.
+async fn a_claim_moves_the_task_and_creates_its_leased_run_or_writes_nothing(store: &dyn Store) {
+    let minutes = |m: i64| t0() + Duration::minutes(m);
+    let (a, b) = ("host-a:10:1", "host-b:20:2");
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let claim = change("T-1", QueueStatus::Pending, QueueStatus::InProgress, t0());
+    let (task, run) = store
+        .claim_task(&claim, a, minutes(1))
+        .await
+        .expect("claimed");
+    assert_eq!(task.status, QueueStatus::InProgress);
+    assert_eq!(
+        task.executor_run_id,
+        Some(run.id),
+        "the task is linked to its run"
+    );
+    assert_eq!(run.state, RunState::Queued);
+    assert_eq!(
+        store.lease(run.id).await.expect("lease").map(|l| l.holder),
+        Some(a.to_string())
+    );
+    let mut saved = run.clone();
+    saved.ci_attempts = 1;
+    store
+        .save_run(&saved)
+        .await
+        .expect("the claimant holds the lease");
+
+    // A second claim from the same read: the task moved, nothing is written.
+    let refused = store
+        .claim_task(&claim, b, minutes(1))
+        .await
+        .expect_err("moved since");
+    assert!(
+        matches!(refused, StoreError::StatusConflict { .. }),
+        "{refused}"
+    );
+    assert_eq!(
+        store.runs(Some("T-1")).await.expect("runs").len(),
+        1,
+        "no second run"
+    );
+    assert_eq!(
+        store
+            .task("T-1")
+            .await
+            .expect("task")
+            .expect("there")
+            .executor_run_id,
+        Some(run.id)
+    );
+}
+
 /// A run's last write (the run, its task's move, its lease's release) is all or nothing:
 /// it lands whole under the lease and from the task's status, and writes nothing when the
 /// lease is gone or the task moved since.
@@ -2808,6 +2865,7 @@ conformance!(
     a_workers_start_is_recorded_with_its_runs_row_and_survives_a_fence,
     a_run_created_with_its_lease_is_its_creators,
     a_runs_settling_write_lands_whole_or_not_at_all,
+    a_claim_moves_the_task_and_creates_its_leased_run_or_writes_nothing,
 );
 
 #[tokio::test]

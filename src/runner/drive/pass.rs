@@ -71,13 +71,13 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
             tracing::info!(until = %pause.until, "no new task is taken: {}", pause.sentence());
             break;
         }
-        let Some(task) = claim_next(store.as_ref(), settings.clock.as_ref()).await? else {
+        let Some((task, run)) = claim_next(runner).await? else {
             break;
         };
         let r = runner.clone();
         runs.spawn(async move {
             let gid = task.task_gid.clone();
-            drive(&r, task, place)
+            drive(&r, task, run, place)
                 .await
                 .with_context(|| format!("run of task {gid}"))
         });
@@ -137,9 +137,11 @@ async fn tell_paused(
     settings.notices.tell(store, notice).await;
 }
 
-/// Claims the oldest approved task (moves it to `in_progress`); `None` when no approved
-/// task is left. A task another runner claimed first is skipped.
-pub(super) async fn claim_next(store: &dyn Store, clock: &dyn Clock) -> Result<Option<Task>> {
+/// Claims the oldest approved task: moves it to `in_progress` and creates its run, leased
+/// to this runner, in one write. `None` when no approved task is left. A task another
+/// runner claimed first (or the owner moved) since the page was read is skipped.
+pub(super) async fn claim_next(runner: &Runner) -> Result<Option<(Task, Run)>> {
+    let (store, clock) = (runner.store.as_ref(), runner.settings.clock.as_ref());
     // Most claims take the first approved task: a short page, read again when it is all
     // waiting subtasks or taken.
     const PAGE: u32 = 4;
@@ -163,13 +165,13 @@ pub(super) async fn claim_next(store: &dyn Store, clock: &dyn Clock) -> Result<O
                 tracing::debug!(gid = %task.task_gid, waits_for = ?unmet, "a subtask waits for its dependencies");
                 continue;
             }
-            // The page's row is current enough to decide on: a task that moved since is
-            // read again and decided again.
-            match queue_ops::apply_to(store, clock, &task, QueueEvent::RunStarted, "runner", None)
-                .await
-            {
-                Ok((_, moved)) => return Ok(Some(moved)),
-                Err(queue_ops::QueueOpError::Illegal { .. }) => continue,
+            // The page's row is current enough to decide on: the write lands only if the
+            // task has not moved since.
+            let holder = runner.holder.id();
+            let until = lease_until(clock.now());
+            match queue_ops::claim(store, clock, &task, "runner", &holder, until).await {
+                Ok(Some(claimed)) => return Ok(Some(claimed)),
+                Ok(None) | Err(queue_ops::QueueOpError::Illegal { .. }) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
@@ -184,26 +186,22 @@ pub(super) enum Place {
     Slot(tokio::sync::OwnedSemaphorePermit),
 }
 
-/// Carries one claimed task (already `in_progress`) through a new run from its `place`.
-/// `None` when another runner claimed the run meanwhile (this one stood down).
-pub(super) async fn drive(runner: &Runner, task: Task, place: Place) -> Result<Option<RunResult>> {
+/// Carries one claimed task (already `in_progress`) through its new `run` (leased to this
+/// runner) from its `place`. `None` when another runner claimed the run meanwhile (this one
+/// stood down).
+pub(super) async fn drive(
+    runner: &Runner,
+    task: Task,
+    run: Run,
+    place: Place,
+) -> Result<Option<RunResult>> {
     let (store, adapter, prompts, settings) = (
         runner.store.as_ref(),
         &runner.adapter,
         runner.prompts.as_ref(),
         runner.settings.as_ref(),
     );
-    let clock = settings.clock.as_ref();
     let gid = task.task_gid.clone();
-    // A new run is nobody else's; its lease, taken with it, tells other runners so.
-    let run = store
-        .create_leased_run(
-            &gid,
-            &runner.holder.id(),
-            clock.now(),
-            lease_until(clock.now()),
-        )
-        .await?;
     let run_id = run.id;
     let started = async {
         let mut run = run;
