@@ -274,6 +274,15 @@ pub struct ComponentError {
     pub count: i64,
 }
 
+/// How a worker ended, for its record (`executor_workers.ended_at`, `outcome`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerEnd {
+    /// The worker's record.
+    pub id: i64,
+    pub at: DateTime<Utc>,
+    pub outcome: String,
+}
+
 /// One worker process (`executor_workers`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct WorkerRecord {

@@ -27,7 +27,7 @@ use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
     ChangedTask, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run,
-    StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
+    StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerEnd, WorkerRecord,
 };
 use crate::core::task::{Analysis, NewTask, Task, UpsertOutcome};
 use crate::core::tree::{AgentSession, TaskDependency, TaskLink};
@@ -322,6 +322,12 @@ pub trait Store: Send + Sync {
         at: DateTime<Utc>,
         until: DateTime<Utc>,
     ) -> StoreResult<Run>;
+
+    /// [`Self::save_run`] with the end of the run's last worker, in one transaction. The
+    /// worker's end is recorded even when the run's lease is gone (then the run's row is
+    /// not written and the call fails with [`StoreError::Fenced`]); an end recorded
+    /// already is kept.
+    async fn save_run_ending_worker(&self, run: &Run, end: &WorkerEnd) -> StoreResult<()>;
 
     /// A runner's claim of a task: the task moved by `change` as [`Self::change_status`]
     /// moves it (to `in_progress`), and its new run created as [`Self::create_leased_run`]

@@ -19,7 +19,7 @@ use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
     ChangedTask, ComponentError, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage,
-    Resolved, Run, StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
+    Resolved, Run, StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerEnd, WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
@@ -403,6 +403,19 @@ async fn insert_worker<'e, E: sqlx::PgExecutor<'e>>(
     .bind(w.started_at)
     .fetch_one(e)
     .await
+}
+
+/// Records worker `end.id`'s end, unless it is recorded already.
+async fn record_end<'e, E: sqlx::PgExecutor<'e>>(e: E, end: &WorkerEnd) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE executor_workers SET ended_at = $2, outcome = $3 WHERE id = $1 AND ended_at IS NULL",
+    )
+    .bind(end.id)
+    .bind(end.at)
+    .bind(&end.outcome)
+    .execute(e)
+    .await?;
+    Ok(())
 }
 
 /// Moves a task by `change` (checked against the status it is in, the row locked) and
@@ -860,12 +873,22 @@ impl Store for PgStore {
     }
 
     async fn end_worker(&self, id: i64, at: DateTime<Utc>, outcome: &str) -> StoreResult<()> {
-        sqlx::query("UPDATE executor_workers SET ended_at = $2, outcome = $3 WHERE id = $1 AND ended_at IS NULL")
-            .bind(id)
-            .bind(at)
-            .bind(outcome)
-            .execute(&self.pool)
-            .await?;
+        let end = WorkerEnd {
+            id,
+            at,
+            outcome: outcome.to_string(),
+        };
+        Ok(record_end(&self.pool, &end).await?)
+    }
+
+    async fn save_run_ending_worker(&self, r: &Run, end: &WorkerEnd) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        record_end(&mut *tx, end).await?;
+        let changed = update_run(&mut *tx, r).await?;
+        tx.commit().await?;
+        if changed == 0 {
+            return Err(StoreError::Fenced { run_id: r.id });
+        }
         Ok(())
     }
 

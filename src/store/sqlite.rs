@@ -25,7 +25,7 @@ use crate::core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
 use crate::core::queue::QueueStatus;
 use crate::core::record::{
     ChangedTask, ComponentError, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage,
-    Resolved, Run, StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerRecord,
+    Resolved, Run, StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerEnd, WorkerRecord,
 };
 use crate::core::run::RunState;
 use crate::core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
@@ -549,6 +549,15 @@ fn insert_worker(conn: &Connection, w: &WorkerRecord) -> rusqlite::Result<i64> {
     Ok(conn.last_insert_rowid())
 }
 
+/// Records worker `end.id`'s end, unless it is recorded already.
+fn record_end(conn: &Connection, end: &WorkerEnd) -> rusqlite::Result<()> {
+    conn.prepare_cached(
+        "UPDATE executor_workers SET ended_at = ?2, outcome = ?3 WHERE id = ?1 AND ended_at IS NULL",
+    )?
+    .execute(params![end.id, text(&end.at), end.outcome])?;
+    Ok(())
+}
+
 /// Moves a task by `change` (checked against the status it is in) and records the event;
 /// the task as moved. Part of the caller's transaction.
 fn move_task(conn: &Connection, change: &StatusChange) -> Result<Task, CallError> {
@@ -987,12 +996,24 @@ impl Store for SqliteStore {
     }
 
     async fn end_worker(&self, id: i64, at: DateTime<Utc>, outcome: &str) -> StoreResult<()> {
-        let outcome = outcome.to_string();
-        self.call(move |conn| {
-            conn.prepare_cached(
-                "UPDATE executor_workers SET ended_at = ?2, outcome = ?3 WHERE id = ?1 AND ended_at IS NULL",
-            )?
-            .execute(params![id, text(&at), outcome])?;
+        let end = WorkerEnd {
+            id,
+            at,
+            outcome: outcome.to_string(),
+        };
+        self.call(move |conn| record_end(conn, &end)).await
+    }
+
+    async fn save_run_ending_worker(&self, run: &Run, end: &WorkerEnd) -> StoreResult<()> {
+        let (r, end) = (run.clone(), end.clone());
+        self.call_store(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            record_end(&tx, &end)?;
+            let changed = update_run(&tx, &r)?;
+            tx.commit()?;
+            if changed == 0 {
+                return Err(StoreError::Fenced { run_id: r.id }.into());
+            }
             Ok(())
         })
         .await

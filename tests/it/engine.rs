@@ -65,6 +65,40 @@ fn kill(child: &mut Child, signal: &str) {
     assert!(status.success(), "kill -{signal}");
 }
 
+/// A worker's end is written with its run's next write: every worker of a run that
+/// completed, and of one abandoned after its last failed worker, is recorded as ended,
+/// with why.
+#[test]
+fn every_worker_of_a_completed_and_an_abandoned_run_is_recorded_as_ended() {
+    let outcomes = |worker: &[&str]| {
+        let ws = workspace(worker, &[], "max_worker_attempts = 2\n");
+        ws.ok(&["add", "--title", "One task", "--gid", "T-1"]);
+        ws.ok(&["go", "T-1"]);
+        ws.ok(&["run", "--once"]);
+        let state = run_of(&ws, "T-1")["state"].as_str().map(str::to_string);
+        let workers = sqlite_workers(&ws.path().join("executor.db"));
+        let ended: Vec<(Option<String>, bool)> = workers
+            .into_iter()
+            .map(|(_, _, ended, outcome)| (outcome, ended.is_some()))
+            .collect();
+        (state, ended)
+    };
+    let done = (Some("done".to_string()), true);
+    assert_eq!(
+        outcomes(&[
+            "/bin/sh",
+            "-c",
+            "echo done > DONE.md; echo '[DONE:implemented] done'"
+        ]),
+        (Some("complete".to_string()), vec![done])
+    );
+    let failed = (Some("exited 3 without [DONE]".to_string()), true);
+    assert_eq!(
+        outcomes(&["/bin/sh", "-c", "exit 3"]),
+        (Some("abandoned".to_string()), vec![failed.clone(), failed])
+    );
+}
+
 #[test]
 fn a_runner_killed_during_every_back_off_still_abandons_after_max_worker_attempts() {
     let ws = workspace(

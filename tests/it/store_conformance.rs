@@ -497,6 +497,80 @@ async fn a_run_created_with_its_lease_is_its_creators(store: &dyn Store) {
     );
 }
 
+/// A run's save with its last worker's end: both land under the lease; once the lease is
+/// gone the end is still recorded (so nobody takes the worker for live) and the run's row
+/// is not touched; a retried write succeeds again.
+async fn a_workers_end_is_saved_with_its_run_and_survives_a_fence(store: &dyn Store) {
+    use executor::core::record::WorkerEnd;
+    let minutes = |m: i64| t0() + Duration::minutes(m);
+    let (a, b) = ("host-a:10:1", "host-b:20:2");
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    let mut run = store
+        .create_leased_run("T-1", a, t0(), minutes(1))
+        .await
+        .expect("create");
+    let worker = |pid: i64| WorkerRecord {
+        id: 0,
+        run_id: run.id,
+        phase: "queued".into(),
+        host: "h1".into(),
+        pid,
+        start_time: Some(4242),
+        started_at: t0(),
+        ended_at: None,
+        outcome: None,
+    };
+    let first = store.record_worker(&worker(100)).await.expect("worker");
+    run.ci_attempts = 1;
+    let end = |id: i64, outcome: &str| WorkerEnd {
+        id,
+        at: minutes(0) + Duration::seconds(30),
+        outcome: outcome.into(),
+    };
+    store
+        .save_run_ending_worker(&run, &end(first, "done"))
+        .await
+        .expect("under the lease");
+    assert_eq!(
+        store.runs(Some("T-1")).await.expect("runs")[0].ci_attempts,
+        1
+    );
+    assert!(store.open_workers("h1").await.expect("open").is_empty());
+    // The same write again (a retry after a lost answer): it lands again.
+    store
+        .save_run_ending_worker(&run, &end(first, "later"))
+        .await
+        .expect("again");
+
+    // The lease taken over: the end lands, the run's row does not.
+    let second = store.record_worker(&worker(200)).await.expect("worker");
+    store
+        .take_lease(run.id, b, minutes(2), minutes(3), None)
+        .await
+        .expect("take")
+        .expect("expired");
+    run.ci_attempts = 9;
+    let refused = store
+        .save_run_ending_worker(&run, &end(second, "stopped"))
+        .await
+        .expect_err("fenced");
+    assert!(
+        matches!(refused, StoreError::Fenced { run_id } if run_id == run.id),
+        "{refused}"
+    );
+    assert_eq!(
+        store.runs(Some("T-1")).await.expect("runs")[0].ci_attempts,
+        1
+    );
+    assert!(
+        store.open_workers("h1").await.expect("open").is_empty(),
+        "the fenced worker's end is recorded"
+    );
+}
+
 /// A claim moves the task and creates its leased run in one write: both land, or (the
 /// task moved since it was read) neither.
 async fn a_claim_moves_the_task_and_creates_its_leased_run_or_writes_nothing(store: &dyn Store) {
@@ -2866,6 +2940,7 @@ conformance!(
     a_run_created_with_its_lease_is_its_creators,
     a_runs_settling_write_lands_whole_or_not_at_all,
     a_claim_moves_the_task_and_creates_its_leased_run_or_writes_nothing,
+    a_workers_end_is_saved_with_its_run_and_survives_a_fence,
 );
 
 #[tokio::test]

@@ -101,6 +101,8 @@ pub(super) struct Carried<'a> {
     /// notice follow it.
     pub(super) completing: bool,
     pub(super) lease_released: bool,
+    /// The last worker's end, recorded with the run's next write.
+    pub(super) ended: Option<crate::core::record::WorkerEnd>,
 }
 
 /// Carries a claimed run from `start` by its lifecycle: the lifecycle decides each next
@@ -115,7 +117,6 @@ pub(super) async fn carry(
     start: Start,
 ) -> Result<RunResult> {
     let rules = rules(&r.settings, run.id);
-    let mut event = start.event;
     let mut c = Carried {
         r,
         task,
@@ -129,10 +130,33 @@ pub(super) async fn carry(
         waiting_on: None,
         completing: false,
         lease_released: false,
+        ended: None,
     };
+    let carried = steps(&mut c, &rules, start.event).await;
+    // A worker's end no write took (the run failed, or was claimed elsewhere) is
+    // recorded alone.
+    let ended = c.end_recorded().await;
+    carried.and(ended)?;
+    Ok(RunResult {
+        task_gid: c.task.task_gid,
+        run_id: c.run.id,
+        state: c.run.state.clone(),
+        ci_attempts: c.run.ci_attempts,
+        waiting_on: c.waiting_on,
+        lease_released: c.lease_released,
+    })
+}
+
+/// The lifecycle's steps of a carried run from `event` until it ends or waits.
+async fn steps(
+    c: &mut Carried<'_>,
+    rules: &lifecycle::Rules,
+    mut event: lifecycle::Event,
+) -> Result<()> {
+    let r = c.r;
     loop {
         let (view, action) =
-            lifecycle::decide(&view_of(&c.run), event, &rules, r.settings.clock.now())?;
+            lifecycle::decide(&view_of(&c.run), event, rules, r.settings.clock.now())?;
         tracing::debug!(gid = %c.task.task_gid, run = c.run.id, stage = view.stage_name(), ?action, "lifecycle");
         if c.completing {
             c.complete(view).await?;
@@ -153,21 +177,14 @@ pub(super) async fn carry(
                 c.ask_owner(ask, commit_first).await?
             }
             lifecycle::Action::Abandon { reason } => {
+                c.end_recorded().await?;
                 let gid = c.task.task_gid.clone();
                 abandon(c.r.store.as_ref(), &c.r.settings, &mut c.run, &gid, &reason).await?;
-                break;
+                return Ok(());
             }
-            lifecycle::Action::Wait => break,
+            lifecycle::Action::Wait => return Ok(()),
         };
     }
-    Ok(RunResult {
-        task_gid: c.task.task_gid,
-        run_id: c.run.id,
-        state: c.run.state.clone(),
-        ci_attempts: c.run.ci_attempts,
-        waiting_on: c.waiting_on,
-        lease_released: c.lease_released,
-    })
 }
 
 /// The lifecycle's event for a worker that ended. `session`: the run has an agent
@@ -209,12 +226,41 @@ impl Carried<'_> {
         self.run.updated_at = self.r.settings.clock.now();
     }
 
-    /// Stores the run with its new lifecycle `view` (and the owner's columns it mirrors).
+    /// Stores the run with its new lifecycle `view` (and the owner's columns it mirrors),
+    /// and the last worker's end if it is not recorded yet: one write.
     pub(super) async fn save(&mut self, view: lifecycle::RunView) -> Result<()> {
         self.hold(view);
         let (store, run) = (self.r.store.as_ref(), &self.run);
-        patience::durably("the run's lifecycle", run.id, || async {
-            Ok(store.save_run(run).await?)
+        let end = self.ended.take();
+        let saved = match &end {
+            Some(end) => {
+                patience::durably("the run's lifecycle", run.id, || async {
+                    Ok(store.save_run_ending_worker(run, end).await?)
+                })
+                .await
+            }
+            None => {
+                patience::durably("the run's lifecycle", run.id, || async {
+                    Ok(store.save_run(run).await?)
+                })
+                .await
+            }
+        };
+        // A fenced write recorded the worker's end all the same; any other failure did not.
+        if saved.as_ref().is_err_and(|error| !fenced(error)) {
+            self.ended = end;
+        }
+        saved
+    }
+
+    /// Records the last worker's end on its own, if no write of the run took it yet.
+    pub(super) async fn end_recorded(&mut self) -> Result<()> {
+        let Some(end) = self.ended.take() else {
+            return Ok(());
+        };
+        let store = self.r.store.as_ref();
+        patience::durably("the worker's end", self.run.id, || async {
+            Ok(store.end_worker(end.id, end.at, &end.outcome).await?)
         })
         .await
     }
@@ -223,6 +269,7 @@ impl Carried<'_> {
     /// task's move to `done` and the release of its lease are one write; the record step
     /// and the owner's notice come after it.
     async fn complete(&mut self, view: lifecycle::RunView) -> Result<()> {
+        self.end_recorded().await?;
         self.hold(view);
         let (r, gid) = (self.r, self.task.task_gid.clone());
         let (store, settings, holder) = (r.store.as_ref(), r.settings.as_ref(), r.holder.id());
@@ -305,7 +352,7 @@ impl Carried<'_> {
             });
         }
         self.continue_parked = false;
-        let done = self::work(
+        let mut done = work_ending_later(
             r.store.as_ref(),
             &r.adapter,
             &r.settings,
@@ -317,6 +364,7 @@ impl Carried<'_> {
         )
         .await?;
         drop(slot);
+        self.ended = done.end.take();
         write_run_record(&r.settings, &gid, self.run.id, phase, &self.wt.path, &done).await?;
         if done.done.is_none() && done.asked.is_none() {
             tracing::warn!(gid = %gid, run = self.run.id, why = %done.why, "worker ended without [DONE]");

@@ -68,6 +68,9 @@ pub(super) struct Worked {
     /// The agent's usage limit stopped the worker: the run may go on then (the reset, or
     /// `[agent] usage_limit_backoff` from now). Not a failed worker.
     pub(super) limited: Option<chrono::DateTime<Utc>>,
+    /// The worker's end, when its caller records it with the run's next write (see
+    /// [`work_ending_later`]); `None` when it is recorded already, or no worker started.
+    pub(super) end: Option<crate::core::record::WorkerEnd>,
 }
 
 /// Bytes of a worker's stderr kept for its run record (the newest).
@@ -81,6 +84,8 @@ pub(super) struct WorkerRun<'a> {
     pub(super) gid: &'a str,
     pub(super) phase: Phase,
     pub(super) worktree: &'a Path,
+    /// The worker's end is left to the caller's next write of the run ([`Worked::end`]).
+    pub(super) end_later: bool,
 }
 
 /// Runs one `phase` worker of `run` in `worktree` with `prompt` to its end, and says
@@ -103,6 +108,33 @@ pub(super) async fn work(
         gid,
         phase,
         worktree,
+        end_later: false,
+    };
+    run_worker(w, run, prompt).await
+}
+
+/// [`work`], the worker's end left in [`Worked::end`] for the caller to record with the
+/// run's next write (one write, not two). Until then the worker's record is open: a
+/// recovery in between finds its process gone and ends it.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn work_ending_later(
+    store: &dyn Store,
+    adapter: &Adapter,
+    settings: &RunnerSettings,
+    run: &mut Run,
+    gid: &str,
+    phase: Phase,
+    worktree: &Path,
+    prompt: String,
+) -> Result<Worked> {
+    let w = WorkerRun {
+        store,
+        adapter,
+        settings,
+        gid,
+        phase,
+        worktree,
+        end_later: true,
     };
     run_worker(w, run, prompt).await
 }
@@ -192,6 +224,7 @@ fn over_budget(run: &Run, gid: &str, over: &crate::core::budget::Over) -> Worked
         baseline: None,
         tampered: false,
         limited: None,
+        end: None,
     }
 }
 
@@ -260,12 +293,21 @@ async fn conclude(
             .spend(finished)
             .priced_by(w.settings.agent.prices.get(agent))
     });
+    let mut end = None;
     if let Some(id) = worker_id {
         let at = w.settings.clock.now();
-        patience::durably("the worker's end", run.id, || async {
-            Ok(w.store.end_worker(id, at, &why).await?)
-        })
-        .await?;
+        if w.end_later {
+            end = Some(crate::core::record::WorkerEnd {
+                id,
+                at,
+                outcome: why.clone(),
+            });
+        } else {
+            patience::durably("the worker's end", run.id, || async {
+                Ok(w.store.end_worker(id, at, &why).await?)
+            })
+            .await?;
+        }
         // A worker whose agent said nothing of its end spent what no one can tell.
         if let Some(spend) = &spend {
             patience::durably("the worker's spend", run.id, || async {
@@ -323,5 +365,6 @@ async fn conclude(
         baseline,
         tampered,
         limited: if tampered { None } else { limited },
+        end,
     })
 }
