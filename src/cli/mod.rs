@@ -101,9 +101,15 @@ enum Command {
     },
     /// Every run, newest first: state, task, branch or PR
     Runs {
-        /// Only runs in this state (queued, in_progress, pr, complete, abandoned)
-        #[arg(long)]
+        /// Only runs in this state
+        #[arg(long, value_parser = ["queued", "in_progress", "pr", "complete", "abandoned"])]
         state: Option<String>,
+        /// At most this many runs, the newest (the table says how to see the next ones)
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
+        /// Only runs older than run BEFORE (with `--limit`: the next page)
+        #[arg(long, value_name = "RUN")]
+        before: Option<i64>,
         #[arg(long)]
         json: bool,
     },
@@ -696,7 +702,19 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             )
         }
         Command::Tree { gid, json } => tree::print(store, &gid, json).await,
-        Command::Runs { state, json } => runs::list(store, state.as_deref(), json).await,
+        Command::Runs {
+            state,
+            limit,
+            before,
+            json,
+        } => {
+            let page = runs::Page {
+                state: state.as_deref(),
+                limit,
+                before,
+            };
+            runs::list(store, &page, json).await
+        }
         Command::Logs { run, follow } => {
             let logs_dir = settings.root.join(&settings.raw.runner.logs_dir);
             runs::logs(store, &logs_dir, &run, follow).await

@@ -37,18 +37,57 @@ pub fn documents<'a>(runs: &'a [Run], spent: &[SpendRow]) -> Vec<RunDocument<'a>
         .collect()
 }
 
-/// `executor runs`.
-pub async fn list(store: &dyn Store, state: Option<&str>, json: bool) -> Result<()> {
-    let mut runs = store.runs(None).await?;
-    if let Some(state) = state {
-        runs.retain(|r| r.state.as_str() == state);
-    }
-    runs.sort_by_key(|r| std::cmp::Reverse(r.id));
+/// Which runs `executor runs` lists: those in `state` (all when `None`), older than run
+/// `before`, at most `limit` of them, newest first.
+#[derive(Debug, Default)]
+pub struct Page<'a> {
+    pub state: Option<&'a str>,
+    pub limit: Option<u32>,
+    pub before: Option<i64>,
+}
+
+/// `executor runs`. A page (`--limit`) reads only its runs and their spend; without one,
+/// every run is read.
+pub async fn list(store: &dyn Store, page: &Page<'_>, json: bool) -> Result<()> {
+    let states: Vec<&str> = page.state.into_iter().collect();
+    // One run more than the page is read, to tell whether there are older ones.
+    let mut more = false;
+    let (runs, rows) = match page.limit {
+        Some(limit) => {
+            let mut runs = store
+                .runs_page(&states, page.before, limit.saturating_add(1))
+                .await?;
+            more = runs.len() > limit as usize;
+            runs.truncate(limit as usize);
+            let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
+            let rows = store.spend_of_runs(&ids).await?;
+            (runs, rows)
+        }
+        None => {
+            let mut runs = store.runs(None).await?;
+            runs.retain(|r| {
+                page.state.is_none_or(|state| r.state.as_str() == state)
+                    && page.before.is_none_or(|before| r.id < before)
+            });
+            runs.sort_by_key(|r| std::cmp::Reverse(r.id));
+            (runs, store.spend(None).await?)
+        }
+    };
     if runs.is_empty() && !json {
         println!("no runs");
         return Ok(());
     }
-    let rows = store.spend(None).await?;
+    // A page with older runs after it: the table says how to see them.
+    let next = match (page.limit, runs.last()) {
+        (Some(limit), Some(last)) if more => Some(format!(
+            "(the newest {limit}; older ones: executor runs{} --limit {limit} --before {})",
+            page.state
+                .map(|s| format!(" --state {s}"))
+                .unwrap_or_default(),
+            last.id
+        )),
+        _ => None,
+    };
     if json {
         return super::output::print_json(&documents(&runs, &rows));
     }
@@ -91,6 +130,9 @@ pub async fn list(store: &dyn Store, state: Option<&str>, json: bool) -> Result<
                 spent.get(&run.id).map_or_else(|| "-".to_string(), cost),
                 last_width.map_or_else(|| last.clone(), |w| super::output::fit(&last, w))
             )?;
+        }
+        if let Some(next) = &next {
+            writeln!(out, "{next}")?;
         }
         out.flush()
     })();

@@ -72,3 +72,64 @@ fn runs_are_listed_and_a_runs_work_logs_are_printed() {
     let err = ws.fails_with(2, &["logs", "999"]);
     assert!(err.contains("no run 999"), "{err}");
 }
+
+/// `--limit` and `--before` page through the runs, newest first; the table says how to see
+/// the next page; a state that is no run state is refused with the ones that are.
+#[test]
+fn runs_are_paged_with_limit_and_before() {
+    let ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "echo changed > CHANGED.md; echo '[DONE:implemented] done'",
+        ],
+        &[],
+        "",
+    );
+    for n in 1..=3 {
+        let gid = format!("P-{n}");
+        ws.ok(&["add", "--title", &format!("Task {n}"), "--gid", &gid]);
+        ws.ok(&["go", &gid]);
+        ws.ok(&["run", "--once"]);
+    }
+    let ids = |args: &[&str]| -> Vec<i64> {
+        let mut all = vec!["runs", "--json"];
+        all.extend_from_slice(args);
+        ws.json(&all)
+            .as_array()
+            .expect("an array")
+            .iter()
+            .map(|r| r["id"].as_i64().expect("an id"))
+            .collect()
+    };
+    let every = ids(&[]);
+    assert_eq!(every.len(), 3, "{every:?}");
+    let first = ids(&["--limit", "2"]);
+    assert_eq!(first, every[..2], "the newest two");
+    let before = first[1].to_string();
+    assert_eq!(
+        ids(&["--limit", "2", "--before", &before]),
+        every[2..],
+        "then the last"
+    );
+    assert_eq!(
+        ids(&["--before", &before]),
+        every[2..],
+        "older than a run, no limit"
+    );
+    assert_eq!(ids(&["--state", "complete", "--limit", "1"]), every[..1]);
+
+    let table = ws.ok(&["runs", "--limit", "2"]);
+    assert!(
+        table.contains(&format!("executor runs --limit 2 --before {before}")),
+        "{table}"
+    );
+    assert!(
+        !ws.ok(&["runs", "--limit", "3"]).contains("--before"),
+        "a page with nothing after it points nowhere"
+    );
+    let err = ws.fails_with(2, &["runs", "--state", "done"]);
+    assert!(err.contains("done") && err.contains("complete"), "{err}");
+    let err = ws.fails_with(2, &["runs", "--limit", "0"]);
+    assert!(err.contains("--limit"), "{err}");
+}
