@@ -138,8 +138,9 @@ pub async fn settle_run(
     actor: &str,
     holder: &str,
 ) -> Result<Task, QueueOpError> {
-    if let Ok(change) = change_of(task, event, actor, &None, clock) {
-        match store.settle_run(run, &change, holder).await {
+    let change = change_of(task, event, actor, &None, clock);
+    if let Ok(change) = &change {
+        match store.settle_run(run, change, holder).await {
             Ok(task) => return Ok(task),
             Err(StoreError::StatusConflict { .. }) => {}
             Err(StoreError::TaskNotFound(gid)) => return Err(QueueOpError::NotFound(gid)),
@@ -147,7 +148,18 @@ pub async fn settle_run(
         }
     }
     store.save_run(run).await?;
-    let (_, moved) = apply(store, clock, &task.task_gid, event, actor, None).await?;
+    let moved = match apply(store, clock, &task.task_gid, event, actor, None).await {
+        Ok((_, moved)) => moved,
+        // The task is where the move would take it: an earlier try of this write landed
+        // and its answer was lost.
+        Err(illegal @ QueueOpError::Illegal { .. }) => {
+            match (store.task(&task.task_gid).await?, &change) {
+                (Some(now), Ok(change)) if now.status == change.to => now,
+                _ => return Err(illegal),
+            }
+        }
+        Err(e) => return Err(e),
+    };
     store.release_lease(run.id, holder).await?;
     Ok(moved)
 }

@@ -118,8 +118,15 @@ impl StoreError {
                     | ErrorCode::SystemIoFailure
                     | ErrorCode::CannotOpen
             ),
+            // A lost connection, no resources, an operator's shutdown; a deadlock or a
+            // serialization failure, where Postgres rolled the whole transaction back and
+            // the same transaction again is the documented answer.
             Self::Postgres(sqlx::Error::Database(error)) => error.code().is_some_and(|code| {
-                code.starts_with("08") || code.starts_with("53") || code.starts_with("57P")
+                code.starts_with("08")
+                    || code.starts_with("53")
+                    || code.starts_with("57P")
+                    || code == "40P01"
+                    || code == "40001"
             }),
             Self::Postgres(
                 sqlx::Error::Io(_)
@@ -344,7 +351,8 @@ pub trait Store: Send + Sync {
     /// A run's last write as its carrier: `run` as [`Self::save_run`] writes it, its task
     /// moved by `change` as [`Self::change_status`] moves it, and `holder`'s lease of the
     /// run released, in one transaction. All or nothing: [`StoreError::Fenced`] when the
-    /// lease is gone, [`StoreError::StatusConflict`] when the task moved since.
+    /// run's lease epoch is no longer `run.lease_epoch` (another claimed the run),
+    /// [`StoreError::StatusConflict`] when the task moved since.
     async fn settle_run(&self, run: &Run, change: &StatusChange, holder: &str)
         -> StoreResult<Task>;
 

@@ -747,11 +747,13 @@ impl Store for PgStore {
 
     async fn settle_run(&self, r: &Run, change: &StatusChange, holder: &str) -> StoreResult<Task> {
         let mut tx = self.pool.begin().await?;
+        // Rows are locked in the order a claim locks them (lease, run, task): a cancel or
+        // a takeover at the same moment waits, it does not deadlock.
+        drop_lease(&mut *tx, r.id, holder).await?;
         if update_run(&mut *tx, r).await? == 0 {
             return Err(StoreError::Fenced { run_id: r.id });
         }
         let task = move_task(&mut tx, change).await?;
-        drop_lease(&mut *tx, r.id, holder).await?;
         tx.commit().await?;
         Ok(task)
     }

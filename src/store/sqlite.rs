@@ -834,11 +834,11 @@ impl Store for SqliteStore {
         let (r, change, holder) = (run.clone(), change.clone(), holder.to_string());
         self.call_store(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            drop_lease(&tx, r.id, &holder)?;
             if update_run(&tx, &r)? == 0 {
                 return Err(StoreError::Fenced { run_id: r.id }.into());
             }
             let task = move_task(&tx, &change)?;
-            drop_lease(&tx, r.id, &holder)?;
             tx.commit()?;
             Ok(task)
         })

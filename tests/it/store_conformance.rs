@@ -747,6 +747,59 @@ async fn a_runs_settling_write_lands_whole_or_not_at_all(store: &dyn Store) {
     assert!(store.lease(run.id).await.expect("lease").is_some());
 }
 
+/// A run's settling write tried again after its answer was lost (it had landed): the
+/// task is found where the move takes it, and the settle succeeds, the task moved once.
+async fn a_settle_tried_again_after_it_landed_succeeds_once(store: &dyn Store) {
+    use executor::core::clock::{Clock, ManualClock};
+    use executor::core::queue::QueueEvent;
+    use executor::ops::queue as queue_ops;
+    let clock = ManualClock::new(t0());
+    let a = "host-a:10:1";
+    let mut task = new_task("T-1", "# A");
+    task.initial_status = QueueStatus::Approved;
+    store
+        .upsert_task(&task, "test", clock.now())
+        .await
+        .expect("add");
+    let approved = store.task("T-1").await.expect("read").expect("there");
+    let (claimed, mut run) = queue_ops::claim(
+        store,
+        &clock,
+        &approved,
+        "runner",
+        a,
+        clock.now() + Duration::minutes(1),
+    )
+    .await
+    .expect("claim")
+    .expect("claimed");
+    run.state = RunState::Complete;
+    run.completed_at = Some(clock.now());
+    let settle = || {
+        queue_ops::settle_run(
+            store,
+            &clock,
+            &run,
+            &claimed,
+            QueueEvent::RunCompleted,
+            "runner",
+            a,
+        )
+    };
+    assert_eq!(settle().await.expect("settled").status, QueueStatus::Done);
+    let again = settle().await.expect("the same write again");
+    assert_eq!(again.status, QueueStatus::Done);
+    let moves = store
+        .events("T-1")
+        .await
+        .expect("events")
+        .iter()
+        .filter(|e| e.to_status.as_deref() == Some("done"))
+        .count();
+    assert_eq!(moves, 1, "the task moved to done once");
+    assert_eq!(store.lease(run.id).await.expect("lease"), None);
+}
+
 /// A worker's start record and its run's row are one write: both land under the run's
 /// lease; once the lease is gone the worker is still recorded (so a recovery stops it)
 /// and the run's row is not touched.
@@ -2941,6 +2994,7 @@ conformance!(
     a_runs_settling_write_lands_whole_or_not_at_all,
     a_claim_moves_the_task_and_creates_its_leased_run_or_writes_nothing,
     a_workers_end_is_saved_with_its_run_and_survives_a_fence,
+    a_settle_tried_again_after_it_landed_succeeds_once,
 );
 
 #[tokio::test]

@@ -295,12 +295,8 @@ pub(super) async fn give_up(
 /// Whether `error` says the run's lease was claimed by another runner: this runner then
 /// writes nothing more for the run (not even its abandonment).
 pub(super) fn fenced(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
-        matches!(
-            cause.downcast_ref::<crate::store::StoreError>(),
-            Some(crate::store::StoreError::Fenced { .. })
-        )
-    })
+    patience::store_errors(error)
+        .any(|cause| matches!(cause, crate::store::StoreError::Fenced { .. }))
 }
 
 /// Resumes every run whose escalation the owner has answered, each exactly once (the

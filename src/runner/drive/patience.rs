@@ -16,13 +16,24 @@ const PATIENCE: Duration = Duration::from_secs(15 * 60);
 /// The longest wait between two tries.
 const MAX_WAIT: Duration = Duration::from_secs(5);
 
-/// Whether `error` says the store is out of reach for a while.
-fn transient(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
+/// The store's errors in `error`'s chain, the one a queue operation carries included:
+/// `QueueOpError::Store` is transparent, so its store error is no cause of its own.
+pub(super) fn store_errors(
+    error: &anyhow::Error,
+) -> impl Iterator<Item = &crate::store::StoreError> {
+    error.chain().filter_map(|cause| {
         cause
             .downcast_ref::<crate::store::StoreError>()
-            .is_some_and(crate::store::StoreError::is_transient)
+            .or_else(|| match cause.downcast_ref::<queue_ops::QueueOpError>() {
+                Some(queue_ops::QueueOpError::Store(inner)) => Some(inner),
+                _ => None,
+            })
     })
+}
+
+/// Whether `error` says the store is out of reach for a while.
+fn transient(error: &anyhow::Error) -> bool {
+    store_errors(error).any(crate::store::StoreError::is_transient)
 }
 
 /// `op`, tried again with a growing wait while it fails because the store is out of
@@ -78,6 +89,24 @@ mod tests {
             source: rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None),
         }
         .into()
+    }
+
+    #[test]
+    fn a_store_error_inside_a_queue_operations_error_is_seen() {
+        let fenced_move: anyhow::Error =
+            queue_ops::QueueOpError::Store(crate::store::StoreError::Fenced { run_id: 7 }).into();
+        assert!(super::super::fenced(&fenced_move));
+        let refused_move: anyhow::Error = queue_ops::QueueOpError::Store(
+            match refused(rusqlite::ffi::SQLITE_READONLY).downcast::<crate::store::StoreError>() {
+                Ok(error) => error,
+                Err(other) => panic!("not a store error: {other}"),
+            },
+        )
+        .into();
+        assert!(transient(&refused_move));
+        assert!(!super::super::fenced(&refused_move));
+        let other: anyhow::Error = queue_ops::QueueOpError::NotFound("T-1".into()).into();
+        assert!(!transient(&other) && !super::super::fenced(&other));
     }
 
     #[tokio::test]

@@ -293,29 +293,70 @@ async fn conclude(
             .spend(finished)
             .priced_by(w.settings.agent.prices.get(agent))
     });
-    let mut end = None;
-    if let Some(id) = worker_id {
-        let at = w.settings.clock.now();
-        if w.end_later {
-            end = Some(crate::core::record::WorkerEnd {
-                id,
-                at,
-                outcome: why.clone(),
-            });
-        } else {
-            patience::durably("the worker's end", run.id, || async {
-                Ok(w.store.end_worker(id, at, &why).await?)
-            })
-            .await?;
-        }
+    let end = worker_id.map(|id| crate::core::record::WorkerEnd {
+        id,
+        at: w.settings.clock.now(),
+        outcome: why.clone(),
+    });
+    if let (false, Some(end)) = (w.end_later, &end) {
+        end_alone(w, run, end).await?;
+    }
+    let worked = async {
         // A worker whose agent said nothing of its end spent what no one can tell.
-        if let Some(spend) = &spend {
+        if let (Some(id), Some(spend)) = (worker_id, &spend) {
             patience::durably("the worker's spend", run.id, || async {
                 Ok(w.store.record_spend(id, agent, spend).await?)
             })
             .await?;
         }
+        said_and_done(
+            w, run, said, &outcome, why, spend, limit, limited, baseline, confined,
+        )
+        .await
     }
+    .await;
+    match (worked, w.end_later, end) {
+        (Ok(worked), true, end) => Ok(Worked { end, ..worked }),
+        // The worker's end left to a write that will not come: recorded alone.
+        (Err(error), true, Some(end)) => {
+            if let Err(lost) = end_alone(w, run, &end).await {
+                tracing::error!(gid = %w.gid, run = run.id, error = format!("{lost:#}"), "cannot record the worker's end");
+            }
+            Err(error)
+        }
+        (worked, _, _) => worked,
+    }
+}
+
+/// Records worker `end` on its own.
+async fn end_alone(
+    w: &WorkerRun<'_>,
+    run: &Run,
+    end: &crate::core::record::WorkerEnd,
+) -> Result<()> {
+    patience::durably("the worker's end", run.id, || async {
+        Ok(w.store.end_worker(end.id, end.at, &end.outcome).await?)
+    })
+    .await
+}
+
+/// What an ended worker did, from what it said: its record, the pause its usage limit
+/// starts, its question for the owner, and the check that it left the repository's git
+/// data alone.
+#[allow(clippy::too_many_arguments)]
+async fn said_and_done(
+    w: &WorkerRun<'_>,
+    run: &Run,
+    mut said: Said,
+    outcome: &supervisor::Outcome,
+    why: String,
+    spend: Option<crate::core::spend::Spend>,
+    limit: Option<crate::core::usage_limit::UsageLimit>,
+    limited: Option<chrono::DateTime<Utc>>,
+    baseline: Option<Baseline>,
+    confined: bool,
+) -> Result<Worked> {
+    let agent = w.adapter.name();
     let result = serde_json::json!({
         "run_id": run.id,
         "task_gid": w.gid,
@@ -365,6 +406,6 @@ async fn conclude(
         baseline,
         tampered,
         limited: if tampered { None } else { limited },
-        end,
+        end: None,
     })
 }
