@@ -280,7 +280,9 @@ impl Inbox {
                 return Ok(Some((run, gid)));
             }
         }
-        let runs = store.runs(None).await?;
+        // The live runs alone: an index range each, not every run ever made.
+        let live = [RunState::InProgress.as_str(), RunState::Pr.as_str()];
+        let runs = store.runs_page(&live, None, u32::MAX).await?;
         Ok(runs
             .into_iter()
             .filter(|r| matches!(r.state, RunState::InProgress | RunState::Pr))
@@ -310,7 +312,7 @@ impl Inbox {
             let Some(run_id) = run_id else {
                 continue;
             };
-            let Some(run) = store.runs(None).await?.into_iter().find(|r| r.id == run_id) else {
+            let Some(run) = store.run(run_id).await? else {
                 continue;
             };
             let args: serde_json::Map<String, serde_json::Value> = line

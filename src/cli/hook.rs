@@ -359,12 +359,11 @@ async fn owner_answer(store: &dyn Store, run_id: i64, tool_use_id: &str) -> Resu
 
 async fn record_decision(store: &dyn Store, record: NewDecision) -> Result<()> {
     // The task of the run, so `executor show <gid>` lists the decision.
-    let task_gid = store
-        .runs(None)
-        .await?
-        .into_iter()
-        .find(|r| Some(r.id) == record.run_id)
-        .map(|r| r.task_gid);
+    // One indexed read: a hook answers every tool call of a worker, whatever the store holds.
+    let task_gid = match record.run_id {
+        Some(id) => store.run(id).await?.map(|r| r.task_gid),
+        None => None,
+    };
     store
         .record_decision(&NewDecision { task_gid, ..record })
         .await

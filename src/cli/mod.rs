@@ -689,8 +689,10 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             status,
             json: false,
         } => {
+            // A run waits on the owner only while it is not ended: those runs alone are read.
+            let open = ["queued", "in_progress", "pr"];
             let waiting = store
-                .runs(None)
+                .runs_page(&open, None, u32::MAX)
                 .await?
                 .iter()
                 .filter_map(|run| Some((run.task_gid.clone(), runs::waiting_on(run)?)))

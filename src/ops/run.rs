@@ -144,7 +144,7 @@ pub fn this_process() -> Holder {
 /// The run `target` names: a run id, or a task gid (its latest run).
 async fn find(store: &dyn Store, target: &str) -> Result<Run> {
     if let Ok(id) = target.parse::<i64>() {
-        if let Some(run) = store.runs(None).await?.into_iter().find(|r| r.id == id) {
+        if let Some(run) = store.run(id).await? {
             return Ok(run);
         }
     }
