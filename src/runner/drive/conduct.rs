@@ -307,7 +307,12 @@ pub async fn tick_parents(runner: &Runner) -> Result<bool> {
     let store = runner.store.as_ref();
     let settings = runner.settings.as_ref();
     let mut moved = false;
-    for run in store.runs(None).await? {
+    // The runs in progress alone (an index range, not every run ever made), oldest first.
+    let mut open = store
+        .runs_page(&[RunState::InProgress.as_str()], None, u32::MAX)
+        .await?;
+    open.reverse();
+    for run in open {
         if run.state != RunState::InProgress {
             continue;
         }

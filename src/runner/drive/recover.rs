@@ -17,7 +17,12 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
     } = runner;
     stop_left_workers(runner).await?;
     let mut runs = tokio::task::JoinSet::new();
-    for mut run in store.runs(None).await? {
+    // The runs in progress alone (an index range, not every run ever made), oldest first.
+    let mut open = store
+        .runs_page(&[RunState::InProgress.as_str()], None, u32::MAX)
+        .await?;
+    open.reverse();
+    for mut run in open {
         if run.state != RunState::InProgress {
             continue;
         }
