@@ -698,6 +698,49 @@ fn seconds(d: Duration) -> String {
 }
 
 const DISPATCH_RUNS: usize = 200;
+/// Inodes a no-op run makes: its task's log folder, the phase log's `.md` and `.jsonl`, the
+/// run record's two folders and `result.json`.
+const INODES_PER_RUN: u32 = 6;
+/// Folders and files the file system probe makes (a third of them folders, as a run).
+const PROBE_INODES: u32 = 300;
+/// Above this an inode costs more than this file system's usual: see [`inode_note`].
+const SLOW_INODE: Duration = Duration::from_micros(50);
+
+/// What one new inode costs in `dir` now: [`PROBE_INODES`] folders and empty files made
+/// there, the time over their number. Kept (not deleted), so the probe itself leaves no
+/// deleted inodes behind.
+fn inode_cost(dir: &Path) -> Duration {
+    std::fs::create_dir_all(dir).expect("create the file system probe's folder");
+    let started = Instant::now();
+    for n in 0..PROBE_INODES {
+        let path = dir.join(n.to_string());
+        if n % 3 == 0 {
+            std::fs::create_dir(&path).expect("probe: make a folder");
+        } else {
+            std::fs::File::create(&path).expect("probe: make a file");
+        }
+    }
+    started.elapsed() / PROBE_INODES
+}
+
+/// The file system's cost per inode before and after the rounds, and a warning when it is
+/// slow: on ext4 without a journal, a new inode skips every inode of its group deleted in
+/// about the last minute (reading each one's inode block), so right after a mass deletion
+/// (a test suite, a build, an earlier bench's folder) each of a run's inodes can cost a
+/// hundred times its usual while the floor, which makes no file, pays nothing.
+fn inode_note(before: Duration, after: Duration) -> String {
+    let slow = before.max(after) > SLOW_INODE;
+    format!(
+        "file system: a new inode took {} before the rounds and {} after (a no-op run makes {INODES_PER_RUN}){}",
+        micros(before),
+        micros(after),
+        if slow {
+            ": SLOWER than this file system's usual, as right after a mass deletion on ext4 without a journal; the dispatch rows are pessimistic, run the bench again a few minutes after the last large deletion."
+        } else {
+            "."
+        }
+    )
+}
 const DISPATCH_ROUNDS: usize = 7;
 /// The no-op worker: it says it is done and exits.
 const NO_OP: [&str; 2] = ["/bin/echo", "[DONE:implemented] nothing to do"];
@@ -735,6 +778,7 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
     let template = dir.join("approved.db");
     std::fs::copy(&db, &template).expect("keep a copy of the filled database");
 
+    let probe_before = inode_cost(&dir.join("inode-probe-before"));
     let pueue = Pueue::start(&dir.join("pueue"));
     let bwrap = wall_program();
     let wall = bwrap.is_some();
@@ -820,6 +864,7 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
             theirs.push(pueue.dispatch(DISPATCH_RUNS));
         }
     }
+    let probe_after = inode_cost(&dir.join("inode-probe-after"));
     let floor_median = median(&floor);
     let ratio = median(&ours).as_secs_f64() / floor_median.as_secs_f64();
     let mut rows = vec![
@@ -843,6 +888,7 @@ fn dispatch(dir: &Path) -> (Vec<Row>, Vec<String>) {
         micros(median(&ours) / DISPATCH_RUNS as u32),
         dir.display()
     )];
+    notes.push(inode_note(probe_before, probe_after));
     if wall {
         let walled = median(&confined).as_secs_f64() / median(&ours).as_secs_f64();
         let confined_median = median(&confined);
