@@ -451,15 +451,42 @@ async fn a_save_lands_only_under_the_runs_current_lease_epoch(store: &dyn Store)
     assert!(store.save_run(&held_by_b).await.is_err());
 }
 
+/// Two runners' lease holders.
+const HOLDERS: (&str, &str) = ("host-a:10:1", "host-b:20:2");
+
+/// `t0()` and `m` minutes.
+fn minutes(m: i64) -> DateTime<Utc> {
+    t0() + Duration::minutes(m)
+}
+
+/// The start record of a `queued` worker of run `run_id` on host `h1`, process `pid`.
+fn worker_on_h1(run_id: i64, pid: i64) -> WorkerRecord {
+    WorkerRecord {
+        id: 0,
+        run_id,
+        phase: "queued".into(),
+        host: "h1".into(),
+        pid,
+        start_time: Some(4242),
+        started_at: t0(),
+        ended_at: None,
+        outcome: None,
+    }
+}
+
+/// Adds task `gid` (pending).
+async fn add_task(store: &dyn Store, gid: &str) {
+    store
+        .upsert_task(&new_task(gid, "# A"), "cli", t0())
+        .await
+        .expect("add");
+}
+
 /// A run created with its lease is leased to its creator from its first epoch: a save
 /// under that epoch lands, another holder cannot take the lease before it expires.
 async fn a_run_created_with_its_lease_is_its_creators(store: &dyn Store) {
-    store
-        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
-        .await
-        .expect("add");
-    let (a, b) = ("host-a:10:1", "host-b:20:2");
-    let minutes = |m: i64| t0() + Duration::minutes(m);
+    add_task(store, "T-1").await;
+    let (a, b) = HOLDERS;
     let mut run = store
         .create_leased_run("T-1", a, t0(), minutes(1))
         .await
@@ -502,27 +529,13 @@ async fn a_run_created_with_its_lease_is_its_creators(store: &dyn Store) {
 /// is not touched; a retried write succeeds again.
 async fn a_workers_end_is_saved_with_its_run_and_survives_a_fence(store: &dyn Store) {
     use executor::core::record::WorkerEnd;
-    let minutes = |m: i64| t0() + Duration::minutes(m);
-    let (a, b) = ("host-a:10:1", "host-b:20:2");
-    store
-        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
-        .await
-        .expect("add");
+    let (a, b) = HOLDERS;
+    add_task(store, "T-1").await;
     let mut run = store
         .create_leased_run("T-1", a, t0(), minutes(1))
         .await
         .expect("create");
-    let worker = |pid: i64| WorkerRecord {
-        id: 0,
-        run_id: run.id,
-        phase: "queued".into(),
-        host: "h1".into(),
-        pid,
-        start_time: Some(4242),
-        started_at: t0(),
-        ended_at: None,
-        outcome: None,
-    };
+    let worker = |pid: i64| worker_on_h1(run.id, pid);
     let first = store.record_worker(&worker(100)).await.expect("worker");
     run.ci_attempts = 1;
     let end = |id: i64, outcome: &str| WorkerEnd {
@@ -574,12 +587,8 @@ async fn a_workers_end_is_saved_with_its_run_and_survives_a_fence(store: &dyn St
 /// A claim moves the task and creates its leased run in one write: both land, or (the
 /// task moved since it was read) neither.
 async fn a_claim_moves_the_task_and_creates_its_leased_run_or_writes_nothing(store: &dyn Store) {
-    let minutes = |m: i64| t0() + Duration::minutes(m);
-    let (a, b) = ("host-a:10:1", "host-b:20:2");
-    store
-        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
-        .await
-        .expect("add");
+    let (a, b) = HOLDERS;
+    add_task(store, "T-1").await;
     let claim = change("T-1", QueueStatus::Pending, QueueStatus::InProgress, t0());
     let (task, run) = store
         .claim_task(&claim, a, minutes(1))
@@ -632,8 +641,7 @@ async fn a_claim_moves_the_task_and_creates_its_leased_run_or_writes_nothing(sto
 /// it lands whole under the lease and from the task's status, and writes nothing when the
 /// lease is gone or the task moved since.
 async fn a_runs_settling_write_lands_whole_or_not_at_all(store: &dyn Store) {
-    let minutes = |m: i64| t0() + Duration::minutes(m);
-    let (a, b) = ("host-a:10:1", "host-b:20:2");
+    let (a, b) = HOLDERS;
     for gid in ["T-1", "T-2", "T-3"] {
         store
             .upsert_task(&new_task(gid, "# A"), "cli", t0())
@@ -816,17 +824,7 @@ async fn a_workers_start_is_recorded_with_its_runs_row_and_survives_a_fence(stor
         .await
         .expect("take")
         .expect("free");
-    let worker = |pid: i64| WorkerRecord {
-        id: 0,
-        run_id: run.id,
-        phase: "queued".into(),
-        host: "h1".into(),
-        pid,
-        start_time: Some(4242),
-        started_at: t0(),
-        ended_at: None,
-        outcome: None,
-    };
+    let worker = |pid: i64| worker_on_h1(run.id, pid);
     run.worker_pid = Some(100);
     run.worker_last_update = Some(minutes(0));
     let id = store

@@ -352,17 +352,17 @@ impl Carried<'_> {
             });
         }
         self.continue_parked = false;
-        let mut done = work_ending_later(
-            r.store.as_ref(),
-            &r.adapter,
-            &r.settings,
-            &mut self.run,
-            &gid,
+        // The worker's end is written with the run's next lifecycle step: one write.
+        let worker = WorkerRun {
+            store: r.store.as_ref(),
+            adapter: &r.adapter,
+            settings: &r.settings,
+            gid: &gid,
             phase,
-            &self.wt.path,
-            prompt,
-        )
-        .await?;
+            worktree: &self.wt.path,
+            end_later: true,
+        };
+        let mut done = run_worker(worker, &mut self.run, prompt).await?;
         drop(slot);
         self.ended = done.end.take();
         write_run_record(&r.settings, &gid, self.run.id, phase, &self.wt.path, &done).await?;

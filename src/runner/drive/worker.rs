@@ -69,7 +69,7 @@ pub(super) struct Worked {
     /// `[agent] usage_limit_backoff` from now). Not a failed worker.
     pub(super) limited: Option<chrono::DateTime<Utc>>,
     /// The worker's end, when its caller records it with the run's next write (see
-    /// [`work_ending_later`]); `None` when it is recorded already, or no worker started.
+    /// [`WorkerRun::end_later`]); `None` when it is recorded already, or no worker started.
     pub(super) end: Option<crate::core::record::WorkerEnd>,
 }
 
@@ -85,6 +85,8 @@ pub(super) struct WorkerRun<'a> {
     pub(super) phase: Phase,
     pub(super) worktree: &'a Path,
     /// The worker's end is left to the caller's next write of the run ([`Worked::end`]).
+    /// Until then the worker's record is open: a recovery in between finds its process
+    /// gone and ends it.
     pub(super) end_later: bool,
 }
 
@@ -109,32 +111,6 @@ pub(super) async fn work(
         phase,
         worktree,
         end_later: false,
-    };
-    run_worker(w, run, prompt).await
-}
-
-/// [`work`], the worker's end left in [`Worked::end`] for the caller to record with the
-/// run's next write (one write, not two). Until then the worker's record is open: a
-/// recovery in between finds its process gone and ends it.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn work_ending_later(
-    store: &dyn Store,
-    adapter: &Adapter,
-    settings: &RunnerSettings,
-    run: &mut Run,
-    gid: &str,
-    phase: Phase,
-    worktree: &Path,
-    prompt: String,
-) -> Result<Worked> {
-    let w = WorkerRun {
-        store,
-        adapter,
-        settings,
-        gid,
-        phase,
-        worktree,
-        end_later: true,
     };
     run_worker(w, run, prompt).await
 }
