@@ -209,6 +209,9 @@ enum Command {
         /// Answered ones too
         #[arg(long)]
         all: bool,
+        /// The newest this many alone (still oldest first)
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+        limit: Option<u32>,
         #[arg(long)]
         json: bool,
     },
@@ -787,8 +790,14 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             let filters = settings.raw.analyzer.filters()?;
             reanalyze::run(store, &filters, status, source.as_deref(), dry_run).await
         }
-        Command::Escalations { all, json } => {
-            let escalations = store.escalations(!all).await?;
+        Command::Escalations { all, limit, json } => {
+            let mut escalations = store.escalations(!all).await?;
+            // Oldest first, the newest `limit` kept: each shown one reads its run's last
+            // messages, so a long history is not read message by message.
+            if let Some(limit) = limit {
+                let older = escalations.len().saturating_sub(limit as usize);
+                escalations.drain(..older);
+            }
             if json {
                 output::print_json(&escalations)
             } else {

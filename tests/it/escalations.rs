@@ -355,3 +355,41 @@ fn a_worker_that_keeps_asking_after_the_judges_denials_reaches_the_owner() {
     assert!(all[..2].iter().all(|e| e["resolved_by"] == "model judge"));
     assert!(all[2]["resolution"].is_null());
 }
+
+/// `--limit N` keeps the newest N escalations, still oldest first; 0 is refused.
+#[test]
+fn escalations_are_limited_to_the_newest() {
+    let ws = asking_workspace();
+    ws.ok(&[
+        "add",
+        "--title",
+        "Merge the other when allowed",
+        "--gid",
+        "E-2",
+    ]);
+    ws.ok(&["go", "E-2"]);
+    ws.ok(&["run", "--once"]);
+    let ids = |args: &[&str]| -> Vec<i64> {
+        let mut all = vec!["escalations", "--json"];
+        all.extend_from_slice(args);
+        ws.json(&all)
+            .as_array()
+            .expect("an array")
+            .iter()
+            .map(|e| e["id"].as_i64().expect("an id"))
+            .collect()
+    };
+    let every = ids(&[]);
+    assert_eq!(every.len(), 2, "{every:?}");
+    assert!(every[0] < every[1], "oldest first: {every:?}");
+    assert_eq!(ids(&["--limit", "1"]), every[1..], "the newest one");
+    assert_eq!(
+        ids(&["--all", "--limit", "5"]),
+        every,
+        "fewer than the limit: all"
+    );
+    let listing = ws.ok(&["escalations", "--limit", "1"]);
+    assert_eq!(listing.matches("executor decide").count(), 1, "{listing}");
+    let err = ws.fails_with(2, &["escalations", "--limit", "0"]);
+    assert!(err.contains("--limit"), "{err}");
+}
