@@ -692,12 +692,15 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             status,
             json: false,
         } => {
-            // A run waits on the owner only while it is not ended: those runs alone are read.
+            // A run waits on the owner only while it is not ended: those runs alone are read
+            // (a state this version does not know is not one of them). Oldest first, so a
+            // task's newest waiting run is the one kept.
             let open = ["queued", "in_progress", "pr"];
             let waiting = store
                 .runs_page(&open, None, u32::MAX)
                 .await?
                 .iter()
+                .rev()
                 .filter_map(|run| Some((run.task_gid.clone(), runs::waiting_on(run)?)))
                 .collect();
             output::print_queue(

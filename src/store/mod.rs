@@ -102,7 +102,9 @@ impl StoreError {
     /// Whether the store is out of reach for a while rather than refusing this write for
     /// good: a read-only or full SQLite file, a busy or locked one, an I/O error; a lost or
     /// refused Postgres connection (classes 08, 53 and 57P: connection, resources, the
-    /// server shutting down), a pool that timed out. Such a write is worth trying again.
+    /// server shutting down), a deadlock or serialization failure (40P01, 40001: the
+    /// transaction was rolled back whole), a pool that timed out. Such a write is worth
+    /// trying again.
     pub fn is_transient(&self) -> bool {
         use rusqlite::ErrorCode;
         match self {

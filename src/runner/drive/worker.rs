@@ -293,10 +293,11 @@ async fn conclude(
     .await;
     match (worked, w.end_later, end) {
         (Ok(worked), true, end) => Ok(Worked { end, ..worked }),
-        // The worker's end left to a write that will not come: recorded alone.
+        // The worker's end left to a write that will not come: recorded alone, tried once
+        // (the store may be what failed; a recovery ends the worker's record otherwise).
         (Err(error), true, Some(end)) => {
-            if let Err(lost) = end_alone(w, run, &end).await {
-                tracing::error!(gid = %w.gid, run = run.id, error = format!("{lost:#}"), "cannot record the worker's end");
+            if let Err(lost) = w.store.end_worker(end.id, end.at, &end.outcome).await {
+                tracing::error!(gid = %w.gid, run = run.id, error = %lost, "cannot record the worker's end; a recovery ends its record");
             }
             Err(error)
         }
