@@ -285,7 +285,6 @@ impl Inbox {
         let runs = store.runs_page(&live, None, u32::MAX).await?;
         Ok(runs
             .into_iter()
-            .filter(|r| matches!(r.state, RunState::InProgress | RunState::Pr))
             .max_by_key(|r| (r.updated_at, r.id))
             .map(|r| (r.id, r.task_gid)))
     }

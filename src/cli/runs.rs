@@ -46,32 +46,20 @@ pub struct Page<'a> {
     pub before: Option<i64>,
 }
 
-/// `executor runs`. A page (`--limit`) reads only its runs and their spend; without one,
-/// every run is read.
+/// `executor runs`. A page (`--limit`) reads only its runs and their spend.
 pub async fn list(store: &dyn Store, page: &Page<'_>, json: bool) -> Result<()> {
     let states: Vec<&str> = page.state.into_iter().collect();
     // One run more than the page is read, to tell whether there are older ones.
-    let mut more = false;
-    let (runs, rows) = match page.limit {
+    let wanted = page.limit.map_or(u32::MAX, |limit| limit.saturating_add(1));
+    let mut runs = store.runs_page(&states, page.before, wanted).await?;
+    let more = page.limit.is_some_and(|limit| runs.len() > limit as usize);
+    let rows = match page.limit {
         Some(limit) => {
-            let mut runs = store
-                .runs_page(&states, page.before, limit.saturating_add(1))
-                .await?;
-            more = runs.len() > limit as usize;
             runs.truncate(limit as usize);
             let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
-            let rows = store.spend_of_runs(&ids).await?;
-            (runs, rows)
+            store.spend_of_runs(&ids).await?
         }
-        None => {
-            let mut runs = store.runs(None).await?;
-            runs.retain(|r| {
-                page.state.is_none_or(|state| r.state.as_str() == state)
-                    && page.before.is_none_or(|before| r.id < before)
-            });
-            runs.sort_by_key(|r| std::cmp::Reverse(r.id));
-            (runs, store.spend(None).await?)
-        }
+        None => store.spend(None).await?,
     };
     if runs.is_empty() && !json {
         println!("no runs");

@@ -58,25 +58,6 @@ pub async fn apply(
     }
 }
 
-/// [`apply`] to a task just read: its status is taken as the current one for the first
-/// try, saving a read; a task whose status changed since (or that the machine refuses
-/// as read) is read again and decided again, as [`apply`] does.
-pub async fn apply_to(
-    store: &dyn Store,
-    clock: &dyn Clock,
-    task: &Task,
-    event: QueueEvent,
-    actor: &str,
-    detail: Option<String>,
-) -> Result<(QueueMove, Task), QueueOpError> {
-    if next_status(&task.status, event).is_ok() {
-        if let Moved::Done(done) = try_move(store, clock, task, event, actor, &detail).await? {
-            return Ok(*done);
-        }
-    }
-    apply(store, clock, &task.task_gid, event, actor, detail).await
-}
-
 /// The move the queue machine decides for `event` from `task`'s status as read, to be
 /// written only if the task still has that status.
 fn change_of(

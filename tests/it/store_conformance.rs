@@ -1437,62 +1437,6 @@ async fn a_components_last_error_is_counted_and_cleared_by_its_next_start(store:
         .is_empty());
 }
 
-/// A move decided on a task as it was read earlier: written when the task still has that
-/// status; otherwise read again and decided again (refused, or taken from the status found).
-async fn a_move_from_a_stale_read_is_read_and_decided_again(store: &dyn Store) {
-    use executor::core::clock::{Clock, ManualClock};
-    use executor::core::queue::QueueEvent;
-    use executor::ops::queue::{self as queue_ops, QueueOpError};
-    let clock = ManualClock::new(t0());
-    let mut task = new_task("Q-1", "Queue moves");
-    task.initial_status = QueueStatus::Approved;
-    store
-        .upsert_task(&task, "test", clock.now())
-        .await
-        .expect("add");
-    let stale = store.task("Q-1").await.expect("read").expect("the task");
-    let (moved, now) =
-        queue_ops::apply_to(store, &clock, &stale, QueueEvent::RunStarted, "test", None)
-            .await
-            .expect("a current read moves at once");
-    assert_eq!(
-        (moved.from, moved.to),
-        (QueueStatus::Approved, QueueStatus::InProgress)
-    );
-    assert_eq!(now.status, QueueStatus::InProgress);
-
-    // The same old read again: the store refuses it, and the status read anew refuses
-    // another start.
-    let again =
-        queue_ops::apply_to(store, &clock, &stale, QueueEvent::RunStarted, "test", None).await;
-    assert!(
-        matches!(again, Err(QueueOpError::Illegal { .. })),
-        "{again:?}"
-    );
-    // A move the old status would refuse is decided on the status read anew.
-    let (moved, done) = queue_ops::apply_to(
-        store,
-        &clock,
-        &stale,
-        QueueEvent::RunCompleted,
-        "test",
-        None,
-    )
-    .await
-    .expect("decided on the current status");
-    assert_eq!(
-        (moved.from, moved.to),
-        (QueueStatus::InProgress, QueueStatus::Done)
-    );
-    assert_eq!(done.status, QueueStatus::Done);
-    let events = store.events("Q-1").await.expect("events");
-    assert_eq!(
-        events.iter().filter(|e| e.kind == "run_started").count(),
-        1,
-        "{events:?}"
-    );
-}
-
 async fn an_agents_pause_is_extended_while_in_force_and_new_once_ended(store: &dyn Store) {
     use executor::core::usage_limit::AgentPause;
     let pause = |since: DateTime<Utc>, minutes: i64, reason: &str, run_id: i64| AgentPause {
@@ -2986,7 +2930,6 @@ conformance!(
     a_components_last_error_is_counted_and_cleared_by_its_next_start,
     summary_counts_every_known_status,
     an_agents_pause_is_extended_while_in_force_and_new_once_ended,
-    a_move_from_a_stale_read_is_read_and_decided_again,
     a_workers_start_is_recorded_with_its_runs_row_and_survives_a_fence,
     a_run_created_with_its_lease_is_its_creators,
     a_runs_settling_write_lands_whole_or_not_at_all,

@@ -96,10 +96,6 @@ pub(super) struct Carried<'a> {
     /// What the last worker (or the orchestrator's check) left for the owner.
     pub(super) asked: Option<Asked>,
     pub(super) waiting_on: Option<i64>,
-    /// The run completed on the local forge (moved in memory): its next write is its last,
-    /// with its task's move and its lease's release, and the record step and the owner's
-    /// notice follow it.
-    pub(super) completing: bool,
     pub(super) lease_released: bool,
     /// The last worker's end, recorded with the run's next write.
     pub(super) ended: Option<crate::core::record::WorkerEnd>,
@@ -128,7 +124,6 @@ pub(super) async fn carry(
         worked: None,
         asked: None,
         waiting_on: None,
-        completing: false,
         lease_released: false,
         ended: None,
     };
@@ -155,10 +150,14 @@ async fn steps(
 ) -> Result<()> {
     let r = c.r;
     loop {
+        let completed = matches!(event, lifecycle::Event::Completed);
         let (view, action) =
             lifecycle::decide(&view_of(&c.run), event, rules, r.settings.clock.now())?;
         tracing::debug!(gid = %c.task.task_gid, run = c.run.id, stage = view.stage_name(), ?action, "lifecycle");
-        if c.completing {
+        // A local completion (moved in memory by the integration) is written with its last
+        // view, its task's move and its lease's release; the record step and the notice
+        // follow it.
+        if completed {
             c.complete(view).await?;
         } else if written_before(&action, !r.settings.verify.is_empty()) {
             c.save(view).await?;
@@ -232,20 +231,14 @@ impl Carried<'_> {
         self.hold(view);
         let (store, run) = (self.r.store.as_ref(), &self.run);
         let end = self.ended.take();
-        let saved = match &end {
-            Some(end) => {
-                patience::durably("the run's lifecycle", run.id, || async {
-                    Ok(store.save_run_ending_worker(run, end).await?)
-                })
-                .await
+        let saved = patience::durably("the run's lifecycle", run.id, || async {
+            match &end {
+                Some(end) => store.save_run_ending_worker(run, end).await?,
+                None => store.save_run(run).await?,
             }
-            None => {
-                patience::durably("the run's lifecycle", run.id, || async {
-                    Ok(store.save_run(run).await?)
-                })
-                .await
-            }
-        };
+            Ok(())
+        })
+        .await;
         // A fenced write recorded the worker's end all the same; any other failure did not.
         if saved.as_ref().is_err_and(|error| !fenced(error)) {
             self.ended = end;
@@ -287,7 +280,7 @@ impl Carried<'_> {
             .await?)
         })
         .await?;
-        (self.completing, self.lease_released) = (false, true);
+        self.lease_released = true;
         tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
         record(
             store,
@@ -456,7 +449,7 @@ impl Carried<'_> {
 
     pub(super) async fn integrate(&mut self) -> Result<lifecycle::Event> {
         let r = self.r;
-        let (event, stopped, completing) = integrate(
+        let (event, stopped) = integrate(
             r.store.as_ref(),
             &r.settings,
             &self.task,
@@ -468,7 +461,6 @@ impl Carried<'_> {
         if stopped.is_some() {
             self.asked = stopped;
         }
-        self.completing = completing;
         Ok(event)
     }
 
@@ -588,9 +580,8 @@ pub(super) async fn prompt_for(
 }
 
 /// Commits the verified (and reviewed) change, then opens its PR or completes the run on
-/// the local forge; the event for the lifecycle, what stopped it for the owner, and
-/// whether the run completed in memory (its completion written with the lifecycle's next
-/// view, by [`Carried::complete`]).
+/// the local forge (in memory: [`Carried::complete`] writes it with the lifecycle's next
+/// view); the event for the lifecycle, and what stopped it for the owner.
 pub(super) async fn integrate(
     store: &dyn Store,
     settings: &RunnerSettings,
@@ -598,17 +589,17 @@ pub(super) async fn integrate(
     run: &mut Run,
     wt: &worktree::Worktree,
     worked: Option<&Worked>,
-) -> Result<(lifecycle::Event, Option<Asked>, bool)> {
+) -> Result<(lifecycle::Event, Option<Asked>)> {
     // Without a worker of this pass the change was committed before the owner was asked
     // (the review gate); nothing newer is committed without a snapshot to check against.
     if let (true, Some(worked)) = (settings.worktrees, worked) {
         if let Some(asked) = commit(settings, &wt.path, task, run.id, worked).await? {
-            return Ok((lifecycle::Event::IntegrationAsked, Some(asked), false));
+            return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
         }
     }
     if let Some(asked) = unchanged(store, settings, task, wt).await? {
         let Some(why) = worked.and_then(no_change_needed) else {
-            return Ok((lifecycle::Event::IntegrationAsked, Some(asked), false));
+            return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
         };
         // The worker said no change was needed, and why: the run completes on that word,
         // with nothing to push and no PR to open. Its line is in the run's messages.
@@ -616,21 +607,21 @@ pub(super) async fn integrate(
     } else if let Some(forge) = &settings.forge {
         let worked = worked.context("a PR is opened only for a worker's verified change")?;
         if let Some(asked) = open_pr(store, forge, settings, task, run, wt, worked).await? {
-            return Ok((lifecycle::Event::IntegrationAsked, Some(asked), false));
+            return Ok((lifecycle::Event::IntegrationAsked, Some(asked)));
         }
         // Opened, or left to the PR tick as an intent the forge has not taken yet.
         return Ok(if run.state == RunState::Pr {
-            (lifecycle::Event::PrOpened, None, false)
+            (lifecycle::Event::PrOpened, None)
         } else {
-            (lifecycle::Event::PrPending, None, false)
+            (lifecycle::Event::PrPending, None)
         });
     }
     Ok(
         match complete_local(store, settings, task, run, wt).await? {
-            None => (lifecycle::Event::Completed, None, true),
+            None => (lifecycle::Event::Completed, None),
             // Merged into the parent, the suites failed: undone, back to the worker (and its
             // review), counted like a failed verification.
-            Some(reason) => (lifecycle::Event::IntegrationFailed { reason }, None, false),
+            Some(reason) => (lifecycle::Event::IntegrationFailed { reason }, None),
         },
     )
 }

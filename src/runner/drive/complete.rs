@@ -188,7 +188,8 @@ pub(super) async fn complete_local(
     {
         return Ok(Some(failed));
     }
-    // The local forge's "PR" is the commit already made: both moves are one write.
+    // The local forge's "PR" is the commit already made: both moves at once, written by
+    // the carrier with the task's.
     let now = settings.clock.now();
     run.state = next_state(&run.state, RunEvent::PrOpened)?;
     run.state = next_state(&run.state, RunEvent::Completed)?;

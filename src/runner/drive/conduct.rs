@@ -313,9 +313,6 @@ pub async fn tick_parents(runner: &Runner) -> Result<bool> {
         .await?;
     open.reverse();
     for run in open {
-        if run.state != RunState::InProgress {
-            continue;
-        }
         // Most runs have no subtasks: that is asked first, so an idle daemon over many open
         // runs makes one read per run each pass rather than two.
         let links = store.children(&run.task_gid).await?;

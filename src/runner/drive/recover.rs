@@ -23,9 +23,6 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         .await?;
     open.reverse();
     for mut run in open {
-        if run.state != RunState::InProgress {
-            continue;
-        }
         let Some(task) = store.task(&run.task_gid).await? else {
             continue;
         };
