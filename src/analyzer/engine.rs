@@ -601,6 +601,9 @@ impl Analyzer {
                 StopReason::NoOutput => "no output for the analyzer's no-output limit",
                 StopReason::HardTimeout => "it ran past the analyzer's hard timeout",
                 StopReason::Requested => "a stop was requested",
+                StopReason::ProcessCap => {
+                    "it tried to start more processes than [sandbox] max_processes allows"
+                }
             })));
         }
         let stderr_note = || {

@@ -65,8 +65,10 @@ pub async fn checks(settings: &Settings, store: &dyn Store, offline: bool) -> Ve
     out.extend(agent_login(settings));
     out.extend(git(settings));
     out.push(verify(settings));
-    out.push(confinement(settings));
-    out.push(memory(settings));
+    let wall = super::confinement(settings);
+    out.push(confinement(&wall));
+    out.push(processes(&wall.processes));
+    out.push(memory(&wall.memory));
     out.extend(tokens(settings, offline).await);
     out.extend(personas(settings));
     out.push(service(settings));
@@ -422,10 +424,9 @@ fn verify(settings: &Settings) -> Check {
     }
 }
 
-fn confinement(settings: &Settings) -> Check {
-    let found = super::confinement(settings);
+fn confinement(found: &super::output::Confinement) -> Check {
     match (found.confined, found.mode) {
-        (true, _) => check("confinement", Level::Ok, found.detail),
+        (true, _) => check("confinement", Level::Ok, found.detail.clone()),
         (false, "off") => check(
             "confinement",
             Level::Warn,
@@ -446,10 +447,9 @@ fn confinement(settings: &Settings) -> Check {
 
 /// Whether confined workers' memory is held to `[sandbox] max_memory` (a cgroup v2 of
 /// their own), or why not.
-fn memory(settings: &Settings) -> Check {
-    let found = super::confinement(settings).memory;
+fn memory(found: &super::output::MemoryLimit) -> Check {
     if found.limited {
-        check("memory", Level::Ok, found.detail)
+        check("memory", Level::Ok, found.detail.clone())
     } else {
         check(
             "memory",
@@ -459,6 +459,23 @@ fn memory(settings: &Settings) -> Check {
                 found.detail
             ),
         )
+    }
+}
+
+/// What holds each worker to `[sandbox] max_processes` (a pids cgroup, RLIMIT_NPROC), or
+/// why nothing does and what to do.
+fn processes(found: &super::output::ProcessLimit) -> Check {
+    let detail = format!("{}: {}", found.mechanism, found.detail);
+    match found.mechanism {
+        "none" => check(
+            "processes",
+            Level::Warn,
+            format!(
+                "{detail}; {} (README: Confinement, running as root)",
+                crate::sandbox::PROCESS_CAP_FIX
+            ),
+        ),
+        _ => check("processes", Level::Ok, detail),
     }
 }
 

@@ -56,6 +56,9 @@ pub struct HookRun {
     /// Inside the wall: the orchestrator's socket that judges and records each call (the
     /// workspace, its config and its store are out of the worker's sight).
     pub relay: Option<PathBuf>,
+    /// The kernel holds the worker to its process cap (known to the orchestrator, which
+    /// made the worker's cgroup; never claimed by the worker's own side).
+    pub process_cap: bool,
 }
 
 /// How long the hook waits for the orchestrator's answer through the relay before it
@@ -196,6 +199,7 @@ pub async fn decide(
 
     let scope = Scope::new(run.worktree.clone(), run.branch.as_deref())
         .with_confined(confined)
+        .with_process_cap(run.process_cap)
         .on_disk();
     let (actions, verdict) = policy::judge(contract, &Input::ClaudeHook(input), &scope);
     let answer = Answer::from_verdict(&verdict, &actions);

@@ -290,6 +290,9 @@ enum PolicyAction {
         /// Decide as for a confined worker (inside the wall) [default: unconfined, the strict posture]
         #[arg(long)]
         confined: bool,
+        /// Decide as for a worker the kernel holds to `[sandbox] max_processes` (a pids cgroup) [default: not held]
+        #[arg(long)]
+        process_cap: bool,
         /// The action's arguments, key=value each: branch=main path=../x
         args: Vec<String>,
         /// The run's worktree that paths are judged against [default: worktrees/check]
@@ -549,6 +552,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                     action,
                     bash,
                     confined,
+                    process_cap,
                     args,
                     worktree,
                     branch,
@@ -569,7 +573,10 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 &args,
                 worktree.as_deref(),
                 branch.as_deref(),
-                confined,
+                policy::Posture {
+                    confined,
+                    process_cap,
+                },
             )
         }
         Command::Hook {
@@ -589,6 +596,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 branch,
                 contract,
                 relay,
+                process_cap: false,
             })
             .await
         }
@@ -1696,6 +1704,15 @@ pub(crate) fn confinement(settings: &Settings) -> output::Confinement {
                     detail: why,
                 },
             },
+            processes: {
+                let cap = wall.process_cap();
+                output::ProcessLimit {
+                    capped: cap.holds(),
+                    mechanism: cap.mechanism(),
+                    max: cap.holds().then_some(settings.raw.sandbox.max_processes),
+                    detail: cap.sentence(),
+                }
+            },
         },
         Err(error) => output::Confinement {
             confined: false,
@@ -1705,6 +1722,12 @@ pub(crate) fn confinement(settings: &Settings) -> output::Confinement {
             memory: output::MemoryLimit {
                 limited: false,
                 max_bytes: None,
+                detail: "the runner will not start".to_string(),
+            },
+            processes: output::ProcessLimit {
+                capped: false,
+                mechanism: "none",
+                max: None,
                 detail: "the runner will not start".to_string(),
             },
         },

@@ -85,6 +85,17 @@ pub struct Confinement {
     pub detail: String,
     /// Whether confined workers' memory is limited (`[sandbox] max_memory`), or why not.
     pub memory: MemoryLimit,
+    /// What holds each worker to `[sandbox] max_processes`, or why nothing does.
+    pub processes: ProcessLimit,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProcessLimit {
+    pub capped: bool,
+    /// `cgroup pids`, `rlimit` or `none`.
+    pub mechanism: &'static str,
+    pub max: Option<u64>,
+    pub detail: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -578,6 +589,8 @@ pub fn print_status(report: &StatusReport) -> Result<()> {
         writeln!(out, "live workers: {}", report.live_workers)?;
         if report.confinement.confined {
             writeln!(out, "workers: {}", report.confinement.detail)?;
+            let processes = &report.confinement.processes;
+            writeln!(out, "processes: {}", processes.detail)?;
             let memory = &report.confinement.memory;
             if memory.limited {
                 writeln!(out, "memory:  {}", memory.detail)?;

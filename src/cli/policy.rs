@@ -28,8 +28,16 @@ pub enum Checked {
     Bash(String),
 }
 
+/// The worker a decision is checked for: inside the wall or not, held to its process cap
+/// or not.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Posture {
+    pub confined: bool,
+    pub process_cap: bool,
+}
+
 /// Prints the decision, the rule and why, for `what` (with `args`, `key=value` each, for an
-/// action), as for a confined worker when `confined`, else in the strict posture.
+/// action), as for a worker in `posture` (by default the strict one: unconfined, uncapped).
 pub fn check(
     settings: &Settings,
     role: &str,
@@ -37,8 +45,12 @@ pub fn check(
     args: &[String],
     worktree: Option<&Path>,
     branch: Option<&str>,
-    confined: bool,
+    posture: Posture,
 ) -> Result<()> {
+    let Posture {
+        confined,
+        process_cap,
+    } = posture;
     let mut parsed = Action::new(match what {
         Checked::Action(action) => action.as_str(),
         Checked::Bash(_) => "",
@@ -70,7 +82,9 @@ pub fn check(
     let worktree = worktree
         .map(Path::to_path_buf)
         .unwrap_or_else(|| settings.root.join("worktrees").join("check"));
-    let scope = Scope::new(&worktree, branch).with_confined(confined);
+    let scope = Scope::new(&worktree, branch)
+        .with_confined(confined)
+        .with_process_cap(process_cap);
     let hook_input;
     let input = match what {
         Checked::Action(_) => Input::Request(&parsed),
@@ -87,7 +101,12 @@ pub fn check(
     };
     let (actions, verdict) = policy::judge(&contract, &input, &scope);
     let rule = verdict.rule_id.as_deref().unwrap_or("(default)");
-    let posture = if confined { "confined" } else { "unconfined" };
+    let posture = match (confined, process_cap) {
+        (true, true) => "confined, process cap",
+        (true, false) => "confined",
+        (false, true) => "unconfined, process cap",
+        (false, false) => "unconfined",
+    };
     println!(
         "{}\trule {rule}\t{}\t({posture})",
         verdict.decision, verdict.why

@@ -123,7 +123,8 @@ pub fn service_path(install_path: Option<&str>, agent_dir: Option<&Path>) -> Str
 
 /// The systemd user unit that runs the daemon. Exit 2 (bad input) is not restarted; user
 /// units have no `network-online.target`, so none is waited for (executor retries the
-/// network on its own).
+/// network on its own). `Delegate=yes` hands the unit's cgroup to executor, which gives
+/// each worker a cgroup of its own under it (the process cap and the memory limit).
 pub fn systemd_unit(service: &Service) -> String {
     format!(
         "[Unit]\n\
@@ -139,6 +140,7 @@ pub fn systemd_unit(service: &Service) -> String {
          RestartSec=10\n\
          RestartPreventExitStatus=2\n\
          KillMode=mixed\n\
+         Delegate=yes\n\
          TimeoutStopSec=60\n\
          StandardOutput=append:{log}\n\
          StandardError=append:{log}\n\

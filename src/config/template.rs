@@ -154,7 +154,8 @@ path = "plans"
 # read_only = []                # more paths a worker sees, e.g. "~/.cargo", "~/.rustup"
 # read_write = []               # paths a worker may write besides its worktree
 # agent_config = "agent-home"   # copied into each run's private home as the agent's config
-# max_processes = 4096
+# max_processes = 4096          # each worker at most: a pids cgroup of its own where one can
+#                               # be had, else RLIMIT_NPROC (never for root; `executor doctor`)
 # max_file_size = "4G"
 # max_memory = "50%"            # each worker at most (a size, a share, or "none"); needs
 #                               # a delegated cgroup v2 (`executor doctor` says)

@@ -24,6 +24,8 @@ pub enum StopReason {
     HardTimeout,
     /// Someone asked (shutdown, the owner, a superseded run).
     Requested,
+    /// It tried to start more processes than its cap (`[sandbox] max_processes`) allows.
+    ProcessCap,
 }
 
 /// The stop the limits call for, if any. The hard timeout wins when both are due.

@@ -55,6 +55,7 @@ use super::{Action, Scope};
 mod git;
 mod options;
 mod programs;
+mod storm;
 
 /// A command longer than this is not judged (it escalates).
 pub const MAX_COMMAND_BYTES: usize = 64 * 1024;
@@ -538,6 +539,13 @@ impl Classifier {
         }
         match shell::split_at_depth(src, self.depth) {
             Ok(cmds) => {
+                if let Some(reason) = storm::unbounded(&cmds) {
+                    self.push(
+                        Action::new("spawn_unbounded")
+                            .with("command", src)
+                            .with("reason", reason),
+                    );
+                }
                 for cmd in &cmds {
                     self.simple(cmd);
                 }

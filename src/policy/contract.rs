@@ -137,6 +137,8 @@ pub(crate) enum Test {
     OutsideWorktree,
     /// `confined`: holds when [`super::Scope::confined`] equals the value; no argument.
     Confined(bool),
+    /// `process_cap`: holds when [`super::Scope::process_cap`] equals the value; no argument.
+    ProcessCap(bool),
 }
 
 #[derive(Deserialize)]
@@ -429,16 +431,20 @@ fn position_of_key(text: &str, from: usize, key: &str) -> (usize, usize) {
 fn compile_condition(key: &str, raw: &str) -> Result<Condition, (ProblemKind, String)> {
     let value: serde_json::Value =
         serde_json::from_str(raw).map_err(|e| (ProblemKind::Syntax, e.to_string()))?;
-    if key == "confined" {
+    if key == "confined" || key == "process_cap" {
         // A property of the worker, not of the action: only a boolean means anything.
         return match value {
             serde_json::Value::Bool(b) => Ok(Condition {
                 arg: String::new(),
-                test: Test::Confined(b),
+                test: if key == "confined" {
+                    Test::Confined(b)
+                } else {
+                    Test::ProcessCap(b)
+                },
             }),
             other => Err((
                 ProblemKind::BadValue,
-                format!("confined is true or false, found {other}"),
+                format!("{key} is true or false, found {other}"),
             )),
         };
     }
@@ -493,7 +499,7 @@ fn arg_name(key: &str) -> Result<String, (ProblemKind, String)> {
     }
     Err((
         ProblemKind::UnknownCondition,
-        format!("unknown condition {key:?}: use branch, path, command, confined, one of {KNOWN_ARGS:?}, or arg:NAME"),
+        format!("unknown condition {key:?}: use branch, path, command, confined, process_cap, one of {KNOWN_ARGS:?}, or arg:NAME"),
     ))
 }
 

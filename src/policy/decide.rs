@@ -79,12 +79,14 @@ fn rule_matches(rule: &Rule, action: &Action, scope: &Scope) -> bool {
 }
 
 fn condition_holds(c: &Condition, action: &Action, scope: &Scope) -> bool {
-    if let Test::Confined(want) = c.test {
-        return scope.confined == want;
+    match c.test {
+        Test::Confined(want) => return scope.confined == want,
+        Test::ProcessCap(want) => return scope.process_cap == want,
+        _ => {}
     }
     let value = action.args.get(&c.arg).map(String::as_str);
     match (&c.test, value) {
-        (Test::Confined(_), _) => false, // decided above
+        (Test::Confined(_) | Test::ProcessCap(_), _) => false, // decided above
         (Test::Absent, v) => v.is_none(),
         (_, None) => false,
         (Test::Exact(want), Some(v)) => want == v,

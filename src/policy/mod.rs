@@ -49,9 +49,10 @@
 //! | any of them | `true` / `false` | the argument is the string `"true"` / `"false"` |
 //! | any of them | `null` | the argument is absent |
 //! | `confined` | `true` / `false` | the worker runs inside / outside the wall ([`Scope::confined`]); not an argument of the action |
+//! | `process_cap` | `true` / `false` | the kernel holds the worker to `[sandbox] max_processes` ([`Scope::process_cap`]); not an argument of the action |
 //!
-//! A missing argument fails every condition except `null` (and `confined`, which tests the
-//! scope).
+//! A missing argument fails every condition except `null` (and `confined` and
+//! `process_cap`, which test the scope).
 
 pub mod classify;
 pub mod contract;
@@ -142,6 +143,10 @@ pub struct Scope {
     /// host processes, no network). `false`, the strict posture, unless a caller says so:
     /// what the classifier cannot see through is then escalated rather than approved.
     pub confined: bool,
+    /// The kernel holds the worker to `[sandbox] max_processes` (a `pids` cgroup of its
+    /// own, or `RLIMIT_NPROC` for an owner who is not root). `false` unless a caller says
+    /// so: a command that can start processes without bound is then escalated.
+    pub process_cap: bool,
 }
 
 impl Scope {
@@ -151,7 +156,14 @@ impl Scope {
             worktree: worktree.into(),
             run_branch: run_branch.map(str::to_string),
             confined: false,
+            process_cap: false,
         }
+    }
+
+    /// The same scope, for a worker the kernel holds to its process cap (`true`) or not.
+    pub fn with_process_cap(mut self, capped: bool) -> Scope {
+        self.process_cap = capped;
+        self
     }
 
     /// The same scope, for a worker inside (`true`) or outside (`false`) the wall.
@@ -166,6 +178,7 @@ impl Scope {
             worktree: resolve_on_disk(&self.worktree),
             run_branch: self.run_branch.clone(),
             confined: self.confined,
+            process_cap: self.process_cap,
         }
     }
 }

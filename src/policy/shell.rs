@@ -56,6 +56,12 @@ pub struct SimpleCommand {
     pub redirects: Vec<Redirect>,
     /// Its standard input comes from a pipe (`a | b`: true for `b`).
     pub piped: bool,
+    /// Its standard output goes into a pipe (`a | b`: true for `a`).
+    pub pipes_out: bool,
+    /// It runs in the background (ended by a lone `&`).
+    pub background: bool,
+    /// It is the head of a function definition (`NAME()` or `function NAME`): the name.
+    pub defines: Option<String>,
     /// Its text as written, for messages and the `command` argument.
     pub source: String,
 }
@@ -176,13 +182,21 @@ impl<'a> Lexer<'a> {
                         1
                     };
                     let pipe = c == b'|' && !self.starts_with(b"||");
+                    cur.pipes_out |= pipe;
+                    cur.background |= c == b'&' && op_len == 1;
                     self.i += op_len;
                     self.finish(&mut cur, start.take(), end, &mut next_piped);
                     next_piped = pipe;
                 }
                 b'(' => {
                     self.i += 1;
-                    open_parens += 1;
+                    if let Some(name) = self.function_head(&cur) {
+                        // `NAME()`: the `)` is part of the head, not a subshell's end.
+                        cur.defines = Some(name);
+                        end = self.i;
+                    } else {
+                        open_parens += 1;
+                    }
                     self.finish(&mut cur, start.take(), end, &mut next_piped);
                 }
                 b')' => {
@@ -233,6 +247,27 @@ impl<'a> Lexer<'a> {
         }
     }
 
+    /// Right after a `(`: when `cur` is a lone name (or `function NAME`) and the next
+    /// non-blank is `)`, this is a function definition's head; consumes the `)` and returns
+    /// the name.
+    fn function_head(&mut self, cur: &SimpleCommand) -> Option<String> {
+        let plain = |w: &Word| !w.quoted && !w.dynamic && !w.text.is_empty();
+        let name = match cur.words.as_slice() {
+            [name] if plain(name) => name,
+            [kw, name] if plain(kw) && kw.text == "function" && plain(name) => name,
+            _ => return None,
+        };
+        let mut at = self.i;
+        while matches!(self.s.get(at), Some(b' ' | b'\t')) {
+            at += 1;
+        }
+        if self.s.get(at) != Some(&b')') {
+            return None;
+        }
+        self.i = at + 1;
+        Some(name.text.clone())
+    }
+
     fn finish(
         &mut self,
         cur: &mut SimpleCommand,
@@ -245,6 +280,13 @@ impl<'a> Lexer<'a> {
         }
         let mut cmd = std::mem::take(cur);
         cmd.piped = std::mem::take(piped);
+        if cmd.defines.is_none() {
+            if let [kw, name, ..] = cmd.words.as_slice() {
+                if kw.text == "function" && !kw.quoted && !name.dynamic {
+                    cmd.defines = Some(name.text.clone());
+                }
+            }
+        }
         if let Some(start) = start {
             cmd.source = self
                 .src

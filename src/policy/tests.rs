@@ -400,6 +400,43 @@ fn adversarial_requests_get_no_wrong_decision() {
     );
 }
 
+// ---- commands that can start processes without bound ----
+
+#[test]
+fn a_fork_bomb_or_a_backgrounding_loop_is_approved_only_inside_the_wall_with_the_cap_held() {
+    let t = Table::new();
+    let storms = [
+        ":(){ :|:& };:",
+        "bomb() { bomb | bomb & }; bomb",
+        "function f { f | f & }; f",
+        "while true; do sleep 1000 & done",
+        "for i in $(seq 1 100000); do sleep 1000 & done",
+    ];
+    let postures = [
+        (false, false, Decision::Escalate),
+        (false, true, Decision::Escalate),
+        (true, false, Decision::Escalate),
+        (true, true, Decision::Approve),
+    ];
+    for storm in storms {
+        for (confined, capped, want) in postures {
+            let scope = t.scope().with_confined(confined).with_process_cap(capped);
+            let (actions, v) = judge(&t.contract, &Input::ClaudeHook(&bash(storm, &t.wt)), &scope);
+            assert!(
+                actions.iter().any(|a| a.kind == "spawn_unbounded"),
+                "{storm}: {actions:?}"
+            );
+            assert_eq!(
+                v.decision, want,
+                "{storm} (confined {confined}, cap {capped}): {v:?}"
+            );
+        }
+    }
+    // A bounded background job stays an everyday command in the strict posture.
+    let v = t.hook(&bash("cargo build --release & wait", &t.wt));
+    assert_eq!(v.decision, Decision::Approve, "{v:?}");
+}
+
 // ---- the posture: hostile and everyday corpora ----
 
 /// A corpus line (`testdata/hostile.jsonl`, `testdata/everyday.jsonl`) as hook input:

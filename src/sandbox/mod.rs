@@ -16,11 +16,13 @@
 //! | a home of its own per run, holding only the agent's configuration | [`home`] |
 //! | no process of the host; everything it starts ends with it | `--unshare-pid`, `--die-with-parent` |
 //! | the network the config allows | `--unshare-net` and the orchestrator's proxy ([`proxy`], [`bridge`]) |
-//! | limits on processes and file size | `RLIMIT_NPROC`, `RLIMIT_FSIZE` set by the supervisor on `bwrap` |
-//! | a limit on memory, where a cgroup v2 subtree can be had | a cgroup of its own ([`cgroup`]) |
+//! | a cap on its processes, for every owner, root included | `pids.max` in a cgroup of its own, v2 or v1 ([`cgroup`]); else `RLIMIT_NPROC`, which holds for any user but root |
+//! | a limit on file size | `RLIMIT_FSIZE` set by the supervisor on `bwrap` |
+//! | a limit on memory, where a cgroup v2 subtree can be had | `memory.max` in the same cgroup |
 //!
-//! Unconfined, the worker's spec is left as it is, and the decisions about its tool calls
-//! are taken in the policy's strict posture (see `crate::policy`).
+//! Unconfined, the worker's spec is left as it is but for the process cap where a cgroup
+//! can be made ([`ProcessCap`]), and the decisions about its tool calls are taken in the
+//! policy's strict posture (see `crate::policy`).
 //!
 //! What it must never do: report a worker confined that is not, widen the wall beyond what
 //! the config names, or let a worker's home or network outlive it.
@@ -39,7 +41,7 @@ use thiserror::Error;
 
 use crate::config::sandbox::HostPort;
 use crate::config::{SandboxMode, SandboxNetwork};
-use crate::supervisor::{OsLimits, WorkerSpec};
+use crate::supervisor::{OsLimits, Rlimits, WorkerSpec};
 
 /// The port executor's proxy listens on inside a wall (unless an allowed loopback port
 /// takes it, then the next free one).
@@ -233,8 +235,21 @@ pub struct Enclosed {
     pub spec: WorkerSpec,
     /// Whether the spec runs inside the wall.
     pub confined: bool,
+    /// Whether the kernel holds this worker to `[sandbox] max_processes` (a `pids` cgroup
+    /// of its own, or `RLIMIT_NPROC` for a confined worker of an owner who is not root).
+    pub process_cap: bool,
     /// The worker's network; keep it until the worker is gone.
     pub gate: Option<proxy::NetGate>,
+}
+
+/// Where workers' `pids` cgroups can go, surveyed at start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PidsPlace {
+    /// In the v2 tree (a [`cgroup::Decision::Ready`] or [`cgroup::Decision::Enable`]).
+    V2(cgroup::Decision),
+    /// Under this process's cgroup of a v1 `pids` hierarchy.
+    V1(PathBuf),
+    Unavailable(String),
 }
 
 /// The wall of this process: its settings and the posture the probe settled.
@@ -244,9 +259,76 @@ pub struct Wall {
     posture: Posture,
     /// Where workers' memory cgroups can go (surveyed at start, changing nothing).
     memory: cgroup::Decision,
-    /// The base for workers' cgroups, set up by the first worker that needs one (so
+    /// Where workers' pids cgroups can go (surveyed at start, changing nothing).
+    pids: PidsPlace,
+    /// Executor runs as root, where `RLIMIT_NPROC` holds nothing.
+    root: bool,
+    /// The base for workers' v2 cgroups, set up by the first worker that needs one (so
     /// `status` and `doctor`, which never enclose, change no cgroup).
-    memory_base: std::sync::OnceLock<Result<PathBuf, String>>,
+    v2_base: std::sync::OnceLock<Result<PathBuf, String>>,
+}
+
+/// What holds each worker to `[sandbox] max_processes`, for `doctor`, `status` and the
+/// run's `wall` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessCap {
+    /// `pids.max` in a cgroup of each worker's own, under `base`.
+    Cgroup {
+        version: u8,
+        base: PathBuf,
+        max: u64,
+    },
+    /// `RLIMIT_NPROC` (a confined worker, executor not root): it counts every process of
+    /// the owner's user, so the owner's other processes share it.
+    Rlimit { max: u64 },
+    /// Nothing: a worker can start processes without bound.
+    Uncapped { why: String },
+}
+
+impl ProcessCap {
+    /// The mechanism in a word or two: `cgroup pids`, `rlimit` or `none`.
+    pub fn mechanism(&self) -> &'static str {
+        match self {
+            ProcessCap::Cgroup { .. } => "cgroup pids",
+            ProcessCap::Rlimit { .. } => "rlimit",
+            ProcessCap::Uncapped { .. } => "none",
+        }
+    }
+
+    pub fn holds(&self) -> bool {
+        !matches!(self, ProcessCap::Uncapped { .. })
+    }
+
+    /// One sentence for `doctor` and `status`.
+    pub fn sentence(&self) -> String {
+        match self {
+            ProcessCap::Cgroup { version, base, max } => format!(
+                "each worker at most {max} processes (pids.max in a cgroup v{version} of its own under {})",
+                base.display()
+            ),
+            ProcessCap::Rlimit { max } => format!(
+                "each confined worker at most {max} processes of this user (RLIMIT_NPROC, shared with the user's other processes)"
+            ),
+            ProcessCap::Uncapped { why } => format!("workers' processes are not capped: {why}"),
+        }
+    }
+}
+
+/// The fix for a host where no cgroup can cap a worker's processes.
+pub const PROCESS_CAP_FIX: &str = "run executor in a cgroup it may manage (the systemd unit of `executor service install`, which sets Delegate=yes, or `systemd-run --user --scope -p Delegate=yes executor daemon`; as root, a writable /sys/fs/cgroup), or as a user other than root";
+
+/// Where workers' `pids` cgroups can go, from this process's cgroup facts.
+fn pids_place(facts: Option<&cgroup::Facts>) -> PidsPlace {
+    let Some(facts) = facts else {
+        return PidsPlace::Unavailable("cgroups are Linux only".to_string());
+    };
+    match cgroup::decide(facts, "pids") {
+        cgroup::Decision::Unavailable { why } => match cgroup::v1_pids_base(facts) {
+            Ok(base) => PidsPlace::V1(base),
+            Err(v1) => PidsPlace::Unavailable(format!("{why}; {v1}")),
+        },
+        ready => PidsPlace::V2(ready),
+    }
 }
 
 /// Whether confined workers' memory is limited, for `doctor` and `status`.
@@ -275,21 +357,35 @@ impl Wall {
                 }
             }
         };
-        let memory = match (&posture, settings.max_memory) {
-            (Posture::Unconfined { .. }, _) => cgroup::Decision::Unavailable {
+        let facts = cgroup::own_facts();
+        let memory = match (&posture, settings.max_memory, &facts) {
+            (Posture::Unconfined { .. }, _, _) => cgroup::Decision::Unavailable {
                 why: "workers run unconfined".to_string(),
             },
-            (_, None) => cgroup::Decision::Unavailable {
+            (_, None, _) => cgroup::Decision::Unavailable {
                 why: "[sandbox] max_memory = \"none\"".to_string(),
             },
-            (Posture::Confined { .. }, Some(_)) => cgroup::survey(),
+            (Posture::Confined { .. }, Some(_), Some(facts)) => cgroup::decide(facts, "memory"),
+            (Posture::Confined { .. }, Some(_), None) => cgroup::Decision::Unavailable {
+                why: "cgroups are Linux only".to_string(),
+            },
         };
-        Ok(Wall {
+        let wall = Wall {
+            pids: pids_place(facts.as_ref()),
+            root: nix::unistd::geteuid().is_root(),
             settings,
             posture,
             memory,
-            memory_base: std::sync::OnceLock::new(),
-        })
+            v2_base: std::sync::OnceLock::new(),
+        };
+        if let (SandboxMode::Required, ProcessCap::Uncapped { why }) =
+            (wall.settings.mode, wall.process_cap())
+        {
+            return Err(WallError::Required {
+                why: format!("{why}; {PROCESS_CAP_FIX}"),
+            });
+        }
+        Ok(wall)
     }
 
     /// A wall that is off, for callers that never confine.
@@ -302,7 +398,51 @@ impl Wall {
             memory: cgroup::Decision::Unavailable {
                 why: "workers run unconfined".to_string(),
             },
-            memory_base: std::sync::OnceLock::new(),
+            pids: PidsPlace::Unavailable("the wall is off".to_string()),
+            root: false,
+            v2_base: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// What holds each worker to `[sandbox] max_processes`, and if nothing does, why.
+    pub fn process_cap(&self) -> ProcessCap {
+        let max = self.settings.max_processes;
+        let v2_failed = match self.v2_base.get() {
+            Some(Err(why)) => Some(why.clone()),
+            _ => None,
+        };
+        let cgroup_why = match (&self.pids, v2_failed) {
+            (PidsPlace::V2(_), Some(why)) => why,
+            (
+                PidsPlace::V2(cgroup::Decision::Ready { base } | cgroup::Decision::Enable { base }),
+                None,
+            ) => {
+                return ProcessCap::Cgroup {
+                    version: 2,
+                    base: base.clone(),
+                    max,
+                }
+            }
+            (PidsPlace::V1(base), _) => {
+                return ProcessCap::Cgroup {
+                    version: 1,
+                    base: base.clone(),
+                    max,
+                }
+            }
+            (PidsPlace::V2(cgroup::Decision::Unavailable { why }), None)
+            | (PidsPlace::Unavailable(why), _) => why.clone(),
+        };
+        match (self.is_confined(), self.root) {
+            (true, false) => ProcessCap::Rlimit { max },
+            (true, true) => ProcessCap::Uncapped {
+                why: format!(
+                    "executor runs as root, and the kernel never applies RLIMIT_NPROC to root; no cgroup can be made: {cgroup_why}"
+                ),
+            },
+            (false, _) => ProcessCap::Uncapped {
+                why: format!("workers run unconfined, and no cgroup can be made: {cgroup_why}"),
+            },
         }
     }
 
@@ -322,36 +462,124 @@ impl Wall {
                 (b, base.clone())
             }
         };
-        match self.memory_base.get() {
+        match self.v2_base.get() {
             Some(Err(why)) => MemoryPosture::Unlimited { why: why.clone() },
             _ => MemoryPosture::Limited { bytes, base },
         }
     }
 
-    /// A cgroup for one worker, its memory limit set; `None` when memory is not limited.
-    /// The first call sets up the base (see [`cgroup::establish`]); when that fails, memory
-    /// stays unlimited for the process and the reason is logged once.
-    fn worker_cgroup(&self, place: &Place) -> Result<Option<PathBuf>, WallError> {
-        let Some(bytes) = self.settings.max_memory else {
-            return Ok(None);
-        };
-        if matches!(self.memory, cgroup::Decision::Unavailable { .. }) {
-            return Ok(None);
-        }
-        let base = self.memory_base.get_or_init(|| {
-            let base = cgroup::establish(&self.memory);
+    /// The base for workers' v2 cgroups; the first call sets it up (see
+    /// [`cgroup::establish`]), and when that fails, what it would have held stays unheld
+    /// for the process and the reason is logged once.
+    fn v2_base(&self) -> &Result<PathBuf, String> {
+        self.v2_base.get_or_init(|| {
+            let memory = (self.settings.max_memory.is_some() && self.is_confined())
+                .then_some(&self.memory);
+            let wanted: Vec<(&cgroup::Decision, &str)> =
+                [(memory, "memory"), (self.pids_v2(), "pids")]
+                    .into_iter()
+                    .filter_map(|(d, name)| Some((d?, name)))
+                    .filter(|(d, _)| !matches!(d, cgroup::Decision::Unavailable { .. }))
+                    .collect();
+            let enable: Vec<&str> = wanted
+                .iter()
+                .filter(|(d, _)| matches!(d, cgroup::Decision::Enable { .. }))
+                .map(|(_, name)| *name)
+                .collect();
+            // Both decisions come from the same facts, so they name the same base; one
+            // controller to hand down makes it an Enable for all.
+            let base = match wanted.first() {
+                None => Err("no cgroup v2 controller to use".to_string()),
+                Some((cgroup::Decision::Ready { base } | cgroup::Decision::Enable { base }, _))
+                    if !enable.is_empty() =>
+                {
+                    cgroup::establish(&cgroup::Decision::Enable { base: base.clone() }, &enable)
+                }
+                Some((decision, _)) => cgroup::establish(decision, &enable),
+            };
             match &base {
-                Ok(base) => tracing::info!(cgroup = %base.display(), bytes, "confined workers' memory is limited"),
-                Err(why) => tracing::warn!(%why, "confined workers' memory is NOT limited"),
+                Ok(base) => tracing::info!(cgroup = %base.display(), "workers' cgroups go under this cgroup v2"),
+                Err(why) => tracing::warn!(%why, "workers get NO cgroup v2: what it would hold them to is not held"),
             }
             base
-        });
-        let Ok(base) = base else {
-            return Ok(None);
+        })
+    }
+
+    fn pids_v2(&self) -> Option<&cgroup::Decision> {
+        match &self.pids {
+            PidsPlace::V2(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The cgroups of one worker, their caps set: the `pids` cap for any worker where a
+    /// cgroup can hold it, memory for a confined one where `max_memory` asks. Returns the
+    /// folders and the one whose `pids.max` holds. When `mode = "required"` and the process
+    /// cap is the only one the host would have (root), a cgroup that cannot be made refuses
+    /// the worker rather than start it uncapped.
+    fn worker_cgroups(&self, place: &Place) -> Result<(Vec<PathBuf>, Option<PathBuf>), WallError> {
+        let max = self.settings.max_processes;
+        let memory = match (self.is_confined(), &self.memory) {
+            (true, cgroup::Decision::Ready { .. } | cgroup::Decision::Enable { .. }) => {
+                self.settings.max_memory
+            }
+            _ => None,
         };
-        cgroup::worker(base, bytes)
-            .map(Some)
-            .map_err(place.error(format!("the memory cgroup under {}", base.display())))
+        let pids_v2 = self.pids_v2().is_some();
+        let mut dirs = Vec::new();
+        let mut pids_dir = None;
+        let undo = |dirs: &[PathBuf]| {
+            for dir in dirs {
+                let _ = std::fs::remove_dir(dir);
+            }
+        };
+        if memory.is_some() || pids_v2 {
+            if let Ok(base) = self.v2_base() {
+                let caps = cgroup::Caps {
+                    memory,
+                    pids: pids_v2.then_some(max),
+                };
+                let dir = cgroup::worker(base, caps)
+                    .map_err(place.error(format!("the cgroup under {}", base.display())))?;
+                if pids_v2 {
+                    pids_dir = Some(dir.clone());
+                }
+                dirs.push(dir);
+            }
+        }
+        if let PidsPlace::V1(base) = &self.pids {
+            let caps = cgroup::Caps {
+                memory: None,
+                pids: Some(max),
+            };
+            match cgroup::worker(base, caps) {
+                Ok(dir) => {
+                    pids_dir = Some(dir.clone());
+                    dirs.push(dir);
+                }
+                Err(e) => {
+                    undo(&dirs);
+                    return Err(place
+                        .error(format!("the pids cgroup under {}", base.display()))(
+                        e
+                    ));
+                }
+            }
+        }
+        if pids_dir.is_none() && self.root && self.settings.mode == SandboxMode::Required {
+            undo(&dirs);
+            return Err(WallError::Required {
+                why: format!("{}; {PROCESS_CAP_FIX}", self.process_cap().sentence()),
+            });
+        }
+        Ok((dirs, pids_dir))
+    }
+
+    fn rlimits(&self) -> Rlimits {
+        Rlimits {
+            max_processes: Some(self.settings.max_processes),
+            max_file_size: self.settings.max_file_size,
+        }
     }
 
     pub fn posture(&self) -> &Posture {
@@ -364,9 +592,16 @@ impl Wall {
 
     /// One line for the log, `status` and run records.
     pub fn describe(&self) -> String {
+        let cap = match self.process_cap() {
+            ProcessCap::Cgroup { version, max, .. } => {
+                format!("processes capped at {max} by cgroup v{version} pids")
+            }
+            ProcessCap::Rlimit { max } => format!("processes capped at {max} by RLIMIT_NPROC"),
+            ProcessCap::Uncapped { .. } => "processes NOT capped".to_string(),
+        };
         match &self.posture {
             Posture::Confined { program } => format!(
-                "confined ({} at {}, network {})",
+                "confined ({} at {}, network {}, {cap})",
                 if cfg!(target_os = "macos") {
                     "sandbox-exec"
                 } else {
@@ -375,7 +610,7 @@ impl Wall {
                 program.display(),
                 self.settings.network.as_str()
             ),
-            Posture::Unconfined { why } => format!("unconfined: {why}"),
+            Posture::Unconfined { why } => format!("unconfined: {why} ({cap})"),
         }
     }
 
@@ -383,12 +618,23 @@ impl Wall {
     /// is confined; as it is otherwise.
     pub fn enclose(&self, mut spec: WorkerSpec, place: &Place) -> Result<Enclosed, WallError> {
         let Posture::Confined { program } = &self.posture else {
-            // Unconfined, the spec stays as it is: no limits either, since setting them
-            // between fork and exec costs every spawn its fast path (posix_spawn), and an
-            // unconfined worker is held by nothing else of the wall anyway.
+            // Unconfined, the spec stays as it is but for the process cap where a cgroup
+            // holds it: no rlimits, since an unconfined worker is held by nothing else of
+            // the wall anyway, and RLIMIT_NPROC would count the owner's own processes.
+            let (cgroups, pids_cgroup) = self.worker_cgroups(place)?;
+            let process_cap = pids_cgroup.is_some();
+            if !cgroups.is_empty() {
+                spec.os_limits = Some(OsLimits {
+                    rlimits: None,
+                    cgroups,
+                    pids_cgroup,
+                    detach_terminal: false,
+                });
+            }
             return Ok(Enclosed {
                 spec,
                 confined: false,
+                process_cap,
                 gate: None,
             });
         };
@@ -421,14 +667,24 @@ impl Wall {
         argv.append(&mut spec.argv);
         spec.argv = argv;
         // Last, so a wall that could not be prepared leaves no cgroup behind.
+        let (cgroups, pids_cgroup) = self.worker_cgroups(place)?;
+        let process_cap = pids_cgroup.is_some() || !self.root;
+        let mut rlimits = self.rlimits();
+        if pids_cgroup.is_some() {
+            // The cgroup counts the worker's processes alone; RLIMIT_NPROC would count
+            // every process of the owner's user against the worker too.
+            rlimits.max_processes = None;
+        }
         spec.os_limits = Some(OsLimits {
-            max_processes: self.settings.max_processes,
-            max_file_size: self.settings.max_file_size,
-            cgroup: self.worker_cgroup(place)?,
+            rlimits: Some(rlimits),
+            cgroups,
+            pids_cgroup,
+            detach_terminal: true,
         });
         Ok(Enclosed {
             spec,
             confined: true,
+            process_cap,
             gate,
         })
     }
@@ -487,13 +743,14 @@ impl Wall {
         }
         spec.argv = macos::argv(sandbox_exec, &profile, std::mem::take(&mut spec.argv));
         spec.os_limits = Some(OsLimits {
-            max_processes: self.settings.max_processes,
-            max_file_size: self.settings.max_file_size,
-            cgroup: None,
+            rlimits: Some(self.rlimits()),
+            detach_terminal: true,
+            ..OsLimits::default()
         });
         Ok(Enclosed {
             spec,
             confined: true,
+            process_cap: !self.root,
             gate,
         })
     }
@@ -758,7 +1015,9 @@ mod tests {
             settings,
             posture: Posture::Unconfined { why: "test".into() },
             memory: cgroup::Decision::Unavailable { why: "test".into() },
-            memory_base: std::sync::OnceLock::new(),
+            pids: PidsPlace::Unavailable("test".into()),
+            root: false,
+            v2_base: std::sync::OnceLock::new(),
         };
         let mut spec = crate::supervisor::WorkerSpec::for_test(vec!["claude".into()]);
         spec.env.insert(
@@ -772,6 +1031,106 @@ mod tests {
         let (remote, ports) = wall.allowlist(AgentFamily::Command, &WorkerSpec::for_test(vec![]));
         assert_eq!(remote.len(), 1, "only pypi.org from allow");
         assert_eq!(ports, [11434]);
+    }
+
+    fn wall_with(pids: PidsPlace, root: bool, confined: bool, mode: SandboxMode) -> Wall {
+        let mut settings = WallSettings::off(PathBuf::from("/nowhere"));
+        settings.mode = mode;
+        settings.max_processes = 64;
+        Wall {
+            settings,
+            posture: if confined {
+                Posture::Confined {
+                    program: PathBuf::from("/usr/bin/bwrap"),
+                }
+            } else {
+                Posture::Unconfined { why: "test".into() }
+            },
+            memory: cgroup::Decision::Unavailable { why: "test".into() },
+            pids,
+            root,
+            v2_base: std::sync::OnceLock::new(),
+        }
+    }
+
+    #[test]
+    fn the_process_cap_is_a_cgroup_where_one_can_be_had_and_rlimit_only_for_a_user_not_root() {
+        let none = || PidsPlace::Unavailable("no pids controller".into());
+        let v1 = PidsPlace::V1(PathBuf::from("/sys/fs/cgroup/pids/ci"));
+        for (root, confined) in [(true, true), (true, false), (false, false), (false, true)] {
+            let wall = wall_with(v1.clone(), root, confined, SandboxMode::Auto);
+            assert_eq!(
+                wall.process_cap(),
+                ProcessCap::Cgroup {
+                    version: 1,
+                    base: PathBuf::from("/sys/fs/cgroup/pids/ci"),
+                    max: 64
+                }
+            );
+        }
+        let user = wall_with(none(), false, true, SandboxMode::Auto);
+        assert_eq!(user.process_cap(), ProcessCap::Rlimit { max: 64 });
+        let root = wall_with(none(), true, true, SandboxMode::Auto).process_cap();
+        assert!(
+            matches!(&root, ProcessCap::Uncapped { why } if why.contains("root") && why.contains("RLIMIT_NPROC") && why.contains("no pids controller")),
+            "{root:?}"
+        );
+        assert_eq!(root.mechanism(), "none");
+        let unconfined = wall_with(none(), false, false, SandboxMode::Off).process_cap();
+        assert!(
+            matches!(&unconfined, ProcessCap::Uncapped { why } if why.contains("unconfined")),
+            "{unconfined:?}"
+        );
+        assert!(wall_with(none(), false, true, SandboxMode::Auto)
+            .describe()
+            .contains("processes capped at 64 by RLIMIT_NPROC"));
+        assert!(wall_with(none(), true, true, SandboxMode::Auto)
+            .describe()
+            .contains("processes NOT capped"));
+    }
+
+    #[test]
+    fn required_as_root_refuses_a_worker_no_cgroup_can_cap() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let place = Place {
+            worktree: dir.path().to_path_buf(),
+            read_only_worktree: false,
+            git_common_dir: None,
+            home: "run-1".into(),
+            agent: AgentFamily::Command,
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            label: "run 1".into(),
+        };
+        let none = || PidsPlace::Unavailable("no pids controller".into());
+        let refused = wall_with(none(), true, false, SandboxMode::Required).worker_cgroups(&place);
+        assert!(
+            matches!(&refused, Err(WallError::Required { why }) if why.contains("Delegate=yes")),
+            "{refused:?}"
+        );
+        // auto as root goes on uncapped (and says so in doctor, status and the wall line).
+        let (dirs, pids) = wall_with(none(), true, false, SandboxMode::Auto)
+            .worker_cgroups(&place)
+            .expect("auto goes on");
+        assert!(dirs.is_empty() && pids.is_none());
+        // A v1 base gets a cgroup of the worker's own with its pids.max.
+        let base = dir.path().join("pids");
+        std::fs::create_dir_all(&base).expect("mkdir");
+        let (dirs, pids) = wall_with(
+            PidsPlace::V1(base.clone()),
+            true,
+            false,
+            SandboxMode::Required,
+        )
+        .worker_cgroups(&place)
+        .expect("a cgroup");
+        let pids = pids.expect("the pids cgroup");
+        assert_eq!(dirs, std::slice::from_ref(&pids));
+        assert!(pids.starts_with(&base));
+        assert_eq!(
+            std::fs::read_to_string(pids.join("pids.max")).expect("max"),
+            "64"
+        );
     }
 
     /// The macOS wall's spec, built here on Linux: what macOS would run.
@@ -791,7 +1150,9 @@ mod tests {
                 program: PathBuf::from("/usr/bin/sandbox-exec"),
             },
             memory: cgroup::Decision::Unavailable { why: "test".into() },
-            memory_base: std::sync::OnceLock::new(),
+            pids: PidsPlace::Unavailable("test".into()),
+            root: false,
+            v2_base: std::sync::OnceLock::new(),
         };
         let place = Place {
             worktree: worktree.clone(),

@@ -53,17 +53,34 @@ pub struct WorkerSpec {
 
 /// Resource limits set in the worker's process before it runs its program; everything it
 /// starts inherits them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct OsLimits {
-    /// `RLIMIT_NPROC`: processes of the worker's user.
-    pub max_processes: u64,
+    /// Resource limits of the worker's process (confined workers).
+    pub rlimits: Option<Rlimits>,
+    /// Cgroups of the worker's own, their caps set (see `crate::sandbox::cgroup`): the
+    /// worker enters each before it runs its program, and each is emptied and removed when
+    /// the worker is gone.
+    pub cgroups: Vec<PathBuf>,
+    /// The one of `cgroups` whose `pids.max` caps the worker's processes: a fork refused
+    /// there stops the worker ([`StopReason::ProcessCap`]).
+    pub pids_cgroup: Option<PathBuf>,
+    /// The worker gives up its controlling terminal (a confined worker: see
+    /// [`set_os_limits`]); an unconfined one shares the owner's, as any program would.
+    pub detach_terminal: bool,
+}
+
+/// The rlimits a confined worker runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rlimits {
+    /// `RLIMIT_NPROC`: processes of the worker's user (never applied to root); `None` where
+    /// a `pids` cgroup holds the worker, which counts its own processes alone.
+    pub max_processes: Option<u64>,
     /// `RLIMIT_FSIZE`: the largest file it may write, in bytes.
     pub max_file_size: u64,
-    /// A cgroup (v2) of the worker's own, its memory limit set (see `crate::sandbox::cgroup`):
-    /// the worker enters it before it runs its program, and it is removed when the worker
-    /// is gone.
-    pub cgroup: Option<PathBuf>,
 }
+
+/// How often a worker's `pids.events` is read for a refused fork.
+const CAP_CHECK: Duration = Duration::from_millis(250);
 
 impl WorkerSpec {
     /// A spec with nothing but `argv`: no environment, the current folder, no limits.
@@ -182,7 +199,12 @@ where
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    let cgroup = spec.os_limits.as_ref().and_then(|l| l.cgroup.clone());
+    let cgroups = spec
+        .os_limits
+        .as_ref()
+        .map(|l| l.cgroups.clone())
+        .unwrap_or_default();
+    let pids_cgroup = spec.os_limits.as_ref().and_then(|l| l.pids_cgroup.clone());
     if let Some(limits) = &spec.os_limits {
         set_os_limits(&mut command, limits)?;
     }
@@ -190,7 +212,7 @@ where
     let mut child = match spawned {
         Ok(child) => child,
         Err(source) => {
-            if let Some(dir) = &cgroup {
+            for dir in &cgroups {
                 crate::sandbox::cgroup::remove(dir).await;
             }
             return Err(SupervisorError::Spawn {
@@ -259,6 +281,20 @@ where
         }
     };
     tokio::pin!(stop_requested);
+    // A fork refused at the process cap: never ordinary work, and a worker stuck at its cap
+    // would spin there until its timeout, so it is stopped at once.
+    let cap_hit = async {
+        match &pids_cgroup {
+            Some(dir) => loop {
+                tokio::time::sleep(CAP_CHECK).await;
+                if crate::sandbox::cgroup::cap_hits(dir) > 0 {
+                    break;
+                }
+            },
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::pin!(cap_hit);
     let mut hear = |outcome: &mut Outcome, stream: Stream, line: Line| -> Meaningful {
         outcome.lines += 1;
         outcome.truncated_lines += u64::from(line.truncated);
@@ -288,6 +324,10 @@ where
                 outcome.stopped = Some(StopReason::Requested);
                 break terminate(&mut child, pid, spec.grace, &mut outcome).await?;
             }
+            () = &mut cap_hit => {
+                outcome.stopped = Some(StopReason::ProcessCap);
+                break terminate(&mut child, pid, spec.grace, &mut outcome).await?;
+            }
         }
     };
 
@@ -307,7 +347,13 @@ where
     for reader in readers {
         reader.abort();
     }
-    if let Some(dir) = &cgroup {
+    if let Some(dir) = &pids_cgroup {
+        // A refused fork at the very end (after the last check) still counts.
+        if outcome.stopped.is_none() && crate::sandbox::cgroup::cap_hits(dir) > 0 {
+            outcome.stopped = Some(StopReason::ProcessCap);
+        }
+    }
+    for dir in &cgroups {
         crate::sandbox::cgroup::remove(dir).await;
     }
 
@@ -324,34 +370,40 @@ where
 /// `--new-session` would do, without a new session's scheduler autogroup (about 3 ms of
 /// every start); the worker is in a process group of its own either way.
 fn set_os_limits(command: &mut Command, limits: &OsLimits) -> Result<(), SupervisorError> {
-    let limits_copy = (limits.max_processes, limits.max_file_size);
-    let procs = match &limits.cgroup {
-        Some(dir) => {
+    let rlimits = limits.rlimits;
+    let detach_terminal = limits.detach_terminal;
+    let procs = limits
+        .cgroups
+        .iter()
+        .map(|dir| {
             use std::os::unix::ffi::OsStrExt;
             let path = dir.join("cgroup.procs");
-            Some(
-                std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-                    SupervisorError::Spawn {
-                        program: path.display().to_string(),
-                        source: std::io::Error::other("a cgroup path with a NUL byte"),
-                    }
-                })?,
-            )
-        }
-        None => None,
-    };
+            std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+                SupervisorError::Spawn {
+                    program: path.display().to_string(),
+                    source: std::io::Error::other("a cgroup path with a NUL byte"),
+                }
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     // SAFETY: between fork and exec only async-signal-safe calls are allowed; setrlimit,
-    // open, write and close are plain system calls, and nothing here allocates (the path
-    // was made before the fork).
+    // open, write and close are plain system calls, and nothing here allocates (the paths
+    // were made before the fork).
     unsafe {
         command.pre_exec(move || {
             use nix::sys::resource::{setrlimit, Resource};
-            let (processes, file_size) = limits_copy;
-            setrlimit(Resource::RLIMIT_NPROC, processes, processes)
-                .map_err(std::io::Error::from)?;
-            setrlimit(Resource::RLIMIT_FSIZE, file_size, file_size)
-                .map_err(std::io::Error::from)?;
-            if let Some(procs) = &procs {
+            if let Some(Rlimits {
+                max_processes,
+                max_file_size,
+            }) = rlimits
+            {
+                if let Some(n) = max_processes {
+                    setrlimit(Resource::RLIMIT_NPROC, n, n).map_err(std::io::Error::from)?;
+                }
+                setrlimit(Resource::RLIMIT_FSIZE, max_file_size, max_file_size)
+                    .map_err(std::io::Error::from)?;
+            }
+            for procs in &procs {
                 use nix::fcntl::{open, OFlag};
                 // "0" is the writing process itself.
                 let fd = open(
@@ -362,7 +414,9 @@ fn set_os_limits(command: &mut Command, limits: &OsLimits) -> Result<(), Supervi
                 .map_err(std::io::Error::from)?;
                 nix::unistd::write(&fd, b"0").map_err(std::io::Error::from)?;
             }
-            give_up_terminal();
+            if detach_terminal {
+                give_up_terminal();
+            }
             Ok(())
         });
     }

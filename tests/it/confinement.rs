@@ -516,12 +516,7 @@ fn status_says_whether_workers_are_confined_and_why_not() {
 fn run_once_unprivileged(ws: &Workspace, env: &[(&str, &str)]) -> std::process::Output {
     let root = nix::unistd::geteuid().is_root();
     let mut cmd = if root {
-        let status = std::process::Command::new("chown")
-            .args(["-R", "nobody:nogroup"])
-            .arg(ws.path())
-            .status()
-            .expect("chown");
-        assert!(status.success());
+        crate::support::hand_over(ws.path(), "nobody:nogroup");
         let mut cmd = std::process::Command::new("setpriv");
         cmd.args([
             "--reuid=nobody",
@@ -545,12 +540,7 @@ fn run_once_unprivileged(ws: &Workspace, env: &[(&str, &str)]) -> std::process::
     let out = cmd.output().expect("run executor");
     if root {
         // Back to the test's own user, so its git reads the repository without complaint.
-        let status = std::process::Command::new("chown")
-            .args(["-R", "root:root"])
-            .arg(ws.path())
-            .status()
-            .expect("chown");
-        assert!(status.success());
+        crate::support::hand_over(ws.path(), "root:root");
     }
     out
 }
@@ -768,7 +758,7 @@ fn doctor_and_status_say_whether_workers_memory_is_limited() {
     let ws = Workspace::init();
     // What this machine allows, surveyed the way the runner does (the child executor sits
     // in this process's cgroup). Here (cgroup v1 for memory) it is the "not limited" path.
-    let survey = executor::sandbox::cgroup::survey();
+    let survey = executor::sandbox::cgroup::survey("memory");
     let status = |ws: &Workspace| -> serde_json::Value {
         let out = confined(&mut ws.command(&["status", "--json"]))
             .output()

@@ -44,6 +44,7 @@ mod newcomer;
 mod pg_adoption;
 mod plan_notes;
 mod policy;
+mod process_cap;
 mod real_agents;
 mod real_runs;
 mod reanalyze;

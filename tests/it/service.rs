@@ -78,6 +78,8 @@ fn the_systemd_unit_is_verified_by_systemd_analyze() {
     let ws = workspace();
     let unit = install(&ws, "--systemd");
     assert!(unit.contains("RestartPreventExitStatus=2\n"), "{unit}");
+    // Workers' cgroups (the process cap, the memory limit) go under the unit's own.
+    assert!(unit.contains("\nDelegate=yes\n"), "{unit}");
     assert!(!unit.contains("network-online"), "{unit}");
     assert!(
         unit.contains(&format!("Environment=PATH={}\n", service_path(&ws))),

@@ -324,3 +324,14 @@ impl PgSchema {
         pool.close().await;
     }
 }
+
+/// Hands `path` and everything under it to `owner` (`user:group`), as a test running as
+/// root does to run executor as an unprivileged user, and back to `root:root` after.
+pub fn hand_over(path: &Path, owner: &str) {
+    let status = Command::new("chown")
+        .args(["-R", owner])
+        .arg(path)
+        .status()
+        .expect("chown");
+    assert!(status.success(), "chown -R {owner} {}", path.display());
+}

@@ -56,6 +56,12 @@ pub(super) async fn page_of(c: &Console) -> Response {
                         max_bytes: None,
                         detail: "unknown".to_string(),
                     },
+                    processes: super::super::output::ProcessLimit {
+                        capped: false,
+                        mechanism: "none",
+                        max: None,
+                        detail: "unknown".to_string(),
+                    },
                 })
         })
         .await;

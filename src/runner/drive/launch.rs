@@ -9,6 +9,8 @@ pub(super) struct Launch {
     /// The enclosed process to run.
     pub(super) spec: WorkerSpec,
     pub(super) confined: bool,
+    /// The kernel holds the worker to `[sandbox] max_processes`.
+    pub(super) process_cap: bool,
     /// Held while the worker lives (the wall's proxy and bridge).
     pub(super) gate: Option<crate::sandbox::proxy::NetGate>,
     /// The confined hook's socket to the runner, with the settings file it was written for.
@@ -138,6 +140,7 @@ pub(super) fn launch(
     Ok(Launch {
         spec: enclosed.spec,
         confined: enclosed.confined,
+        process_cap: enclosed.process_cap,
         gate: enclosed.gate,
         relay: relay.zip(hook_settings),
         keeps_session: w.phase != Phase::PrReview,

@@ -132,6 +132,9 @@ pub(super) fn verify_note(
             "stopped: no output for too long".to_string()
         }
         (Some(crate::core::watchdog::StopReason::Requested), _, _) => "stopped".to_string(),
+        (Some(crate::core::watchdog::StopReason::ProcessCap), _, _) => {
+            "stopped at its process cap ([sandbox] max_processes)".to_string()
+        }
         (None, Some(code), _) => format!("exit {code}"),
         (None, None, Some(signal)) => format!("killed by signal {signal}"),
         (None, None, None) => "no exit status".to_string(),

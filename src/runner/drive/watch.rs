@@ -126,6 +126,7 @@ pub(super) async fn watch(
     let Launch {
         spec,
         confined,
+        process_cap,
         gate: _gate,
         relay,
         keeps_session,
@@ -134,8 +135,9 @@ pub(super) async fn watch(
     let (session_tx, mut session_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (message_tx, mut message_rx) = tokio::sync::mpsc::unbounded_channel();
     let scope = crate::policy::Scope::new(w.worktree.to_path_buf(), run.branch_name.as_deref())
-        .with_confined(confined);
-    let relay_served = serve_relay(w, run.id, run.branch_name.clone(), relay);
+        .with_confined(confined)
+        .with_process_cap(process_cap);
+    let relay_served = serve_relay(w, run.id, run.branch_name.clone(), relay, process_cap);
     tokio::pin!(relay_served);
     let mut reader = Reader {
         adapter: w.adapter,
@@ -218,6 +220,7 @@ async fn serve_relay(
     run_id: i64,
     branch: Option<String>,
     relay: Option<(HookRelay, PathBuf)>,
+    process_cap: bool,
 ) {
     let Some((mut relay, settings_file)) = relay else {
         return std::future::pending::<()>().await;
@@ -236,6 +239,7 @@ async fn serve_relay(
             branch,
             contract: contract_copy.exists().then_some(contract_copy),
             relay: None,
+            process_cap,
         },
     )
     .await;

@@ -221,6 +221,9 @@ fn why_ended(said: &Said, outcome: &supervisor::Outcome) -> String {
         (None, None, Some(StopReason::NoOutput)) => "no output for too long".to_string(),
         (None, None, Some(StopReason::HardTimeout)) => "hard timeout".to_string(),
         (None, None, Some(StopReason::Requested)) => "stopped on request".to_string(),
+        (None, None, Some(StopReason::ProcessCap)) => {
+            "stopped at its process cap: it tried to start more processes than [sandbox] max_processes allows".to_string()
+        }
         (None, None, None) => match (outcome.exit_code, outcome.signal) {
             // A model API error is the cause; the exit code is only its consequence.
             (Some(code), _) if api_error.is_some() => format!(
@@ -250,6 +253,12 @@ async fn conclude(
         mut said,
         worker_id,
     } = watched;
+    if outcome.stopped == Some(StopReason::ProcessCap) {
+        // What a worker said before it ran into its process cap is not taken: a fork storm
+        // is no finished phase, and its question is not the owner's to answer.
+        said.done = None;
+        said.escalated = None;
+    }
     let limit = limits::limit_of(w.adapter, &said, &outcome, w.settings.clock.as_ref());
     let limited = limit
         .as_ref()
