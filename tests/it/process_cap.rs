@@ -296,7 +296,7 @@ fn back_to_root(ws: &Workspace) {
 }
 
 #[test]
-fn an_unprivileged_owners_worker_is_held_to_its_cap_in_a_delegated_cgroup() {
+fn an_unprivileged_owners_worker_is_held_to_its_cap_in_a_delegated_cgroup_walled_or_not() {
     if !nix::unistd::geteuid().is_root() {
         // Not root, the other tests here are this case already.
         eprintln!("SKIPPED: not root; the tests above run as this unprivileged user");
@@ -313,13 +313,16 @@ fn an_unprivileged_owners_worker_is_held_to_its_cap_in_a_delegated_cgroup() {
         eprintln!("SKIPPED: no writable cgroup v1 pids hierarchy to delegate here");
         return;
     };
-    let marker = marker(4);
-    let ws = storm_workspace(&marker, "");
-    note(&ws, "STORM-1");
-    let (most, out) = storm(&marker, as_nobody(&ws, Some(&delegated.dir), None));
-    back_to_root(&ws);
-    assert_held(most, &out);
-    assert_stopped_at_the_cap(&ws, "STORM-1");
+    // With the wall (the config's `auto`) and without it.
+    for (n, mode) in [(4, None), (6, Some("off"))] {
+        let marker = marker(n);
+        let ws = storm_workspace(&marker, "");
+        note(&ws, "STORM-1");
+        let (most, out) = storm(&marker, as_nobody(&ws, Some(&delegated.dir), mode));
+        back_to_root(&ws);
+        assert_held(most, &out);
+        assert_stopped_at_the_cap(&ws, "STORM-1");
+    }
 }
 
 #[test]
