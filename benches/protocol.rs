@@ -28,7 +28,7 @@ const REQUESTS: usize = 100_000;
 const POLICY_ROUNDS: usize = 7;
 const POLICY_TARGET_PER_S: f64 = 500_000.0;
 
-const WORKER_CONTRACT: &str = include_str!("../src/assets/roles/worker-policy.json");
+const WORKER_CONTRACT: &str = executor::policy::WORKER_CONTRACT;
 
 /// One row of the table, its numbers already formatted (so rows of other units fit).
 struct Row {

@@ -26,16 +26,19 @@ pub mod chat;
 pub mod cli;
 pub mod conductor;
 pub mod config;
-pub mod core;
 pub mod forge;
 pub mod http;
 pub mod ops;
-pub mod policy;
 pub mod prompts;
-pub mod protocol;
 pub mod runner;
 pub mod sandbox;
 pub mod sources;
 pub mod store;
 pub mod supervisor;
 pub mod web;
+
+// The pure core is a crate of its own (`crates/executor-core`); its modules keep their
+// paths here, so `executor::core::…`, `executor::policy::…` and `executor::protocol::…` name
+// what they always did.
+pub use executor_core as core;
+pub use executor_core::{policy, protocol};

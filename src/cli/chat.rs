@@ -8,6 +8,7 @@
 //!
 //! What it must never do: put a credential in an error message.
 
+use crate::http::secret::ReadSecret as _;
 use std::net::SocketAddr;
 
 use anyhow::{Context, Result};

@@ -6,6 +6,7 @@
 //! What it must never do: print, log or return a secret's value (errors name the variable
 //! or the file, and an HTTP failure only its status), or call anything that changes state.
 
+use crate::http::secret::ReadSecret as _;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -20,6 +20,7 @@
 //! A failure inside one pass (a busy database, an unreadable folder, Asana down) is logged
 //! and the daemon goes on; only a failure to start is fatal.
 
+use crate::http::secret::ReadSecret as _;
 use std::path::PathBuf;
 use std::time::Duration;
 

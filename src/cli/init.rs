@@ -8,8 +8,8 @@ use anyhow::{Context, Result};
 use crate::config::{self, Env};
 use crate::store;
 
-pub(crate) const WORKER_POLICY: &str = include_str!("../assets/roles/worker-policy.json");
-const CONDUCTOR_POLICY: &str = include_str!("../assets/roles/conductor-policy.json");
+pub(crate) const WORKER_POLICY: &str = crate::policy::WORKER_CONTRACT;
+const CONDUCTOR_POLICY: &str = crate::policy::CONDUCTOR_CONTRACT;
 
 /// The example workspace's repository and verification, replacing the template's defaults.
 const EXAMPLE_REPO: &str = "example-repo";

@@ -4,6 +4,7 @@
 //!
 //! Exit codes (DESIGN section 9): 0 done, 1 failure, 2 bad usage or bad input.
 
+use crate::http::secret::ReadSecret as _;
 mod analyze;
 mod chat;
 mod console;

@@ -6,6 +6,7 @@
 //! source without its token (both are bad input, exit 2, named); nor hold a token anywhere
 //! but in the clients.
 
+use crate::http::secret::ReadSecret as _;
 use anyhow::{Context, Result};
 
 use super::BadInput;
@@ -13,7 +14,7 @@ use crate::config::Settings;
 use crate::runner::record::{GiteaIssues, Recorder};
 
 /// The built-in conductor contract, used when the workspace has none.
-const CONDUCTOR_POLICY: &str = include_str!("../assets/roles/conductor-policy.json");
+const CONDUCTOR_POLICY: &str = crate::policy::CONDUCTOR_CONTRACT;
 
 /// The record step for `settings`. A source that is not configured is not updated (the
 /// record step says so in the log when one of its tasks completes).

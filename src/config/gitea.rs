@@ -15,6 +15,7 @@
 //! What it must never do: hold the token. It names the variable or the file the token is
 //! in, and a variable named here never reaches a worker.
 
+use crate::http::secret::ReadSecret as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

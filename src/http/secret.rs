@@ -26,9 +26,18 @@ pub enum SecretError {
     Malformed { origin: String },
 }
 
-impl Secret {
+/// Reading a [`Secret`] is I/O, so it lives here and not beside the type in the core: bring
+/// this trait into scope to call `Secret::from_env` and `Secret::from_file`.
+pub trait ReadSecret: Sized {
     /// The secret in the environment variable `var`.
-    pub fn from_env(var: &str) -> Result<Self, SecretError> {
+    fn from_env(var: &str) -> Result<Self, SecretError>;
+    /// The secret in the file at `path`, without the trailing newline editors and `echo`
+    /// add.
+    fn from_file(path: &Path) -> Result<Self, SecretError>;
+}
+
+impl ReadSecret for Secret {
+    fn from_env(var: &str) -> Result<Self, SecretError> {
         match std::env::var(var) {
             Ok(value) if !value.trim().is_empty() => checked(value.trim(), var),
             Ok(_) | Err(std::env::VarError::NotUnicode(_)) => Err(SecretError::EmptyEnv {
@@ -40,9 +49,7 @@ impl Secret {
         }
     }
 
-    /// The secret in the file at `path`, without the trailing newline editors and `echo`
-    /// add.
-    pub fn from_file(path: &Path) -> Result<Self, SecretError> {
+    fn from_file(path: &Path) -> Result<Self, SecretError> {
         // read_to_string's error for invalid UTF-8 does not quote the bytes, so the content
         // cannot leak through it.
         let text = std::fs::read_to_string(path).map_err(|source| SecretError::Read {

@@ -721,7 +721,7 @@ mod tests {
     fn the_built_in_conductor_contract_closes_issues_and_escalates_tracker_comments() {
         let contract = crate::policy::Contract::parse(
             "conductor-policy.json",
-            include_str!("../assets/roles/conductor-policy.json"),
+            crate::policy::CONDUCTOR_CONTRACT,
         )
         .expect("the built-in contract parses");
         let scope = crate::policy::Scope::new("/w", Some("executor/x"));

@@ -8,6 +8,7 @@
 //! token in a cookie, a page, a log line or an error, or let a request through that it
 //! could not place (no peer address means not loopback).
 
+use crate::http::secret::ReadSecret as _;
 use std::net::SocketAddr;
 use std::path::Path;
 

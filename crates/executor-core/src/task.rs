@@ -14,9 +14,9 @@ use super::queue::QueueStatus;
 pub struct Task {
     pub id: i64,
     pub task_gid: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub added_at: DateTime<Utc>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub updated_at: DateTime<Utc>,
     pub source: Option<String>,
     pub description: Option<String>,

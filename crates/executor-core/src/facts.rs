@@ -27,6 +27,6 @@ pub struct TaskFacts {
     /// Its page upstream.
     pub url: Option<String>,
     /// When it last changed upstream.
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub modified_at: Option<DateTime<Utc>>,
 }

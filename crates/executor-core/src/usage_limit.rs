@@ -37,7 +37,7 @@ pub struct UsageLimit {
     /// `claude`, `codex`, `pi` or `command`.
     pub agent: String,
     /// When the agent said its allowance comes back; `None` when it did not say.
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub resets_at: Option<DateTime<Utc>>,
     /// The agent's own words (one line, at most 300 characters).
     pub message: String,
@@ -72,9 +72,9 @@ impl UsageLimit {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AgentPause {
     pub agent: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub since: DateTime<Utc>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub until: DateTime<Utc>,
     /// Why, in the owner's words ([`UsageLimit::sentence`]).
     pub reason: String,

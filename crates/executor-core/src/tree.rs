@@ -26,7 +26,7 @@ pub struct TaskLink {
     pub key: String,
     /// The order the planner listed it in (0-based).
     pub position: u32,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -45,7 +45,7 @@ pub struct AgentSession {
     pub agent: String,
     /// The agent's own id for the session, to resume it.
     pub session_id: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub updated_at: DateTime<Utc>,
 }
 
@@ -69,7 +69,7 @@ mod tests {
             created_at: at,
         };
         let json = serde_json::to_value(&link).expect("serialize");
-        assert_eq!(json["created_at"], crate::core::time::format_utc(&at));
+        assert_eq!(json["created_at"], crate::time::format_utc(&at));
         assert_eq!(json["depth"], 1);
         let session = AgentSession {
             name: "reviewer".into(),
@@ -78,6 +78,6 @@ mod tests {
             updated_at: at,
         };
         let json = serde_json::to_value(&session).expect("serialize");
-        assert_eq!(json["updated_at"], crate::core::time::format_utc(&at));
+        assert_eq!(json["updated_at"], crate::time::format_utc(&at));
     }
 }

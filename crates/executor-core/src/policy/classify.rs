@@ -1712,7 +1712,13 @@ mod tests {
 
     #[test]
     fn hook_inputs_from_the_fixture_classify() {
-        let fixture = crate::agents::fixture("hook_inputs.jsonl");
+        let fixture = {
+            let path = concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../../shared/fixtures/agents/hook_inputs.jsonl"
+            );
+            std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
+        };
         for line in fixture.lines() {
             let v: serde_json::Value = serde_json::from_str(line).expect("fixture");
             let input = serde_json::to_vec(&v["input"]).expect("json");

@@ -186,9 +186,12 @@ fn prompt_examples() {
 /// rejects.
 #[test]
 fn every_example_in_the_protocol_prompt_parses() {
-    let prompt = include_str!("../assets/prompts/_protocol.md")
-        .replace("{{ run.branch }}", "executor/t-1")
-        .replace("{{ run.worktree }}", "/w/t-1");
+    let prompt = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../src/assets/prompts/_protocol.md"
+    ))
+    .replace("{{ run.branch }}", "executor/t-1")
+    .replace("{{ run.worktree }}", "/w/t-1");
     let mut checked = 0;
     for span in prompt.split('`').skip(1).step_by(2) {
         if !span.starts_with('[') || parse::message_start(span.as_bytes()).is_none() {
@@ -493,11 +496,8 @@ fn requests_become_policy_actions_and_other_tags_do_not() {
 #[test]
 fn a_request_line_is_judged_by_the_worker_contract() {
     use crate::policy::{Contract, Decision, Scope};
-    let contract = Contract::parse(
-        "worker-policy.json",
-        include_str!("../assets/roles/worker-policy.json"),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let contract = Contract::parse("worker-policy.json", crate::policy::WORKER_CONTRACT)
+        .unwrap_or_else(|e| panic!("{e}"));
     let scope = Scope::new("/w/run", Some("executor/run-1"));
     let decide = |line: &str| {
         let action = msg(line).to_action().expect("a request");

@@ -70,7 +70,7 @@ pub struct SpendRow {
     pub run_id: i64,
     pub task_gid: String,
     pub agent: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub at: DateTime<Utc>,
     #[serde(flatten)]
     pub spend: Spend,

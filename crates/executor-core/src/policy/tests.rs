@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 
 use super::*;
 
-const WORKER: &str = include_str!("../assets/roles/worker-policy.json");
+const WORKER: &str = crate::policy::WORKER_CONTRACT;
 
 fn worker() -> Contract {
     Contract::parse("roles/worker-policy.json", WORKER).unwrap_or_else(|e| panic!("{e}"))

@@ -4,7 +4,7 @@
 //!
 //! It is read from the environment or a file the config names, never from the config file
 //! itself: [`Secret::from_env`] and [`Secret::from_file`] live beside the HTTP layer
-//! ([`crate::http::secret`]), as reading is I/O and this module does none.
+//! (`executor::http::secret`), as reading is I/O and this module does none.
 //!
 //! What it must never do: show its value anywhere but through [`Secret::expose`], which
 //! the one place building a request's header (or URL, for a webhook) calls.

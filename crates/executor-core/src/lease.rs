@@ -10,7 +10,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::core::record::Lease;
+use crate::record::Lease;
 
 /// A lease holder: one runner process.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,7 +1,7 @@
 //! What the `pr` state machine ([`super::pr`]) hands a PR-phase worker: the failed checks
 //! of a `fix_ci` worker, the review threads of a `fix_comments` worker, the rules and
 //! required checks of a `pr_review` worker. The machine decides them; the prompts
-//! ([`crate::prompts`]) render them, so these types live here and the prompts import them,
+//! (`executor::prompts`) render them, so these types live here and the prompts import them,
 //! never the other way round.
 //!
 //! Plain data: nothing here does I/O or knows a template.

@@ -92,22 +92,22 @@ pub struct Outgoing {
     pub task_gid: Option<String>,
     pub run_id: Option<i64>,
     pub body: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub created_at: DateTime<Utc>,
     /// Failed attempts so far.
     pub attempts: i64,
     /// Not tried again before this.
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub next_attempt_at: DateTime<Utc>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub delivered_at: Option<DateTime<Utc>>,
     /// What went wrong the last time (redacted by the notifier).
     pub last_error: Option<String>,
     /// Who claimed it for delivery and has not let go yet (`host:pid:start`, see
-    /// [`crate::core::lease::Holder`]), as the row stood when it was read: a claim never let
+    /// [`crate::lease::Holder`]), as the row stood when it was read: a claim never let
     /// go means a delivery may have been made that was never recorded.
     pub claimed_by: Option<String>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub claimed_until: Option<DateTime<Utc>>,
 }
 
@@ -118,7 +118,7 @@ pub struct OutboxBacklog {
     /// Messages not delivered yet.
     pub undelivered: i64,
     /// When the oldest of them (the head of the line) was written.
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub oldest: Option<DateTime<Utc>>,
     /// Failed attempts of the oldest.
     pub attempts: i64,
@@ -191,24 +191,24 @@ pub fn without_post_mark(content: &str) -> &str {
 
 /// Whether the claim on outbox row `head` belongs to a process on this host that is gone,
 /// so `me` may take it over at once instead of waiting for it to run out: the same rule as
-/// a run's lease ([`crate::core::lease::claim`]). The dead holder's id when so; `None` for
+/// a run's lease ([`crate::lease::claim`]). The dead holder's id when so; `None` for
 /// no claim, an expired one, ours, a live holder's, or another host's.
 pub fn dead_claim(
     head: &Outgoing,
-    me: &crate::core::lease::Holder,
+    me: &crate::lease::Holder,
     now: DateTime<Utc>,
-    alive: impl Fn(&crate::core::lease::Holder) -> bool,
+    alive: impl Fn(&crate::lease::Holder) -> bool,
 ) -> Option<String> {
     let (Some(holder), Some(until)) = (&head.claimed_by, head.claimed_until) else {
         return None;
     };
-    let lease = crate::core::record::Lease {
+    let lease = crate::record::Lease {
         run_id: head.id,
         holder: holder.clone(),
         expires_at: until,
     };
-    match crate::core::lease::claim(Some(&lease), me, now, alive) {
-        crate::core::lease::Claim::TakeOver { from } => Some(from),
+    match crate::lease::claim(Some(&lease), me, now, alive) {
+        crate::lease::Claim::TakeOver { from } => Some(from),
         _ => None,
     }
 }
@@ -216,7 +216,7 @@ pub fn dead_claim(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::lease::Holder;
+    use crate::lease::Holder;
     use chrono::TimeZone;
 
     #[test]

@@ -32,7 +32,7 @@ use regex::Regex;
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::core::facts::TaskFacts;
+use crate::facts::TaskFacts;
 
 /// The filters as written in the config (`[analyzer]`).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -17,23 +17,23 @@ pub struct Run {
     pub pr_url: Option<String>,
     pub pr_number: Option<i64>,
     pub thread_id: Option<String>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub started_at: Option<DateTime<Utc>>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub updated_at: DateTime<Utc>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub completed_at: Option<DateTime<Utc>>,
     pub state: RunState,
     pub ci_attempts: i64,
     pub worker_session_id: Option<String>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub worker_last_update: Option<DateTime<Utc>>,
     pub worker_pid: Option<i64>,
     pub worker_stuck_count: i64,
     /// The run's lifecycle (stage and counters), as the engine stored it; `None` for a run
     /// from before executor kept one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lifecycle: Option<crate::core::lifecycle::RunView>,
+    pub lifecycle: Option<crate::lifecycle::RunView>,
     /// The epoch of the lease this copy was claimed under: a save of it lands only while
     /// the run's epoch is still this one.
     #[serde(skip)]
@@ -46,7 +46,7 @@ pub struct TaskEvent {
     pub id: i64,
     pub task_gid: String,
     pub run_id: Option<i64>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub at: DateTime<Utc>,
     /// What happened: `added`, `updated`, or a queue event name (`go`, `skip`, ...).
     pub kind: String,
@@ -82,14 +82,14 @@ pub struct Decision {
     pub id: i64,
     pub task_gid: Option<String>,
     pub run_id: Option<i64>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub at: DateTime<Utc>,
     pub role: String,
     pub action: String,
     pub decision: String,
     pub rule_id: Option<String>,
     pub detail: Option<String>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub resolved_at: Option<DateTime<Utc>>,
     /// The owner's answer to an escalation: `approve` or `deny`.
     pub resolution: Option<String>,
@@ -98,7 +98,7 @@ pub struct Decision {
     /// Who answered (`owner`, a chat handle, `cli`).
     pub resolved_by: Option<String>,
     /// When the answer was carried out (the worker resumed or told); set once.
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub applied_at: Option<DateTime<Utc>>,
     /// The agent's tool call the decision answers, when it came from a permission hook.
     pub tool_use_id: Option<String>,
@@ -137,7 +137,7 @@ impl Decision {
     }
 }
 
-/// What [`crate::store::Store::resolve_escalation`] did.
+/// What `Store::resolve_escalation` (the store crate) did.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Resolved {
     /// The answer was recorded; the decision as it now stands.
@@ -154,7 +154,7 @@ pub struct Lease {
     pub run_id: i64,
     /// `host:pid:start_time` of the runner process.
     pub holder: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub expires_at: DateTime<Utc>,
 }
 
@@ -201,7 +201,7 @@ pub struct StoredMessage {
     pub id: i64,
     pub run_id: i64,
     pub task_gid: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub at: DateTime<Utc>,
     pub source: String,
     pub tag: String,
@@ -228,9 +228,9 @@ pub struct IntakeError {
     pub source: String,
     pub path: String,
     pub reason: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub first_seen: DateTime<Utc>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub last_seen: DateTime<Utc>,
 }
 
@@ -240,12 +240,12 @@ pub struct Heartbeat {
     pub component: String,
     pub host: String,
     pub pid: i64,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub started_at: DateTime<Utc>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub beat_at: DateTime<Utc>,
     /// Set when the component shut down cleanly.
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub stopped_at: Option<DateTime<Utc>>,
 }
 
@@ -269,7 +269,7 @@ pub struct ComponentError {
     pub component: String,
     pub host: String,
     pub message: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub at: DateTime<Utc>,
     pub count: i64,
 }
@@ -295,9 +295,9 @@ pub struct WorkerRecord {
     /// The process's start time (clock ticks since boot), so a reused pid is never taken
     /// for the worker.
     pub start_time: Option<i64>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub started_at: DateTime<Utc>,
-    #[serde(serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(serialize_with = "crate::time::serde_utc::optional")]
     pub ended_at: Option<DateTime<Utc>>,
     pub outcome: Option<String>,
 }

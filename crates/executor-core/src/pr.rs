@@ -96,7 +96,7 @@ use crate::protocol::{parse_line, Parsed};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PrObservation {
     /// When the look was taken; the only "now" this machine knows.
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub observed_at: DateTime<Utc>,
     pub state: PrState,
     pub draft: bool,
@@ -105,7 +105,7 @@ pub struct PrObservation {
     pub head_sha: String,
     /// When the orchestrator pushed the current head, if it knows; CI is not triggered
     /// within `ci_start_grace` of it.
-    #[serde(default, serialize_with = "crate::core::time::serde_utc::optional")]
+    #[serde(default, serialize_with = "crate::time::serde_utc::optional")]
     pub head_pushed_at: Option<DateTime<Utc>>,
     /// Whether any CI run (an Actions workflow run, a check suite) exists for the head
     /// commit, even one that has not created its check runs yet.
@@ -225,7 +225,7 @@ pub struct ObservedComment {
     /// The author's login as the forge shows it (`lumen-executor` or `lumen-executor[bot]`).
     pub author: String,
     pub body: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub created_at: DateTime<Utc>,
 }
 
@@ -234,7 +234,7 @@ pub struct ObservedComment {
 pub struct OwnerComment {
     /// The forge's numeric id (REST `id`; GraphQL `databaseId`).
     pub id: u64,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub created_at: DateTime<Utc>,
     /// On the PR's conversation (an issue comment), not in a review thread: no thread
     /// carries it to a worker, so the machine does (see [`PrMemory::owner_asks`]).
@@ -425,7 +425,7 @@ fn posted_before() -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CiTriggered {
     pub head_sha: String,
-    #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+    #[serde(serialize_with = "crate::time::serde_utc::required")]
     pub at: DateTime<Utc>,
 }
 

@@ -541,11 +541,8 @@ mod tests {
     #[test]
     fn the_shipped_contracts_parse() {
         for (file, text) in [
-            ("worker", include_str!("../assets/roles/worker-policy.json")),
-            (
-                "conductor",
-                include_str!("../assets/roles/conductor-policy.json"),
-            ),
+            ("worker", crate::policy::WORKER_CONTRACT),
+            ("conductor", crate::policy::CONDUCTOR_CONTRACT),
         ] {
             let c = Contract::parse(file, text).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(c.role, file);
@@ -705,7 +702,7 @@ mod tests {
     fn load_reads_a_file_and_names_it_in_errors() {
         let dir = tempfile::tempdir().expect("tempdir");
         let good = dir.path().join("worker-policy.json");
-        std::fs::write(&good, include_str!("../assets/roles/worker-policy.json")).expect("write");
+        std::fs::write(&good, crate::policy::WORKER_CONTRACT).expect("write");
         assert!(Contract::load(&good).is_ok());
 
         let missing = dir.path().join("nope.json");

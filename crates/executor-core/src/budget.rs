@@ -74,7 +74,7 @@ pub enum Over {
     PerDayUsd {
         spent: f64,
         cap: f64,
-        #[serde(serialize_with = "crate::core::time::serde_utc::required")]
+        #[serde(serialize_with = "crate::time::serde_utc::required")]
         resumes_at: DateTime<Utc>,
     },
 }
@@ -149,7 +149,7 @@ impl Budget {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::spend::Spend;
+    use crate::spend::Spend;
 
     fn total(cost: f64, tokens: i64) -> SpendTotal {
         let mut t = SpendTotal::default();

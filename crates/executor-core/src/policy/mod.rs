@@ -54,6 +54,11 @@
 //! A missing argument fails every condition except `null` (and `confined` and
 //! `process_cap`, which test the scope).
 
+/// The built-in worker contract: what `executor init` writes to `roles/worker-policy.json`.
+pub const WORKER_CONTRACT: &str = include_str!("../../roles/worker-policy.json");
+/// The built-in conductor contract (`roles/conductor-policy.json`).
+pub const CONDUCTOR_CONTRACT: &str = include_str!("../../roles/conductor-policy.json");
+
 pub mod classify;
 pub mod contract;
 pub mod decide;

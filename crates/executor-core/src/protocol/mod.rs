@@ -40,7 +40,7 @@
 //!   layout, and nothing but blanks before the `[` means nothing can make the line a
 //!   quotation. Anything else before the `[` — a list bullet `- `, a quote `> `, a backtick —
 //!   makes it not a message: that is the agent writing *about* a message ("I will send
-//!   `[DONE:x]` when…"), which must never be acted on. [`crate::agents::event::is_protocol_line`]
+//!   `[DONE:x]` when…"), which must never be acted on. `executor::agents::event::is_protocol_line`
 //!   also trims blanks (any Unicode whitespace, where this accepts spaces and tabs).
 //! - **The tag is exact** (capitals, one of four, then `:`): `[request:x]` or `[INFO:x]` is an
 //!   ordinary line, not an error, because nothing says the agent meant a message.
