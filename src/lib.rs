@@ -1,10 +1,11 @@
 //! `executor` runs an autonomous team of coding agents on its owner's repositories.
 //!
-//! The crate follows the parts of the design (DESIGN section 7):
+//! The crate follows the parts of the design (docs/design.md §7). The pure core is a crate
+//! of its own, `executor-core`, re-exported here as [`core`], [`policy`] and [`protocol`]:
 //!
 //! | module | holds | may depend on |
 //! |---|---|---|
-//! | [`core`] | types, queue and run state machines, gids, the clock | nothing with I/O |
+//! | [`core`] (`executor-core`) | types, queue, lifecycle and PR machines, gids, the clock | nothing with I/O (the crate graph holds it) |
 //! | [`store`] | the store interface; SQLite and Postgres; migrations | core |
 //! | [`agents`] | one adapter per agent CLI: argv, output normalised into `AgentEvent`s | core |
 //! | [`runner`] | runs: git worktrees and branches (the run loop builds on it) | core |
@@ -18,6 +19,10 @@
 //! | [`forge`] | GitHub and Gitea as forges: what a PR tick reads, the orchestrator's PR operations | core, http |
 //! | [`chat`] | telling the owner: notices routed by priority through the durable outbox to the log, the Zulip topic (two personas) and webhooks; the owner's answers read back from the topic (event queue, outgoing webhook) and applied once | core, store, protocol, http |
 //! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
+//! | [`sandbox`] | the wall: bubblewrap, private homes, workers' cgroups, the network proxy, the macOS profile | core, supervisor, config |
+//! | [`prompts`] | the phase prompt templates: strict loading and rendering | core |
+//! | [`conductor`] | goals split into subtasks, worker task files | core |
+//! | [`web`] | the console's pages and API handlers | core, store |
 //! | [`cli`] | the `executor` command: arguments, output, the daemon's wiring | everything |
 
 pub mod agents;

@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The prefixes of the worker messages of DESIGN section 5 that a worker prints.
+/// The prefixes of the worker messages of docs/design.md §5 that a worker prints.
 pub const PROTOCOL_PREFIXES: [&str; 4] = ["[REQUEST:", "[STATUS:", "[DONE:", "[ESCALATE:"];
 
 /// Longest tool output kept in a [`AgentEvent::ToolResult`], in bytes (cut at a character

@@ -51,7 +51,7 @@ pub const ACTOR: &str = "analyzer";
 /// How many times the agent is asked about one task.
 pub const ATTEMPTS: u32 = 2;
 
-/// The analyzer's limits by default (DESIGN section 3): 5 min without output, 15 min in all.
+/// The analyzer's limits by default (docs/design.md §3): 5 min without output, 15 min in all.
 pub const DEFAULT_LIMITS: Limits = Limits {
     no_output: Duration::from_secs(5 * 60),
     hard: Duration::from_secs(15 * 60),

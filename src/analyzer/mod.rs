@@ -1,4 +1,4 @@
-//! The analyzer (DESIGN section 3): triages every `pending` task into `for_review`,
+//! The analyzer (docs/design.md §3): triages every `pending` task into `for_review`,
 //! `awaiting_go` or `skip`, first by the owner's rule filters ([`crate::core::filter`]), then,
 //! for what no rule skips, by one call to a coding agent that reads the task and answers
 //! with a JSON verdict.

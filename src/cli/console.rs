@@ -1,4 +1,4 @@
-//! The owner's console (DESIGN section 12) on `[web] listen`: the JSON API under
+//! The owner's console (docs/design.md §12) on `[web] listen`: the JSON API under
 //! `/api/v1/` (the documents the CLI prints with `--json`, built by the same functions),
 //! the pages rendered on the server ([`pages`]), and the live feed of changes as
 //! server-sent events ([`events`]). Every owner action, from the API or a page's form, goes

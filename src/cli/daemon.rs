@@ -537,7 +537,7 @@ async fn start_web(
     if console {
         if !super::console::is_loopback(listen) && !web.has_token() {
             return Err(super::BadInput(format!(
-                "[web] listen = \"{listen}\" is not a loopback address, so the console needs a token: set [web] token_file or token_env (README: \"The console\"), or [web] enabled = false to serve webhooks only"
+                "[web] listen = \"{listen}\" is not a loopback address, so the console needs a token: set [web] token_file or token_env (docs: \"The console\"), or [web] enabled = false to serve webhooks only"
             ))
             .into());
         }

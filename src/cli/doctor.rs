@@ -435,12 +435,12 @@ fn confinement(found: &super::output::Confinement) -> Check {
         (false, "required") => check(
             "confinement",
             Level::Fail,
-            format!("{}: install bubblewrap or allow user namespaces (README: Confinement)", found.detail),
+            format!("{}: install bubblewrap or allow user namespaces (docs/confinement.md)", found.detail),
         ),
         (false, _) => check(
             "confinement",
             Level::Warn,
-            format!("{}: workers run unconfined, judged strictly; install bubblewrap to confine them (README: Confinement)", found.detail),
+            format!("{}: workers run unconfined, judged strictly; install bubblewrap to confine them (docs/confinement.md)", found.detail),
         ),
     }
 }
@@ -455,7 +455,7 @@ fn memory(found: &super::output::MemoryLimit) -> Check {
             "memory",
             Level::Warn,
             format!(
-                "workers' memory is not limited: {} (README: Confinement, `max_memory`)",
+                "workers' memory is not limited: {} (docs/confinement.md, `max_memory`)",
                 found.detail
             ),
         )
@@ -471,7 +471,7 @@ fn processes(found: &super::output::ProcessLimit) -> Check {
             "processes",
             Level::Warn,
             format!(
-                "{detail}; {} (README: Confinement, running as root)",
+                "{detail}; {} (docs/confinement.md: \"Processes, and running as root\")",
                 crate::sandbox::PROCESS_CAP_FIX
             ),
         ),

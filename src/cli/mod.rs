@@ -2,7 +2,7 @@
 //! long-running daemon. Everything that decides lives in `core`; everything that stores
 //! lives in `store`; this module only connects them to a terminal.
 //!
-//! Exit codes (DESIGN section 9): 0 done, 1 failure, 2 bad usage or bad input.
+//! Exit codes (docs/design.md §9): 0 done, 1 failure, 2 bad usage or bad input.
 
 use crate::http::secret::ReadSecret as _;
 mod analyze;
@@ -181,7 +181,7 @@ enum Command {
         #[command(subcommand)]
         action: ServiceAction,
     },
-    /// Take in tasks from a JSON lines file, one task per line (README: "Analyzer: rule
+    /// Take in tasks from a JSON lines file, one task per line (docs: "Analyzer: rule
     /// filters, importing, re-analysis")
     Import {
         /// The file: {"gid": …, "title": …, "body"?, "source"?, "priority"?, "notes"?, "facts"?} per line

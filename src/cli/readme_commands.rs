@@ -1,5 +1,6 @@
-//! Every `executor …` command line the README shows in a shell code block, parsed by the
-//! real argument table, so the README never names a subcommand or flag that does not exist.
+//! Every `executor …` command line the README and the pages of `docs/` show in a shell
+//! code block, parsed by the real argument table, so no page names a subcommand or flag
+//! that does not exist.
 //!
 //! Test-only. It must never run a command: it only parses them.
 
@@ -165,29 +166,52 @@ fn the_line_reader_finds_each_invocation_and_leaves_the_rest() {
     assert!(Cli::try_parse_from(["executor", "run", "--twice"]).is_err());
 }
 
+/// The README and every page of `docs/`: (its path from the repository, its text).
+#[cfg(test)]
+fn pages() -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut paths = vec![root.join("README.md")];
+    let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
+        .expect("read docs/")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths
+        .into_iter()
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("read a page");
+            let name = p.strip_prefix(root).unwrap_or(&p).display().to_string();
+            (name, text)
+        })
+        .collect()
+}
+
 #[test]
 fn every_executor_command_in_the_readme_parses() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-    let readme = std::fs::read_to_string(path).expect("read README.md");
     let mut checked = 0;
     let mut failures = Vec::new();
-    for (number, line) in shell_lines(&readme) {
-        for args in invocations(&line) {
-            match Cli::try_parse_from(&args) {
-                Ok(_) => checked += 1,
-                // `--help`, `--version` and the like end the parse as clap's own answer.
-                Err(e) if !e.use_stderr() => checked += 1,
-                Err(_) if has_placeholder(&args) => {
-                    eprintln!(
-                        "skipped README line {number}: `{}` has a placeholder and does not parse as written",
+    for (page, readme) in pages() {
+        for (number, line) in shell_lines(&readme) {
+            for args in invocations(&line) {
+                match Cli::try_parse_from(&args) {
+                    Ok(_) => checked += 1,
+                    // `--help`, `--version` and the like end the parse as clap's own answer.
+                    Err(e) if !e.use_stderr() => checked += 1,
+                    Err(_) if has_placeholder(&args) => {
+                        eprintln!(
+                        "skipped {page} line {number}: `{}` has a placeholder and does not parse as written",
                         args.join(" ")
                     );
+                    }
+                    Err(e) => failures.push(format!(
+                        "{page} line {number}: `{}`: {}",
+                        args.join(" "),
+                        e.render().to_string().lines().next().unwrap_or_default()
+                    )),
                 }
-                Err(e) => failures.push(format!(
-                    "README line {number}: `{}`: {}",
-                    args.join(" "),
-                    e.render().to_string().lines().next().unwrap_or_default()
-                )),
             }
         }
     }
@@ -266,9 +290,10 @@ fn every_subcommand_and_flag_the_readmes_prose_names_exists() {
     assert!(unknown_in("run --twice").is_some());
     assert!(unknown_in("rnu --once").is_some());
     assert_eq!(unknown_in("policy check --bash 'ls' --confined"), None);
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-    let readme = std::fs::read_to_string(path).expect("read README.md");
-    let spans = inline_spans(&readme);
+    let spans: Vec<_> = pages()
+        .iter()
+        .flat_map(|(_, text)| inline_spans(text))
+        .collect();
     assert!(spans.len() > 30, "only {} spans found", spans.len());
     let failures: Vec<String> = spans
         .iter()

@@ -1,4 +1,4 @@
-//! `[sandbox]`: the wall every worker runs inside (DESIGN section 11): whether it is
+//! `[sandbox]`: the wall every worker runs inside (docs/design.md §11): whether it is
 //! required, what network a worker reaches, which extra paths it sees, and its limits.
 //!
 //! What it must never do: widen the wall silently. An entry that cannot be read (a host

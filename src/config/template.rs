@@ -37,7 +37,7 @@ url = "sqlite://executor.db"
 # qualifying_sources = ["plans", "cli", "import", "asana", "github", "gitea"]  # others are skipped
 # owner = ["your Asana user gid", "Your Name"]  # who `assigned_to_other` means is not you
 # Rule filters skip tasks before any model is paid: [[analyzer.rules]] with id, reason and
-# when (README: "Analyzer").
+# when (docs: "Analyzer").
 
 [agent]
 # kind = "auto"                 # auto (claude, else codex, else pi) | claude | codex | pi | command | example
@@ -52,7 +52,7 @@ url = "sqlite://executor.db"
 #                               # secrets (GITHUB_TOKEN, PGPASSWORD, ...) are refused
 # hooks = true                  # claude: every tool call is decided by roles/worker-policy.json
 # usage_limit_backoff = "30m"   # the pause after the agent reports a usage limit without
-#                               # a reset (a reset it gives is waited for; README: "Usage limits")
+#                               # a reset (a reset it gives is waited for; docs: "Usage limits")
 
 [forge]
 # kind = "local"                # local | github | gitea
@@ -72,7 +72,7 @@ url = "sqlite://executor.db"
 # ci_start_grace = "5m"         # CI may take this long to appear after a push
 # max_effect_failures = 5       # failed GitHub writes in a row before the owner is asked
 # webhook_secret_env = "GITHUB_WEBHOOK_SECRET"  # or webhook_secret_file: GitHub's webhook
-#                               # deliveries on [web] listen, POST /webhooks/github (README: "GitHub")
+#                               # deliveries on [web] listen, POST /webhooks/github (docs: "GitHub")
 # webhook_poll = "10m"          # the PR poll while webhooks come in (else runner.loop_sleep)
 
 [sources.plans]
@@ -82,9 +82,9 @@ path = "plans"
 # initial_status = "approved"   # approved (the owner wrote these) | pending (analyze first)
 # settle = "300ms"              # the daemon takes a note in once it has gone this long unwritten
 # Asana and GitHub issues are read when you add [sources.asana] or [sources.github_issues]
-# (README: "Asana", "GitHub issues").
+# (docs: "Asana", "GitHub issues").
 
-# [sources.gitea_issues]        # Gitea issues by label (README: "Gitea issues")
+# [sources.gitea_issues]        # Gitea issues by label (docs: "Gitea issues")
 # api_url = "https://gitea.example.com/api/v1"
 # repositories = ["owner/name"]
 # labels = ["executor"]         # an issue with any one of these is work
@@ -93,7 +93,7 @@ path = "plans"
 # poll_interval = "5m"
 
 [chat]
-# The log always hears what needs you; Zulip and webhooks are added below (README: "Chat").
+# The log always hears what needs you; Zulip and webhooks are added below (docs: "Chat").
 # window = 20                   # a run's latest messages an escalation shows
 # retry_base = "5s"             # a notifier that is down is retried, doubling up to
 # retry_max = "5m"              # retry_max; nothing is lost, order is kept
@@ -133,7 +133,7 @@ path = "plans"
 
 [conductor]
 # goal_labels = ["goal"]        # a task with one of these labels is split into subtasks
-#                               # first (README: "Goals and subtasks")
+#                               # first (docs: "Goals and subtasks")
 # max_depth = 2                 # a failing subtask is split again, this deep at most
 # review_rounds = 0             # review rounds before integration (0: none)
 # build_log = "BUILD_LOG.md"    # the record step appends each completed run here
@@ -145,7 +145,7 @@ path = "plans"
 # judge_timeout = "5m"
 
 [sandbox]
-# The wall every worker runs inside (README: "Confinement").
+# The wall every worker runs inside (docs: "Confinement").
 # mode = "auto"                 # auto: confine where bubblewrap works, else run unconfined
 #                               # (strictly judged) and say so | required | off
 # network = "allowlist"         # allowlist: only the agent's model API and `allow`, through
@@ -161,14 +161,14 @@ path = "plans"
 #                               # a delegated cgroup v2 (`executor doctor` says)
 
 [web]
-# The owner's console: pages, the JSON API, /metrics (README: "The console").
+# The owner's console: pages, the JSON API, /metrics (docs: "The console").
 # enabled = true                # false: no console (webhooks are still served on listen)
 # listen = "127.0.0.1:8450"     # loopback needs no login; any other address needs a token
 # token_file = "secrets/console-token"   # or token_env = "EXECUTOR_CONSOLE_TOKEN"
 # read_only_token_file = "secrets/console-read-token"   # or read_only_token_env: reads only
 
 [spend]
-# Each worker's tokens, turns and cost come from its agent's own result events (README:
+# Each worker's tokens, turns and cost come from its agent's own result events (docs:
 # "Spend"). Codex reports tokens but no cost: price them here, US dollars per million.
 # [spend.prices.codex]
 # input_per_mtok = 1.25
@@ -176,7 +176,7 @@ path = "plans"
 # output_per_mtok = 10.0
 
 [budget]
-# Caps on what workers spend, each off unless set (README: "Budgets"). Over its task's cap a
+# Caps on what workers spend, each off unless set (docs: "Budgets"). Over its task's cap a
 # run starts no new worker and asks you; over the day's cap no new task is taken that day.
 # per_task_usd = 5.0
 # per_task_tokens = 2000000     # fresh input, output and cached tokens together
@@ -188,21 +188,21 @@ path = "plans"
 mod tests {
     use super::TEMPLATE;
 
-    /// The README's configuration reference is this template, byte for byte: a change to
-    /// one without the other fails here.
+    /// The configuration reference (`docs/configuration.md`) is this template, byte for
+    /// byte: a change to one without the other fails here.
     #[test]
-    fn the_readmes_configuration_reference_is_the_template() {
-        let readme = include_str!("../../README.md");
-        let section = readme
-            .find("### Configuration reference")
-            .map(|at| &readme[at..])
-            .expect("the README has a configuration reference");
+    fn the_configuration_reference_is_the_template() {
+        let page = include_str!("../../docs/configuration.md");
+        let section = page
+            .find("## Configuration reference")
+            .map(|at| &page[at..])
+            .expect("docs/configuration.md has a configuration reference");
         let open = section.find("```toml\n").expect("its toml block") + "```toml\n".len();
         let close = section[open..].find("\n```").expect("the block's end") + open + 1;
         assert_eq!(
             &section[open..close],
             TEMPLATE,
-            "README's configuration reference differs from src/config/template.rs: copy the template into it"
+            "docs/configuration.md's reference differs from src/config/template.rs: copy the template into it"
         );
     }
 }

@@ -1,4 +1,4 @@
-//! The one HTTP layer of executor (DESIGN section 7): what every client of an outside
+//! The one HTTP layer of executor (docs/design.md §7): what every client of an outside
 //! service (GitHub, Gitea, Asana, Zulip, the outgoing webhooks) is built from, so each
 //! client is only its service's rules and operations.
 //!

@@ -26,7 +26,7 @@ pub struct PromptContext {
     pub max_attempts: Option<u32>,
     /// Why the previous worker stopped (`in_progress`): "no output for 30 min", ...
     pub resume_reason: Option<String>,
-    /// The recent message window (DESIGN section 5), oldest first.
+    /// The recent message window (docs/design.md §5), oldest first.
     pub messages: Vec<PromptMessage>,
     /// `fix_ci`'s input: what failed.
     pub ci: Option<CiFailure>,

@@ -1,5 +1,5 @@
-//! Phase prompts: the text a worker is started with, one template per phase (DESIGN section
-//! 2), rendered with minijinja.
+//! Phase prompts: the text a worker is started with, one template per phase
+//! (docs/design.md §2), rendered with minijinja.
 //!
 //! | phase | file | the worker is told to |
 //! |---|---|---|
@@ -12,7 +12,7 @@
 //!
 //! The six include three partials: `_task.md` (the task and the worktree), `_messages.md`
 //! (the recent message window) and `_protocol.md`, which teaches every worker the message
-//! format of DESIGN section 5 and that it never pushes, opens PRs or uses credentials.
+//! format of docs/design.md §5 and that it never pushes, opens PRs or uses credentials.
 //!
 //! **Overrides.** [`PromptSet::load`] takes each file from the owner's `prompts/` folder when
 //! it is there and from the built-in copy otherwise; `executor init` writes the built-in
@@ -50,7 +50,7 @@ pub use context::{
 pub use error::{Location, PromptError};
 pub use set::{Origin, PromptSet};
 
-/// What a worker is spawned for (DESIGN section 2), as far as it has a prompt.
+/// What a worker is spawned for (docs/design.md §2), as far as it has a prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Phase {

@@ -1,9 +1,9 @@
-//! The run engine's scheduler: one loop for the daemon and for `run --once` alike (DESIGN
-//! section 10). It starts the passes that carry runs (recovery, approved tasks, answered
+//! The run engine's scheduler: one loop for the daemon and for `run --once` alike (docs/design.md
+//! §10). It starts the passes that carry runs (recovery, approved tasks, answered
 //! escalations, PR looks) as work appears, each on a task of its own, and hears each one
 //! end. The daemon feeds it wake-ups, timers and webhook deliveries and runs until it is
-//! stopped; `run --once` feeds it nothing more and stops by the exit rule of DESIGN
-//! section 3: no live workers and nothing actionable left.
+//! stopped; `run --once` feeds it nothing more and stops by the exit rule of docs/design.md
+//! §3: no live workers and nothing actionable left.
 //!
 //! What a run does next is never decided here: passes carry runs by their lifecycle
 //! (`core::lifecycle`) and the PR machine (`core::pr`). This module only decides *when* to

@@ -1,4 +1,4 @@
-//! Confinement: the wall every worker process runs inside (DESIGN section 11).
+//! Confinement: the wall every worker process runs inside (docs/design.md §11).
 //!
 //! Theory of operation. At start, [`Wall::establish`] probes the wall once by running it
 //! (see [`probe`]) and settles the posture for the process: confined (bubblewrap works), or

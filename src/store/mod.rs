@@ -6,7 +6,7 @@
 //! | Postgres | a queue shared by runners on several hosts | [`postgres`] |
 //!
 //! Both keep the owner's `executor_queue` and `executor_runs` tables with exactly the columns
-//! of DESIGN section 4, and everything else in tables of their own. Migrations only ever add:
+//! of docs/design.md §4, and everything else in tables of their own. Migrations only ever add:
 //! they never drop, rename or rewrite what is there, so an existing database is adopted in
 //! place. The store applies decisions; it never makes them (the state machines in `core` do).
 
@@ -485,7 +485,7 @@ pub trait Store: Send + Sync {
     /// across all callers, so one answer is acted on once.
     async fn apply_escalation(&self, id: i64, at: DateTime<Utc>) -> StoreResult<bool>;
 
-    /// Records a worker message (DESIGN section 5); returns its id.
+    /// Records a worker message (docs/design.md §5); returns its id.
     async fn record_message(&self, message: &NewMessage) -> StoreResult<i64>;
 
     /// The last `last` messages of run `run_id`, oldest first: the orchestrator's sliding

@@ -508,14 +508,16 @@ fn init_names_a_prompt_override_that_does_not_load() {
     assert!(stderr.contains("task.nmae"), "{stderr}");
 }
 
-/// The README's headings, without their `#`s.
+/// The headings of the README and of every page in `docs/`, without their `#`s.
 fn readme_headings() -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README");
-    readme
-        .lines()
-        .filter(|l| l.starts_with('#') && l.trim_start_matches('#').starts_with(' '))
-        .map(|l| l.trim_start_matches('#').trim().to_string())
+    crate::docs::pages()
+        .iter()
+        .flat_map(|(_, text)| {
+            text.lines()
+                .filter(|l| l.starts_with('#') && l.trim_start_matches('#').starts_with(' '))
+                .map(|l| l.trim_start_matches('#').trim().to_string())
+                .collect::<Vec<_>>()
+        })
         .collect()
 }
 
@@ -539,16 +541,16 @@ fn every_readme_section_the_help_and_the_config_template_name_exists() {
     }
     let mut named = 0;
     for text in &texts {
-        for reference in text.split("README: ").skip(1) {
+        for reference in text.split("docs: ").skip(1) {
             // `"Asana", "GitHub issues"`: each quoted name up to the closing parenthesis.
             let list = reference.split(')').next().unwrap_or_default();
             for name in list.split('"').skip(1).step_by(2) {
                 named += 1;
                 assert!(
-                    headings
-                        .iter()
-                        .any(|h| h == name || h.starts_with(&format!("{name}:"))),
-                    "README has no section `{name}`: {headings:?}"
+                    headings.iter().any(|h| h == name
+                        || h.starts_with(&format!("{name}:"))
+                        || h.starts_with(&format!("{name} "))),
+                    "no page of docs/ has a section `{name}`: {headings:?}"
                 );
             }
         }
@@ -577,9 +579,11 @@ fn no_text_says_allowed_tools_skip_the_hook() {
     // The hook judges every tool call, pre-approved or not (the safer behaviour).
     let ws = Workspace::init();
     let template = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("read README");
-    for (name, text) in [("the config template", &template), ("README", &readme)] {
+    let docs: String = crate::docs::pages()
+        .into_iter()
+        .map(|(_, text)| text)
+        .collect();
+    for (name, text) in [("the config template", &template), ("the docs", &docs)] {
         // Comment markers and line breaks apart, as a reader reads it.
         let text = text
             .replace('#', " ")

@@ -1,4 +1,4 @@
-//! The wall (DESIGN section 11), tried by a worker that attacks on purpose: a real command
+//! The wall (docs/design.md §11), tried by a worker that attacks on purpose: a real command
 //! worker runs every trick inside `bwrap`, and each effect is checked from outside after
 //! the run ends. Where this machine cannot run bubblewrap the tests say so and skip; with
 //! `CI` set they fail instead, since CI installs it.

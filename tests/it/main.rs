@@ -14,6 +14,7 @@ mod console_browser;
 mod console_pages;
 mod daemon;
 mod dispatch;
+mod docs;
 mod doctor;
 mod engine;
 mod escalations;

@@ -113,7 +113,7 @@ async fn migrations_adopt_existing_tables_keeping_every_row_and_column() {
         .expect("owner's run column");
     assert_eq!(owner_note.as_deref(), Some("watch CI"));
 
-    // Every column of DESIGN section 4 now exists.
+    // Every column of docs/design.md §4 now exists.
     for (table, columns) in [
         ("executor_queue", &QUEUE_COLUMNS[..]),
         ("executor_runs", &RUN_COLUMNS[..]),

@@ -1,4 +1,4 @@
-//! `executor policy check`: the owner's table (DESIGN section 6) as the written contract
+//! `executor policy check`: the owner's table (docs/design.md §6) as the written contract
 //! decides it, row by row, through the command line; and a broken contract named with its
 //! file and line.
 

@@ -8,7 +8,7 @@ use serde_json::Value;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use std::str::FromStr;
 
-/// The columns of `executor_queue` and `executor_runs`, as DESIGN section 4 names them.
+/// The columns of `executor_queue` and `executor_runs`, as docs/design.md §4 names them.
 pub const QUEUE_COLUMNS: [&str; 13] = [
     "id",
     "task_gid",

@@ -1,5 +1,5 @@
-//! What changed in the store since a point, for the console's live updates (DESIGN section
-//! 12): the queue's events, the workers' messages and the decisions, each an append-only
+//! What changed in the store since a point, for the console's live updates
+//! (docs/design.md §12): the queue's events, the workers' messages and the decisions, each an append-only
 //! table with its own increasing id. A [`Cursor`] holds one id per table, so "everything
 //! after this cursor" is exact and can be resumed after a reconnect (it is the SSE event id).
 //!

@@ -1,7 +1,7 @@
 //! What a source knows about a task beyond its text: who it is assigned to, whether it is
 //! closed upstream, its tags or labels, where it sits, its link and when it last changed.
 //! The analyzer's rule filters judge a task by these; the queue row itself keeps only the
-//! owner's columns (DESIGN section 4), so the facts are stored beside it.
+//! owner's columns (docs/design.md §4), so the facts are stored beside it.
 //!
 //! Pure data: nothing here reads a source or the store.
 

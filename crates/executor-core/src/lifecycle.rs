@@ -1,5 +1,5 @@
 //! The run's lifecycle before its PR, decided: what a run does next, given what just
-//! happened to it (DESIGN section 10).
+//! happened to it (docs/design.md §10).
 //!
 //! `decide(view, event, rules, now)` returns the run's next view and the one action the
 //! edge performs next; the edge answers with the event that action produced. The view is

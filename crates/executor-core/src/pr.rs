@@ -1,4 +1,4 @@
-//! The `pr` state machine, DESIGN section 3: what the orchestrator does next for a run whose
+//! The `pr` state machine, docs/design.md §3: what the orchestrator does next for a run whose
 //! change is a pull request, decided from one look at the PR.
 //!
 //! Theory of operation: on every tick the caller (the forge side of the runner) fetches a

@@ -1,4 +1,4 @@
-//! The queue state machine (`executor_queue.status`), DESIGN section 3:
+//! The queue state machine (`executor_queue.status`), docs/design.md §3:
 //!
 //! ```text
 //! pending --analyzer--> for_review | awaiting_go | skip
@@ -247,7 +247,7 @@ mod tests {
         QueueEvent::Retry,
     ];
 
-    /// Every legal move, written out by hand from DESIGN section 3.
+    /// Every legal move, written out by hand from docs/design.md §3.
     const LEGAL: [(QueueStatus, QueueEvent, QueueStatus); 18] = [
         (Pending, QueueEvent::Analyzed(Verdict::ForReview), ForReview),
         (

@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::queue::QueueStatus;
 use super::run::RunState;
 
-/// One row of `executor_runs` (DESIGN section 4).
+/// One row of `executor_runs` (docs/design.md §4).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Run {
     pub id: i64,
@@ -106,8 +106,8 @@ pub struct Decision {
     /// array in JSON output, never a string inside the JSON).
     #[serde(serialize_with = "embedded_json")]
     pub message_window: Option<String>,
-    /// Whether the worker the decision was made for ran inside the wall (DESIGN sections 6
-    /// and 11): `None` when not known (decisions recorded before executor kept it, and those
+    /// Whether the worker the decision was made for ran inside the wall (docs/design.md
+    /// §6 and §11): `None` when not known (decisions recorded before executor kept it, and those
     /// made for no worker: the owner's, the conductor's).
     pub confined: Option<bool>,
 }
@@ -177,7 +177,7 @@ pub struct NewDecision {
     pub confined: Option<bool>,
 }
 
-/// A worker message about to be recorded (`executor_messages`, DESIGN section 5).
+/// A worker message about to be recorded (`executor_messages`, docs/design.md §5).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewMessage {
     pub run_id: i64,

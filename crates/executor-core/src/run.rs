@@ -1,4 +1,4 @@
-//! The run state machine (`executor_runs.state`), DESIGN section 3:
+//! The run state machine (`executor_runs.state`), docs/design.md §3:
 //!
 //! ```text
 //! queued -> in_progress -> pr -> complete

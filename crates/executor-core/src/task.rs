@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::queue::QueueStatus;
 
-/// One row of `executor_queue`. Field names are the column names of DESIGN section 4.
+/// One row of `executor_queue`. Field names are the column names of docs/design.md §4.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Task {
     pub id: i64,

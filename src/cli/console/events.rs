@@ -1,4 +1,4 @@
-//! `GET /api/v1/events`: the store's changes as server-sent events (DESIGN section 12):
+//! `GET /api/v1/events`: the store's changes as server-sent events (docs/design.md §12):
 //! `task` (a task moved), `line` (a worker's line) and `decision` (a decision was made,
 //! an escalation among them), each with the JSON document of its row and an id, the
 //! [`Cursor`] just past it. A client that reconnects sends that id as `Last-Event-ID`

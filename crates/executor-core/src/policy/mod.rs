@@ -1,4 +1,4 @@
-//! The policy engine: role contracts (DESIGN section 6) and the classification of the agents'
+//! The policy engine: role contracts (docs/design.md §6) and the classification of the agents'
 //! tool calls into the actions those contracts judge.
 //!
 //! Theory of operation: every request a worker makes reaches this module as one of three
@@ -17,7 +17,7 @@
 //! `run_indirect`, `run_script`, `git_admin`, `system_service` — never approved by the
 //! classifier itself. The contract decides those by [`Scope::confined`]: for an unconfined
 //! worker (the strict posture, and the default of [`Scope::new`]) the built-in contract
-//! escalates them; inside the wall (DESIGN section 11) its rules with `"confined": true`
+//! escalates them; inside the wall (docs/design.md §11) its rules with `"confined": true`
 //! approve what the wall contains. Pushes, PRs, merges, comments, the network and writes
 //! outside the worktree keep their own rules in both postures, and reads of secret places
 //! become `read_secret` ([`classify::mark_secrets`]), which the built-in contract denies.
@@ -136,7 +136,7 @@ impl std::fmt::Display for Action {
 }
 
 /// What a decision is taken for: the run's worktree, its own branch, and whether the worker
-/// runs inside the wall of DESIGN section 11.
+/// runs inside the wall of docs/design.md §11.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
     /// The run's worktree, absolute. Use [`Scope::on_disk`] to resolve its symlinks once, so
@@ -226,7 +226,7 @@ pub struct Verdict {
     pub notify: bool,
 }
 
-/// The three entry points of DESIGN section 6, as one input.
+/// The three entry points of docs/design.md §6, as one input.
 #[derive(Debug, Clone)]
 pub enum Input<'a> {
     /// A `[REQUEST:kind] key=value…` message, already parsed.

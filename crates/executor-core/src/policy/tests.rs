@@ -1,4 +1,4 @@
-//! The policy's acceptance tests: the owner's table (DESIGN section 6) through every entry
+//! The policy's acceptance tests: the owner's table (docs/design.md §6) through every entry
 //! point, the adversarial set in `testdata/adversarial.jsonl`, never-panic properties, and the
 //! decision rate.
 //!

@@ -1,4 +1,4 @@
-//! Worker messages (DESIGN section 5): the one-line `[TAG:kind] key=value … free text`
+//! Worker messages (docs/design.md §5): the one-line `[TAG:kind] key=value … free text`
 //! messages a worker writes, and the `[ACKNOWLEDGED: text]` marker of PR comments, read by a
 //! hand-written scanner with no model involved.
 //!

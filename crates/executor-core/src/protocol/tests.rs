@@ -1,4 +1,4 @@
-//! The parser against the examples of DESIGN section 5 and the prompts, the malformed lines,
+//! The parser against the examples of docs/design.md §5 and the prompts, the malformed lines,
 //! and properties: round trip, never a panic, code fences.
 
 use proptest::prelude::*;
@@ -35,7 +35,7 @@ fn message(tag: Tag, kind: &str, pairs: &[(&str, &str)], text: &str) -> Message 
     }
 }
 
-// ---------------------------------------------------------------- DESIGN section 5
+// ---------------------------------------------------------------- docs/design.md §5
 
 #[test]
 fn design_request_with_bare_values() {

@@ -1,6 +1,6 @@
 //! The program table: which programs the classifier understands, and how.
 //!
-//! A shell command is an open language (DESIGN section 6), so the classifier answers for a
+//! A shell command is an open language (docs/design.md §6), so the classifier answers for a
 //! program only when it can see through it completely: its name is in [`PROGRAMS`], its
 //! flags are in its [`OptSpec`] (when its operands are files), and whatever it runs in turn
 //! (a wrapper's command, `bash -c`'s string) is understood the same way. Everything else is
