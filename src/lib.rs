@@ -1,7 +1,9 @@
 //! `executor` runs an autonomous team of coding agents on its owner's repositories.
 //!
-//! The crate follows the parts of the design (docs/design.md §7). The pure core is a crate
-//! of its own, `executor-core`, re-exported here as [`core`], [`policy`] and [`protocol`]:
+//! The crate follows the parts of the design (docs/design.md §7). Some parts are crates of
+//! their own, re-exported here under their module names: `executor-core` as [`core`],
+//! [`policy`] and [`protocol`]; `executor-store`, `executor-http`, `executor-forge` and
+//! `executor-sources` as [`store`], [`http`], [`forge`] and [`sources`]:
 //!
 //! | module | holds | may depend on |
 //! |---|---|---|
@@ -31,14 +33,10 @@ pub mod chat;
 pub mod cli;
 pub mod conductor;
 pub mod config;
-pub mod forge;
-pub mod http;
 pub mod ops;
 pub mod prompts;
 pub mod runner;
 pub mod sandbox;
-pub mod sources;
-pub mod store;
 pub mod supervisor;
 pub mod web;
 
@@ -47,3 +45,7 @@ pub mod web;
 // what they always did.
 pub use executor_core as core;
 pub use executor_core::{policy, protocol};
+pub use executor_forge as forge;
+pub use executor_http as http;
+pub use executor_sources as sources;
+pub use executor_store as store;

@@ -1,5 +1,5 @@
 //! A stateful fake Gitea for the tests: the issue endpoints of the real API under `/api/v1`,
-//! as `src/forge/gitea.rs` notes them (Gitea's swagger and `routers/api/v1/repo/issue.go`).
+//! as `crates/executor-forge/src/gitea_pr.rs` notes them (Gitea's swagger and `routers/api/v1/repo/issue.go`).
 //!
 //! Repositories hold issues (and pull requests, which Gitea lists among the issues) with
 //! labels, assignees, a state and times. `GET /repos/{o}/{r}/issues` filters by `state`

@@ -1,6 +1,6 @@
 //! The fake Gitea's pull requests, in the shapes of Gitea's swagger (`PullRequest`,
 //! `CombinedStatus`, `CommitStatus`, `PullReview`, `PullReviewComment`, `Label`) as
-//! `src/http/gitea/pulls.rs` notes them: `POST`/`GET /pulls` (a title starting `WIP:` or
+//! `crates/executor-http/src/gitea/pulls.rs` notes them: `POST`/`GET /pulls` (a title starting `WIP:` or
 //! `[WIP]` is a draft; a second open PR of one head is a `409`, as Gitea refuses it),
 //! `GET /pulls/{n}`, `GET /commits/{ref}/status` (Gitea's combined state: `failure` or
 //! `error` wins, then `pending`, then `success`; no status at all is `pending`), `GET`/`POST

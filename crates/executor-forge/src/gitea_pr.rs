@@ -1,0 +1,437 @@
+//! Gitea as a forge for the `pr` machine: one repository's draft PRs opened, looked at and
+//! written to through the Gitea client ([`executor_http::gitea`]), turned into the same
+//! [`PrObservation`] GitHub's look gives.
+//!
+//! How Gitea's shapes map onto the machine's view, and why:
+//!
+//! - **Draft**: Gitea's `draft`, else a title starting `WIP:` or `[WIP]`; PRs are opened
+//!   with the title `WIP: …`. Executor never removes the prefix: on GitHub too the owner
+//!   marks the PR ready, and a PR no longer a draft is the owner's.
+//! - **CI** is the head's combined commit status (`GET …/commits/{sha}/status`), one check
+//!   per status `context` (Gitea lists the latest status of each): `pending` is a check
+//!   still running; `success` green; `failure` and `error` failed; `warning` completed as
+//!   neutral (not green for a required check). A status's `description` is the check's
+//!   summary, its `target_url` where a human reads it. Gitea keeps no job logs an API
+//!   serves, so a `fix_ci` worker gets the failed contexts, their descriptions and links.
+//!   No status at all is "no CI for the head", and nothing can start it (Gitea has no
+//!   re-run or dispatch API for statuses): after `ci_start_grace` the owner is asked.
+//! - **Review threads**: Gitea's API lists review comments per review, with no thread
+//!   object; Gitea itself groups code comments by file and line. So a conversation is the
+//!   comments on one line of one file (`path`, and `position`, the new file's line, or
+//!   `original_position`, the old file's, for a removed line), oldest first; its id is
+//!   `gitea-<first comment id>`; it is resolved when a comment of it has a `resolver`.
+//!   Gitea's API does not say whether a comment is outdated, so none is.
+//! - **The owner** is the login of the repository's owner (`owner/name`), as executor
+//!   @mentions it; a comment carrying executor's marker is never the owner's.
+//! - `head_pushed_at` is the PR's `updated_at`, as on GitHub.
+//!
+//! What it must never do: send the token anywhere (the client alone holds it), or read a
+//! comment of executor's own (by its marker) as the owner's or a reviewer's.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use executor_core::pr::{
+    CheckConclusion, CheckRun, CheckRunStatus, ObservedComment, ObservedThread, Opening,
+    OwnerComment, PrConfig, PrObservation, PrState, EXECUTOR_MARK,
+};
+use executor_http::gitea::{
+    DiffLine, GiteaClient, GiteaError, GiteaPull, GiteaReviewComment, GiteaStatus, NewGiteaPull,
+};
+
+/// The prefix of a review conversation's id.
+const THREAD_PREFIX: &str = "gitea-";
+
+/// The Gitea repository runs open their PRs on, and its client.
+#[derive(Debug, Clone)]
+pub struct GiteaRepo {
+    pub client: GiteaClient,
+    pub owner: String,
+    pub repo: String,
+}
+
+impl GiteaRepo {
+    pub async fn open_pr_for_head(&self, branch: &str) -> Result<Option<GiteaPull>, GiteaError> {
+        self.client
+            .open_pr_for_head(&self.owner, &self.repo, branch)
+            .await
+    }
+
+    /// Opens `opening` with the title `WIP: …` (Gitea's draft).
+    pub async fn create_draft_pr(&self, opening: &Opening) -> Result<GiteaPull, GiteaError> {
+        let pr = NewGiteaPull {
+            title: opening.title.clone(),
+            head: opening.head.clone(),
+            base: opening.base.clone(),
+            body: opening.body.clone(),
+        };
+        self.client
+            .create_draft_pr(&self.owner, &self.repo, &pr)
+            .await
+    }
+
+    pub async fn add_labels(&self, number: u64, names: &[&str]) -> Result<(), GiteaError> {
+        self.client
+            .add_labels(&self.owner, &self.repo, number, names)
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn post_review(&self, number: u64, body: &str) -> Result<(), GiteaError> {
+        self.client
+            .post_review(&self.owner, &self.repo, number, body)
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn post_comment(&self, number: u64, body: &str) -> Result<(), GiteaError> {
+        self.client
+            .comment_issue(&self.owner, &self.repo, number, body)
+            .await
+            .map(|_| ())
+    }
+
+    /// Looks at PR `number` at `now` (see the module notes): the PR, then, while it is
+    /// open, the head's statuses, the conversation and the reviews with their comments.
+    pub async fn observe(
+        &self,
+        number: u64,
+        config: &PrConfig,
+        now: DateTime<Utc>,
+        worker_running: bool,
+    ) -> Result<PrObservation, GiteaError> {
+        let (owner, repo) = (self.owner.as_str(), self.repo.as_str());
+        let pr = self.client.get_pr(owner, repo, number).await?;
+        let mut obs = PrObservation {
+            observed_at: now,
+            state: if pr.merged {
+                PrState::Merged
+            } else if pr.state == "closed" {
+                PrState::Closed
+            } else {
+                PrState::Open
+            },
+            draft: pr.is_draft(),
+            mergeable: pr.mergeable,
+            head_sha: pr.head.sha.clone(),
+            head_pushed_at: pr.updated_at,
+            ci_run_exists: false,
+            checks: Vec::new(),
+            labels: pr.labels.iter().map(|l| l.name.clone()).collect(),
+            threads: Vec::new(),
+            owner_comments: Vec::new(),
+            worker_running,
+        };
+        if obs.state != PrState::Open {
+            return Ok(obs);
+        }
+        let (status, conversation, review_comments) = tokio::try_join!(
+            self.client.combined_status(owner, repo, &pr.head.sha),
+            self.client.issue_comments(owner, repo, number),
+            self.review_comments(number),
+        )?;
+        obs.ci_run_exists = status.total_count > 0 || !status.statuses.is_empty();
+        obs.checks = status.statuses.iter().map(to_check).collect();
+        obs.threads = threads_of(&review_comments);
+        let mut asks: Vec<OwnerComment> = conversation
+            .iter()
+            .filter(|c| self.is_owners(c.user.as_ref().map(|u| u.login.as_str()), &c.body, config))
+            .map(|c| OwnerComment {
+                id: c.id,
+                created_at: c.created_at.unwrap_or(now),
+                on_conversation: true,
+                body: c.body.clone(),
+            })
+            .collect();
+        asks.extend(
+            review_comments
+                .iter()
+                .filter(|c| {
+                    self.is_owners(c.user.as_ref().map(|u| u.login.as_str()), &c.body, config)
+                })
+                .map(|c| OwnerComment {
+                    id: c.id,
+                    created_at: c.created_at.unwrap_or(now),
+                    on_conversation: false,
+                    body: c.body.clone(),
+                }),
+        );
+        obs.owner_comments = asks;
+        Ok(obs)
+    }
+
+    /// Every review comment of PR `number`, oldest first.
+    async fn review_comments(&self, number: u64) -> Result<Vec<GiteaReviewComment>, GiteaError> {
+        let (owner, repo) = (self.owner.as_str(), self.repo.as_str());
+        let mut comments = Vec::new();
+        for review in self.client.reviews(owner, repo, number).await? {
+            if review.comments_count == 0 {
+                continue;
+            }
+            comments.extend(
+                self.client
+                    .review_comments(owner, repo, number, review.id)
+                    .await?,
+            );
+        }
+        comments.sort_by_key(|c| (c.created_at, c.id));
+        Ok(comments)
+    }
+
+    /// A comment by the repository's owner that is not one of executor's own.
+    fn is_owners(&self, login: Option<&str>, body: &str, config: &PrConfig) -> bool {
+        let Some(login) = login else {
+            return false;
+        };
+        login.eq_ignore_ascii_case(&self.owner)
+            && !body.contains(EXECUTOR_MARK)
+            && !config
+                .executor_logins
+                .iter()
+                .any(|l| l.eq_ignore_ascii_case(login))
+    }
+
+    /// Answers conversation `thread` of PR `number` with a review comment on its line;
+    /// `false` when the PR has no such conversation. A conversation Gitea gives no line
+    /// for is answered on the PR's conversation, naming its file.
+    pub async fn answer_thread(
+        &self,
+        number: u64,
+        thread: &str,
+        answer: &str,
+    ) -> Result<bool, GiteaError> {
+        let Some(first) = thread
+            .strip_prefix(THREAD_PREFIX)
+            .and_then(|id| id.parse::<u64>().ok())
+        else {
+            return Ok(false);
+        };
+        let comments = self.review_comments(number).await?;
+        let Some(found) = comments.iter().find(|c| c.id == first) else {
+            return Ok(false);
+        };
+        match found.line() {
+            Some(line) => {
+                let (owner, repo) = (self.owner.as_str(), self.repo.as_str());
+                let at = (found.path.as_str(), line);
+                self.client
+                    .post_line_comment(owner, repo, number, at, answer)
+                    .await?;
+            }
+            None => {
+                let body = format!("On `{}` (conversation {thread}):\n\n{answer}", found.path);
+                self.post_comment(number, &body).await?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// Tells the owner run `run_id` is complete on `head_sha`: a PR comment that
+    /// @mentions them, with its marker; nothing when the marker is there already.
+    pub async fn notify_complete(
+        &self,
+        number: u64,
+        owner_login: &str,
+        run_id: i64,
+        head_sha: &str,
+    ) -> Result<(), GiteaError> {
+        let login = owner_login.trim().trim_start_matches('@');
+        let valid = !login.is_empty()
+            && login
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !valid {
+            return Err(GiteaError::Settings(format!(
+                "cannot @mention {owner_login:?}: not a Gitea login"
+            )));
+        }
+        let marker = crate::github::steps::complete_marker(run_id, head_sha);
+        let told = self
+            .client
+            .issue_comments(&self.owner, &self.repo, number)
+            .await?
+            .iter()
+            .any(|c| c.body.contains(&marker));
+        if told {
+            return Ok(());
+        }
+        self.post_comment(number, &complete_comment_body(login, &marker))
+            .await
+    }
+}
+
+/// The text of the completion comment on Gitea: the draft is marked ready by taking the
+/// `WIP:` prefix off its title.
+pub fn complete_comment_body(owner_login: &str, marker: &str) -> String {
+    format!(
+        "@{owner_login} this draft PR is ready for you: CI is green, the review passed and \
+         no review conversation is waiting. Take `WIP:` off its title and merge it when you \
+         are happy, or comment here to send it back for more work.\n\n{marker}"
+    )
+}
+
+/// One commit status as a check of the machine.
+fn to_check(status: &GiteaStatus) -> CheckRun {
+    let (run, conclusion) = match status.state.as_str() {
+        "success" => (CheckRunStatus::Completed, Some(CheckConclusion::Success)),
+        "failure" | "error" => (CheckRunStatus::Completed, Some(CheckConclusion::Failure)),
+        "warning" => (CheckRunStatus::Completed, Some(CheckConclusion::Neutral)),
+        "pending" => (CheckRunStatus::Pending, None),
+        // A state this version does not know: never green.
+        _ => (CheckRunStatus::Completed, Some(CheckConclusion::Unknown)),
+    };
+    let url = Some(status.target_url.clone()).filter(|u| !u.trim().is_empty());
+    CheckRun {
+        name: status.context.clone(),
+        status: run,
+        conclusion,
+        url: url.clone(),
+        run_url: url,
+        summary: Some(status.description.clone()).filter(|d| !d.trim().is_empty()),
+        failing_step: None,
+        log_excerpt: None,
+    }
+}
+
+/// Review comments (oldest first) grouped into conversations: one per file and line. A
+/// thread's `line` is a line of the new file; a conversation on a removed line has none.
+fn threads_of(comments: &[GiteaReviewComment]) -> Vec<ObservedThread> {
+    let mut threads: Vec<ObservedThread> = Vec::new();
+    let mut at: BTreeMap<(String, Option<DiffLine>), usize> = BTreeMap::new();
+    for c in comments {
+        let line = c.line();
+        let key = (c.path.clone(), line);
+        let i = *at.entry(key).or_insert_with(|| {
+            threads.push(ObservedThread {
+                id: format!("{THREAD_PREFIX}{}", c.id),
+                path: c.path.clone(),
+                line: match line {
+                    Some(DiffLine::New(n)) => Some(u32::try_from(n).unwrap_or(u32::MAX)),
+                    _ => None,
+                },
+                is_resolved: false,
+                is_outdated: false,
+                comments: Vec::new(),
+            });
+            threads.len() - 1
+        });
+        let thread = &mut threads[i];
+        thread.is_resolved |= c.resolver.is_some();
+        thread.comments.push(ObservedComment {
+            id: c.id.to_string(),
+            author: c.user.as_ref().map(|u| u.login.clone()).unwrap_or_default(),
+            body: c.body.clone(),
+            created_at: c.created_at.unwrap_or_default(),
+        });
+    }
+    threads
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn status(state: &str, context: &str) -> GiteaStatus {
+        serde_json::from_value(json!({
+            "id": 1, "status": state, "context": context, "description": format!("{context} {state}"),
+            "target_url": "https://ci.example.com/1", "url": "", "creator": null,
+        }))
+        .expect("a status")
+    }
+
+    #[test]
+    fn each_status_state_is_a_check_the_machine_reads() {
+        let cases = [
+            (
+                "success",
+                CheckRunStatus::Completed,
+                Some(CheckConclusion::Success),
+            ),
+            (
+                "failure",
+                CheckRunStatus::Completed,
+                Some(CheckConclusion::Failure),
+            ),
+            (
+                "error",
+                CheckRunStatus::Completed,
+                Some(CheckConclusion::Failure),
+            ),
+            (
+                "warning",
+                CheckRunStatus::Completed,
+                Some(CheckConclusion::Neutral),
+            ),
+            ("pending", CheckRunStatus::Pending, None),
+            (
+                "exploded",
+                CheckRunStatus::Completed,
+                Some(CheckConclusion::Unknown),
+            ),
+        ];
+        for (state, run, conclusion) in cases {
+            let check = to_check(&status(state, "ui-tests"));
+            assert_eq!(
+                (check.status, check.conclusion),
+                (run, conclusion),
+                "{state}"
+            );
+            assert_eq!(check.name, "ui-tests");
+            assert_eq!(
+                check.summary.as_deref(),
+                Some(format!("ui-tests {state}").as_str())
+            );
+            assert_eq!(check.url.as_deref(), Some("https://ci.example.com/1"));
+        }
+    }
+
+    fn comment(
+        id: u64,
+        path: &str,
+        position: u64,
+        login: &str,
+        resolved: bool,
+    ) -> GiteaReviewComment {
+        serde_json::from_value(json!({
+            "id": id, "body": format!("c{id}"), "user": { "id": 1, "login": login },
+            "path": path, "position": position,
+            "original_position": if position == 0 { 7 } else { 0 },
+            "resolver": if resolved { json!({ "id": 2, "login": "mkowalski" }) } else { json!(null) },
+            "created_at": "2026-03-16T09:00:00+01:00",
+        }))
+        .expect("a review comment")
+    }
+
+    #[test]
+    fn review_comments_on_one_line_are_one_conversation() {
+        let threads = threads_of(&[
+            comment(10, "src/tab.rs", 3, "mkowalski", false),
+            comment(11, "src/tab.rs", 4, "mkowalski", false),
+            comment(12, "src/tab.rs", 3, "lumen-executor", false),
+            comment(13, "src/old.rs", 0, "mkowalski", true),
+        ]);
+        let seen: Vec<(&str, Option<u32>, bool, bool, usize)> = threads
+            .iter()
+            .map(|t| {
+                (
+                    t.id.as_str(),
+                    t.line,
+                    t.is_resolved,
+                    t.is_outdated,
+                    t.comments.len(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("gitea-10", Some(3), false, false, 2),
+                ("gitea-11", Some(4), false, false, 1),
+                ("gitea-13", None, true, false, 1),
+            ]
+        );
+        assert_eq!(threads[0].comments[1].author, "lumen-executor");
+    }
+}
