@@ -14,33 +14,20 @@
 //!   [`verify`], [`commit`], [`complete`]: the steps after a worker; [`recover`] and
 //!   [`lease`]: what a dead runner left; [`pr_tick`], [`opening`], [`review`]: the PR.
 
-use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use chrono::Utc;
 use tokio::sync::Semaphore;
 
 use crate::agents::Adapter;
 use crate::core::clock::Clock;
 use crate::core::lifecycle;
-use crate::core::queue::{QueueEvent, QueueStatus};
-use crate::core::record::{Run, WorkerRecord};
-use crate::core::run::{next_state, RunEvent, RunState};
-use crate::core::task::Task;
-use crate::core::watchdog::{Limits, StopReason};
-use crate::ops::queue as queue_ops;
-use crate::prompts::{
-    CiFailure, FailedCheck, Phase, PromptContext, PromptSet, RunContext, TaskContext,
-};
-use crate::protocol::Tag;
-use crate::runner::git::{self, Baseline, Git};
-use crate::runner::worktree;
+use crate::core::run::RunState;
+use crate::core::watchdog::Limits;
+use crate::prompts::PromptSet;
+use crate::runner::git::{self};
 use crate::store::Store;
-use crate::supervisor::{self, Stream, WorkerEvent, WorkerSpec};
 
 mod carry;
 mod commit;
@@ -59,22 +46,36 @@ mod verify;
 mod watch;
 mod worker;
 mod worktrees;
-pub use carry::*;
-pub use commit::*;
-use complete::*;
-pub use escalate::*;
-pub use forge::*;
-use launch::*;
-pub use lease::*;
-use messages::*;
-pub use pass::*;
-use phase_log::*;
-pub use recover::*;
-use run_record::*;
-use verify::*;
-use watch::*;
-pub use worker::*;
-pub use worktrees::*;
+pub use carry::NO_CHANGE;
+use carry::{carry, run_context, view_of, Start};
+pub use commit::GIT_TAMPERED;
+use commit::{
+    commit, commit_checked, discard_uncommitted, head_commit, orchestrator_git, tampered,
+    tampered_since,
+};
+use complete::{
+    abandon, complete_local, full_head, move_run, open_pr, push_recorded, record, verified,
+};
+use escalate::open_escalation;
+pub use escalate::MESSAGE_WINDOW;
+pub use forge::Forge;
+use launch::{baseline, environment, launch, HookRelay, Launch};
+use lease::{carried_by_live_runner, lease_until, release_run, take_run};
+pub use lease::{host, keep_leases, set_lease_ttl, this_runner, LEASE_TTL};
+use messages::take_message;
+use pass::{collect, continue_run, fenced, give_up};
+pub use pass::{has_decided, resume_decided, run_approved};
+use phase_log::PhaseLog;
+pub use recover::recover;
+use run_record::write_run_record;
+use verify::verify;
+use watch::{watch, Said, Watched};
+pub use worker::{agent_env, BUDGET};
+use worker::{
+    run_worker, work, worker_env, Asked, Worked, WorkerRun, MAX_LINE, STDERR_BYTES, SYSTEM_REMINDER,
+};
+use worktrees::prepare_worktree;
+pub use worktrees::{clean_worktrees, worktree_expired};
 mod claim;
 mod conduct;
 mod dispatch;

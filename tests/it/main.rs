@@ -6,6 +6,7 @@ mod asana;
 mod asana_intake;
 mod chat_runs;
 mod cli;
+mod code_shape;
 mod conductor;
 mod confinement;
 mod console;

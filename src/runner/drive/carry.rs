@@ -2,7 +2,35 @@
 //! is stored, the action is performed here and its outcome is the next event. Nothing here
 //! decides what comes next.
 
-use super::*;
+use super::{claim, commit, conduct, limits, patience, review, verify};
+use super::{RunResult, Runner, RunnerSettings, CLAIM_CHECK};
+use crate::core::lifecycle;
+use crate::core::queue::QueueEvent;
+use crate::core::record::Run;
+use crate::core::run::RunState;
+use crate::core::task::Task;
+use crate::core::watchdog::StopReason;
+use crate::ops::queue as queue_ops;
+use crate::prompts::{CiFailure, FailedCheck, Phase, PromptContext, RunContext, TaskContext};
+use crate::runner::drive::abandon;
+use crate::runner::drive::commit_checked;
+use crate::runner::drive::complete_local;
+use crate::runner::drive::fenced;
+use crate::runner::drive::open_escalation;
+use crate::runner::drive::open_pr;
+use crate::runner::drive::orchestrator_git;
+use crate::runner::drive::record;
+use crate::runner::drive::run_worker;
+use crate::runner::drive::verified;
+use crate::runner::drive::write_run_record;
+use crate::runner::drive::Asked;
+use crate::runner::drive::Worked;
+use crate::runner::drive::WorkerRun;
+use crate::runner::worktree;
+use crate::store::Store;
+use anyhow::{Context, Result};
+use chrono::Utc;
+use std::sync::Arc;
 
 /// Where [`carry`] starts a run's next worker.
 /// How a runner takes a run up.

@@ -2,7 +2,9 @@
 //! (`ops::run`) and a takeover both raise the run's lease epoch, and a runner that finds
 //! it raised stops the run's worker and writes nothing more for it.
 
-use super::*;
+use crate::core::record::Run;
+use crate::store::Store;
+use anyhow::Result;
 
 /// Whether this runner still holds `run`'s claim (its lease epoch is unchanged).
 pub(super) async fn still_ours(store: &dyn Store, run: &Run) -> Result<bool> {

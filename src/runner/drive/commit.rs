@@ -1,7 +1,14 @@
 //! The orchestrator's git in a run's worktree: nothing is committed or pushed in a
 //! repository whose git data changed since the worker started.
 
-use super::*;
+use super::RunnerSettings;
+use crate::core::task::Task;
+use crate::runner::drive::Asked;
+use crate::runner::drive::Worked;
+use crate::runner::git::{self, Baseline, Git};
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::Path;
 
 /// Throws away what is not committed in `worktree`: changes and untracked files (ignored
 /// ones stay).

@@ -2,7 +2,25 @@
 //! `opening`), the local completion
 //! with its record step and notice, the abandonment.
 
-use super::*;
+use super::RunnerSettings;
+use super::{conduct, opening};
+use crate::core::queue::QueueEvent;
+use crate::core::record::Run;
+use crate::core::run::{next_state, RunEvent};
+use crate::core::task::Task;
+use crate::ops::queue as queue_ops;
+use crate::runner::drive::head_commit;
+use crate::runner::drive::orchestrator_git;
+use crate::runner::drive::tampered;
+use crate::runner::drive::Asked;
+use crate::runner::drive::Forge;
+use crate::runner::drive::Worked;
+use crate::runner::git::Git;
+use crate::runner::worktree;
+use crate::store::Store;
+use anyhow::{Context, Result};
+use chrono::Utc;
+use std::path::{Path, PathBuf};
 
 /// Pushes the run's branch and opens its draft PR (once: a run that has one keeps it),
 /// labels it, and moves the run to `pr`. Both are intents written before they are tried

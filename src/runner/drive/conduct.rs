@@ -9,11 +9,33 @@
 //! What it must never do: start a child before the children it depends on are done, or
 //! leave a waiting parent looking stranded (recovery skips a run whose task has children).
 
-use super::*;
+use super::verify;
+use super::{RunResult, Runner, RunnerSettings, DECLINED_BY_OWNER, DENIED_BY_CONTRACT};
+use crate::agents::Adapter;
 use crate::conductor::plan::{self, Plan, PLAN_FILE};
 use crate::conductor::progress::{self, ChildState, ParentStep};
 use crate::core::facts::TaskFacts;
+use crate::core::queue::{QueueEvent, QueueStatus};
+use crate::core::record::Run;
+use crate::core::run::{RunEvent, RunState};
+use crate::core::task::Task;
 use crate::core::tree::{TaskDependency, TaskLink};
+use crate::ops::queue as queue_ops;
+use crate::prompts::{Phase, PromptContext, PromptSet, TaskContext};
+use crate::runner::drive::abandon;
+use crate::runner::drive::discard_uncommitted;
+use crate::runner::drive::head_commit;
+use crate::runner::drive::move_run;
+use crate::runner::drive::open_escalation;
+use crate::runner::drive::orchestrator_git;
+use crate::runner::drive::record;
+use crate::runner::drive::run_context;
+use crate::runner::drive::work;
+use crate::runner::drive::write_run_record;
+use crate::runner::worktree;
+use crate::store::Store;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
 
 /// Whether `task` is a goal still to be split: it carries a goal label and has no children.
 pub(super) async fn needs_split(

@@ -8,10 +8,27 @@
 //! What it must never do: run a worker outside its worktree, or with more tools than the
 //! file grants.
 
-use super::*;
+use super::limits;
+use super::{Runner, RunnerSettings, DISPATCH};
+use crate::agents::Adapter;
 use crate::conductor::worker_task::{Tool, WorkerTask};
+use crate::core::queue::{QueueEvent, QueueStatus};
+use crate::core::record::Run;
+use crate::core::run::RunEvent;
 use crate::core::task::NewTask;
 use crate::core::tree::AgentSession;
+use crate::ops::queue as queue_ops;
+use crate::prompts::Phase;
+use crate::runner::drive::give_up;
+use crate::runner::drive::lease_until;
+use crate::runner::drive::move_run;
+use crate::runner::drive::release_run;
+use crate::runner::drive::work;
+use crate::runner::drive::write_run_record;
+use crate::runner::worktree;
+use crate::store::Store;
+use anyhow::{Context, Result};
+use std::path::PathBuf;
 
 /// What one dispatch did.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -1,7 +1,13 @@
 //! Escalations: what a worker leaves to the owner is recorded, shown to the model judge
 //! when the owner asked for one, and told to the owner.
 
-use super::*;
+use super::RunnerSettings;
+use crate::agents::Adapter;
+use crate::core::record::Run;
+use crate::runner::drive::worker_env;
+use crate::runner::drive::Asked;
+use crate::store::Store;
+use anyhow::Result;
 
 /// How many of a run's latest messages an escalation shows the owner.
 pub const MESSAGE_WINDOW: u32 = 20;

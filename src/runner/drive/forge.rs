@@ -1,6 +1,6 @@
 //! The forge side of a run (GitHub or Gitea): the client and the settings the PR steps read.
 
-use super::*;
+use std::time::Duration;
 
 /// The forge side of a run: the client (it alone holds the token; no worker ever sees
 /// it) and where branches go.

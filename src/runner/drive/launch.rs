@@ -2,7 +2,19 @@
 //! and session, the Claude hook (with its relay through the wall), and its place in the
 //! wall. Nothing here starts a process; [`super::watch`] does.
 
-use super::*;
+use super::{HookTarget, RunnerSettings};
+use crate::agents::Adapter;
+use crate::core::record::Run;
+use crate::prompts::Phase;
+use crate::runner::drive::worker_env;
+use crate::runner::drive::WorkerRun;
+use crate::runner::drive::MAX_LINE;
+use crate::runner::drive::SYSTEM_REMINDER;
+use crate::runner::git::Baseline;
+use crate::supervisor::WorkerSpec;
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 /// A worker ready to be supervised.
 pub(super) struct Launch {

@@ -1,7 +1,13 @@
 //! Run leases: this runner's claim on the runs it carries, taken, renewed and given back.
 //! A claim is fenced by the run's lease epoch; this module never decides what a run does.
 
-use super::*;
+use crate::core::clock::Clock;
+use crate::store::Store;
+use crate::supervisor::{self};
+use anyhow::Result;
+use chrono::Utc;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// How long a run's lease lasts without renewal; [`keep_leases`] renews it three times in
 /// that span while the runner lives.

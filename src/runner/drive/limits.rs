@@ -3,8 +3,16 @@
 //! it), and telling the owner once per pause. It never counts a limit as a failed worker:
 //! the lifecycle holds the run until the reset and carries it on in its session.
 
-use super::*;
+use super::patience;
+use super::RunnerSettings;
+use crate::agents::Adapter;
+use crate::core::clock::Clock;
 use crate::core::usage_limit::{self, AgentPause, UsageLimit};
+use crate::runner::drive::Said;
+use crate::store::Store;
+use crate::supervisor::{self};
+use anyhow::Result;
+use chrono::Utc;
 
 /// Lines of a worker's stderr read for a limit (the newest).
 const STDERR_LINES: usize = 20;

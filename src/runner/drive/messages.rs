@@ -1,7 +1,10 @@
 //! A worker's message lines, stored as they come; a `[REQUEST:…]` is decided by the worker
 //! contract there and then.
 
-use super::*;
+use super::RunnerSettings;
+use crate::core::record::Run;
+use crate::store::Store;
+use anyhow::Result;
 
 /// Stores one worker message with its run; a `[REQUEST:…]` is decided by the worker
 /// contract there and then, the decision recorded (an escalation when the contract says

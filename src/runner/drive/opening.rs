@@ -19,9 +19,17 @@
 //! anything but the recorded commit, create a second PR for a head that has one, open a PR
 //! before its branch is pushed, or move a run to `pr` before its PR number is stored.
 
-use super::*;
+use super::RunnerSettings;
+use crate::core::clock::Clock;
 use crate::core::pr::PrMemory;
+use crate::core::record::Run;
+use crate::core::run::{RunEvent, RunState};
 use crate::forge::{ForgeError, OpenedPr};
+use crate::runner::drive::move_run;
+use crate::runner::drive::push_recorded;
+use crate::runner::drive::Forge;
+use crate::store::Store;
+use anyhow::{Context, Result};
 
 /// Run `run_id`'s PR memory (the default when it has none).
 pub(super) async fn memory_of_run(store: &dyn Store, run_id: i64) -> Result<PrMemory> {

@@ -1,7 +1,25 @@
 //! Passes: taking approved tasks and answered escalations up as worker slots free, each
 //! run carried on its own task; a pass never holds a slot for a run that waits.
 
-use super::*;
+use super::{carry, conduct, limits, patience, review, worker};
+use super::{Passed, RunResult, Runner, RunnerSettings, DISPATCH};
+use crate::agents::Adapter;
+use crate::core::lifecycle;
+use crate::core::queue::QueueStatus;
+use crate::core::record::Run;
+use crate::core::run::{next_state, RunEvent, RunState};
+use crate::core::task::Task;
+use crate::ops::queue as queue_ops;
+use crate::runner::drive::abandon;
+use crate::runner::drive::lease_until;
+use crate::runner::drive::prepare_worktree;
+use crate::runner::drive::release_run;
+use crate::runner::drive::take_run;
+use crate::runner::drive::view_of;
+use crate::runner::drive::Start;
+use crate::store::Store;
+use anyhow::{Context, Result};
+use std::sync::Arc;
 
 impl Runner {
     /// Whether a pass is still taking approved tasks: it will take a newly approved one as

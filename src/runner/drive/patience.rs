@@ -9,7 +9,9 @@
 
 use std::future::Future;
 
-use super::*;
+use crate::ops::queue as queue_ops;
+use anyhow::Result;
+use std::time::Duration;
 
 /// How long a write is tried again before the run gives up on the store.
 const PATIENCE: Duration = Duration::from_secs(15 * 60);
@@ -80,6 +82,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
     use std::sync::atomic::{AtomicU32, Ordering};
 
     /// What SQLite answers a write to a read-only database (or a full disk: `DiskFull`).

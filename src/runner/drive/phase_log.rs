@@ -1,6 +1,11 @@
 //! The work log of one worker: readable `.md` beside the raw `.jsonl`, per phase.
 
-use super::*;
+use crate::core::clock::Clock;
+use crate::supervisor::Stream;
+use anyhow::{Context, Result};
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
 
 /// `logs/{task_gid}/{phase}_{YYYY-MM-DD-HH-MM-SS-mmm}.md` (readable) beside `.jsonl` (raw).
 /// The milliseconds keep two workers of one second in files of their own, and let `logs`

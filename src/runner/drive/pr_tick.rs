@@ -20,11 +20,38 @@
 //! timeout leaves the run as it was for a later tick (after `max_effect_failures` failed
 //! writes in a row the owner is asked, once); only a PR that is gone ends the run.
 
-use super::*;
+use super::{commit, limits, opening};
+use super::{Passed, RunResult, Runner, RunnerSettings};
 use crate::core::pr::{
     next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep, Stage, ThreadAnswer,
 };
+use crate::core::queue::{QueueEvent, QueueStatus};
+use crate::core::record::Run;
+use crate::core::run::{RunEvent, RunState};
+use crate::core::task::Task;
 use crate::forge::{ForgeError, Look};
+use crate::ops::queue as queue_ops;
+use crate::prompts::{Phase, PromptContext, RunContext, TaskContext};
+use crate::runner::drive::abandon;
+use crate::runner::drive::full_head;
+use crate::runner::drive::move_run;
+use crate::runner::drive::open_escalation;
+use crate::runner::drive::prepare_worktree;
+use crate::runner::drive::push_recorded;
+use crate::runner::drive::release_run;
+use crate::runner::drive::run_context;
+use crate::runner::drive::take_run;
+use crate::runner::drive::tampered;
+use crate::runner::drive::work;
+use crate::runner::drive::write_run_record;
+use crate::runner::drive::Asked;
+use crate::runner::drive::Forge;
+use crate::runner::drive::Worked;
+use crate::runner::drive::MESSAGE_WINDOW;
+use crate::store::Store;
+use anyhow::Result;
+use std::sync::Arc;
+use tokio::sync::Semaphore;
 
 /// Looks at every run with an open (or complete, draft) PR once and takes its next step.
 /// Runs another runner holds are left to it. All PRs are read together (a few GraphQL

@@ -1,7 +1,24 @@
 //! Recovery: what a dead or frozen runner left behind on this host, stopped and carried on.
 //! A live runner's runs and workers are never touched.
 
-use super::*;
+use super::{conduct, opening};
+use super::{Passed, Runner, DISPATCH};
+use crate::core::lifecycle;
+use crate::core::queue::QueueStatus;
+use crate::core::record::WorkerRecord;
+use crate::core::run::RunState;
+use crate::runner::drive::carried_by_live_runner;
+use crate::runner::drive::collect;
+use crate::runner::drive::continue_run;
+use crate::runner::drive::give_up;
+use crate::runner::drive::host;
+use crate::runner::drive::release_run;
+use crate::runner::drive::take_run;
+use crate::runner::drive::view_of;
+use crate::runner::drive::Start;
+use crate::supervisor::{self};
+use anyhow::Result;
+use std::time::Duration;
 
 /// Reconciles what a runner that died (killed, crashed, the machine rebooted, or frozen
 /// past its lease) left behind on this host. Only runs whose lease is free, expired or

@@ -12,7 +12,22 @@
 //! reviewer's edits are thrown away after), or integrate without the contract's approval or
 //! the owner's.
 
-use super::*;
+use super::RunnerSettings;
+use crate::agents::Adapter;
+use crate::core::record::Run;
+use crate::core::task::Task;
+use crate::prompts::{Phase, PromptContext, PromptSet, TaskContext};
+use crate::runner::drive::commit_checked;
+use crate::runner::drive::discard_uncommitted;
+use crate::runner::drive::open_escalation;
+use crate::runner::drive::run_context;
+use crate::runner::drive::work;
+use crate::runner::drive::write_run_record;
+use crate::runner::git::Baseline;
+use crate::runner::worktree;
+use crate::store::Store;
+use anyhow::Result;
+use std::path::PathBuf;
 
 /// A review's outcome.
 pub(super) enum Reviewed {

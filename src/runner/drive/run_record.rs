@@ -1,7 +1,13 @@
 //! A worker's run record on disk: what it changed (`patch.diff`), how it ended
 //! (`result.json`) and what it said on stderr (`stderr.txt`, when it said anything).
 
-use super::*;
+use super::RunnerSettings;
+use crate::prompts::Phase;
+use crate::runner::drive::orchestrator_git;
+use crate::runner::drive::Worked;
+use crate::runner::git::{self, Git};
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
 
 /// Writes the run record of one worker: what it changed (`patch.diff`, against the
 /// branch's last commit, new files included), how it ended (`result.json`) and what it

@@ -1,7 +1,17 @@
 //! The local forge's verification: the configured command run in the worktree, inside the
 //! wall, recorded like a worker.
 
-use super::*;
+use super::RunnerSettings;
+use crate::core::record::WorkerRecord;
+use crate::core::watchdog::Limits;
+use crate::runner::drive::host;
+use crate::runner::drive::PhaseLog;
+use crate::runner::drive::MAX_LINE;
+use crate::store::Store;
+use crate::supervisor::{self, WorkerEvent, WorkerSpec};
+use anyhow::Result;
+use std::collections::HashMap;
+use std::path::Path;
 
 /// Lines of verification output a `fix_ci` worker is shown.
 pub(super) const EXCERPT_LINES: usize = 60;

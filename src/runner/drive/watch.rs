@@ -2,7 +2,22 @@
 //! messages stored (and requests decided) as they come, its process recorded, its agent
 //! session saved the moment it is known, and its claim on the run checked every second.
 
-use super::*;
+use super::CLAIM_CHECK;
+use super::{claim, patience};
+use crate::agents::Adapter;
+use crate::core::record::{Run, WorkerRecord};
+use crate::protocol::Tag;
+use crate::runner::drive::host;
+use crate::runner::drive::take_message;
+use crate::runner::drive::HookRelay;
+use crate::runner::drive::Launch;
+use crate::runner::drive::PhaseLog;
+use crate::runner::drive::WorkerRun;
+use crate::runner::drive::STDERR_BYTES;
+use crate::store::Store;
+use crate::supervisor::{self, Stream, WorkerEvent};
+use anyhow::Result;
+use std::path::PathBuf;
 
 /// What a worker said, read line by line as it worked.
 pub(super) struct Said {

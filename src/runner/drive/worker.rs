@@ -1,7 +1,25 @@
 //! One worker: its environment, its place in the wall, its supervision, and its record.
 //! It never commits or pushes: the orchestrator does, after checking the repository.
 
-use super::*;
+use super::RunnerSettings;
+use super::{launch, limits, patience, watch};
+use crate::agents::Adapter;
+use crate::core::record::Run;
+use crate::core::watchdog::StopReason;
+use crate::prompts::Phase;
+use crate::runner::drive::baseline;
+use crate::runner::drive::environment;
+use crate::runner::drive::tampered_since;
+use crate::runner::drive::PhaseLog;
+use crate::runner::drive::Said;
+use crate::runner::drive::Watched;
+use crate::runner::git::Baseline;
+use crate::store::Store;
+use crate::supervisor::{self};
+use anyhow::Result;
+use chrono::Utc;
+use std::collections::HashMap;
+use std::path::Path;
 
 /// Appended to a Claude worker's system prompt: the phase prompt teaches the format in full,
 /// this keeps it in view however long the session grows.

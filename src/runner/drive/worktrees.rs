@@ -1,7 +1,17 @@
 //! Worktrees of runs: made (or reused) for a run, removed once a finished run has kept
 //! them long enough.
 
-use super::*;
+use super::conduct;
+use super::RunnerSettings;
+use crate::core::record::Run;
+use crate::core::run::RunState;
+use crate::core::task::Task;
+use crate::runner::worktree;
+use crate::store::Store;
+use anyhow::Result;
+use chrono::Utc;
+use std::path::PathBuf;
+use std::time::Duration;
 
 pub(super) async fn prepare_worktree(
     store: &dyn Store,

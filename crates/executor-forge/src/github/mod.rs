@@ -17,7 +17,14 @@ pub mod observe;
 pub mod steps;
 
 pub use batch::{PrSnapshot, PRS_PER_QUERY};
-pub use executor_http::github::*;
+pub use executor_http::github::{
+    nodes, types, App, Author, CheckConclusion, CheckOutput, CheckRun, CheckRuns, CheckRunsPage,
+    CheckStatus, ClientOptions, CombinedStatus, CommitStatus, GithubClient, GithubError,
+    GithubSettings, GraphQlError, Issue, IssueComment, IssueLabel, IssuePullRequest, IssueQuery,
+    IssueState, IssueStateFilter, Job, JobStep, JobsPage, Label, LogExcerpt, LogExcerptOptions,
+    NewPullRequest, PrBranch, PullRequest, Quota, ResolvedThread, Review, ReviewComment,
+    ReviewEvent, ReviewThread, ThreadComment, User,
+};
 /// The token type, from its one home (kept here for the callers that name it so).
 pub use executor_http::{Secret, SecretError};
 pub use observe::{observe, observe_many, Look};

@@ -18,7 +18,11 @@ use url::Url;
 
 use super::error::{to_chrono, GithubError, GraphQlError};
 use super::rate::{classify, next_link, Quota, RateHeaders};
-use super::types::*;
+use super::types::{
+    CheckRuns, CheckRunsPage, CombinedStatus, Issue, IssueComment, IssueQuery, Job, JobsPage,
+    Label, LogExcerpt, NewPullRequest, PullRequest, ResolvedThread, Review, ReviewComment,
+    ReviewEvent, ReviewThread,
+};
 use crate::{self as http, retry, Answer, RateGate, Redactor, Secret, Transport};
 use executor_core::clock::{Clock, SystemClock};
 

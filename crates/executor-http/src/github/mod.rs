@@ -30,4 +30,10 @@ pub mod types;
 pub use client::{ClientOptions, GithubClient, GithubSettings, LogExcerptOptions};
 pub use error::{GithubError, GraphQlError};
 pub use rate::Quota;
-pub use types::*;
+pub use types::{
+    nodes, App, Author, CheckConclusion, CheckOutput, CheckRun, CheckRuns, CheckRunsPage,
+    CheckStatus, CombinedStatus, CommitStatus, Issue, IssueComment, IssueLabel, IssuePullRequest,
+    IssueQuery, IssueState, IssueStateFilter, Job, JobStep, JobsPage, Label, LogExcerpt,
+    NewPullRequest, PrBranch, PullRequest, ResolvedThread, Review, ReviewComment, ReviewEvent,
+    ReviewThread, ThreadComment, User,
+};

@@ -1,0 +1,290 @@
+//! The code's shape, checked over every source file of the workspace (tests excepted):
+//! no module-level glob import (a reader, and a tool, can see what each file uses), and no
+//! function longer than [`MAX_FN_LINES`] lines. The few functions still longer are named in
+//! [`TOO_LONG`], and the list only shrinks: a function that grows past the limit fails, and
+//! so does a listed one that no longer needs its place.
+
+use std::path::{Path, PathBuf};
+
+const MAX_FN_LINES: usize = 150;
+
+/// Functions over the limit, still to be split: (file, function).
+const TOO_LONG: &[(&str, &str)] = &[
+    ("src/config/mod.rs", "parse"),
+    ("crates/executor-core/src/policy/classify/git.rs", "git"),
+    ("src/supervisor/mod.rs", "supervise"),
+    ("src/cli/mod.rs", "carry_out"),
+];
+
+/// What the scanner found in one file.
+#[derive(Default)]
+struct Shape {
+    /// Lines (1-based) of module-level glob imports outside tests.
+    globs: Vec<usize>,
+    /// (name, first line, lines) of each function with a body, outside tests.
+    functions: Vec<(String, usize, usize)>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Lex {
+    Code,
+    LineComment,
+    BlockComment(u32),
+    Str,
+    RawStr(usize),
+}
+
+/// Reads `text` as Rust closely enough to count braces: comments, strings, raw strings
+/// and char literals are skipped; `#[cfg(test)]` items are left out.
+fn scan(text: &str) -> Shape {
+    let chars: Vec<char> = text.chars().collect();
+    let mut shape = Shape::default();
+    let (mut state, mut depth, mut line) = (Lex::Code, 0usize, 1usize);
+    let mut test_attr = false;
+    let mut test_depth: Option<usize> = None;
+    // A `fn NAME` seen, waiting for its `{` (a body) or `;` (a declaration).
+    let mut pending: Option<(String, usize)> = None;
+    let mut open: Vec<(String, usize, usize)> = Vec::new(); // (name, line, depth at `{`)
+    let mut line_start = true;
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied().unwrap_or('\0');
+        if c == '\n' {
+            line += 1;
+            line_start = true;
+            if state == Lex::LineComment {
+                state = Lex::Code;
+            }
+            i += 1;
+            continue;
+        }
+        match state {
+            Lex::LineComment => {}
+            Lex::BlockComment(n) => {
+                if c == '*' && next == '/' {
+                    state = if n == 1 {
+                        Lex::Code
+                    } else {
+                        Lex::BlockComment(n - 1)
+                    };
+                    i += 1;
+                } else if c == '/' && next == '*' {
+                    state = Lex::BlockComment(n + 1);
+                    i += 1;
+                }
+            }
+            Lex::Str => {
+                if c == '\\' {
+                    i += 1;
+                } else if c == '"' {
+                    state = Lex::Code;
+                }
+            }
+            Lex::RawStr(hashes) => {
+                if c == '"' && (1..=hashes).all(|k| chars.get(i + k) == Some(&'#')) {
+                    state = Lex::Code;
+                    i += hashes;
+                }
+            }
+            Lex::Code => {
+                let in_test = test_depth.is_some();
+                if line_start && !c.is_whitespace() {
+                    line_start = false;
+                    let rest: String = chars[i..].iter().take_while(|&&c| c != '\n').collect();
+                    if depth == 0 && !in_test && is_glob_import(&rest) {
+                        shape.globs.push(line);
+                    }
+                    if rest.starts_with("#[cfg(test)]") {
+                        test_attr = true;
+                    }
+                }
+                match c {
+                    '/' if next == '/' => state = Lex::LineComment,
+                    '/' if next == '*' => {
+                        state = Lex::BlockComment(1);
+                        i += 1;
+                    }
+                    '"' => state = Lex::Str,
+                    'r' if (next == '"' || next == '#') && !ident_char(prev(&chars, i)) => {
+                        let hashes = chars[i + 1..].iter().take_while(|&&c| c == '#').count();
+                        if chars.get(i + 1 + hashes) == Some(&'"') {
+                            state = Lex::RawStr(hashes);
+                            i += 1 + hashes;
+                        }
+                    }
+                    '\'' => {
+                        // A char literal ('x', '\n', '\u{..}'), not a lifetime.
+                        if next == '\\' {
+                            if let Some(end) = chars[i + 2..].iter().position(|&c| c == '\'') {
+                                i += 2 + end;
+                            }
+                        } else if chars.get(i + 2) == Some(&'\'') {
+                            i += 2;
+                        }
+                    }
+                    '{' => {
+                        if test_attr && test_depth.is_none() {
+                            test_depth = Some(depth);
+                            test_attr = false;
+                        }
+                        if let Some((name, at)) = pending.take() {
+                            if test_depth.is_none() {
+                                open.push((name, at, depth));
+                            }
+                        }
+                        depth += 1;
+                    }
+                    '}' => {
+                        depth = depth.saturating_sub(1);
+                        if let Some(&(_, at, d)) = open.last() {
+                            if d == depth {
+                                let (name, _, _) = open.pop().unwrap_or_default();
+                                shape.functions.push((name, at, line - at + 1));
+                            }
+                        }
+                        if test_depth == Some(depth) {
+                            test_depth = None;
+                        }
+                    }
+                    ';' => {
+                        pending = None;
+                        if test_attr && test_depth.is_none() {
+                            // `#[cfg(test)] use …;` or `mod tests;`: the attribute is spent.
+                            test_attr = false;
+                        }
+                    }
+                    'f' if next == 'n'
+                        && !ident_char(prev(&chars, i))
+                        && chars.get(i + 2).is_some_and(|c| c.is_whitespace()) =>
+                    {
+                        let name: String = chars[i + 2..]
+                            .iter()
+                            .skip_while(|c| c.is_whitespace())
+                            .take_while(|&&c| ident_char(c))
+                            .collect();
+                        if !name.is_empty() {
+                            pending = Some((name, line));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        i += 1;
+    }
+    shape
+}
+
+fn prev(chars: &[char], i: usize) -> char {
+    if i == 0 {
+        ' '
+    } else {
+        chars[i - 1]
+    }
+}
+
+fn ident_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// `use a::*;`, `pub use a::*;`, `pub(crate) use a::*;`.
+fn is_glob_import(line: &str) -> bool {
+    let line = line.trim_end();
+    let import = line.starts_with("use ") || (line.starts_with("pub") && line.contains(" use "));
+    import && line.ends_with("::*;")
+}
+
+fn rust_files(folder: &Path, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}
+
+/// Every source file of the workspace's crates, tests and test-only files left out.
+fn sources() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let crates = std::fs::read_dir(root.join("crates")).expect("crates/");
+    for krate in crates.flatten() {
+        rust_files(&krate.path().join("src"), &mut files);
+    }
+    files
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n != "tests.rs"))
+        .map(|p| {
+            let text = std::fs::read_to_string(&p).expect("read source");
+            let name = p.strip_prefix(root).unwrap_or(&p).display().to_string();
+            (name, text)
+        })
+        .collect()
+}
+
+#[test]
+fn the_scanner_sees_functions_globs_and_tests() {
+    let text = "use a::*;\nfn short() {\n    let s = \"}\";\n    let c = '}';\n}\n\
+                trait T {\n    fn decl(&self);\n}\n\
+                fn long() {\n    let r = r#\"{\"#;\n    // }\n\n\n}\n\
+                #[cfg(test)]\nmod tests {\n    use super::*;\n    fn in_test() {}\n}\n";
+    let shape = scan(text);
+    assert_eq!(shape.globs, [1]);
+    let names: Vec<(&str, usize)> = shape
+        .functions
+        .iter()
+        .map(|(n, _, len)| (n.as_str(), *len))
+        .collect();
+    assert_eq!(names, [("short", 4), ("long", 6)]);
+}
+
+#[test]
+fn no_module_level_glob_import_and_no_function_over_the_limit() {
+    let mut globs = Vec::new();
+    let mut long = Vec::new();
+    let mut seen = 0;
+    for (file, text) in sources() {
+        let shape = scan(&text);
+        seen += shape.functions.len();
+        globs.extend(shape.globs.iter().map(|n| format!("{file}:{n}")));
+        for (name, at, lines) in shape.functions {
+            if lines > MAX_FN_LINES {
+                long.push((file.clone(), name, at, lines));
+            }
+        }
+    }
+    assert!(
+        seen > 1000,
+        "only {seen} functions found: is the scanner broken?"
+    );
+    assert!(
+        globs.is_empty(),
+        "module-level glob imports (name what is used):\n{}",
+        globs.join("\n")
+    );
+    let unlisted: Vec<String> = long
+        .iter()
+        .filter(|(f, n, _, _)| !TOO_LONG.contains(&(f.as_str(), n.as_str())))
+        .map(|(f, n, at, lines)| format!("{f}:{at}: {n} is {lines} lines"))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "functions over {MAX_FN_LINES} lines:\n{}",
+        unlisted.join("\n")
+    );
+    let fixed: Vec<&(&str, &str)> = TOO_LONG
+        .iter()
+        .filter(|(f, n)| !long.iter().any(|(lf, ln, _, _)| lf == f && ln == n))
+        .collect();
+    assert!(
+        fixed.is_empty(),
+        "within the limit now, take them off TOO_LONG: {fixed:?}"
+    );
+}
