@@ -700,24 +700,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         Command::Queue {
             status,
             json: false,
-        } => {
-            // A run waits on the owner only while it is not ended: those runs alone are read
-            // (a state this version does not know is not one of them). Oldest first, so a
-            // task's newest waiting run is the one kept.
-            let open = ["queued", "in_progress", "pr"];
-            let waiting = store
-                .runs_page(&open, None, u32::MAX)
-                .await?
-                .iter()
-                .rev()
-                .filter_map(|run| Some((run.task_gid.clone(), runs::waiting_on(run)?)))
-                .collect();
-            output::print_queue(
-                &store.tasks(status.as_ref()).await?,
-                &waiting,
-                output::columns(),
-            )
-        }
+        } => print_queue_table(store, status.as_ref()).await,
         Command::Tree { gid, json } => tree::print(store, &gid, json).await,
         Command::Runs {
             state,
@@ -757,33 +740,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             owner_move(store, &clock, &gid, QueueEvent::Skip, reason).await
         }
         Command::Cancel { target, reason } => {
-            let cancelled = crate::ops::run::cancel(
-                store,
-                &clock,
-                &crate::runner::drive::this_runner(),
-                &target,
-                reason.as_deref().unwrap_or("no reason given"),
-            )
-            .await?;
-            let run = &cancelled.run;
-            let notices = crate::chat::Notices::new(chat::routing(settings));
-            notices
-                .tell_abandoned(
-                    store,
-                    crate::core::outbox::Priority::Info,
-                    &run.task_gid,
-                    run.id,
-                    &cancelled.why,
-                )
-                .await;
-            match &cancelled.carried_by {
-                Some(holder) => println!(
-                    "run {} of {}: cancelled; its runner ({holder}) stops its worker within a second",
-                    run.id, run.task_gid
-                ),
-                None => println!("run {} of {}: cancelled", run.id, run.task_gid),
-            }
-            Ok(())
+            cancel(settings, store, &clock, &target, reason.as_deref()).await
         }
         Command::Retry { gid } => {
             let moved = crate::ops::run::retry(store, &clock, &gid).await?;
@@ -803,29 +760,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             reanalyze::run(store, &filters, status, source.as_deref(), dry_run).await
         }
         Command::Escalations { all, limit, json } => {
-            let mut escalations = store.escalations(!all).await?;
-            // Oldest first, the newest `limit` kept: each shown one reads its run's last
-            // messages, so a long history is not read message by message.
-            if let Some(limit) = limit {
-                let older = escalations.len().saturating_sub(limit as usize);
-                escalations.drain(..older);
-            }
-            if json {
-                output::print_json(&escalations)
-            } else {
-                let mut windows = Vec::with_capacity(escalations.len());
-                for escalation in &escalations {
-                    windows.push(match escalation.run_id {
-                        Some(run) => {
-                            store
-                                .messages(run, crate::runner::drive::MESSAGE_WINDOW)
-                                .await?
-                        }
-                        None => Vec::new(),
-                    });
-                }
-                output::print_escalations(&escalations, &windows)
-            }
+            print_escalations(store, all, limit, json).await
         }
         Command::Decide { id, answer, note } => {
             decide(settings, store, id, answer, note.as_deref()).await
@@ -865,6 +800,91 @@ fn unreachable_init() -> Result<()> {
     Err(anyhow::anyhow!(
         "init, service, policy and hook are handled before the store is opened"
     ))
+}
+
+/// `executor queue` as a table: each task with what its open run waits on.
+async fn print_queue_table(store: &dyn Store, status: Option<&QueueStatus>) -> Result<()> {
+    // A run waits on the owner only while it is not ended: those runs alone are read (a
+    // state this version does not know is not one of them). Oldest first, so a task's
+    // newest waiting run is the one kept.
+    let open = ["queued", "in_progress", "pr"];
+    let waiting = store
+        .runs_page(&open, None, u32::MAX)
+        .await?
+        .iter()
+        .rev()
+        .filter_map(|run| Some((run.task_gid.clone(), runs::waiting_on(run)?)))
+        .collect();
+    output::print_queue(&store.tasks(status).await?, &waiting, output::columns())
+}
+
+/// `executor cancel`: the run stopped and abandoned, the owner told.
+async fn cancel(
+    settings: &Settings,
+    store: &dyn Store,
+    clock: &SystemClock,
+    target: &str,
+    reason: Option<&str>,
+) -> Result<()> {
+    let cancelled = crate::ops::run::cancel(
+        store,
+        clock,
+        &crate::runner::drive::this_runner(),
+        target,
+        reason.unwrap_or("no reason given"),
+    )
+    .await?;
+    let run = &cancelled.run;
+    let notices = crate::chat::Notices::new(chat::routing(settings));
+    notices
+        .tell_abandoned(
+            store,
+            crate::core::outbox::Priority::Info,
+            &run.task_gid,
+            run.id,
+            &cancelled.why,
+        )
+        .await;
+    match &cancelled.carried_by {
+        Some(holder) => println!(
+            "run {} of {}: cancelled; its runner ({holder}) stops its worker within a second",
+            run.id, run.task_gid
+        ),
+        None => println!("run {} of {}: cancelled", run.id, run.task_gid),
+    }
+    Ok(())
+}
+
+/// `executor escalations`: the newest `limit` (oldest first), each with its run's window.
+async fn print_escalations(
+    store: &dyn Store,
+    all: bool,
+    limit: Option<u32>,
+    json: bool,
+) -> Result<()> {
+    let mut escalations = store.escalations(!all).await?;
+    // Oldest first, the newest `limit` kept: each shown one reads its run's last
+    // messages, so a long history is not read message by message.
+    if let Some(limit) = limit {
+        let older = escalations.len().saturating_sub(limit as usize);
+        escalations.drain(..older);
+    }
+    if json {
+        output::print_json(&escalations)
+    } else {
+        let mut windows = Vec::with_capacity(escalations.len());
+        for escalation in &escalations {
+            windows.push(match escalation.run_id {
+                Some(run) => {
+                    store
+                        .messages(run, crate::runner::drive::MESSAGE_WINDOW)
+                        .await?
+                }
+                None => Vec::new(),
+            });
+        }
+        output::print_escalations(&escalations, &windows)
+    }
 }
 
 async fn add(

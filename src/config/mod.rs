@@ -572,13 +572,7 @@ fn validate_gitea_forge(forge: &ForgeSection, path: &Path, text: &str) -> Result
             message: "forge.kind = \"gitea\" needs gitea_repository = \"owner/name\"".to_string(),
         });
     };
-    let invalid =
-        |key: &'static str, span: std::ops::Range<usize>, message: String| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            line: line_of(text, span.start),
-            key,
-            message,
-        };
+    let invalid = |key, span, message| invalid_at(path, text, key, span, message);
     if forge.repository().is_none() {
         return Err(invalid(
             "forge.gitea_repository",
@@ -926,22 +920,76 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
-    let invalid =
-        |key: &'static str, span: std::ops::Range<usize>, message: String| ConfigError::Invalid {
-            path: path.to_path_buf(),
-            line: line_of(text, span.start),
-            key,
-            message,
-        };
+    let invalid = |key, span, message| invalid_at(path, text, key, span, message);
 
+    let storage = storage_of(&raw, path, text, &root, env)?;
+    validate_durations(&raw, path, text)?;
+    validate_runner_and_agent(&raw, path, text)?;
+    validate_forge(&raw, path, text)?;
+    validate_sources(&raw, path, text)?;
+    validate_sections(&raw, path, text)?;
+
+    let plans_cfg = &raw.sources.plans;
+    let initial_status = match plans_cfg.initial_status.get_ref().as_str() {
+        "approved" => QueueStatus::Approved,
+        "pending" => QueueStatus::Pending,
+        other => {
+            return Err(invalid(
+                "sources.plans.initial_status",
+                plans_cfg.initial_status.span(),
+                format!("`{other}` is not allowed (use \"approved\" or \"pending\")"),
+            ))
+        }
+    };
+    let plans = plans_cfg.enabled.then(|| PlansSettings {
+        dir: root.join(&plans_cfg.path),
+        initial_status,
+        settle: plans_cfg.settle,
+    });
+
+    Ok(Settings {
+        path: absolute,
+        root,
+        storage,
+        plans,
+        raw,
+    })
+}
+
+/// The error for `key`, whose value sits at `span` of the config's `text`.
+fn invalid_at(
+    path: &Path,
+    text: &str,
+    key: &'static str,
+    span: std::ops::Range<usize>,
+    message: String,
+) -> ConfigError {
+    ConfigError::Invalid {
+        path: path.to_path_buf(),
+        line: line_of(text, span.start),
+        key,
+        message,
+    }
+}
+
+/// Where the store is: `EXECUTOR_STORAGE_URL` or `storage.url`, with the Postgres password
+/// from `storage.password_file` when the URL has none.
+fn storage_of(
+    raw: &Config,
+    path: &Path,
+    text: &str,
+    root: &Path,
+    env: &Env,
+) -> Result<StorageTarget, ConfigError> {
+    let invalid = |key, span, message| invalid_at(path, text, key, span, message);
     let storage = match &env.storage_url {
         Some(url) => {
-            storage_target(url, &root, env, true).map_err(|message| ConfigError::InvalidEnv {
+            storage_target(url, root, env, true).map_err(|message| ConfigError::InvalidEnv {
                 origin: STORAGE_URL_ENV,
                 message,
             })?
         }
-        None => storage_target(raw.storage.url.get_ref(), &root, env, false)
+        None => storage_target(raw.storage.url.get_ref(), root, env, false)
             .map_err(|message| invalid("storage.url", raw.storage.url.span(), message))?,
     };
     let storage = match (storage, &raw.storage.password_file) {
@@ -966,7 +1014,11 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
         }
         (storage, _) => storage,
     };
+    Ok(storage)
+}
 
+/// The durations that must be longer than zero.
+fn validate_durations(raw: &Config, path: &Path, text: &str) -> Result<(), ConfigError> {
     let durations = [
         ("runner.loop_sleep", "loop_sleep", raw.runner.loop_sleep),
         (
@@ -1008,7 +1060,12 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
             message: "must be longer than zero".to_string(),
         });
     }
+    Ok(())
+}
 
+/// The analyzer's rules, the agent's turns and the variables it may be given, the runner's author and cap.
+fn validate_runner_and_agent(raw: &Config, path: &Path, text: &str) -> Result<(), ConfigError> {
+    let invalid = |key, span, message| invalid_at(path, text, key, span, message);
     if let Err(error) = raw.analyzer.filters() {
         use crate::core::filter::FilterError;
         let line = match &error {
@@ -1079,7 +1136,12 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
             ));
         }
     }
+    Ok(())
+}
 
+/// The forge: GitHub's repository and API URL, Gitea's section, its token kept from workers.
+fn validate_forge(raw: &Config, path: &Path, text: &str) -> Result<(), ConfigError> {
+    let invalid = |key, span, message| invalid_at(path, text, key, span, message);
     let forge = &raw.forge;
     if forge.kind == ForgeKind::Github {
         match &forge.github_repository {
@@ -1132,7 +1194,12 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
             ),
         ));
     }
+    Ok(())
+}
 
+/// The polled sources: Asana, GitHub issues, Gitea issues.
+fn validate_sources(raw: &Config, path: &Path, text: &str) -> Result<(), ConfigError> {
+    let invalid = |key, span, message| invalid_at(path, text, key, span, message);
     if let Some(asana) = &raw.sources.asana {
         if let Err(message) = asana.scope() {
             return Err(ConfigError::Invalid {
@@ -1211,7 +1278,12 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
     if let Some(section) = &raw.sources.gitea_issues {
         gitea::validate(section, &raw.agent.env, path, text)?;
     }
+    Ok(())
+}
 
+/// The conductor, the wall, chat and its credentials, spend prices.
+fn validate_sections(raw: &Config, path: &Path, text: &str) -> Result<(), ConfigError> {
+    let invalid = |key, span, message| invalid_at(path, text, key, span, message);
     if let Err((key, message)) = conductor::validate(&raw.conductor) {
         return Err(ConfigError::Invalid {
             path: path.to_path_buf(),
@@ -1284,32 +1356,7 @@ pub fn parse(path: &Path, text: &str, env: &Env) -> Result<Settings, ConfigError
             message: format!("`{agent}` is not an agent (claude, codex, pi or command)"),
         });
     }
-
-    let plans_cfg = &raw.sources.plans;
-    let initial_status = match plans_cfg.initial_status.get_ref().as_str() {
-        "approved" => QueueStatus::Approved,
-        "pending" => QueueStatus::Pending,
-        other => {
-            return Err(invalid(
-                "sources.plans.initial_status",
-                plans_cfg.initial_status.span(),
-                format!("`{other}` is not allowed (use \"approved\" or \"pending\")"),
-            ))
-        }
-    };
-    let plans = plans_cfg.enabled.then(|| PlansSettings {
-        dir: root.join(&plans_cfg.path),
-        initial_status,
-        settle: plans_cfg.settle,
-    });
-
-    Ok(Settings {
-        path: absolute,
-        root,
-        storage,
-        plans,
-        raw,
-    })
+    Ok(())
 }
 
 /// Resolves a storage URL. `from_env` allows a password in it (the environment may hold

@@ -180,47 +180,13 @@ pub async fn supervise<F>(
 where
     F: FnMut(WorkerEvent) -> Meaningful,
 {
-    let (program, args) = spec
-        .argv
-        .split_first()
-        .ok_or(SupervisorError::EmptyCommand)?;
-    let mut command = Command::new(program);
-    command
-        .args(args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(&spec.env)
-        .stdin(if spec.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .kill_on_drop(true);
-    let cgroups = spec
-        .os_limits
-        .as_ref()
-        .map(|l| l.cgroups.clone())
-        .unwrap_or_default();
-    let pids_cgroup = spec.os_limits.as_ref().and_then(|l| l.pids_cgroup.clone());
-    if let Some(limits) = &spec.os_limits {
-        set_os_limits(&mut command, limits)?;
-    }
-    let spawned = command.spawn();
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(source) => {
-            for dir in &cgroups {
-                crate::sandbox::cgroup::remove(dir).await;
-            }
-            return Err(SupervisorError::Spawn {
-                program: program.clone(),
-                source,
-            });
-        }
-    };
+    let (program, mut command) = command_for(&spec)?;
+    let OsLimits {
+        cgroups,
+        pids_cgroup,
+        ..
+    } = spec.os_limits.clone().unwrap_or_default();
+    let mut child = spawn_limited(&mut command, &program, spec.os_limits.as_ref()).await?;
     // A pid of 0 recorded for the worker would later make recovery signal group 0: the
     // runner's own. `id()` is `None` only for a child already reaped, which this one cannot be.
     let Some(pid) = child.id() else {
@@ -244,20 +210,7 @@ where
         });
     }
 
-    let (lines_tx, mut lines_rx) = mpsc::channel::<(Stream, Line)>(1024);
-    let mut readers = Vec::new();
-    for (stream, pipe) in [
-        (Stream::Stdout, child.stdout.take().map(either_left)),
-        (Stream::Stderr, child.stderr.take().map(either_right)),
-    ] {
-        let Some(pipe) = pipe else { continue };
-        let tx = lines_tx.clone();
-        let cap = spec.max_line;
-        readers.push(tokio::spawn(async move {
-            let _ = lines::read_lines(BufReader::new(pipe), cap, stream, tx).await;
-        }));
-    }
-    drop(lines_tx);
+    let (mut lines_rx, readers) = read_output(&mut child, spec.max_line);
 
     let started = Instant::now();
     let mut last_meaningful = started;
@@ -361,6 +314,81 @@ where
     outcome.exit_code = status.code();
     outcome.signal = status.signal();
     Ok(outcome)
+}
+
+/// The worker's command as `spec` says: its argv, folder and whole environment, stdin piped
+/// only when there is input, output piped, a process group of its own. Returns the program
+/// too, for errors.
+fn command_for(spec: &WorkerSpec) -> Result<(String, Command), SupervisorError> {
+    let (program, args) = spec
+        .argv
+        .split_first()
+        .ok_or(SupervisorError::EmptyCommand)?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(&spec.env)
+        .stdin(if spec.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    Ok((program.clone(), command))
+}
+
+/// Spawns `command` under `limits`; a worker that cannot start leaves no cgroup behind.
+async fn spawn_limited(
+    command: &mut Command,
+    program: &str,
+    limits: Option<&OsLimits>,
+) -> Result<Child, SupervisorError> {
+    if let Some(limits) = limits {
+        set_os_limits(command, limits)?;
+    }
+    match command.spawn() {
+        Ok(child) => Ok(child),
+        Err(source) => {
+            for dir in limits.iter().flat_map(|l| &l.cgroups) {
+                crate::sandbox::cgroup::remove(dir).await;
+            }
+            Err(SupervisorError::Spawn {
+                program: program.to_string(),
+                source,
+            })
+        }
+    }
+}
+
+/// Readers of the worker's stdout and stderr, line by line into one channel (bounded, so a
+/// flood waits for the supervisor rather than filling memory).
+fn read_output(
+    child: &mut Child,
+    max_line: usize,
+) -> (
+    mpsc::Receiver<(Stream, Line)>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    let (lines_tx, lines_rx) = mpsc::channel::<(Stream, Line)>(1024);
+    let mut readers = Vec::new();
+    for (stream, pipe) in [
+        (Stream::Stdout, child.stdout.take().map(either_left)),
+        (Stream::Stderr, child.stderr.take().map(either_right)),
+    ] {
+        let Some(pipe) = pipe else { continue };
+        let tx = lines_tx.clone();
+        let cap = max_line;
+        readers.push(tokio::spawn(async move {
+            let _ = lines::read_lines(BufReader::new(pipe), cap, stream, tx).await;
+        }));
+    }
+    drop(lines_tx);
+    (lines_rx, readers)
 }
 
 /// Has the worker set `limits` on itself between fork and exec: its rlimits, its entry

@@ -68,83 +68,9 @@ impl Classifier {
                 .with("command", text)
                 .with("reason", reason)
         };
-        // Global options before the subcommand; -C points elsewhere.
-        let mut i = 0;
-        let mut elsewhere: Vec<Word> = Vec::new();
-        while i < args.len() {
-            let w = &args[i];
-            let t = w.text.as_str();
-            match t {
-                "-C" => {
-                    if let Some(d) = args.get(i + 1) {
-                        elsewhere.push(d.clone());
-                    }
-                    i += 2;
-                }
-                "-c" | "--config-env" => {
-                    if args
-                        .get(i + 1)
-                        .is_some_and(|v| v.text.to_ascii_lowercase().starts_with("alias."))
-                    {
-                        self.push(Action::unclassifiable(
-                            "git with an alias defined on the command line",
-                        ));
-                        return;
-                    }
-                    // Any config can name a program: core.sshCommand, core.pager, a filter.
-                    self.push(admin("git -c sets configuration on the command line"));
-                    i += 2;
-                }
-                "--git-dir" | "--work-tree" | "--exec-path" | "--namespace" | "--super-prefix" => {
-                    self.push(admin(&format!(
-                        "git {t} points git at other data or programs"
-                    )));
-                    if let Some(d) = args.get(i + 1) {
-                        elsewhere.push(d.clone());
-                    }
-                    i += 2;
-                }
-                _ if t.starts_with("--git-dir=")
-                    || t.starts_with("--work-tree=")
-                    || t.starts_with("--exec-path")
-                    || t.starts_with("--config-env=")
-                    || t.starts_with("--namespace=") =>
-                {
-                    self.push(admin(&format!(
-                        "git {t} points git at other data or programs"
-                    )));
-                    let v = t.split_once('=').map(|x| x.1).unwrap_or_default();
-                    elsewhere.push(Word {
-                        text: v.to_string(),
-                        ..w.clone()
-                    });
-                    i += 1;
-                }
-                "-p"
-                | "--paginate"
-                | "-P"
-                | "--no-pager"
-                | "--no-replace-objects"
-                | "--bare"
-                | "--literal-pathspecs"
-                | "--glob-pathspecs"
-                | "--noglob-pathspecs"
-                | "--icase-pathspecs"
-                | "--no-optional-locks"
-                | "--version"
-                | "--help" => i += 1,
-                _ if t.starts_with('-') => {
-                    self.push(
-                        Action::new("run_unknown")
-                            .with("command", text)
-                            .with("program", "git")
-                            .with("reason", format!("the git option {t} is not known")),
-                    );
-                    i += 1;
-                }
-                _ => break,
-            }
-        }
+        let Some((i, elsewhere)) = self.git_globals(args, text) else {
+            return;
+        };
         let readonly_action = || {
             Action::new("run_command")
                 .with("command", text)
@@ -177,21 +103,7 @@ impl Classifier {
                 })
             })
         };
-        // Options that write a file wherever they are told, on many subcommands.
-        for out in [
-            option_value(rest, &["--output"]),
-            option_value(rest, &["-o"]).filter(|_| {
-                matches!(
-                    sub.text.as_str(),
-                    "archive" | "format-patch" | "diff" | "log"
-                )
-            }),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            self.path_action("modify_files", &out);
-        }
+        self.git_output_options(&sub.text, rest);
         // Options that run a program.
         if has(&[
             "--upload-pack",
@@ -274,85 +186,7 @@ impl Classifier {
                     .with("path", format!("git {sub_text}"))
                     .with("program", "git"),
             ),
-            Some(Git::Own) => match sub_text {
-                "push" => self.git_push(rest),
-                "remote" => match rest.first().map(|w| w.text.as_str()) {
-                    Some(
-                        "add" | "set-url" | "rename" | "remove" | "rm" | "set-head"
-                        | "set-branches",
-                    ) => self.push(Action::new("configure_remote").with("command", text)),
-                    Some("update" | "prune" | "show") => {
-                        self.push(fetch("").with("program", "git"))
-                    }
-                    _ => readonly = true,
-                },
-                "clone" => self.git_clone(rest),
-                "rebase" => {
-                    if has(&["--exec", "-x", "-i", "--interactive"]) {
-                        self.push(admin("git rebase --exec or -i runs commands"));
-                    }
-                    self.push(local_action());
-                }
-                "bisect" => {
-                    if rest.first().is_some_and(|w| w.text == "run") {
-                        self.push(
-                            Action::new("run_indirect")
-                                .with("command", text)
-                                .with("program", "git")
-                                .with("reason", "git bisect run runs a command at each step"),
-                        );
-                        let inner = rest.get(1..).unwrap_or_default();
-                        self.wrapped(
-                            inner,
-                            &crate::policy::shell::SimpleCommand::default(),
-                            Mods::default(),
-                        );
-                    }
-                    self.push(local_action());
-                }
-                "reflog" => match rest.first().map(|w| w.text.as_str()) {
-                    Some("expire" | "delete") => {
-                        self.push(admin("git reflog expire or delete drops history"))
-                    }
-                    _ => readonly = true,
-                },
-                "archive" => {
-                    if has(&["--remote"]) {
-                        self.push(fetch("").with("program", "git"));
-                    }
-                    if option_value(rest, &["-o", "--output"]).is_none() {
-                        readonly = true; // to stdout
-                    } else {
-                        self.push(local_action());
-                    }
-                }
-                "bundle" => {
-                    if let Some(file) = rest
-                        .get(1)
-                        .filter(|_| rest.first().is_some_and(|w| w.text == "create"))
-                    {
-                        self.path_action("modify_files", file);
-                    }
-                    self.push(local_action());
-                }
-                "format-patch" => {
-                    if option_value(rest, &["-o", "--output-directory"]).is_none()
-                        && !has(&["--stdout"])
-                    {
-                        // The patches are written into the current directory.
-                        let here = Word {
-                            text: ".".into(),
-                            dynamic: false,
-                            quoted: false,
-                        };
-                        self.path_action("modify_files", &here);
-                    } else if let Some(dir) = option_value(rest, &["-o", "--output-directory"]) {
-                        self.path_action("modify_files", &dir);
-                    }
-                    self.push(local_action());
-                }
-                _ => self.push(Action::new("remote_access").with("program", "git")),
-            },
+            Some(Git::Own) => readonly = self.git_own(sub_text, rest, text),
         }
         if readonly {
             self.push(readonly_action());
@@ -364,6 +198,213 @@ impl Classifier {
         for d in &elsewhere {
             self.path_action("read_files", d);
         }
+    }
+
+    /// Options that write a file wherever they are told, on many subcommands (`--output`,
+    /// and `-o` where it names a file): judged as writes there.
+    fn git_output_options(&mut self, sub: &str, rest: &[Word]) {
+        // Options that write a file wherever they are told, on many subcommands.
+        for out in [
+            option_value(rest, &["--output"]),
+            option_value(rest, &["-o"])
+                .filter(|_| matches!(sub, "archive" | "format-patch" | "diff" | "log")),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            self.path_action("modify_files", &out);
+        }
+    }
+
+    /// git's global options before the subcommand: the places they point at (`-C`,
+    /// `--git-dir`, …) and where the subcommand starts; `None` when the call cannot be
+    /// classified (an alias defined on the command line).
+    fn git_globals(&mut self, args: &[Word], text: &str) -> Option<(usize, Vec<Word>)> {
+        let admin = |reason: &str| {
+            Action::new("git_admin")
+                .with("command", text)
+                .with("reason", reason)
+        };
+        // Global options before the subcommand; -C points elsewhere.
+        let mut i = 0;
+        let mut elsewhere: Vec<Word> = Vec::new();
+        while i < args.len() {
+            let w = &args[i];
+            let t = w.text.as_str();
+            match t {
+                "-C" => {
+                    if let Some(d) = args.get(i + 1) {
+                        elsewhere.push(d.clone());
+                    }
+                    i += 2;
+                }
+                "-c" | "--config-env" => {
+                    if args
+                        .get(i + 1)
+                        .is_some_and(|v| v.text.to_ascii_lowercase().starts_with("alias."))
+                    {
+                        self.push(Action::unclassifiable(
+                            "git with an alias defined on the command line",
+                        ));
+                        return None;
+                    }
+                    // Any config can name a program: core.sshCommand, core.pager, a filter.
+                    self.push(admin("git -c sets configuration on the command line"));
+                    i += 2;
+                }
+                "--git-dir" | "--work-tree" | "--exec-path" | "--namespace" | "--super-prefix" => {
+                    self.push(admin(&format!(
+                        "git {t} points git at other data or programs"
+                    )));
+                    if let Some(d) = args.get(i + 1) {
+                        elsewhere.push(d.clone());
+                    }
+                    i += 2;
+                }
+                _ if t.starts_with("--git-dir=")
+                    || t.starts_with("--work-tree=")
+                    || t.starts_with("--exec-path")
+                    || t.starts_with("--config-env=")
+                    || t.starts_with("--namespace=") =>
+                {
+                    self.push(admin(&format!(
+                        "git {t} points git at other data or programs"
+                    )));
+                    let v = t.split_once('=').map(|x| x.1).unwrap_or_default();
+                    elsewhere.push(Word {
+                        text: v.to_string(),
+                        ..w.clone()
+                    });
+                    i += 1;
+                }
+                "-p"
+                | "--paginate"
+                | "-P"
+                | "--no-pager"
+                | "--no-replace-objects"
+                | "--bare"
+                | "--literal-pathspecs"
+                | "--glob-pathspecs"
+                | "--noglob-pathspecs"
+                | "--icase-pathspecs"
+                | "--no-optional-locks"
+                | "--version"
+                | "--help" => i += 1,
+                _ if t.starts_with('-') => {
+                    self.push(
+                        Action::new("run_unknown")
+                            .with("command", text)
+                            .with("program", "git")
+                            .with("reason", format!("the git option {t} is not known")),
+                    );
+                    i += 1;
+                }
+                _ => break,
+            }
+        }
+        Some((i, elsewhere))
+    }
+
+    /// The subcommands whose forms the classifier reads one by one (push, remote, clone,
+    /// rebase, bisect, reflog, archive, bundle, format-patch); whether the call only reads.
+    fn git_own(&mut self, sub_text: &str, rest: &[Word], text: &str) -> bool {
+        let admin = |reason: &str| {
+            Action::new("git_admin")
+                .with("command", text)
+                .with("reason", reason)
+        };
+        let local_action = || {
+            Action::new("run_command")
+                .with("command", text)
+                .with("program", "git")
+        };
+        let has = |names: &[&str]| {
+            rest.iter().any(|w| {
+                names.iter().any(|n| {
+                    w.text == *n
+                        || (n.starts_with("--") && w.text.starts_with(&format!("{n}=")))
+                        || (!n.starts_with("--") && n.len() == 2 && w.text.starts_with(n))
+                })
+            })
+        };
+        let mut readonly = false;
+        match sub_text {
+            "push" => self.git_push(rest),
+            "remote" => match rest.first().map(|w| w.text.as_str()) {
+                Some(
+                    "add" | "set-url" | "rename" | "remove" | "rm" | "set-head" | "set-branches",
+                ) => self.push(Action::new("configure_remote").with("command", text)),
+                Some("update" | "prune" | "show") => self.push(fetch("").with("program", "git")),
+                _ => readonly = true,
+            },
+            "clone" => self.git_clone(rest),
+            "rebase" => {
+                if has(&["--exec", "-x", "-i", "--interactive"]) {
+                    self.push(admin("git rebase --exec or -i runs commands"));
+                }
+                self.push(local_action());
+            }
+            "bisect" => {
+                if rest.first().is_some_and(|w| w.text == "run") {
+                    self.push(
+                        Action::new("run_indirect")
+                            .with("command", text)
+                            .with("program", "git")
+                            .with("reason", "git bisect run runs a command at each step"),
+                    );
+                    let inner = rest.get(1..).unwrap_or_default();
+                    self.wrapped(
+                        inner,
+                        &crate::policy::shell::SimpleCommand::default(),
+                        Mods::default(),
+                    );
+                }
+                self.push(local_action());
+            }
+            "reflog" => match rest.first().map(|w| w.text.as_str()) {
+                Some("expire" | "delete") => {
+                    self.push(admin("git reflog expire or delete drops history"))
+                }
+                _ => readonly = true,
+            },
+            "archive" => {
+                if has(&["--remote"]) {
+                    self.push(fetch("").with("program", "git"));
+                }
+                if option_value(rest, &["-o", "--output"]).is_none() {
+                    readonly = true; // to stdout
+                } else {
+                    self.push(local_action());
+                }
+            }
+            "bundle" => {
+                if let Some(file) = rest
+                    .get(1)
+                    .filter(|_| rest.first().is_some_and(|w| w.text == "create"))
+                {
+                    self.path_action("modify_files", file);
+                }
+                self.push(local_action());
+            }
+            "format-patch" => {
+                if option_value(rest, &["-o", "--output-directory"]).is_none()
+                    && !has(&["--stdout"])
+                {
+                    // The patches are written into the current directory.
+                    let here = Word {
+                        text: ".".into(),
+                        dynamic: false,
+                        quoted: false,
+                    };
+                    self.path_action("modify_files", &here);
+                } else if let Some(dir) = option_value(rest, &["-o", "--output-directory"]) {
+                    self.path_action("modify_files", &dir);
+                }
+                self.push(local_action());
+            }
+            _ => self.push(Action::new("remote_access").with("program", "git")),
+        }
+        readonly
     }
 
     /// `git worktree add`: a new worktree (and a folder written); the rest changes the
