@@ -61,13 +61,24 @@ fn kind_of(sub: &str) -> Option<Git> {
         .map(|(_, kind)| *kind)
 }
 
+/// `git_admin` for `text`: it changes git's configuration, shared refs or objects, or runs
+/// a program.
+fn git_admin(text: &str, reason: &str) -> Action {
+    Action::new("git_admin")
+        .with("command", text)
+        .with("reason", reason)
+}
+
+/// An ordinary git command that changes the run's own worktree.
+fn git_local(text: &str) -> Action {
+    Action::new("run_command")
+        .with("command", text)
+        .with("program", "git")
+}
+
 impl Classifier {
     pub(super) fn git(&mut self, args: &[Word], text: &str) {
-        let admin = |reason: &str| {
-            Action::new("git_admin")
-                .with("command", text)
-                .with("reason", reason)
-        };
+        let admin = |reason: &str| git_admin(text, reason);
         let Some((i, elsewhere)) = self.git_globals(args, text) else {
             return;
         };
@@ -77,11 +88,7 @@ impl Classifier {
                 .with("program", "git")
                 .with("readonly", "true")
         };
-        let local_action = || {
-            Action::new("run_command")
-                .with("command", text)
-                .with("program", "git")
-        };
+        let local_action = || git_local(text);
         let Some(sub) = args.get(i) else {
             self.push(readonly_action());
             return;
@@ -220,11 +227,7 @@ impl Classifier {
     /// `--git-dir`, …) and where the subcommand starts; `None` when the call cannot be
     /// classified (an alias defined on the command line).
     fn git_globals(&mut self, args: &[Word], text: &str) -> Option<(usize, Vec<Word>)> {
-        let admin = |reason: &str| {
-            Action::new("git_admin")
-                .with("command", text)
-                .with("reason", reason)
-        };
+        let admin = |reason: &str| git_admin(text, reason);
         // Global options before the subcommand; -C points elsewhere.
         let mut i = 0;
         let mut elsewhere: Vec<Word> = Vec::new();
@@ -308,16 +311,8 @@ impl Classifier {
     /// The subcommands whose forms the classifier reads one by one (push, remote, clone,
     /// rebase, bisect, reflog, archive, bundle, format-patch); whether the call only reads.
     fn git_own(&mut self, sub_text: &str, rest: &[Word], text: &str) -> bool {
-        let admin = |reason: &str| {
-            Action::new("git_admin")
-                .with("command", text)
-                .with("reason", reason)
-        };
-        let local_action = || {
-            Action::new("run_command")
-                .with("command", text)
-                .with("program", "git")
-        };
+        let admin = |reason: &str| git_admin(text, reason);
+        let local_action = || git_local(text);
         let has = |names: &[&str]| {
             rest.iter().any(|w| {
                 names.iter().any(|n| {
