@@ -232,31 +232,41 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The one authenticated read; who the service says the credential belongs to.
 async fn probe(probe: &Probe, secret: &Secret) -> Result<String, String> {
-    let client = reqwest::Client::builder()
-        .timeout(PROBE_TIMEOUT)
-        .user_agent(concat!("executor/", env!("CARGO_PKG_VERSION"), " (doctor)"))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| format!("cannot set up an HTTP client: {e}"))?;
+    use crate::http::client::{self, HttpOptions};
+    let options = HttpOptions {
+        timeout: Some(PROBE_TIMEOUT),
+        user_agent: format!("{} (doctor)", crate::http::USER_AGENT),
+        ..HttpOptions::default()
+    };
+    // The shared layer's client: its timeouts, no redirects (one could carry the credential
+    // to a host nobody configured), and the credential in a header no `Debug` prints.
+    let client = client::build(&options, reqwest::header::HeaderMap::new())?;
+    let authorization =
+        |value: String| client::authorization(&value).map_err(|e| format!("{e}: make a new one"));
     let join = |base: &str, path: &str| format!("{}/{path}", base.trim_end_matches('/'));
     let (request, name_field) = match probe {
         Probe::Github { api } => (
             client
                 .get(join(api, "user"))
-                .bearer_auth(secret.expose())
+                .header(
+                    reqwest::header::AUTHORIZATION,
+                    authorization(format!("Bearer {}", secret.expose()))?,
+                )
                 .header("Accept", "application/vnd.github+json"),
             "/login",
         ),
         Probe::Gitea { api } => (
-            client
-                .get(join(api, "user"))
-                .header("Authorization", format!("token {}", secret.expose())),
+            client.get(join(api, "user")).header(
+                reqwest::header::AUTHORIZATION,
+                authorization(format!("token {}", secret.expose()))?,
+            ),
             "/login",
         ),
         Probe::Asana { api } => (
-            client
-                .get(join(api, "users/me"))
-                .bearer_auth(secret.expose()),
+            client.get(join(api, "users/me")).header(
+                reqwest::header::AUTHORIZATION,
+                authorization(format!("Bearer {}", secret.expose()))?,
+            ),
             "/data/name",
         ),
         Probe::Zulip { site, email } => {
@@ -264,6 +274,7 @@ async fn probe(probe: &Probe, secret: &Secret) -> Result<String, String> {
                 return Err("the bot has no email (set email or email_env)".into());
             };
             (
+                // reqwest marks a basic credential sensitive itself.
                 client
                     .get(join(site, "api/v1/users/me"))
                     .basic_auth(email, Some(secret.expose())),

@@ -153,3 +153,32 @@ fn no_part_names_a_part_it_may_not_depend_on() {
     }
     assert!(broken.is_empty(), "layering broken:\n{}", broken.join("\n"));
 }
+
+/// Every HTTP client is built by the one HTTP layer (`executor_http::client::build`: its
+/// timeouts, no redirects, the user agent): no other file of any crate builds its own.
+#[test]
+fn only_the_http_layer_builds_an_http_client() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    for krate in std::fs::read_dir(root.join("crates")).expect("crates/").flatten() {
+        if krate.file_name() != "executor-http" {
+            rust_files(&krate.path().join("src"), &mut files);
+        }
+    }
+    assert!(files.len() > 100, "only {} files read", files.len());
+    let builders: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap_or_default();
+            ["Client::builder(", "reqwest::Client::new(", "ClientBuilder"]
+                .iter()
+                .any(|b| text.contains(b))
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        builders.is_empty(),
+        "build HTTP clients with executor_http::client::build: {builders:?}"
+    );
+}
