@@ -281,7 +281,7 @@ impl Inbox {
             }
         }
         // The live runs alone: an index range each, not every run ever made.
-        let live = [RunState::InProgress.as_str(), RunState::Pr.as_str()];
+        let live = [RunState::InProgress, RunState::Pr];
         let runs = store.runs_page(&live, None, u32::MAX).await?;
         Ok(runs
             .into_iter()

@@ -352,7 +352,12 @@ struct RunsQuery {
 
 async fn runs(State(c): State<Console>, Query(q): Query<RunsQuery>) -> Response {
     let limit = limit_of(q.limit);
-    let states: Vec<&str> = q.state.as_deref().into_iter().collect();
+    let states: Vec<crate::core::run::RunState> = q
+        .state
+        .as_deref()
+        .map(crate::core::run::RunState::from_column)
+        .into_iter()
+        .collect();
     let read = async {
         let mut runs = c.store.runs_page(&states, q.before, limit + 1).await?;
         let more = runs.len() > limit as usize;

@@ -56,7 +56,7 @@ pub async fn gather(store: &dyn Store) -> anyhow::Result<String> {
     // same on a store of ten runs or of ten thousand.
     let run_counts = store.run_counts().await?;
     let live = store
-        .runs_page(&["queued", "in_progress", "pr"], None, u32::MAX)
+        .runs_page(&crate::core::run::RunState::OPEN, None, u32::MAX)
         .await?;
     let outbox = store.outbox_backlog().await?;
     let mut registry = Registry::with_prefix("executor");

@@ -807,9 +807,8 @@ async fn print_queue_table(store: &dyn Store, status: Option<&QueueStatus>) -> R
     // A run waits on the owner only while it is not ended: those runs alone are read (a
     // state this version does not know is not one of them). Oldest first, so a task's
     // newest waiting run is the one kept.
-    let open = ["queued", "in_progress", "pr"];
     let waiting = store
-        .runs_page(&open, None, u32::MAX)
+        .runs_page(&crate::core::run::RunState::OPEN, None, u32::MAX)
         .await?
         .iter()
         .rev()

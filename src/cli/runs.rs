@@ -48,7 +48,11 @@ pub struct Page<'a> {
 
 /// `executor runs`. A page (`--limit`) reads only its runs and their spend.
 pub async fn list(store: &dyn Store, page: &Page<'_>, json: bool) -> Result<()> {
-    let states: Vec<&str> = page.state.into_iter().collect();
+    let states: Vec<crate::core::run::RunState> = page
+        .state
+        .map(crate::core::run::RunState::from_column)
+        .into_iter()
+        .collect();
     // One run more than the page is read, to tell whether there are older ones.
     let wanted = page.limit.map_or(u32::MAX, |limit| limit.saturating_add(1));
     let mut runs = store.runs_page(&states, page.before, wanted).await?;

@@ -506,12 +506,12 @@ async fn the_consoles_bounded_reads_agree_with_the_whole_tables(
         newest_first[..4]
     );
     let complete = store
-        .runs_page(&["complete"], None, 100)
+        .runs_page(&[executor::core::run::RunState::Complete], None, 100)
         .await
         .expect("complete");
     assert_eq!(complete.len(), 3);
     let live = store
-        .runs_page(&["queued", "in_progress", "pr"], None, 100)
+        .runs_page(&executor::core::run::RunState::OPEN, None, 100)
         .await
         .expect("live");
     assert_eq!(

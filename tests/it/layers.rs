@@ -161,7 +161,10 @@ fn only_the_http_layer_builds_an_http_client() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);
-    for krate in std::fs::read_dir(root.join("crates")).expect("crates/").flatten() {
+    for krate in std::fs::read_dir(root.join("crates"))
+        .expect("crates/")
+        .flatten()
+    {
         if krate.file_name() != "executor-http" {
             rust_files(&krate.path().join("src"), &mut files);
         }

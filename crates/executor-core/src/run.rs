@@ -33,6 +33,11 @@ impl RunState {
         RunState::Abandoned,
     ];
 
+    /// The states of a run not ended: what a runner, the chat and the console look at live.
+    pub const OPEN: [RunState; 3] = [RunState::Queued, RunState::InProgress, RunState::Pr];
+    /// The states a run ends in.
+    pub const ENDED: [RunState; 2] = [RunState::Complete, RunState::Abandoned];
+
     pub fn as_str(&self) -> &str {
         match self {
             RunState::Queued => "queued",

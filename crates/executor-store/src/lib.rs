@@ -29,6 +29,7 @@ use executor_core::record::{
     ChangedTask, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run,
     StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerEnd, WorkerRecord,
 };
+use executor_core::run::RunState;
 use executor_core::task::{Analysis, NewTask, Task, UpsertOutcome};
 use executor_core::tree::{AgentSession, TaskDependency, TaskLink};
 
@@ -375,7 +376,7 @@ pub trait Store: Send + Sync {
     /// that never reads the whole table.
     async fn runs_page(
         &self,
-        states: &[&str],
+        states: &[RunState],
         before: Option<i64>,
         limit: u32,
     ) -> StoreResult<Vec<Run>>;

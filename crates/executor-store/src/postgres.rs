@@ -796,11 +796,11 @@ impl Store for PgStore {
 
     async fn runs_page(
         &self,
-        states: &[&str],
+        states: &[RunState],
         before: Option<i64>,
         limit: u32,
     ) -> StoreResult<Vec<Run>> {
-        let states: Vec<String> = states.iter().map(|s| s.to_string()).collect();
+        let states: Vec<String> = states.iter().map(|s| s.as_str().to_string()).collect();
         let rows = sqlx::query(&format!(
             "SELECT {RUN_COLUMNS} FROM executor_runs WHERE id < $1 \
              AND (cardinality($3::text[]) = 0 OR state::text = ANY($3)) ORDER BY id DESC LIMIT $2"

@@ -886,11 +886,11 @@ impl Store for SqliteStore {
 
     async fn runs_page(
         &self,
-        states: &[&str],
+        states: &[RunState],
         before: Option<i64>,
         limit: u32,
     ) -> StoreResult<Vec<Run>> {
-        let states: Vec<String> = states.iter().map(|s| s.to_string()).collect();
+        let states: Vec<String> = states.iter().map(|s| s.as_str().to_string()).collect();
         let before = before.unwrap_or(i64::MAX);
         self.call(move |conn| {
             if states.is_empty() {

@@ -27,6 +27,7 @@ use super::Console;
 use crate::core::queue::QueueStatus;
 use crate::core::record::Decision;
 use crate::core::record::Run;
+use crate::core::run::RunState;
 use crate::core::spend::SpendTotal;
 
 /// The templates and assets, built into the binary.
@@ -75,11 +76,6 @@ const NEEDS_SHOWN: u32 = 100;
 
 /// How long the Run page waits for git to give the run's diff.
 const DIFF_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// The states of a finished run.
-const FINISHED: [&str; 2] = ["complete", "abandoned"];
-/// The states of a live one.
-const LIVE: [&str; 3] = ["queued", "in_progress", "pr"];
 
 pub(super) struct Templates {
     env: Environment<'static>,
@@ -398,12 +394,12 @@ struct RunsPageQuery {
 
 async fn runs(State(c): State<Console>, Query(q): Query<RunsPageQuery>) -> Response {
     let events = feed(&c, None).await;
-    let finished_states: Vec<&str> = match q.state.as_deref() {
-        Some(state) => vec![state],
-        None => FINISHED.to_vec(),
+    let finished_states: Vec<RunState> = match q.state.as_deref() {
+        Some(state) => vec![RunState::from_column(state)],
+        None => RunState::ENDED.to_vec(),
     };
     let read = async {
-        let live = c.store.runs_page(&LIVE, None, LIVE_SHOWN).await?;
+        let live = c.store.runs_page(&RunState::OPEN, None, LIVE_SHOWN).await?;
         let finished = c
             .store
             .runs_page(&finished_states, q.before, FINISHED_SHOWN + 1)
@@ -422,7 +418,7 @@ async fn runs(State(c): State<Console>, Query(q): Query<RunsPageQuery>) -> Respo
     finished.truncate(FINISHED_SHOWN as usize);
     let live_count: i64 = counts
         .iter()
-        .filter(|(s, _)| LIVE.contains(&s.as_str()))
+        .filter(|(s, _)| RunState::OPEN.contains(&RunState::from_column(s)))
         .map(|(_, n)| n)
         .sum();
     let older = more.then(|| finished.last()).flatten().map(|last| {

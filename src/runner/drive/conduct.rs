@@ -331,7 +331,7 @@ pub async fn tick_parents(runner: &Runner) -> Result<bool> {
     let mut moved = false;
     // The runs in progress alone (an index range, not every run ever made), oldest first.
     let mut open = store
-        .runs_page(&[RunState::InProgress.as_str()], None, u32::MAX)
+        .runs_page(&[RunState::InProgress], None, u32::MAX)
         .await?;
     open.reverse();
     for run in open {

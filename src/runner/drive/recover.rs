@@ -36,7 +36,7 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
     let mut runs = tokio::task::JoinSet::new();
     // The runs in progress alone (an index range, not every run ever made), oldest first.
     let mut open = store
-        .runs_page(&[RunState::InProgress.as_str()], None, u32::MAX)
+        .runs_page(&[RunState::InProgress], None, u32::MAX)
         .await?;
     open.reverse();
     for mut run in open {
