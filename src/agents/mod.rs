@@ -28,7 +28,6 @@ pub mod event;
 pub mod pi;
 
 use std::ffi::OsStr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -376,18 +375,7 @@ pub fn for_config(
     }
 }
 
-/// The first executable file called `name` in the folders of `path`.
-pub fn find_program(name: &str, path: Option<&OsStr>) -> Option<PathBuf> {
-    std::env::split_paths(path?)
-        .filter(|folder| folder.is_absolute())
-        .map(|folder| folder.join(name))
-        .find(|candidate| is_executable(candidate))
-}
-
-fn is_executable(path: &Path) -> bool {
-    path.metadata()
-        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
-}
+pub use crate::supervisor::program::{find_program, is_executable};
 
 /// A line of a JSON-lines stream as JSON; a blank line is no event, a line that is not JSON
 /// is one [`AgentEvent::Other`] (logged, never fatal).
@@ -420,6 +408,7 @@ pub(crate) fn fixture(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn finished_of(adapter: &Adapter, line: &str) -> Finished {
         adapter

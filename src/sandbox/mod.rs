@@ -29,7 +29,7 @@
 
 pub mod bridge;
 pub mod bwrap;
-pub mod cgroup;
+pub use crate::supervisor::cgroup;
 pub mod home;
 pub mod macos;
 pub mod probe;
@@ -927,7 +927,7 @@ fn program_root(program: &str, path: Option<&str>) -> Option<PathBuf> {
     let found = if program.contains('/') {
         PathBuf::from(program)
     } else {
-        crate::agents::find_program(program, path.map(std::ffi::OsStr::new))?
+        crate::supervisor::program::find_program(program, path.map(std::ffi::OsStr::new))?
     };
     let real = found.canonicalize().ok()?;
     let mut root = real.parent()?.to_path_buf();

@@ -38,7 +38,7 @@ pub fn probe(bwrap: Option<&Path>) -> Probed {
     }
     let program = match bwrap {
         Some(path) => path.to_path_buf(),
-        None => match crate::agents::find_program("bwrap", std::env::var_os("PATH").as_deref()) {
+        None => match crate::supervisor::program::find_program("bwrap", std::env::var_os("PATH").as_deref()) {
             Some(path) => path,
             None => {
                 return Probed::Unavailable {
@@ -47,7 +47,8 @@ pub fn probe(bwrap: Option<&Path>) -> Probed {
             }
         },
     };
-    let Some(truth) = crate::agents::find_program("true", std::env::var_os("PATH").as_deref())
+    let Some(truth) =
+        crate::supervisor::program::find_program("true", std::env::var_os("PATH").as_deref())
     else {
         return Probed::Unavailable {
             why: "no `true` on PATH to probe the wall with".to_string(),

@@ -12,8 +12,10 @@
 //! It must never leave a process of a worker's group behind, never block on a worker's
 //! output, and never hold more than a bounded part of one output line in memory.
 
+pub mod cgroup;
 pub mod group;
 pub mod lines;
+pub mod program;
 pub mod tail;
 
 use std::collections::HashMap;
@@ -57,7 +59,7 @@ pub struct WorkerSpec {
 pub struct OsLimits {
     /// Resource limits of the worker's process (confined workers).
     pub rlimits: Option<Rlimits>,
-    /// Cgroups of the worker's own, their caps set (see `crate::sandbox::cgroup`): the
+    /// Cgroups of the worker's own, their caps set (see [`cgroup`]): the
     /// worker enters each before it runs its program, and each is emptied and removed when
     /// the worker is gone.
     pub cgroups: Vec<PathBuf>,
@@ -240,7 +242,7 @@ where
         match &pids_cgroup {
             Some(dir) => loop {
                 tokio::time::sleep(CAP_CHECK).await;
-                if crate::sandbox::cgroup::cap_hits(dir) > 0 {
+                if cgroup::cap_hits(dir) > 0 {
                     break;
                 }
             },
@@ -302,12 +304,12 @@ where
     }
     if let Some(dir) = &pids_cgroup {
         // A refused fork at the very end (after the last check) still counts.
-        if outcome.stopped.is_none() && crate::sandbox::cgroup::cap_hits(dir) > 0 {
+        if outcome.stopped.is_none() && cgroup::cap_hits(dir) > 0 {
             outcome.stopped = Some(StopReason::ProcessCap);
         }
     }
     for dir in &cgroups {
-        crate::sandbox::cgroup::remove(dir).await;
+        cgroup::remove(dir).await;
     }
 
     use std::os::unix::process::ExitStatusExt;
@@ -355,7 +357,7 @@ async fn spawn_limited(
         Ok(child) => Ok(child),
         Err(source) => {
             for dir in limits.iter().flat_map(|l| &l.cgroups) {
-                crate::sandbox::cgroup::remove(dir).await;
+                cgroup::remove(dir).await;
             }
             Err(SupervisorError::Spawn {
                 program: program.to_string(),

@@ -103,6 +103,16 @@ const RULES: &[(&str, &[&str], &str)] = &[
         "an adapter takes its own settings type; the config layer converts",
     ),
     ("chat", &["crate::forge"], "the Secret lives in core"),
+    (
+        "supervisor",
+        &["crate::sandbox", "crate::agents", "crate::config"],
+        "the supervisor runs a process; the wall and the adapters build on it",
+    ),
+    (
+        "sandbox",
+        &["crate::agents", "crate::runner", "crate::cli"],
+        "the wall encloses any worker; the adapters and the engine ask it",
+    ),
 ];
 
 fn rust_files(folder: &Path, found: &mut Vec<PathBuf>) {
