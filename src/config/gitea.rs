@@ -24,7 +24,7 @@ use toml::Spanned;
 use url::Url;
 
 use super::{line_of, line_of_section, ConfigError};
-use crate::forge::github::{Secret, SecretError};
+use crate::http::secret::{Secret, SecretError};
 use crate::sources::gitea_issues::GiteaIssuesScope;
 
 /// The variable holding the token when `token_env` is left out.

@@ -1092,7 +1092,7 @@ fn validate_runner_and_agent(raw: &Config, path: &Path, text: &str) -> Result<()
     }
 
     if let Some(author) = &raw.runner.commit_author {
-        if crate::runner::git::Identity::parse(author).is_none() {
+        if crate::core::identity::Identity::parse(author).is_none() {
             return Err(ConfigError::Invalid {
                 path: path.to_path_buf(),
                 line: line_of_key(text, "commit_author"),

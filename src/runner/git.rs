@@ -711,38 +711,7 @@ fn digest_of(path: &Path) -> Result<Option<String>, GitError> {
     Ok(Some(format!("{:x}", hasher.finalize())))
 }
 
-/// Who the orchestrator's commits are authored and committed by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
-    pub name: String,
-    pub email: String,
-}
-
-impl Identity {
-    /// `Name <email>` (`[runner] commit_author`): both parts there, no control characters,
-    /// no `<` or `>` inside either.
-    pub fn parse(text: &str) -> Option<Self> {
-        let text = text.trim();
-        let (name, rest) = text.split_once('<')?;
-        let email = rest.strip_suffix('>')?;
-        let (name, email) = (name.trim(), email.trim());
-        let fit = |part: &str| {
-            !part.is_empty() && !part.chars().any(|c| c.is_control() || c == '<' || c == '>')
-        };
-        (fit(name) && fit(email)).then(|| Self {
-            name: name.to_string(),
-            email: email.to_string(),
-        })
-    }
-
-    /// executor's own, for a repository (and owner) that names nobody.
-    pub fn executor() -> Self {
-        Self {
-            name: "executor".into(),
-            email: "executor@localhost".into(),
-        }
-    }
-}
+pub use crate::core::identity::Identity;
 
 /// The message of a run's commit: the task's title, then the trailers that say executor
 /// made it and for which run (`git log --format=%(trailers)` reads them).

@@ -109,6 +109,11 @@ const RULES: &[(&str, &[&str], &str)] = &[
         "the supervisor runs a process; the wall and the adapters build on it",
     ),
     (
+        "config",
+        &["crate::runner", "crate::forge", "crate::cli"],
+        "the config is read before anything runs; what it validates lives below it",
+    ),
+    (
         "sandbox",
         &["crate::agents", "crate::runner", "crate::cli"],
         "the wall encloses any worker; the adapters and the engine ask it",

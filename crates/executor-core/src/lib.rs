@@ -11,6 +11,7 @@ pub mod clock;
 pub mod facts;
 pub mod filter;
 pub mod gid;
+pub mod identity;
 pub mod lease;
 pub mod lifecycle;
 pub mod outbox;
