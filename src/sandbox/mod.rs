@@ -34,14 +34,15 @@ pub mod home;
 pub mod macos;
 pub mod probe;
 pub mod proxy;
+pub mod settings;
 
 use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::config::sandbox::HostPort;
-use crate::config::{SandboxMode, SandboxNetwork};
 use crate::supervisor::{OsLimits, Rlimits, WorkerSpec};
+use settings::HostPort;
+use settings::{SandboxMode, SandboxNetwork};
 
 /// The port executor's proxy listens on inside a wall (unless an allowed loopback port
 /// takes it, then the next free one).
@@ -875,7 +876,7 @@ impl Wall {
         let mut all: Vec<HostPort> = agent
             .model_hosts()
             .iter()
-            .filter_map(|h| crate::config::sandbox::parse_host_port(h).ok())
+            .filter_map(|h| settings::parse_host_port(h).ok())
             .collect();
         for (key, value) in &spec.env {
             if !key.ends_with("_BASE_URL") {
@@ -1008,8 +1009,8 @@ mod tests {
     fn the_allowlist_is_the_model_api_the_base_urls_and_allow() {
         let mut settings = WallSettings::off(PathBuf::from("/nowhere"));
         settings.allow = vec![
-            crate::config::sandbox::parse_host_port("pypi.org:443").expect("hp"),
-            crate::config::sandbox::parse_host_port("127.0.0.1:11434").expect("hp"),
+            settings::parse_host_port("pypi.org:443").expect("hp"),
+            settings::parse_host_port("127.0.0.1:11434").expect("hp"),
         ];
         let wall = Wall {
             settings,
@@ -1142,8 +1143,7 @@ mod tests {
         let mut settings = WallSettings::off(dir.path().join("ws/.executor/homes"));
         settings.mode = SandboxMode::Required;
         settings.hidden = vec![dir.path().join("ws")];
-        settings.allow =
-            vec![crate::config::sandbox::parse_host_port("127.0.0.1:11434").expect("hp")];
+        settings.allow = vec![settings::parse_host_port("127.0.0.1:11434").expect("hp")];
         let wall = Wall {
             settings,
             posture: Posture::Confined {

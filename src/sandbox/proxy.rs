@@ -21,7 +21,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::task::JoinHandle;
 
-use crate::config::sandbox::HostPort;
+use super::settings::HostPort;
 
 /// Longest `CONNECT` request head read.
 const MAX_HEAD: usize = 16 * 1024;
@@ -163,7 +163,7 @@ pub fn read_request(head: &str) -> Asked {
         (Some(method), Some(target), Some(version))
             if method.eq_ignore_ascii_case("CONNECT") && version.starts_with("HTTP/1.") =>
         {
-            match crate::config::sandbox::parse_host_port(target) {
+            match super::settings::parse_host_port(target) {
                 Ok(hp) => Asked::Connect(hp),
                 Err(why) => Asked::Other(why),
             }

@@ -115,7 +115,12 @@ const RULES: &[(&str, &[&str], &str)] = &[
     ),
     (
         "sandbox",
-        &["crate::agents", "crate::runner", "crate::cli"],
+        &[
+            "crate::agents",
+            "crate::runner",
+            "crate::cli",
+            "crate::config",
+        ],
         "the wall encloses any worker; the adapters and the engine ask it",
     ),
 ];

@@ -1,0 +1,96 @@
+//! The wall's own settings types: its mode, its network, an allowed host and port. The
+//! config reads `[sandbox]` into them (`crate::config::sandbox`); the wall needs nothing
+//! else of the config, so it does not depend on it.
+
+use serde::{Deserialize, Serialize};
+
+/// `[sandbox] mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMode {
+    /// Confine where the wall works; otherwise run unconfined, strictly judged, and say so.
+    #[default]
+    Auto,
+    /// Refuse to start without the wall.
+    Required,
+    /// Never confine (the orchestrator's own git hygiene still holds).
+    Off,
+}
+
+impl SandboxMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMode::Auto => "auto",
+            SandboxMode::Required => "required",
+            SandboxMode::Off => "off",
+        }
+    }
+}
+
+/// `[sandbox] network`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxNetwork {
+    /// No route out but the orchestrator's proxy, for the hosts in `allow`.
+    #[default]
+    Allowlist,
+    /// No network at all (loopback inside the wall only).
+    None,
+    /// The host's network, unfiltered.
+    Host,
+}
+
+impl SandboxNetwork {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxNetwork::Allowlist => "allowlist",
+            SandboxNetwork::None => "none",
+            SandboxNetwork::Host => "host",
+        }
+    }
+}
+
+/// One `allow` entry: a host and a port.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct HostPort {
+    pub host: String,
+    pub port: u16,
+}
+
+impl HostPort {
+    /// `127.0.0.1`, `localhost` or `::1`: a port of the host forwarded into the wall.
+    pub fn is_loopback(&self) -> bool {
+        matches!(
+            self.host.as_str(),
+            "127.0.0.1" | "localhost" | "::1" | "[::1]"
+        )
+    }
+}
+
+impl std::fmt::Display for HostPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// Reads `host:port` (`[::1]:80` for IPv6); the host is lowercased.
+pub fn parse_host_port(text: &str) -> Result<HostPort, String> {
+    let text = text.trim();
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("`{text}` is not host:port"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.is_empty() || host.contains(['/', ' ', '@']) {
+        return Err(format!("`{text}` is not host:port"));
+    }
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("`{text}`: `{port}` is not a port"))?;
+    if port == 0 {
+        return Err(format!("`{text}`: port 0 is not a port"));
+    }
+    Ok(HostPort {
+        host: host.to_ascii_lowercase(),
+        port,
+    })
+}
