@@ -21,7 +21,7 @@
 //! | [`forge`] | GitHub and Gitea as forges: what a PR tick reads, the orchestrator's PR operations | core, http |
 //! | [`chat`] | telling the owner: notices routed by priority through the durable outbox to the log, the Zulip topic (two personas) and webhooks; the owner's answers read back from the topic (event queue, outgoing webhook) and applied once | core, store, protocol, http |
 //! | [`config`] | `executor.toml`: strict parsing, validation, paths | core, store |
-//! | [`sandbox`] | the wall: bubblewrap, private homes, workers' cgroups, the network proxy, the macOS profile | core, supervisor, config |
+//! | [`sandbox`] | the wall: bubblewrap, private homes, workers' cgroups, the network proxy, the macOS profile | core, supervisor |
 //! | [`prompts`] | the phase prompt templates: strict loading and rendering | core |
 //! | [`conductor`] | goals split into subtasks, worker task files | core |
 //! | [`web`] | the console's pages and API handlers | core, store |

@@ -4,7 +4,9 @@
 //! sections, each validated by a function of its own; a long match becomes a table or
 //! helpers).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::support::rust_files;
 
 const MAX_FN_LINES: usize = 150;
 
@@ -185,20 +187,6 @@ fn is_glob_import(line: &str) -> bool {
     let line = line.trim_end();
     let import = line.starts_with("use ") || (line.starts_with("pub") && line.contains(" use "));
     import && line.ends_with("::*;")
-}
-
-fn rust_files(folder: &Path, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(folder) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, found);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            found.push(path);
-        }
-    }
 }
 
 /// Every source file of the workspace's crates, tests and test-only files left out.

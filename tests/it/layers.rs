@@ -6,7 +6,9 @@
 //! dependency); every other line of every file of the part is read.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::support::rust_files;
 
 /// What the core may never reach, directly or through another crate.
 const IO_CRATES: &[&str] = &[
@@ -124,20 +126,6 @@ const RULES: &[(&str, &[&str], &str)] = &[
         "the wall encloses any worker; the adapters and the engine ask it",
     ),
 ];
-
-fn rust_files(folder: &Path, found: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(folder) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            rust_files(&path, found);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            found.push(path);
-        }
-    }
-}
 
 #[test]
 fn no_part_names_a_part_it_may_not_depend_on() {

@@ -18,9 +18,9 @@ const CAP: usize = 16;
 
 /// A worker script (for bash, which waits and tries again when a fork is refused, so the
 /// processes it started stay to be counted): in a worktree whose path holds `STORM` it
-/// starts `2 × CAP` sleeping processes marked with `marker`, then waits; elsewhere it
+/// starts `tries` sleeping processes marked with `marker`, then waits; elsewhere it
 /// finishes at once.
-fn storm_script(marker: &str) -> String {
+fn storm_script(marker: &str, tries: usize) -> String {
     format!(
         r#"case "$PWD" in
 *STORM*)
@@ -32,8 +32,7 @@ fn storm_script(marker: &str) -> String {
   wait ;;
 *) sleep 1; echo ordinary > ORDINARY.txt; echo "[DONE:implemented] an ordinary run" ;;
 esac
-"#,
-        tries = 2 * CAP
+"#
     )
 }
 
@@ -42,24 +41,13 @@ fn marker(n: u32) -> String {
     format!("600.{}{n:03}", std::process::id() % 100_000)
 }
 
-/// The live `sleep MARKER` processes.
+/// The live `sleep MARKER` processes: the shell's own command line holds the marker too,
+/// and a zombie's is empty.
 fn count(marker: &str) -> usize {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
-        .filter(|e| {
-            let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
-            let zombie = stat
-                .rfind(')')
-                .and_then(|end| stat[end + 1..].split_whitespace().next())
-                == Some("Z");
-            // `sleep MARKER` itself: the shell's own command line holds the marker too.
-            let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            !zombie && cmdline == format!("sleep\0{marker}\0").as_bytes()
-        })
+    let sleep = format!("sleep {marker} ");
+    crate::confinement::processes_with(marker)
+        .iter()
+        .filter(|cmdline| **cmdline == sleep)
         .count()
 }
 
@@ -97,15 +85,29 @@ impl Watcher {
     }
 }
 
-/// A workspace whose worker is the storm script, capped at [`CAP`], one attempt per run.
+/// A workspace whose worker is the storm script, capped at [`CAP`] and trying twice as
+/// many, one attempt per run. A storm the cap fails to stop ends at the hard timeout, so a
+/// broken cap fails the test (too many processes counted) rather than hang it.
 fn storm_workspace(marker: &str, extra_runner: &str) -> Workspace {
+    storm_workspace_sized(marker, extra_runner, CAP, 2 * CAP, "20s")
+}
+
+/// The same with `cap` as `[sandbox] max_processes`, `tries` sleeping processes and the
+/// worker's `hard_timeout`.
+fn storm_workspace_sized(
+    marker: &str,
+    extra_runner: &str,
+    cap: usize,
+    tries: usize,
+    hard_timeout: &str,
+) -> Workspace {
     let ws = crate::runner::workspace(
-        &["/bin/bash", "-c", &storm_script(marker)],
+        &["/bin/bash", "-c", &storm_script(marker, tries)],
         &[],
-        &format!("max_worker_attempts = 1\n{extra_runner}"),
+        &format!("max_worker_attempts = 1\nhard_timeout = \"{hard_timeout}\"\n{extra_runner}"),
     );
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
-    ws.write_config(&format!("{config}\n[sandbox]\nmax_processes = {CAP}\n"));
+    ws.write_config(&format!("{config}\n[sandbox]\nmax_processes = {cap}\n"));
     ws
 }
 
@@ -337,35 +339,13 @@ fn an_unprivileged_owners_confined_worker_is_held_by_rlimit_without_a_cgroup() {
     // RLIMIT_NPROC counts every process of the user, executor's own threads included, so
     // the cap here is larger than the runner's share of it.
     let marker = marker(5);
-    let ws = storm_workspace(&marker, "");
-    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
-    ws.write_config(&config.replace(
-        &format!("max_processes = {CAP}"),
-        &format!("max_processes = {}", 4 * CAP),
-    ));
-    let script = storm_script(&marker).replace(&format!("-lt {}", 2 * CAP), "-lt 128");
-    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
-    let worker = format!(
-        "command = [\"/bin/bash\", \"-c\", {:?}]",
-        storm_script(&marker)
-    );
-    assert!(config.contains(&worker), "{config}");
-    ws.write_config(&config.replace(
-        &worker,
-        &format!("command = [\"/bin/bash\", \"-c\", {script:?}]"),
-    ));
+    // The storm waits for its sleeps, which fail to fork past the cap (no cgroup to stop it
+    // at once); the hard timeout, kept short here, ends the run.
+    let ws = storm_workspace_sized(&marker, "", 4 * CAP, 128, "3s");
     // A pids hierarchy nobody cannot write: the wall's rlimit is what holds.
     note(&ws, "STORM-1");
     let watcher = Watcher::start(&marker);
     let mut cmd = as_nobody(&ws, None, None);
-    // The storm waits for its sleeps, which fail to fork past the cap; the run ends when
-    // the hard timeout stops it, kept short here.
-    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
-    std::fs::write(
-        ws.path().join("executor.toml"),
-        config.replace("[runner]\n", "[runner]\nhard_timeout = \"3s\"\n"),
-    )
-    .expect("config");
     let out = cmd.output().expect("run executor");
     let most = watcher.most();
     back_to_root(&ws);

@@ -335,3 +335,18 @@ pub fn hand_over(path: &Path, owner: &str) {
         .expect("chown");
     assert!(status.success(), "chown -R {owner} {}", path.display());
 }
+
+/// Every `.rs` file under `folder`, at any depth, appended to `found`.
+pub fn rust_files(folder: &Path, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            rust_files(&path, found);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            found.push(path);
+        }
+    }
+}

@@ -53,6 +53,7 @@ fn recursion(cmds: &[SimpleCommand]) -> Option<String> {
         return None;
     }
     cmds.iter()
+        // A head is not a call, but `function f { f | f & }` holds the first call after it.
         .filter(|c| c.defines.is_none() || c.words.len() > 2)
         .filter(|c| c.piped || c.pipes_out || c.background)
         .find_map(|c| {
