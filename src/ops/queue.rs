@@ -105,46 +105,6 @@ pub async fn claim(
     }
 }
 
-/// A carried run's last write: `run` saved, its task (as read in `task`) moved by
-/// `event`, and `holder`'s lease of the run released, in one transaction. A task that
-/// moved since it was read is read and decided again: then the run is saved first and the
-/// task moved after, as [`apply`] moves it. [`StoreError::Fenced`] (through
-/// [`QueueOpError::Store`]) when the run's lease is gone: nothing is written.
-pub async fn settle_run(
-    store: &dyn Store,
-    clock: &dyn Clock,
-    run: &crate::core::record::Run,
-    task: &Task,
-    event: QueueEvent,
-    actor: &str,
-    holder: &str,
-) -> Result<Task, QueueOpError> {
-    let change = change_of(task, event, actor, &None, clock);
-    if let Ok(change) = &change {
-        match store.settle_run(run, change, holder).await {
-            Ok(task) => return Ok(task),
-            Err(StoreError::StatusConflict { .. }) => {}
-            Err(StoreError::TaskNotFound(gid)) => return Err(QueueOpError::NotFound(gid)),
-            Err(e) => return Err(e.into()),
-        }
-    }
-    store.save_run(run).await?;
-    let moved = match apply(store, clock, &task.task_gid, event, actor, None).await {
-        Ok((_, moved)) => moved,
-        // The task is where the move would take it: an earlier try of this write landed
-        // and its answer was lost.
-        Err(illegal @ QueueOpError::Illegal { .. }) => {
-            match (store.task(&task.task_gid).await?, &change) {
-                (Some(now), Ok(change)) if now.status == change.to => now,
-                _ => return Err(illegal),
-            }
-        }
-        Err(e) => return Err(e),
-    };
-    store.release_lease(run.id, holder).await?;
-    Ok(moved)
-}
-
 /// One try: the move the machine decides from `task`'s status, written only if the task
 /// still has that status.
 enum Moved {

@@ -9,11 +9,11 @@
 //! chat, the chat answers in its topic).
 
 use crate::core::clock::Clock;
+use crate::core::ending::{Origin, Outcome};
 use crate::core::lease::Holder;
-use crate::core::lifecycle::{RunView, Stage};
-use crate::core::queue::{QueueEvent, QueueStatus};
+use crate::core::queue::QueueEvent;
 use crate::core::record::Run;
-use crate::core::run::{next_state, RunEvent};
+use crate::ops::end::{end_run, Ending};
 use crate::ops::queue::{self as queue_ops, QueueMove};
 use crate::store::Store;
 use anyhow::{Context, Result};
@@ -65,11 +65,14 @@ pub async fn cancel(
         .await?
         .with_context(|| format!("run {}'s lease changed hands meanwhile; try again", run.id))?;
     let why = format!("cancelled by the owner: {reason}");
-    let ended = end(store, clock, &mut run, &why).await;
-    if let Err(error) = store.release_lease(run.id, &by.id()).await {
-        tracing::warn!(run = run.id, %error, "cannot give the cancelled run's lease back; it expires on its own");
+    let holder = by.id();
+    if let Err(error) = end(store, clock, &mut run, &holder, &why).await {
+        // Ended or not, the claim goes back; a lease that cannot be given back expires.
+        if let Err(error) = store.release_lease(run.id, &holder).await {
+            tracing::warn!(run = run.id, %error, "cannot give the cancelled run's lease back; it expires on its own");
+        }
+        return Err(error);
     }
-    ended?;
     tracing::info!(gid = %run.task_gid, run = run.id, %why, "run cancelled");
     Ok(Cancelled {
         run,
@@ -78,28 +81,20 @@ pub async fn cancel(
     })
 }
 
-async fn end(store: &dyn Store, clock: &dyn Clock, run: &mut Run, why: &str) -> Result<()> {
-    run.lifecycle = Some(RunView {
-        stage: Stage::Ended { complete: false },
-        ended_because: Some(why.to_string()),
-        ..run.lifecycle.clone().unwrap_or_default()
-    });
-    run.worker_pid = None;
-    run.state = next_state(&run.state, RunEvent::Abandoned)?;
-    run.updated_at = clock.now();
-    store.save_run(run).await?;
-    let task = store.task(&run.task_gid).await?;
-    if task.is_some_and(|t| t.status == QueueStatus::InProgress) {
-        queue_ops::apply(
-            store,
-            clock,
-            &run.task_gid,
-            QueueEvent::RunAbandoned,
-            "owner",
-            Some(why.to_string()),
-        )
-        .await?;
-    }
+/// Ends the cancelled run through the one ending, under the claim the cancel took.
+async fn end(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    run: &mut Run,
+    holder: &str,
+    why: &str,
+) -> Result<()> {
+    let ending = Ending {
+        origin: Origin::Owner,
+        outcome: Outcome::abandoned(why),
+        holder: Some(holder),
+    };
+    end_run(store, clock, run, &ending).await?;
     Ok(())
 }
 

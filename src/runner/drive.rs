@@ -54,7 +54,7 @@ use commit::{
     tampered_since,
 };
 use complete::{
-    abandon, complete_local, full_head, move_run, open_pr, push_recorded, record, verified,
+    abandon, complete_local, end, full_head, move_run, open_pr, push_recorded, record, verified,
 };
 use escalate::open_escalation;
 pub use escalate::MESSAGE_WINDOW;

@@ -190,7 +190,7 @@ fn is_glob_import(line: &str) -> bool {
 }
 
 /// Every source file of the workspace's crates, tests and test-only files left out.
-fn sources() -> Vec<(String, String)> {
+pub(crate) fn sources() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     rust_files(&root.join("src"), &mut files);

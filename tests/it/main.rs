@@ -52,6 +52,7 @@ mod real_runs;
 mod reanalyze;
 mod record;
 mod review_rounds;
+mod run_ending;
 mod runner;
 mod runs_cli;
 mod service;

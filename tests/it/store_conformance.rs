@@ -16,7 +16,7 @@ use executor::store::postgres::PgStore;
 use executor::store::sqlite::SqliteStore;
 use executor::store::{Store, StoreError};
 
-use crate::support::PgSchema;
+use crate::support::{conformance, PgSchema};
 
 fn t0() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 3, 1, 9, 30, 0)
@@ -637,10 +637,10 @@ async fn a_claim_moves_the_task_and_creates_its_leased_run_or_writes_nothing(sto
     );
 }
 
-/// A run's last write (the run, its task's move, its lease's release) is all or nothing:
+/// A run's ending write (the run, its task's move, its lease's release) is all or nothing:
 /// it lands whole under the lease and from the task's status, and writes nothing when the
 /// lease is gone or the task moved since.
-async fn a_runs_settling_write_lands_whole_or_not_at_all(store: &dyn Store) {
+async fn a_runs_ending_write_lands_whole_or_not_at_all(store: &dyn Store) {
     let (a, b) = HOLDERS;
     for gid in ["T-1", "T-2", "T-3"] {
         store
@@ -672,9 +672,10 @@ async fn a_runs_settling_write_lands_whole_or_not_at_all(store: &dyn Store) {
         .expect("create");
     let run = completed(run);
     let task = store
-        .settle_run(&run, &done("T-1"), a)
+        .end_run(&run, Some(&done("T-1")), Some(a))
         .await
-        .expect("settled");
+        .expect("settled")
+        .expect("moved");
     assert_eq!(task.status, QueueStatus::Done);
     assert_eq!(
         store.runs(Some("T-1")).await.expect("runs"),
@@ -699,7 +700,7 @@ async fn a_runs_settling_write_lands_whole_or_not_at_all(store: &dyn Store) {
         .expect("take")
         .expect("expired");
     let refused = store
-        .settle_run(&completed(run.clone()), &done("T-2"), a)
+        .end_run(&completed(run.clone()), Some(&done("T-2")), Some(a))
         .await
         .expect_err("fenced");
     assert!(
@@ -741,7 +742,7 @@ async fn a_runs_settling_write_lands_whole_or_not_at_all(store: &dyn Store) {
         .await
         .expect("moved by the owner");
     let refused = store
-        .settle_run(&completed(run.clone()), &done("T-3"), a)
+        .end_run(&completed(run.clone()), Some(&done("T-3")), Some(a))
         .await
         .expect_err("conflict");
     assert!(
@@ -753,59 +754,6 @@ async fn a_runs_settling_write_lands_whole_or_not_at_all(store: &dyn Store) {
         RunState::Queued
     );
     assert!(store.lease(run.id).await.expect("lease").is_some());
-}
-
-/// A run's settling write tried again after its answer was lost (it had landed): the
-/// task is found where the move takes it, and the settle succeeds, the task moved once.
-async fn a_settle_tried_again_after_it_landed_succeeds_once(store: &dyn Store) {
-    use executor::core::clock::{Clock, ManualClock};
-    use executor::core::queue::QueueEvent;
-    use executor::ops::queue as queue_ops;
-    let clock = ManualClock::new(t0());
-    let a = "host-a:10:1";
-    let mut task = new_task("T-1", "# A");
-    task.initial_status = QueueStatus::Approved;
-    store
-        .upsert_task(&task, "test", clock.now())
-        .await
-        .expect("add");
-    let approved = store.task("T-1").await.expect("read").expect("there");
-    let (claimed, mut run) = queue_ops::claim(
-        store,
-        &clock,
-        &approved,
-        "runner",
-        a,
-        clock.now() + Duration::minutes(1),
-    )
-    .await
-    .expect("claim")
-    .expect("claimed");
-    run.state = RunState::Complete;
-    run.completed_at = Some(clock.now());
-    let settle = || {
-        queue_ops::settle_run(
-            store,
-            &clock,
-            &run,
-            &claimed,
-            QueueEvent::RunCompleted,
-            "runner",
-            a,
-        )
-    };
-    assert_eq!(settle().await.expect("settled").status, QueueStatus::Done);
-    let again = settle().await.expect("the same write again");
-    assert_eq!(again.status, QueueStatus::Done);
-    let moves = store
-        .events("T-1")
-        .await
-        .expect("events")
-        .iter()
-        .filter(|e| e.to_status.as_deref() == Some("done"))
-        .count();
-    assert_eq!(moves, 1, "the task moved to done once");
-    assert_eq!(store.lease(run.id).await.expect("lease"), None);
 }
 
 /// A worker's start record and its run's row are one write: both land under the run's
@@ -2855,39 +2803,6 @@ concurrent!(
     competing_handlers_claim_a_chat_message_once,
 );
 
-macro_rules! conformance {
-    ($($case:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let dir = tempfile::tempdir().expect("temp dir");
-                    let store = super::SqliteStore::open(&dir.path().join("executor.db"))
-                        .await
-                        .expect("open SQLite");
-                    super::$case(&store).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $case() {
-                    let Some(schema) = super::PgSchema::create(stringify!($case)).await else {
-                        return;
-                    };
-                    let store = super::PgStore::connect_with(schema.options())
-                        .await
-                        .expect("open Postgres");
-                    super::$case(&store).await;
-                    store.pool().close().await;
-                    schema.drop().await;
-                }
-            )*
-        }
-    };
-}
-
 conformance!(
     added_task_reads_back_with_every_column,
     a_wake_up_reaches_the_listener,
@@ -2932,10 +2847,9 @@ conformance!(
     an_agents_pause_is_extended_while_in_force_and_new_once_ended,
     a_workers_start_is_recorded_with_its_runs_row_and_survives_a_fence,
     a_run_created_with_its_lease_is_its_creators,
-    a_runs_settling_write_lands_whole_or_not_at_all,
+    a_runs_ending_write_lands_whole_or_not_at_all,
     a_claim_moves_the_task_and_creates_its_leased_run_or_writes_nothing,
     a_workers_end_is_saved_with_its_run_and_survives_a_fence,
-    a_settle_tried_again_after_it_landed_succeeds_once,
 );
 
 #[tokio::test]

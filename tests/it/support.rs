@@ -350,3 +350,41 @@ pub fn rust_files(folder: &Path, found: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// Runs each named `async fn case(store: &dyn Store)` of the calling module once on a
+/// fresh SQLite file and once on a fresh Postgres schema (skipped, and said so, where
+/// `EXECUTOR_TEST_PG` is not set). The calling module imports `SqliteStore`, `PgStore` and
+/// `PgSchema`.
+macro_rules! conformance {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let dir = tempfile::tempdir().expect("temp dir");
+                    let store = super::SqliteStore::open(&dir.path().join("executor.db"))
+                        .await
+                        .expect("open SQLite");
+                    super::$case(&store).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(schema) = super::PgSchema::create(stringify!($case)).await else {
+                        return;
+                    };
+                    let store = super::PgStore::connect_with(schema.options())
+                        .await
+                        .expect("open Postgres");
+                    super::$case(&store).await;
+                    store.pool().close().await;
+                    schema.drop().await;
+                }
+            )*
+        }
+    };
+}
+pub(crate) use conformance;

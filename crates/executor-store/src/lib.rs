@@ -351,13 +351,20 @@ pub trait Store: Send + Sync {
         until: DateTime<Utc>,
     ) -> StoreResult<(Task, Run)>;
 
-    /// A run's last write as its carrier: `run` as [`Self::save_run`] writes it, its task
-    /// moved by `change` as [`Self::change_status`] moves it, and `holder`'s lease of the
-    /// run released, in one transaction. All or nothing: [`StoreError::Fenced`] when the
-    /// run's lease epoch is no longer `run.lease_epoch` (another claimed the run),
-    /// [`StoreError::StatusConflict`] when the task moved since.
-    async fn settle_run(&self, run: &Run, change: &StatusChange, holder: &str)
-        -> StoreResult<Task>;
+    /// The one write that ends a run, whichever path it ends by (`ops::end`): `run` as
+    /// [`Self::save_run`] writes it (ended, as `core::ending` decided), its task moved by
+    /// `change` as [`Self::change_status`] moves it (none when the task stays where it
+    /// is), and `holder`'s lease of the run released (when one is named), in one
+    /// transaction. All or nothing:
+    /// [`StoreError::Fenced`] when the run's lease epoch is no longer `run.lease_epoch`
+    /// (another claimed the run), [`StoreError::StatusConflict`] when the task moved
+    /// since. The task as moved, when it was.
+    async fn end_run(
+        &self,
+        run: &Run,
+        change: Option<&StatusChange>,
+        holder: Option<&str>,
+    ) -> StoreResult<Option<Task>>;
 
     /// Writes every column of `run` but its id, task and lease epoch (found by id), if the
     /// run's lease epoch is still `run.lease_epoch`; otherwise writes nothing and fails with

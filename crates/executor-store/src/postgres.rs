@@ -743,15 +743,25 @@ impl Store for PgStore {
         Ok((task, run))
     }
 
-    async fn settle_run(&self, r: &Run, change: &StatusChange, holder: &str) -> StoreResult<Task> {
+    async fn end_run(
+        &self,
+        r: &Run,
+        change: Option<&StatusChange>,
+        holder: Option<&str>,
+    ) -> StoreResult<Option<Task>> {
         let mut tx = self.pool.begin().await?;
         // Rows are locked in the order a claim locks them (lease, run, task): a cancel or
         // a takeover at the same moment waits, it does not deadlock.
-        drop_lease(&mut *tx, r.id, holder).await?;
+        if let Some(holder) = holder {
+            drop_lease(&mut *tx, r.id, holder).await?;
+        }
         if update_run(&mut *tx, r).await? == 0 {
             return Err(StoreError::Fenced { run_id: r.id });
         }
-        let task = move_task(&mut tx, change).await?;
+        let task = match change {
+            Some(change) => Some(move_task(&mut tx, change).await?),
+            None => None,
+        };
         tx.commit().await?;
         Ok(task)
     }

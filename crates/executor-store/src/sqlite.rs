@@ -823,20 +823,22 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn settle_run(
+    async fn end_run(
         &self,
         run: &Run,
-        change: &StatusChange,
-        holder: &str,
-    ) -> StoreResult<Task> {
-        let (r, change, holder) = (run.clone(), change.clone(), holder.to_string());
+        change: Option<&StatusChange>,
+        holder: Option<&str>,
+    ) -> StoreResult<Option<Task>> {
+        let (r, change, holder) = (run.clone(), change.cloned(), holder.map(str::to_string));
         self.call_store(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            drop_lease(&tx, r.id, &holder)?;
+            if let Some(holder) = &holder {
+                drop_lease(&tx, r.id, holder)?;
+            }
             if update_run(&tx, &r)? == 0 {
                 return Err(StoreError::Fenced { run_id: r.id }.into());
             }
-            let task = move_task(&tx, &change)?;
+            let task = change.map(|change| move_task(&tx, &change)).transpose()?;
             tx.commit()?;
             Ok(task)
         })

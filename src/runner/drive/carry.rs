@@ -4,17 +4,17 @@
 
 use super::{claim, commit, conduct, limits, patience, review, verify};
 use super::{RunResult, Runner, RunnerSettings, CLAIM_CHECK};
+use crate::core::ending::{Origin, Outcome};
 use crate::core::lifecycle;
-use crate::core::queue::QueueEvent;
 use crate::core::record::Run;
 use crate::core::run::RunState;
 use crate::core::task::Task;
 use crate::core::watchdog::StopReason;
-use crate::ops::queue as queue_ops;
 use crate::prompts::{CiFailure, FailedCheck, Phase, PromptContext, RunContext, TaskContext};
 use crate::runner::drive::abandon;
 use crate::runner::drive::commit_checked;
 use crate::runner::drive::complete_local;
+use crate::runner::drive::end;
 use crate::runner::drive::fenced;
 use crate::runner::drive::open_escalation;
 use crate::runner::drive::open_pr;
@@ -205,8 +205,10 @@ async fn steps(
             }
             lifecycle::Action::Abandon { reason } => {
                 c.end_recorded().await?;
-                let gid = c.task.task_gid.clone();
-                abandon(c.r.store.as_ref(), &c.r.settings, &mut c.run, &gid, &reason).await?;
+                let holder = c.r.holder.id();
+                let (store, settings) = (c.r.store.as_ref(), c.r.settings.as_ref());
+                abandon(store, settings, &mut c.run, Origin::Local, &holder, &reason).await?;
+                c.lease_released = true;
                 return Ok(());
             }
             lifecycle::Action::Wait => return Ok(()),
@@ -241,7 +243,9 @@ pub(super) fn ended(worked: &Worked, session: bool) -> lifecycle::Event {
 /// follows: a crash in between leaves the run as the worker's end found it, which recovery
 /// takes up the same way.
 fn written_before(action: &lifecycle::Action, verify_command: bool) -> bool {
+    // An abandonment's view is written by the ending itself, in its one write.
     !matches!(action, lifecycle::Action::Verify if !verify_command)
+        && !matches!(action, lifecycle::Action::Abandon { .. })
 }
 
 impl Carried<'_> {
@@ -294,20 +298,16 @@ impl Carried<'_> {
         self.hold(view);
         let (r, gid) = (self.r, self.task.task_gid.clone());
         let (store, settings, holder) = (r.store.as_ref(), r.settings.as_ref(), r.holder.id());
-        let (run, task) = (&self.run, &self.task);
-        patience::durably("the run's completion", run.id, || async {
-            Ok(queue_ops::settle_run(
-                store,
-                settings.clock.as_ref(),
-                run,
-                task,
-                QueueEvent::RunCompleted,
-                "runner",
-                &holder,
-            )
-            .await?)
-        })
+        end(
+            store,
+            settings,
+            &mut self.run,
+            Origin::Local,
+            Outcome::completed(),
+            Some(&holder),
+        )
         .await?;
+        let (run, task) = (&self.run, &self.task);
         self.lease_released = true;
         tracing::info!(gid = %gid, run = run.id, ci_attempts = run.ci_attempts, "run complete");
         record(

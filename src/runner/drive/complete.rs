@@ -3,12 +3,12 @@
 //! with its record step and notice, the abandonment.
 
 use super::RunnerSettings;
-use super::{conduct, opening};
-use crate::core::queue::QueueEvent;
+use super::{conduct, opening, patience};
+use crate::core::ending::{Origin, Outcome};
 use crate::core::record::Run;
 use crate::core::run::{next_state, RunEvent};
 use crate::core::task::Task;
-use crate::ops::queue as queue_ops;
+use crate::ops::end::{end_run, Ending};
 use crate::runner::drive::head_commit;
 use crate::runner::drive::orchestrator_git;
 use crate::runner::drive::tampered;
@@ -156,31 +156,64 @@ pub(super) async fn move_run(
     Ok(())
 }
 
-/// Abandons the run with `why`: its task goes back to the owner, who is told.
+/// Ends the run by `outcome` through the one ending (`ops::end`): the run, its task's
+/// move and the release of `holder`'s lease in one write, tried again while the store is
+/// out of reach (`holder: None` keeps the lease, see [`Ending`]). `run` is the run as
+/// written.
+pub(super) async fn end(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    run: &mut Run,
+    origin: Origin,
+    outcome: Outcome,
+    holder: Option<&str>,
+) -> Result<()> {
+    let ending = Ending {
+        origin,
+        outcome,
+        holder,
+    };
+    let clock = settings.clock.as_ref();
+    let ended = patience::durably("the run's ending", run.id, || {
+        let mut ending_run = run.clone();
+        let ending = &ending;
+        async move {
+            end_run(store, clock, &mut ending_run, ending).await?;
+            Ok(ending_run)
+        }
+    })
+    .await?;
+    *run = ended;
+    Ok(())
+}
+
+/// Abandons the run with `why` (ended by `origin`, giving `holder`'s lease back): its task
+/// goes back to the owner, who is told.
 pub(super) async fn abandon(
     store: &dyn Store,
     settings: &RunnerSettings,
     run: &mut Run,
-    gid: &str,
+    origin: Origin,
+    holder: &str,
     why: &str,
 ) -> Result<()> {
-    let notices = &settings.notices;
-    move_run(store, run, RunEvent::Abandoned, settings.clock.now()).await?;
-    queue_ops::apply(
+    end(
         store,
-        settings.clock.as_ref(),
-        gid,
-        QueueEvent::RunAbandoned,
-        "runner",
-        Some(why.to_string()),
+        settings,
+        run,
+        origin,
+        Outcome::abandoned(why),
+        Some(holder),
     )
     .await?;
+    let gid = run.task_gid.clone();
     tracing::error!(gid = %gid, run = run.id, %why, "run abandoned; the task is back for the owner's review");
-    notices
+    settings
+        .notices
         .tell_abandoned(
             store,
             crate::core::outbox::Priority::Action,
-            gid,
+            &gid,
             run.id,
             why,
         )
@@ -189,9 +222,8 @@ pub(super) async fn abandon(
 }
 
 /// Completes a run on the local forge, its work committed already: a subtask's work goes
-/// into its parent's branch first (so the subtasks that depend on it start from it), then
-/// the run is complete, in memory: its carrier writes it with its task's move, then runs
-/// the record step and tells the owner. When the suites fail after that merge, the merge
+/// into its parent's branch first (so the subtasks that depend on it start from it); its
+/// carrier then ends the run complete, runs the record step and tells the owner. When the suites fail after that merge, the merge
 /// is undone and their failure returned instead.
 pub(super) async fn complete_local(
     store: &dyn Store,
@@ -206,12 +238,7 @@ pub(super) async fn complete_local(
     {
         return Ok(Some(failed));
     }
-    // The local forge's "PR" is the commit already made: both moves at once, written by
-    // the carrier with the task's.
-    let now = settings.clock.now();
-    run.state = next_state(&run.state, RunEvent::PrOpened)?;
-    run.state = next_state(&run.state, RunEvent::Completed)?;
-    (run.completed_at, run.updated_at) = (Some(now), now);
+    // The local forge's "PR" is the commit already made: the carrier ends the run.
     Ok(None)
 }
 

@@ -11,25 +11,27 @@
 
 use super::verify;
 use super::{RunResult, Runner, RunnerSettings, DECLINED_BY_OWNER, DENIED_BY_CONTRACT};
-use crate::agents::Adapter;
 use crate::conductor::plan::{self, Plan, PLAN_FILE};
 use crate::conductor::progress::{self, ChildState, ParentStep};
+use crate::core::ending::{Origin, Outcome};
 use crate::core::facts::TaskFacts;
 use crate::core::queue::{QueueEvent, QueueStatus};
 use crate::core::record::Run;
-use crate::core::run::{RunEvent, RunState};
+use crate::core::run::RunState;
 use crate::core::task::Task;
 use crate::core::tree::{TaskDependency, TaskLink};
 use crate::ops::queue as queue_ops;
 use crate::prompts::{Phase, PromptContext, PromptSet, TaskContext};
 use crate::runner::drive::abandon;
 use crate::runner::drive::discard_uncommitted;
+use crate::runner::drive::end;
 use crate::runner::drive::head_commit;
-use crate::runner::drive::move_run;
 use crate::runner::drive::open_escalation;
 use crate::runner::drive::orchestrator_git;
 use crate::runner::drive::record;
+use crate::runner::drive::release_run;
 use crate::runner::drive::run_context;
+use crate::runner::drive::take_run;
 use crate::runner::drive::work;
 use crate::runner::drive::write_run_record;
 use crate::runner::worktree;
@@ -74,15 +76,18 @@ pub(super) async fn base_for(
 /// first planner is told (the owner's answer to an earlier planner's question).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn decompose(
-    store: &dyn Store,
-    adapter: &Adapter,
-    prompts: &PromptSet,
-    settings: &RunnerSettings,
+    runner: &Runner,
     task: Task,
     mut run: Run,
     wt: worktree::Worktree,
     told: Option<String>,
 ) -> Result<RunResult> {
+    let (store, adapter, prompts, settings) = (
+        runner.store.as_ref(),
+        &runner.adapter,
+        runner.prompts.as_ref(),
+        runner.settings.as_ref(),
+    );
     let gid = task.task_gid.clone();
     let link = store.task_link(&gid).await?;
     let depth = link.as_ref().map(|l| l.depth).unwrap_or(0) + 1;
@@ -155,7 +160,8 @@ pub(super) async fn decompose(
         }
     }
     let why = problem.unwrap_or_else(|| "the planner made no plan".into());
-    abandon(store, settings, &mut run, &gid, &why).await?;
+    let holder = runner.holder.id();
+    abandon(store, settings, &mut run, Origin::Conductor, &holder, &why).await?;
     Ok(result_of(&run, None))
 }
 
@@ -347,12 +353,23 @@ pub async fn tick_parents(runner: &Runner) -> Result<bool> {
         if task.status != QueueStatus::InProgress {
             continue;
         }
-        match tick_parent(store, settings, &task, run, &links).await {
+        // The parent's run is taken for its step, so two runners never end it twice.
+        let (clock, run_id) = (settings.clock.as_ref(), run.id);
+        let Some(epoch) = take_run(store, &runner.holder, clock, run_id).await? else {
+            continue;
+        };
+        let run = Run {
+            lease_epoch: epoch,
+            ..run
+        };
+        let holder = runner.holder.id();
+        match tick_parent(store, settings, &holder, &task, run, &links).await {
             Ok(step_moved) => moved |= step_moved,
             Err(error) => {
                 tracing::error!(gid = %task.task_gid, error = format!("{error:#}"), "cannot take a parent task's next step")
             }
         }
+        release_run(store, &runner.holder, run_id).await;
     }
     Ok(moved)
 }
@@ -360,6 +377,7 @@ pub async fn tick_parents(runner: &Runner) -> Result<bool> {
 async fn tick_parent(
     store: &dyn Store,
     settings: &RunnerSettings,
+    holder: &str,
     task: &Task,
     run: Run,
     links: &[TaskLink],
@@ -370,7 +388,9 @@ async fn tick_parent(
     };
     match progress::next(&children, settings.conductor.max_depth) {
         ParentStep::Wait => Ok(false),
-        ParentStep::Complete => complete_parent(store, settings, task, run, children.len()).await,
+        ParentStep::Complete => {
+            complete_parent(store, settings, holder, task, run, children.len()).await
+        }
         ParentStep::Split { child } => {
             mark_goal(store, settings, &child).await?;
             queue_ops::apply(
@@ -386,7 +406,7 @@ async fn tick_parent(
             Ok(true)
         }
         ParentStep::GiveUp { child } => {
-            give_up_parent(store, settings, &gid, run, &children, &child).await
+            give_up_parent(store, settings, holder, run, &children, &child).await
         }
     }
 }
@@ -435,6 +455,7 @@ async fn children_of(
 async fn complete_parent(
     store: &dyn Store,
     settings: &RunnerSettings,
+    holder: &str,
     task: &Task,
     mut run: Run,
     subtasks: usize,
@@ -442,20 +463,28 @@ async fn complete_parent(
     let gid = task.task_gid.clone();
     if let Some(branch) = run.branch_name.clone() {
         if let Some(failed) = merge_into_parent(store, settings, &gid, run.id, &branch).await? {
-            abandon(store, settings, &mut run, &gid, &failed).await?;
+            abandon(
+                store,
+                settings,
+                &mut run,
+                Origin::Conductor,
+                holder,
+                &failed,
+            )
+            .await?;
             return Ok(true);
         }
     }
-    move_run(store, &mut run, RunEvent::PrOpened, settings.clock.now()).await?;
-    run.completed_at = Some(settings.clock.now());
-    move_run(store, &mut run, RunEvent::Completed, settings.clock.now()).await?;
-    queue_ops::apply(
+    let outcome = Outcome::Completed {
+        detail: Some(format!("all {subtasks} subtasks complete")),
+    };
+    end(
         store,
-        settings.clock.as_ref(),
-        &gid,
-        QueueEvent::RunCompleted,
-        "conductor",
-        Some(format!("all {subtasks} subtasks complete")),
+        settings,
+        &mut run,
+        Origin::Conductor,
+        outcome,
+        Some(holder),
     )
     .await?;
     tracing::info!(gid = %gid, run = run.id, subtasks, "every subtask is complete; the parent completes");
@@ -478,11 +507,12 @@ async fn complete_parent(
 async fn give_up_parent(
     store: &dyn Store,
     settings: &RunnerSettings,
-    gid: &str,
+    holder: &str,
     mut run: Run,
     children: &[ChildState],
     child: &str,
 ) -> Result<bool> {
+    let gid = run.task_gid.clone();
     let at_cap = children.iter().any(|c| {
         c.gid == child
             && c.workers_failed
@@ -518,7 +548,7 @@ async fn give_up_parent(
         )
         .await?;
     }
-    abandon(store, settings, &mut run, gid, &why).await?;
+    abandon(store, settings, &mut run, Origin::Conductor, holder, &why).await?;
     Ok(true)
 }
 

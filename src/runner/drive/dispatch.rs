@@ -12,6 +12,7 @@ use super::limits;
 use super::{Runner, RunnerSettings, DISPATCH};
 use crate::agents::Adapter;
 use crate::conductor::worker_task::{Tool, WorkerTask};
+use crate::core::ending::{Origin, Outcome};
 use crate::core::queue::{QueueEvent, QueueStatus};
 use crate::core::record::Run;
 use crate::core::run::RunEvent;
@@ -19,6 +20,7 @@ use crate::core::task::NewTask;
 use crate::core::tree::AgentSession;
 use crate::ops::queue as queue_ops;
 use crate::prompts::Phase;
+use crate::runner::drive::end;
 use crate::runner::drive::give_up;
 use crate::runner::drive::lease_until;
 use crate::runner::drive::move_run;
@@ -26,7 +28,6 @@ use crate::runner::drive::release_run;
 use crate::runner::drive::work;
 use crate::runner::drive::write_run_record;
 use crate::runner::worktree;
-use crate::store::Store;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 
@@ -89,7 +90,8 @@ pub async fn dispatch(runner: &Runner, file: &WorkerTask) -> Result<Dispatched> 
     );
     let carried = carry_dispatched(runner, &settings, file, &mut run).await;
     if let Err(error) = &carried {
-        give_up(store, &runner.settings, run.id, &gid, &format!("{error:#}")).await;
+        let why = format!("{error:#}");
+        give_up(runner, run.id, &gid, Origin::Dispatch, &why).await;
     }
     release_run(store, &runner.holder, run.id).await;
     carried
@@ -244,7 +246,7 @@ async fn carry_dispatched(
                 .await?;
         }
         let done = worked.done.is_some();
-        end_run(store, settings, run, &gid, done, &worked.why).await?;
+        end_run(runner, settings, run, done, &worked.why).await?;
         Ok(Dispatched {
             task_gid: gid.clone(),
             run_id: run.id,
@@ -259,40 +261,27 @@ async fn carry_dispatched(
 /// A dispatched run ends with its one worker: complete when it said `[DONE:…]`, else
 /// abandoned with why.
 async fn end_run(
-    store: &dyn Store,
+    runner: &Runner,
     settings: &RunnerSettings,
     run: &mut Run,
-    gid: &str,
     done: bool,
     why: &str,
 ) -> Result<()> {
-    let clock = &settings.clock;
-    if done {
-        move_run(store, run, RunEvent::PrOpened, settings.clock.now()).await?;
-        run.completed_at = Some(clock.now());
-        move_run(store, run, RunEvent::Completed, settings.clock.now()).await?;
-        queue_ops::apply(
-            store,
-            clock.as_ref(),
-            gid,
-            QueueEvent::RunCompleted,
-            "dispatch",
-            None,
-        )
-        .await?;
+    let outcome = if done {
+        Outcome::completed()
     } else {
-        move_run(store, run, RunEvent::Abandoned, settings.clock.now()).await?;
-        queue_ops::apply(
-            store,
-            clock.as_ref(),
-            gid,
-            QueueEvent::RunAbandoned,
-            "dispatch",
-            Some(why.to_string()),
-        )
-        .await?;
-    }
-    Ok(())
+        Outcome::abandoned(why)
+    };
+    let store = runner.store.as_ref();
+    end(
+        store,
+        settings,
+        run,
+        Origin::Dispatch,
+        outcome,
+        Some(&runner.holder.id()),
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use super::{carry, conduct, limits, patience, review, worker};
 use super::{Passed, RunResult, Runner, RunnerSettings, DISPATCH};
 use crate::agents::Adapter;
+use crate::core::ending::Origin;
 use crate::core::lifecycle;
 use crate::core::queue::QueueStatus;
 use crate::core::record::Run;
@@ -213,12 +214,7 @@ pub(super) async fn drive(
     run: Run,
     place: Place,
 ) -> Result<Option<RunResult>> {
-    let (store, adapter, prompts, settings) = (
-        runner.store.as_ref(),
-        &runner.adapter,
-        runner.prompts.as_ref(),
-        runner.settings.as_ref(),
-    );
+    let (store, settings) = (runner.store.as_ref(), runner.settings.as_ref());
     let gid = task.task_gid.clone();
     let run_id = run.id;
     let started = async {
@@ -243,8 +239,7 @@ pub(super) async fn drive(
                     slot
                 }
             };
-            return conduct::decompose(store, adapter, prompts, settings, task, run, wt, None)
-                .await;
+            return conduct::decompose(runner, task, run, wt, None).await;
         }
         run.lifecycle = Some(lifecycle::RunView::default());
         let (slot, readied) = match place {
@@ -262,14 +257,13 @@ pub(super) async fn drive(
     if !matches!(&started, Ok(result) if result.lease_released) {
         release_run(store, &runner.holder, run_id).await;
     }
-    settle(store, &runner.settings, run_id, &gid, started).await
+    settle(runner, run_id, &gid, started).await
 }
 
 /// How a carried run's pass ends: a run another runner claimed meanwhile is left to it
 /// (`None`, nothing written); one that failed for a reason no worker can fix is abandoned.
 pub(super) async fn settle(
-    store: &dyn Store,
-    settings: &RunnerSettings,
+    runner: &Runner,
     run_id: i64,
     gid: &str,
     carried: Result<RunResult>,
@@ -281,7 +275,7 @@ pub(super) async fn settle(
             Ok(None)
         }
         Err(error) => {
-            give_up(store, settings, run_id, gid, &format!("{error:#}")).await;
+            give_up(runner, run_id, gid, Origin::Local, &format!("{error:#}")).await;
             Err(error)
         }
     }
@@ -290,13 +284,8 @@ pub(super) async fn settle(
 /// A run that failed for a reason no worker can fix (its worktree cannot be made, its
 /// verification cannot start, the store failed) is abandoned rather than left looking
 /// alive; best effort, since the store itself may be what failed.
-pub(super) async fn give_up(
-    store: &dyn Store,
-    settings: &RunnerSettings,
-    run_id: i64,
-    gid: &str,
-    why: &str,
-) {
+pub(super) async fn give_up(runner: &Runner, run_id: i64, gid: &str, origin: Origin, why: &str) {
+    let (store, settings) = (runner.store.as_ref(), runner.settings.as_ref());
     let Ok(runs) = store.runs(Some(gid)).await else {
         return;
     };
@@ -304,7 +293,8 @@ pub(super) async fn give_up(
         return;
     };
     if run.state.is_active() {
-        if let Err(error) = abandon(store, settings, &mut run, gid, why).await {
+        let holder = runner.holder.id();
+        if let Err(error) = abandon(store, settings, &mut run, origin, &holder, why).await {
             tracing::error!(gid = %gid, run = run_id, error = format!("{error:#}"), "cannot abandon a failed run");
         }
     }
@@ -434,17 +424,7 @@ pub(super) async fn continue_run(
                 Some(held) => held,
                 None => Arc::clone(&r.slots).acquire_owned().await?,
             };
-            return conduct::decompose(
-                r.store.as_ref(),
-                &r.adapter,
-                &r.prompts,
-                &r.settings,
-                task,
-                run,
-                wt,
-                start.reason(),
-            )
-            .await;
+            return conduct::decompose(&r, task, run, wt, start.reason()).await;
         }
         carry(&r, task, run, wt, start).await
     }
@@ -452,7 +432,7 @@ pub(super) async fn continue_run(
     if !matches!(&carried, Ok(result) if result.lease_released) {
         release_run(r.store.as_ref(), &r.holder, run_id).await;
     }
-    settle(r.store.as_ref(), &r.settings, run_id, &gid, carried)
+    settle(&r, run_id, &gid, carried)
         .await
         .with_context(|| format!("{what} of task {gid}"))
 }

@@ -22,17 +22,18 @@
 
 use super::{commit, limits, opening};
 use super::{Passed, RunResult, Runner, RunnerSettings};
+use crate::core::ending::{Origin, Outcome};
 use crate::core::pr::{
     next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep, Stage, ThreadAnswer,
 };
-use crate::core::queue::{QueueEvent, QueueStatus};
+use crate::core::queue::QueueStatus;
 use crate::core::record::Run;
 use crate::core::run::{RunEvent, RunState};
 use crate::core::task::Task;
 use crate::forge::{ForgeError, Look};
-use crate::ops::queue as queue_ops;
 use crate::prompts::{Phase, PromptContext, RunContext, TaskContext};
 use crate::runner::drive::abandon;
+use crate::runner::drive::end;
 use crate::runner::drive::full_head;
 use crate::runner::drive::move_run;
 use crate::runner::drive::open_escalation;
@@ -404,21 +405,16 @@ async fn tick_step(
                 // Decided first (the effects it owes are in `after.completion`), then the
                 // effects, each marked done as it lands.
                 opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
-                complete_run(store, settings, &mut run, &task).await?;
+                complete_run(runner, &mut run).await?;
                 settle_completion(runner, forge, &mut run, after).await?;
                 return Ok(Some(result_of(&run, None)));
             }
             moved = matches!(step, PrStep::Merged);
         }
         PrStep::Closed => {
-            abandon(
-                store,
-                settings,
-                &mut run,
-                &gid,
-                "its PR was closed without a merge",
-            )
-            .await?;
+            let holder = runner.holder.id();
+            let why = "its PR was closed without a merge";
+            abandon(store, settings, &mut run, Origin::Pr, &holder, why).await?;
             moved = true;
         }
         PrStep::BackToPr { .. } => {
@@ -498,7 +494,8 @@ async fn looked(
         Ok(obs) => Ok(Looked::Seen(obs)),
         Err(error) if error.is_not_found() => {
             let why = format!("its PR is gone from {}", forge.client.name());
-            abandon(runner.store.as_ref(), settings, run, &gid, &why).await?;
+            let (store, holder) = (runner.store.as_ref(), runner.holder.id());
+            abandon(store, settings, run, Origin::Pr, &holder, &why).await?;
             Ok(Looked::Done(Some(result_of(run, None))))
         }
         Err(error) if error.is_transient() => {
@@ -587,30 +584,12 @@ async fn review_pr(
     post_kept_review(runner, forge, run, after, &body).await
 }
 
-/// The run `complete` and its task `done` (a run back in `pr` after the owner's comment
+/// The run `complete` and its task `done`, through the one ending; the tick keeps the
+/// run's lease until its step is over (a run back in `pr` after the owner's comment
 /// completes again; its task is `done` already).
-async fn complete_run(
-    store: &dyn Store,
-    settings: &RunnerSettings,
-    run: &mut Run,
-    task: &Task,
-) -> Result<()> {
-    if run.state == RunState::Pr {
-        run.completed_at = Some(settings.clock.now());
-        move_run(store, run, RunEvent::Completed, settings.clock.now()).await?;
-    }
-    if task.status == QueueStatus::InProgress {
-        queue_ops::apply(
-            store,
-            settings.clock.as_ref(),
-            &task.task_gid,
-            QueueEvent::RunCompleted,
-            "runner",
-            None,
-        )
-        .await?;
-    }
-    Ok(())
+async fn complete_run(runner: &Runner, run: &mut Run) -> Result<()> {
+    let (store, settings) = (runner.store.as_ref(), runner.settings.as_ref());
+    end(store, settings, run, Origin::Pr, Outcome::completed(), None).await
 }
 
 /// Posts the review kept in `memory` (`body`); answers the memory after: posted, or the
@@ -695,7 +674,7 @@ async fn settle_completion(
     };
     let mut moved = None;
     if run.state == RunState::Pr || task.status == QueueStatus::InProgress {
-        complete_run(store, settings, run, &task).await?;
+        complete_run(runner, run).await?;
         moved = Some(result_of(run, None));
     }
     while let Some(owed) = memory.completion.as_ref().and_then(|c| c.next()) {

@@ -3,6 +3,7 @@
 
 use super::{conduct, opening};
 use super::{Passed, Runner, DISPATCH};
+use crate::core::ending::Origin;
 use crate::core::lifecycle;
 use crate::core::queue::QueueStatus;
 use crate::core::record::WorkerRecord;
@@ -71,10 +72,10 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
             .is_some()
             {
                 give_up(
-                    store.as_ref(),
-                    settings,
+                    runner,
                     run.id,
                     &task.task_gid,
+                    Origin::Dispatch,
                     "its executor dispatch was interrupted; dispatch the task file again",
                 )
                 .await;
