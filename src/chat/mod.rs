@@ -11,6 +11,7 @@
 pub mod answer;
 pub mod deliver;
 pub mod inbox;
+pub mod notice;
 pub mod notices;
 pub mod receive;
 pub mod text;

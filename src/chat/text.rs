@@ -7,7 +7,7 @@
 //! exception: it is posted as the worker said it, under the worker's persona, so that it
 //! reads back through the same parser.
 
-use crate::chat::notices::{Notice, Persona, Routing};
+use crate::chat::notice::{Notice, Persona, Routing};
 use crate::chat::zulip::mention;
 use crate::core::outbox::Priority;
 use crate::core::record::{Decision, StoredMessage};

@@ -39,6 +39,8 @@ use access::{Access, Asked, Denied, Grant};
 
 /// The API's root.
 pub const API: &str = "/api/v1";
+/// Where the Prometheus scrape is served (`super::metrics`).
+pub const METRICS: &str = "/metrics";
 
 /// Where the pages' forms post.
 pub const ACTIONS: &str = "/actions";
@@ -104,6 +106,7 @@ pub fn router(
         .route(&format!("{API}/escalations/{{id}}/decide"), post(decide))
         .route(&format!("{API}/events"), get(events::stream))
         .merge(pages::routes())
+        .route("/system", get(system::show))
         .layer(middleware::from_fn_with_state(access, guard))
         .with_state(console)
 }
@@ -192,7 +195,7 @@ fn denied_answer(denied: Denied, path: &str, reads: bool) -> Response {
             "a read-only token reads only: this action needs the console's token",
         ),
         Denied::NoToken => {
-            let page = reads && !path.starts_with(API) && path != super::metrics::PATH;
+            let page = reads && !path.starts_with(API) && path != METRICS;
             if page {
                 return (
                     StatusCode::SEE_OTHER,

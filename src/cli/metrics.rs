@@ -18,8 +18,8 @@ use prometheus_client::registry::Registry;
 
 use crate::store::Store;
 
-/// The route.
-pub const PATH: &str = "/metrics";
+/// The route (the console names it, to leave it out of its page rules).
+pub use super::console::METRICS as PATH;
 
 pub fn router(store: Arc<dyn Store>, access: Arc<super::console::access::Access>) -> Router {
     Router::new()

@@ -26,6 +26,7 @@ mod record;
 mod runs;
 mod service;
 mod service_setup;
+mod shown;
 mod tree;
 
 /// The runner's lock file, beside the config file.

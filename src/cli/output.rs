@@ -383,7 +383,7 @@ fn unconfined_mark(confined: Option<bool>) -> &'static str {
 
 /// Tables show times in the owner's own time zone, to the second (`--json` keeps UTC).
 fn when(at: &DateTime<Utc>) -> String {
-    super::runs::local_time(at)
+    super::shown::local_time(at)
 }
 
 pub fn print_task(shown: &ShownTask) -> Result<()> {
@@ -451,7 +451,7 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
                     "  #{}  {} ({})  branch {}  PR {}  updated {}",
                     run.id,
                     run.state,
-                    super::runs::stage(run),
+                    super::shown::stage(run),
                     run.branch_name.as_deref().unwrap_or("-"),
                     run.pr_url.as_deref().unwrap_or("-"),
                     when(&run.updated_at)

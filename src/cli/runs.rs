@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Result;
 use chrono::{DateTime, NaiveDateTime, Utc};
 
+pub(crate) use super::shown::{local_time, stage};
 use super::BadInput;
 use crate::core::record::Run;
 use crate::core::spend::{SpendRow, SpendTotal};
@@ -147,31 +148,6 @@ fn quiet_pipe(result: std::io::Result<()>) -> Result<()> {
     match result {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other?),
-    }
-}
-
-/// A time as the person at this terminal reads it: local, to the second.
-pub(crate) fn local_time(at: &DateTime<Utc>) -> String {
-    at.with_timezone(&chrono::Local)
-        .format("%Y-%m-%d %H:%M:%S")
-        .to_string()
-}
-
-/// Where the run is, as a person reads it: `waiting: escalation N` for a question with the
-/// owner, else the lifecycle stage's name; `-` for a run from before stages were kept.
-pub(crate) fn stage(run: &Run) -> String {
-    use crate::core::lifecycle::Stage;
-    match run.lifecycle.as_ref() {
-        Some(view) => match &view.stage {
-            Stage::WaitingOnOwner { escalation } => format!("waiting: escalation {escalation}"),
-            Stage::RetryDelay { until } => format!("retry at {}", local_time(until)),
-            Stage::UsageLimit { until, .. } => {
-                format!("usage limit: resumes at {}", local_time(until))
-            }
-            Stage::Reviewing { round } => format!("reviewing (round {round})"),
-            _ => view.stage_name().to_string(),
-        },
-        None => "-".to_string(),
     }
 }
 

@@ -259,3 +259,182 @@ fn no_module_level_glob_import_and_no_function_over_the_limit() {
         long.join("\n")
     );
 }
+
+/// The module path of `file` under a crate's `src` (`cli/console/pages.rs` → `cli::console::pages`).
+fn module_of(file: &Path) -> Vec<String> {
+    let mut parts: Vec<String> = file
+        .with_extension("")
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    if matches!(
+        parts.last().map(String::as_str),
+        Some("mod" | "lib" | "main")
+    ) {
+        parts.pop();
+    }
+    parts
+}
+
+/// The files of one crate's `src` that each file names through a `crate::` or `super::`
+/// path (to a sibling or an ancestor's module), outside comments and tests.
+fn file_edges(src: &Path) -> Vec<(String, Vec<String>)> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let modules: std::collections::BTreeMap<Vec<String>, String> = files
+        .iter()
+        .filter_map(|f| {
+            let rel = f.strip_prefix(src).ok()?;
+            Some((module_of(rel), rel.display().to_string()))
+        })
+        .collect();
+    let resolve = |path: &[String]| {
+        (1..=path.len())
+            .rev()
+            .find_map(|n| modules.get(&path[..n]).cloned())
+    };
+    let mut edges = Vec::new();
+    for file in &files {
+        let Ok(rel) = file.strip_prefix(src) else {
+            continue;
+        };
+        let me = module_of(rel);
+        let name = rel.display().to_string();
+        let text = std::fs::read_to_string(file).expect("read source");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let mut to = std::collections::BTreeSet::new();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (at, _) in line
+                .match_indices("crate::")
+                .chain(line.match_indices("super::"))
+            {
+                if at > 0 && ident_char(line[..at].chars().last().unwrap_or(' ')) {
+                    continue;
+                }
+                let path: Vec<String> = line[at..]
+                    .split(|c: char| !(ident_char(c) || c == ':'))
+                    .next()
+                    .unwrap_or_default()
+                    .split("::")
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .collect();
+                let full = if path[0] == "crate" {
+                    path[1..].to_vec()
+                } else {
+                    let ups = path.iter().take_while(|p| *p == "super").count();
+                    let mut base = me[..me.len().saturating_sub(ups)].to_vec();
+                    base.extend_from_slice(&path[ups..]);
+                    base
+                };
+                if let Some(target) = resolve(&full).filter(|t| *t != name) {
+                    to.insert(target);
+                }
+            }
+        }
+        edges.push((name, to.into_iter().collect()));
+    }
+    edges
+}
+
+/// A cycle among `edges`, if there is one, as the files around it.
+fn a_cycle(edges: &[(String, Vec<String>)]) -> Option<Vec<String>> {
+    let next: std::collections::BTreeMap<&str, &Vec<String>> =
+        edges.iter().map(|(f, to)| (f.as_str(), to)).collect();
+    // 0 unseen, 1 on the path, 2 done.
+    let mut mark: std::collections::BTreeMap<&str, u8> = Default::default();
+    fn visit<'a>(
+        at: &'a str,
+        next: &std::collections::BTreeMap<&'a str, &'a Vec<String>>,
+        mark: &mut std::collections::BTreeMap<&'a str, u8>,
+        path: &mut Vec<&'a str>,
+    ) -> Option<Vec<String>> {
+        mark.insert(at, 1);
+        path.push(at);
+        for to in next.get(at).map(|v| v.iter()).into_iter().flatten() {
+            match mark.get(to.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let from = path.iter().position(|p| *p == to.as_str()).unwrap_or(0);
+                    let mut cycle: Vec<String> =
+                        path[from..].iter().map(|s| s.to_string()).collect();
+                    cycle.push(to.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(cycle) = visit(to.as_str(), next, mark, path) {
+                        return Some(cycle);
+                    }
+                }
+                _ => {}
+            }
+        }
+        path.pop();
+        mark.insert(at, 2);
+        None
+    }
+    for (file, _) in edges {
+        if mark.get(file.as_str()).copied().unwrap_or(0) == 0 {
+            if let Some(cycle) = visit(file, &next, &mut mark, &mut Vec::new()) {
+                return Some(cycle);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn the_cycle_finder_finds_a_cycle_and_only_one() {
+    let edges = |list: &[(&str, &[&str])]| -> Vec<(String, Vec<String>)> {
+        list.iter()
+            .map(|(f, to)| (f.to_string(), to.iter().map(|t| t.to_string()).collect()))
+            .collect()
+    };
+    assert_eq!(
+        a_cycle(&edges(&[
+            ("a.rs", &["b.rs"]),
+            ("b.rs", &["c.rs"]),
+            ("c.rs", &[])
+        ])),
+        None
+    );
+    assert_eq!(
+        a_cycle(&edges(&[("a.rs", &["b.rs"]), ("b.rs", &["a.rs"])])),
+        Some(vec!["a.rs".into(), "b.rs".into(), "a.rs".into()])
+    );
+    assert_eq!(
+        module_of(Path::new("cli/console/mod.rs")),
+        ["cli", "console"]
+    );
+}
+
+/// No two files of a crate name each other, directly or around a loop, through `crate::`
+/// or `super::` paths: each file's dependencies can be read, and moved, without the rest.
+/// (A parent module's own `child::item` calls are its declaration of the child, and are not
+/// counted.)
+#[test]
+fn no_import_cycle_between_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut srcs = vec![root.join("src")];
+    for krate in std::fs::read_dir(root.join("crates"))
+        .expect("crates/")
+        .flatten()
+    {
+        srcs.push(krate.path().join("src"));
+    }
+    let mut seen = 0;
+    for src in srcs {
+        let edges = file_edges(&src);
+        seen += edges.iter().map(|(_, to)| to.len()).sum::<usize>();
+        if let Some(cycle) = a_cycle(&edges) {
+            panic!(
+                "an import cycle in {}:\n{}",
+                src.display(),
+                cycle.join(" → ")
+            );
+        }
+    }
+    assert!(
+        seen > 300,
+        "only {seen} edges between files: is the scan broken?"
+    );
+}

@@ -118,7 +118,6 @@ pub(super) fn routes() -> Router<Console> {
         .route("/queue", get(queue))
         .route("/goals", get(goals))
         .route("/goals/{gid}", get(goal))
-        .route("/system", get(super::system::show))
         .route("/assets/{name}", get(asset))
         .route(super::LOGIN, get(login_page).post(login))
         .route(super::LOGOUT, post(logout))
