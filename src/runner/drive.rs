@@ -42,6 +42,7 @@ mod pass;
 mod phase_log;
 mod recover;
 mod run_record;
+mod spent;
 mod verify;
 mod watch;
 mod worker;
@@ -68,9 +69,10 @@ pub use pass::{has_decided, resume_decided, run_approved};
 use phase_log::PhaseLog;
 pub use recover::recover;
 use run_record::write_run_record;
+pub use spent::BUDGET;
 use verify::verify;
 use watch::{watch, Said, Watched};
-pub use worker::{agent_env, BUDGET};
+pub use worker::agent_env;
 use worker::{
     run_worker, work, worker_env, Asked, Worked, WorkerRun, MAX_LINE, STDERR_BYTES, SYSTEM_REMINDER,
 };

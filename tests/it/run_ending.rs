@@ -320,6 +320,7 @@ fn nothing_but_the_one_operation_ends_a_run() {
         "crates/executor-core/src/queue.rs",
         "crates/executor-core/src/pr.rs",
         "crates/executor-core/src/lifecycle.rs",
+        "crates/executor-core/src/lifecycle/pr_stage.rs",
         "crates/executor-core/src/ending.rs",
         "crates/executor-store/src/lib.rs",
         "crates/executor-store/src/sqlite.rs",

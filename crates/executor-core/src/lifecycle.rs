@@ -1,13 +1,15 @@
-//! The run's lifecycle before its PR, decided: what a run does next, given what just
-//! happened to it (docs/design.md §10).
+//! The run's whole life, decided: what a run does next, given what just happened to it
+//! (docs/design.md §10), from its first worker through its PR to its end.
 //!
 //! `decide(view, event, rules, now)` returns the run's next view and the one action the
 //! edge performs next; the edge answers with the event that action produced. The view is
 //! stored whole with the run (`executor_runs.lifecycle`), so a runner that restarts picks
 //! the run up at the same stage with the same counters: a restart changes no decision.
 //!
-//! Once the run's draft PR is open (`Stage::InPr`) the PR machine (`core::pr`) decides on
-//! every look at the PR; this machine only records that the run is there.
+//! Once the run's draft PR is open (`Stage::InPr`) every look at the PR is an event of its
+//! own ([`Event::PrLooked`]); its rows ([`pr_stage`]) put the PR machine's step
+//! (`core::pr`) in the run's life: owed effects first, the usage limit and the budget
+//! before any worker, the run's end when the PR is merged, complete or closed.
 //!
 //! Pure: no I/O, no clock (the caller says what time it is), no randomness (the back-off's
 //! jitter is a function of the run and the attempt).
@@ -17,6 +19,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+pub mod pr_stage;
+pub use pr_stage::{Budget, PrAction, PrLook, Seen};
 
 /// What kind of worker the run starts next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -160,7 +165,7 @@ pub fn retryable_api_status(status: Option<u16>) -> bool {
 }
 
 /// Something that happened to the run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// A runner takes the run up at its stored stage (a new run, or one carried on).
     Begin,
@@ -209,6 +214,11 @@ pub enum Event {
     Answered(Answer),
     /// The owner cancelled the run.
     Cancelled { reason: String },
+    /// The task's workers spent its budget, so the worker (or reviewer) the last action
+    /// would start does not start; `why` says by how much.
+    OverBudget { why: String },
+    /// The run's PR was looked at (see [`pr_stage`]).
+    PrLooked(Box<PrLook>),
 }
 
 /// A worker stopped by its agent's usage limit, or not started because the agent is
@@ -225,7 +235,7 @@ pub struct Limited {
 }
 
 /// What the edge does next.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// Start a worker (holding a slot while it lives). `attempt` is shown in its prompt.
     StartWorker {
@@ -252,6 +262,8 @@ pub enum Action {
     },
     /// Nothing to do until an outside event (the owner, the PR).
     Wait,
+    /// Act on the run's PR (see [`pr_stage`]).
+    Pr(Box<PrAction>),
 }
 
 /// What the owner is asked.
@@ -263,6 +275,9 @@ pub enum Ask {
     ReviewExhausted { rejections: u32, findings: String },
     /// The reviewed diff waits for the owner's go.
     Integrate,
+    /// The task's budget is spent: may the run start one more worker? (`why` says by how
+    /// much; no is [`Answer::Stop`].)
+    Budget { why: String },
 }
 
 /// The limits the owner configured.
@@ -303,10 +318,15 @@ pub fn decide(
         stage: view.stage_name(),
         event: format!("{event:?}"),
     };
-    if let Stage::Ended { .. } = view.stage {
+    if let Stage::Ended { complete } = view.stage {
         return match event {
             Event::Begin | Event::Resumed { .. } | Event::Cancelled { .. } => {
                 Ok((next, Action::Wait))
+            }
+            // A complete run's PR is still watched for the owner's comments.
+            Event::PrLooked(look) if complete => {
+                let action = pr_stage::looked(&mut next, *look);
+                Ok((next, action))
             }
             other => Err(unexpected(&other)),
         };
@@ -388,6 +408,13 @@ pub fn decide(
         (Stage::Integrating, Event::PrPending) => {
             next.stage = Stage::OpeningPr;
             Action::Wait
+        }
+        (Stage::InPr, Event::PrLooked(look)) => pr_stage::looked(&mut next, *look),
+        (Stage::Working { .. } | Stage::Reviewing { .. }, Event::OverBudget { why }) => {
+            Action::AskOwner {
+                ask: Ask::Budget { why },
+                commit_first: false,
+            }
         }
         (Stage::Integrating | Stage::OpeningPr | Stage::InPr, Event::PrOpened) => {
             next.stage = Stage::InPr;

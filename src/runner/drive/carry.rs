@@ -2,7 +2,7 @@
 //! is stored, the action is performed here and its outcome is the next event. Nothing here
 //! decides what comes next.
 
-use super::{claim, commit, conduct, limits, patience, review, verify};
+use super::{claim, commit, conduct, limits, patience, review, spent, verify};
 use super::{RunResult, Runner, RunnerSettings, CLAIM_CHECK};
 use crate::core::ending::{Origin, Outcome};
 use crate::core::lifecycle;
@@ -212,6 +212,12 @@ async fn steps(
                 return Ok(());
             }
             lifecycle::Action::Wait => return Ok(()),
+            lifecycle::Action::Pr(_) => {
+                anyhow::bail!(
+                    "run {} is carried locally; its PR is the PR tick's",
+                    c.run.id
+                )
+            }
         };
     }
 }
@@ -343,6 +349,9 @@ impl Carried<'_> {
         attempt: u32,
     ) -> Result<lifecycle::Event> {
         let (r, gid, phase) = (self.r, self.task.task_gid.clone(), phase_of(work));
+        if let Some(event) = self.over_budget().await? {
+            return Ok(event);
+        }
         // Written before the slot is taken: a slot is for a live worker.
         let prompt = if self.continue_parked {
             String::new()
@@ -443,7 +452,22 @@ impl Carried<'_> {
         })
     }
 
+    /// The lifecycle's event when the task's budget is spent and the owner has not let
+    /// the run start another worker: no worker (nor reviewer) starts.
+    async fn over_budget(&self) -> Result<Option<lifecycle::Event>> {
+        let (r, gid) = (self.r, &self.task.task_gid);
+        let over = spent::over(r.store.as_ref(), &r.settings, gid, &self.run).await?;
+        Ok(over.map(|over| {
+            let why = over.sentence();
+            tracing::warn!(gid = %gid, run = self.run.id, "no new worker: {why}");
+            lifecycle::Event::OverBudget { why }
+        }))
+    }
+
     pub(super) async fn review(&mut self, round: u32) -> Result<lifecycle::Event> {
+        if let Some(event) = self.over_budget().await? {
+            return Ok(event);
+        }
         let slot = self.slot().await?;
         let r = self.r;
         let reviewed = review::review(
@@ -518,6 +542,7 @@ impl Carried<'_> {
                 review::INTEGRATE,
                 self.run.id
             )),
+            lifecycle::Ask::Budget { why } => spent::question(&gid, self.run.id, &why),
         };
         if commit_first && r.settings.worktrees {
             let baseline = self.worked.as_ref().and_then(|w| w.baseline.as_ref());

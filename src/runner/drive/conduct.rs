@@ -9,7 +9,7 @@
 //! What it must never do: start a child before the children it depends on are done, or
 //! leave a waiting parent looking stranded (recovery skips a run whose task has children).
 
-use super::verify;
+use super::{spent, verify};
 use super::{RunResult, Runner, RunnerSettings, DECLINED_BY_OWNER, DENIED_BY_CONTRACT};
 use crate::conductor::plan::{self, Plan, PLAN_FILE};
 use crate::conductor::progress::{self, ChildState, ParentStep};
@@ -113,17 +113,24 @@ pub(super) async fn decompose(
         let prompt = planner.prompt(prompts, settings, &task, &run, &wt)?;
         let plan_path = wt.path.join(PLAN_FILE);
         let _ = std::fs::remove_file(&plan_path);
-        let worked = work(
-            store,
-            adapter,
-            settings,
-            &mut run,
-            &gid,
-            Phase::Decompose,
-            &wt.path,
-            prompt,
-        )
-        .await?;
+        // Outside the lifecycle, the budget is looked at here: a worker over it asks the
+        // owner instead of starting.
+        let worked = match spent::over(store, settings, &gid, &run).await? {
+            Some(over) => spent::not_started(&run, &gid, &over),
+            None => {
+                work(
+                    store,
+                    adapter,
+                    settings,
+                    &mut run,
+                    &gid,
+                    Phase::Decompose,
+                    &wt.path,
+                    prompt,
+                )
+                .await?
+            }
+        };
         let planned = std::fs::read_to_string(&plan_path);
         // The plan is the orchestrator's input, never part of the change.
         let _ = std::fs::remove_file(&plan_path);

@@ -8,7 +8,7 @@
 //! What it must never do: run a worker outside its worktree, or with more tools than the
 //! file grants.
 
-use super::limits;
+use super::{limits, spent};
 use super::{Runner, RunnerSettings, DISPATCH};
 use crate::agents::Adapter;
 use crate::conductor::worker_task::{Tool, WorkerTask};
@@ -223,17 +223,24 @@ async fn carry_dispatched(
             }
             None => Phase::Queued,
         };
-        let worked = work(
-            store,
-            adapter,
-            settings,
-            run,
-            &gid,
-            phase,
-            &wt.path,
-            file.prompt.clone(),
-        )
-        .await?;
+        // Outside the lifecycle, the budget is looked at here: a worker over it asks the
+        // owner instead of starting.
+        let worked = match spent::over(store, settings, &gid, run).await? {
+            Some(over) => spent::not_started(run, &gid, &over),
+            None => {
+                work(
+                    store,
+                    adapter,
+                    settings,
+                    run,
+                    &gid,
+                    phase,
+                    &wt.path,
+                    file.prompt.clone(),
+                )
+                .await?
+            }
+        };
         let record = write_run_record(settings, &gid, run.id, phase, &wt.path, &worked).await?;
         if let (Some(name), Some(id)) = (&file.session, &run.worker_session_id) {
             store

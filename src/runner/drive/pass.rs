@@ -1,7 +1,7 @@
 //! Passes: taking approved tasks and answered escalations up as worker slots free, each
 //! run carried on its own task; a pass never holds a slot for a run that waits.
 
-use super::{carry, conduct, limits, patience, review, worker};
+use super::{carry, conduct, limits, patience, review, spent};
 use super::{Passed, RunResult, Runner, RunnerSettings, DISPATCH};
 use crate::agents::Adapter;
 use crate::core::ending::Origin;
@@ -364,12 +364,12 @@ pub async fn resume_decided(runner: &Runner) -> Result<Passed> {
             && matches!(runner.adapter, Adapter::Claude { .. });
         let gate =
             [review::INTEGRATE, review::REVIEW_EXHAUSTED].contains(&escalation.action.as_str());
-        let budget = escalation.action == worker::BUDGET;
+        let budget = escalation.action == spent::BUDGET;
         let answer = match (gate, budget, escalation.resolution.as_deref()) {
             (true, _, Some("approve")) => lifecycle::Answer::Integrate,
             (true, _, _) => lifecycle::Answer::Decline,
             (false, true, Some("deny")) => lifecycle::Answer::Stop {
-                why: "the owner would not let it spend more than its task's budget".to_string(),
+                why: lifecycle::pr_stage::BUDGET_REFUSED.to_string(),
             },
             (false, _, _) => lifecycle::Answer::Continue {
                 reason: format!(

@@ -1,7 +1,9 @@
 //! The `pr` loop: on every tick, each run whose draft PR is open (or complete, for the
 //! owner's comments) is looked at on its forge (GitHub or Gitea, through
-//! [`crate::forge::ForgeClient`]), the `pr` state machine (`core::pr`) picks one
-//! step, and this module carries it out: labels, a CI trigger, resolving acknowledged
+//! [`crate::forge::ForgeClient`]); the look, with the facts gathered beside it (the
+//! machine's memory, the agent's pause, the task's budget), is one event of the run's
+//! lifecycle, whose PR stage (`core::lifecycle::pr_stage`, around the `pr` machine) decides
+//! the one action, and this module carries it out: labels, a CI trigger, resolving acknowledged
 //! threads, a `fix_ci`, `fix_comments` or `pr_review` worker (whose change the orchestrator
 //! commits and pushes), completion with the owner told, the end of a merged or closed PR,
 //! or an escalation. The machine's memory is kept in the store between ticks.
@@ -20,12 +22,12 @@
 //! timeout leaves the run as it was for a later tick (after `max_effect_failures` failed
 //! writes in a row the owner is asked, once); only a PR that is gone ends the run.
 
-use super::{commit, limits, opening};
+use super::carry::rules;
+use super::{commit, limits, opening, spent};
 use super::{Passed, RunResult, Runner, RunnerSettings};
 use crate::core::ending::{Origin, Outcome};
-use crate::core::pr::{
-    next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep, Stage, ThreadAnswer,
-};
+use crate::core::lifecycle;
+use crate::core::pr::{PrConfig, PrMemory, PrObservation, PrStep, Stage, ThreadAnswer};
 use crate::core::queue::QueueStatus;
 use crate::core::record::Run;
 use crate::core::run::{RunEvent, RunState};
@@ -43,6 +45,7 @@ use crate::runner::drive::release_run;
 use crate::runner::drive::run_context;
 use crate::runner::drive::take_run;
 use crate::runner::drive::tampered;
+use crate::runner::drive::view_of;
 use crate::runner::drive::work;
 use crate::runner::drive::write_run_record;
 use crate::runner::drive::Asked;
@@ -135,6 +138,10 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
         .await;
     drop(looks);
 
+    // The agent's pause at its usage limit, one fact for every run of this tick.
+    let paused_until = limits::paused(store, &runner.settings, runner.adapter.name())
+        .await?
+        .map(|pause| pause.until);
     let parallel = Arc::new(Semaphore::new(runner.settings.max_workers.max(1)));
     let mut steps = tokio::task::JoinSet::new();
     for ((run, memory), observed) in taken.into_iter().zip(observed) {
@@ -149,7 +156,16 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
             let (gid, run_id) = (run.task_gid.clone(), run.id);
             let step_runner = runner.clone();
             let ticked = contained(async move {
-                tick_one(&step_runner, &forge, &config, run, memory, observed).await
+                tick_one(
+                    &step_runner,
+                    &forge,
+                    &config,
+                    run,
+                    memory,
+                    observed,
+                    paused_until,
+                )
+                .await
             })
             .await;
             release_run(runner.store.as_ref(), &runner.holder, run_id).await;
@@ -262,9 +278,9 @@ fn pr_config(settings: &RunnerSettings, forge: &Forge) -> PrConfig {
     }
 }
 
-/// One run's step on what was observed of its PR; `Some` when the run moved (a worker
-/// ran, or its state changed). Effects a completion still owes come first, whatever the
-/// look found.
+/// One run's look at its PR, decided by the run's lifecycle (its PR stage's rows,
+/// `core::lifecycle::pr_stage`) and carried out here; `Some` when the run moved (a worker
+/// ran, or its state changed).
 async fn tick_one(
     runner: &Runner,
     forge: &Forge,
@@ -272,86 +288,121 @@ async fn tick_one(
     mut run: Run,
     memory: PrMemory,
     observed: Result<PrObservation, ForgeError>,
+    paused_until: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Result<Option<RunResult>> {
     let store = runner.store.as_ref();
+    let settings = runner.settings.as_ref();
     let gid = run.task_gid.clone();
     let Some(task) = store.task(&gid).await? else {
         anyhow::bail!("run {} has no task {gid}", run.id);
     };
-    // A completion's owed effects first; the machine steps again on the next tick.
-    if memory.completion.is_some() {
-        let (_, settled) = settle_completion(runner, forge, &mut run, memory).await?;
-        return Ok(settled);
-    }
-    // A fix's push that did not land yet: pushed again before anything else is decided,
-    // and the PR looked at on the next tick (this look was taken before the push).
-    if memory.push.is_some() {
-        let mut memory = memory;
-        let escalated = push_owed(runner, forge, &run, &mut memory).await?;
-        if escalated.is_none() && memory.push.is_none() {
-            answers_owed(runner, forge, &run, memory).await?;
+    let look = lifecycle::PrLook {
+        seen: seen(runner, forge, &run, observed).await?,
+        memory: memory.clone(),
+        config: config.clone(),
+        paused_until,
+        budget: spent::of_pr_run(store, settings, &gid, &run).await?,
+    };
+    let (view, action) = lifecycle::decide(
+        &pr_view(&run),
+        lifecycle::Event::PrLooked(Box::new(look)),
+        &rules(settings, run.id),
+        settings.clock.now(),
+    )?;
+    match action {
+        lifecycle::Action::Pr(act) => match *act {
+            lifecycle::PrAction::Settle => {
+                let (_, settled) = settle_completion(runner, forge, &mut run, memory).await?;
+                Ok(settled)
+            }
+            // A fix's push that did not land yet, then its answers: before anything else is
+            // decided (the look was taken before the push), so no other worker starts on
+            // threads already answered.
+            lifecycle::PrAction::Push => {
+                let mut memory = memory;
+                let escalated = push_owed(runner, forge, &run, &mut memory).await?;
+                if escalated.is_none() && memory.push.is_none() {
+                    answers_owed(runner, forge, &run, memory).await?;
+                }
+                Ok(escalated.map(|id| result_of(&run, Some(id))))
+            }
+            lifecycle::PrAction::Answer => {
+                answers_owed(runner, forge, &run, memory).await?;
+                Ok(None)
+            }
+            lifecycle::PrAction::Step { step, obs, after } => {
+                let taken = Taken {
+                    memory,
+                    step,
+                    obs,
+                    after,
+                };
+                take_step(runner, forge, run, task, view, taken).await
+            }
+        },
+        lifecycle::Action::Abandon { reason } => {
+            let holder = runner.holder.id();
+            abandon(store, settings, &mut run, Origin::Pr, &holder, &reason).await?;
+            Ok(Some(result_of(&run, None)))
         }
-        return Ok(escalated.map(|id| result_of(&run, Some(id))));
+        lifecycle::Action::AskOwner {
+            ask: lifecycle::Ask::Budget { why },
+            ..
+        } => {
+            tracing::warn!(gid = %gid, run = run.id, "no new PR worker: {why}");
+            let question = spent::question(&gid, run.id, &why);
+            let id =
+                open_escalation(store, &runner.adapter, settings, &run, &gid, &question).await?;
+            Ok(Some(result_of(&run, Some(id))))
+        }
+        lifecycle::Action::WaitUntil(until) => {
+            tracing::info!(gid = %gid, run = run.id, until = %until, "the PR's next worker waits for its agent's usage limit to reset");
+            Ok(None)
+        }
+        lifecycle::Action::Wait => Ok(None),
+        other => anyhow::bail!("run {} in its PR stage cannot {other:?}", run.id),
     }
-    // A fix's answers to its threads that did not land yet: posted before anything else
-    // is decided, so no other worker starts on threads already answered.
-    if !memory.answers.is_empty() {
-        answers_owed(runner, forge, &run, memory).await?;
-        return Ok(None);
-    }
-    tick_step(runner, forge, config, run, task, memory, observed).await
 }
 
-/// The `pr` machine's one step on the look at the run's PR: decides the step, carries it
-/// out (labels, CI, threads, a worker, completion, the end of the PR, an escalation) and
-/// saves the memory after it.
-async fn tick_step(
+/// The run's lifecycle view in its PR stage (see [`lifecycle::pr_stage::watched`]).
+fn pr_view(run: &Run) -> lifecycle::RunView {
+    lifecycle::pr_stage::watched(view_of(run), run.state == RunState::Complete)
+}
+
+/// The PR machine's step as the lifecycle decided it: the memory before and after, and
+/// the look it was decided on.
+struct Taken {
+    memory: PrMemory,
+    step: PrStep,
+    obs: PrObservation,
+    after: PrMemory,
+}
+
+/// Carries out the PR machine's step (labels, CI, threads, a worker, completion, the
+/// owner's comment, an escalation) and saves the memory after it.
+async fn take_step(
     runner: &Runner,
     forge: &Forge,
-    config: &PrConfig,
     mut run: Run,
     task: Task,
-    memory: PrMemory,
-    observed: Result<PrObservation, ForgeError>,
+    view: lifecycle::RunView,
+    taken: Taken,
 ) -> Result<Option<RunResult>> {
     let store = runner.store.as_ref();
     let settings = runner.settings.as_ref();
     let gid = run.task_gid.clone();
     let pr = pr_number(&run);
-    let obs = match looked(runner, forge, &mut run, observed).await? {
-        Looked::Seen(obs) => obs,
-        Looked::Done(result) => return Ok(result),
-    };
-    // What this tick saw is kept for the console's Run page, which never asks the forge
-    // itself; a look that cannot be kept costs the page its PR section, never the step.
-    match serde_json::to_string(&obs) {
-        Ok(look) => {
-            if let Err(error) = store.save_pr_look(run.id, &look, obs.observed_at).await {
-                tracing::warn!(gid = %gid, run = run.id, %error, "cannot keep the look at the run's PR for the console");
-            }
-        }
-        Err(error) => {
-            tracing::warn!(gid = %gid, run = run.id, %error, "cannot write the look at the run's PR as JSON")
-        }
-    }
-    let step = next_pr_step(&obs, &memory, config);
-    tracing::info!(gid = %gid, run = run.id, step = ?step, "PR tick");
-    // A PR's worker waits out its agent's usage limit like any other: nothing is decided
-    // now, and the first look after the reset takes the same step.
-    let spawns = matches!(
+    let Taken {
+        memory,
         step,
-        PrStep::SpawnFixCi { .. } | PrStep::SpawnFixComments { .. } | PrStep::SpawnReview { .. }
-    );
-    if spawns {
-        if let Some(pause) = limits::paused(store, settings, runner.adapter.name()).await? {
-            tracing::info!(gid = %gid, run = run.id, until = %pause.until, "the PR's next worker waits for its agent's usage limit to reset");
-            return Ok(None);
-        }
-    }
+        obs,
+        mut after,
+    } = taken;
+    tracing::info!(gid = %gid, run = run.id, step = ?step, "PR tick");
     let mut moved = false;
-    let mut after = remember(&memory, &step, &obs);
     match &step {
-        PrStep::Wait { .. } => {}
+        // A closed PR is decided as the run's end (`Action::Abandon`), never as a step.
+        PrStep::Wait { .. } | PrStep::Closed => {}
         PrStep::AddLabels { labels } => {
             forge.client.add_labels(pr, labels).await?;
         }
@@ -411,13 +462,8 @@ async fn tick_step(
             }
             moved = matches!(step, PrStep::Merged);
         }
-        PrStep::Closed => {
-            let holder = runner.holder.id();
-            let why = "its PR was closed without a merge";
-            abandon(store, settings, &mut run, Origin::Pr, &holder, why).await?;
-            moved = true;
-        }
         PrStep::BackToPr { .. } => {
+            run.lifecycle = Some(view);
             move_run(
                 store,
                 &mut run,
@@ -471,36 +517,38 @@ async fn trigger_ci(
     Ok(())
 }
 
-/// What the look at a run's PR left for its step.
-enum Looked {
-    /// The PR as GitHub shows it now: the machine steps on it.
-    Seen(PrObservation),
-    /// No step this tick: the run ended (its PR is gone), or GitHub cannot answer now.
-    Done(Option<RunResult>),
-}
-
-/// Judges the look at the run's PR: a PR gone from GitHub abandons the run; a transient
-/// failure (a 5xx, a rate limit, a timeout) leaves the run for the next tick; any other
-/// failure is the step's error.
-async fn looked(
+/// What the forge answered for the run's PR, as the lifecycle reads it: a PR gone from
+/// the forge, one it cannot show now (a 5xx, a rate limit, a timeout), or the PR; any other
+/// failure is the step's error. A look is kept for the console's Run page, which never asks
+/// the forge itself; one that cannot be kept costs the page its PR section, never the step.
+async fn seen(
     runner: &Runner,
     forge: &Forge,
-    run: &mut Run,
+    run: &Run,
     observed: Result<PrObservation, ForgeError>,
-) -> Result<Looked> {
-    let settings = runner.settings.as_ref();
-    let gid = run.task_gid.clone();
+) -> Result<lifecycle::Seen> {
+    let (store, settings) = (runner.store.as_ref(), runner.settings.as_ref());
+    let gid = &run.task_gid;
     match observed {
-        Ok(obs) => Ok(Looked::Seen(obs)),
-        Err(error) if error.is_not_found() => {
-            let why = format!("its PR is gone from {}", forge.client.name());
-            let (store, holder) = (runner.store.as_ref(), runner.holder.id());
-            abandon(store, settings, run, Origin::Pr, &holder, &why).await?;
-            Ok(Looked::Done(Some(result_of(run, None))))
+        Ok(obs) => {
+            match serde_json::to_string(&obs) {
+                Ok(look) => {
+                    if let Err(error) = store.save_pr_look(run.id, &look, obs.observed_at).await {
+                        tracing::warn!(gid = %gid, run = run.id, %error, "cannot keep the look at the run's PR for the console");
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(gid = %gid, run = run.id, %error, "cannot write the look at the run's PR as JSON")
+                }
+            }
+            Ok(lifecycle::Seen::Pr(obs))
         }
+        Err(error) if error.is_not_found() => Ok(lifecycle::Seen::Gone {
+            forge: forge.client.name().to_string(),
+        }),
         Err(error) if error.is_transient() => {
             tracing::info!(gid = %gid, run = run.id, %error, retry_at = ?error.retry_at(settings.clock.now()), forge = forge.client.name(), "the forge cannot answer now; the run waits");
-            Ok(Looked::Done(None))
+            Ok(lifecycle::Seen::Unavailable)
         }
         Err(error) => Err(error.into()),
     }

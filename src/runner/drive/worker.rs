@@ -136,10 +136,6 @@ pub(super) async fn work(
 /// Runs one worker to its end, and says what it did. The run is saved as the worker goes
 /// (its process, session and milestones).
 pub(super) async fn run_worker(w: WorkerRun<'_>, run: &mut Run, prompt: String) -> Result<Worked> {
-    if let Some(over) = task_budget_spent(&w, run).await? {
-        tracing::warn!(gid = %w.gid, run = run.id, "no new worker: {}", over.sentence());
-        return Ok(over_budget(run, w.gid, &over));
-    }
     let logs = PhaseLog::create(
         &w.settings.logs_dir,
         w.gid,
@@ -165,61 +161,6 @@ pub(super) async fn run_worker(w: WorkerRun<'_>, run: &mut Run, prompt: String) 
         run.worker_session_id = watched.said.session_id.clone();
     }
     conclude(&w, run, watched, baseline, confined).await
-}
-
-/// The escalation kind of a run over its task's budget.
-pub const BUDGET: &str = "budget";
-
-/// Whether the task's workers spent its budget (`[budget] per_task_usd` /
-/// `per_task_tokens`) and the owner has not let this run go on since: an approved budget
-/// escalation lets one more worker start.
-async fn task_budget_spent(
-    w: &WorkerRun<'_>,
-    run: &Run,
-) -> Result<Option<crate::core::budget::Over>> {
-    let budget = &w.settings.budget;
-    if budget.per_task_usd.is_none() && budget.per_task_tokens.is_none() {
-        return Ok(None);
-    }
-    let rows = w.store.spend(Some(w.gid)).await?;
-    let Some(over) = budget.task_over(&crate::core::spend::SpendTotal::of(&rows)) else {
-        return Ok(None);
-    };
-    let allowed = w
-        .store
-        .run_escalations(run.id)
-        .await?
-        .into_iter()
-        .filter(|d| d.action == BUDGET && d.resolution.as_deref() == Some("approve"))
-        .filter_map(|d| d.resolved_at)
-        .max();
-    let worked_since = |at| rows.iter().any(|r| r.run_id == run.id && r.at > at);
-    Ok(match allowed {
-        Some(at) if !worked_since(at) => None,
-        _ => Some(over),
-    })
-}
-
-/// What a worker that was not started "did": it asks the owner whether the run may spend
-/// more.
-fn over_budget(run: &Run, gid: &str, over: &crate::core::budget::Over) -> Worked {
-    let line = format!(
-        "[ESCALATE:{BUDGET}] task {gid} is over its budget: {}. Approve lets run {} start one more worker; deny ends the run.",
-        over.sentence(),
-        run.id
-    );
-    Worked {
-        done: None,
-        asked: Some(Asked::Message(line.clone())),
-        stopped: None,
-        why: format!("no worker started: {}", over.sentence()),
-        result: serde_json::json!({ "run_id": run.id, "task_gid": gid, "budget": over }),
-        stderr: Vec::new(),
-        baseline: None,
-        tampered: false,
-        limited: None,
-        end: None,
-    }
 }
 
 /// Why a worker ended, in words for the log, the record and the owner.

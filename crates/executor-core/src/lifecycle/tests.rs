@@ -760,3 +760,326 @@ fn a_usage_limit_is_no_failed_attempt_and_the_work_carries_on_after_the_reset() 
     let (view, action) = step(&working(Work::Resume), done, &rules);
     assert_eq!((view.stage, action), (Stage::Verifying, Action::Verify));
 }
+
+// The budget stop: a worker (or reviewer) the task's spent budget keeps from starting.
+
+#[test]
+fn a_spent_budget_asks_the_owner_before_another_worker_and_no_ends_the_run() {
+    let why = "its workers spent $0.0016, over [budget] per_task_usd = 0.001".to_string();
+    for view in [working(Work::Resume), at(Stage::Reviewing { round: 1 })] {
+        let (asking, action) = step(&view, Event::OverBudget { why: why.clone() }, &rules());
+        assert_eq!(
+            action,
+            Action::AskOwner {
+                ask: Ask::Budget { why: why.clone() },
+                commit_first: false
+            }
+        );
+        assert_eq!(asking.failed_workers, 0, "no worker ran, none failed");
+        let (waiting, action) = step(&asking, Event::Escalated { escalation: 4 }, &rules());
+        assert_eq!(waiting.stage, Stage::WaitingOnOwner { escalation: 4 });
+        assert_eq!(action, Action::Wait);
+        let stop = Answer::Stop {
+            why: pr_stage::BUDGET_REFUSED.to_string(),
+        };
+        let (ended, action) = step(&waiting, Event::Answered(stop), &rules());
+        assert_eq!(ended.stage, Stage::Ended { complete: false });
+        assert_eq!(
+            action,
+            Action::Abandon {
+                reason: pr_stage::BUDGET_REFUSED.to_string()
+            }
+        );
+    }
+    // Yes lets one more worker start.
+    let (_, action) = step(
+        &at(Stage::WaitingOnOwner { escalation: 4 }),
+        Event::Answered(Answer::Continue {
+            reason: "The owner approved".into(),
+        }),
+        &rules(),
+    );
+    assert!(matches!(action, Action::StartWorker { .. }), "{action:?}");
+}
+
+// The PR stage: one look at the run's PR, decided as a row of the same table.
+
+mod pr_rows {
+    use super::*;
+    use crate::pr::{
+        CheckConclusion, CheckRun, CheckRunStatus, Completion, ObservedComment, ObservedThread,
+        OwnerComment, PrConfig, PrMemory, PrObservation, PrState, PrStep, Push, ReviewRecord,
+    };
+
+    const HEAD: &str = "4be1f0c7d93a2e58b6f1c40a7d2e9b3f58c61a07";
+
+    fn check(conclusion: CheckConclusion) -> CheckRun {
+        CheckRun {
+            name: "build".into(),
+            status: CheckRunStatus::Completed,
+            conclusion: Some(conclusion),
+            url: None,
+            run_url: None,
+            summary: Some("1 failed, 47 passed".into()),
+            failing_step: None,
+            log_excerpt: None,
+        }
+    }
+
+    fn pr(conclusion: CheckConclusion) -> PrObservation {
+        PrObservation {
+            observed_at: t0(),
+            state: PrState::Open,
+            draft: true,
+            mergeable: Some(true),
+            head_sha: HEAD.into(),
+            head_pushed_at: None,
+            ci_run_exists: true,
+            checks: vec![check(conclusion)],
+            labels: Vec::new(),
+            threads: Vec::new(),
+            owner_comments: Vec::new(),
+            worker_running: false,
+        }
+    }
+
+    fn reviewed() -> PrMemory {
+        PrMemory {
+            review: Some(ReviewRecord {
+                head_sha: HEAD.into(),
+                passed: true,
+                body: "executor's review: green".into(),
+                posted: true,
+            }),
+            ..PrMemory::default()
+        }
+    }
+
+    fn look(seen: Seen, memory: PrMemory) -> PrLook {
+        PrLook {
+            seen,
+            memory,
+            config: PrConfig::default(),
+            paused_until: None,
+            budget: Budget::Within,
+        }
+    }
+
+    fn looked(view: &RunView, look: PrLook) -> (RunView, Action) {
+        step(view, Event::PrLooked(Box::new(look)), &rules())
+    }
+
+    fn in_pr() -> RunView {
+        at(Stage::InPr)
+    }
+
+    /// The PR machine's step of an action, and the memory after it.
+    fn taken(action: &Action) -> (PrStep, PrMemory) {
+        match action {
+            Action::Pr(act) => match act.as_ref() {
+                PrAction::Step { step, after, .. } => (step.clone(), after.clone()),
+                other => panic!("a step, not {other:?}"),
+            },
+            other => panic!("a PR action, not {other:?}"),
+        }
+    }
+
+    #[test]
+    fn ci_red_starts_a_fix_ci_worker_tied_to_the_head() {
+        let (view, action) = looked(
+            &in_pr(),
+            look(Seen::Pr(pr(CheckConclusion::Failure)), PrMemory::default()),
+        );
+        assert_eq!(view.stage, Stage::InPr);
+        let (step, after) = taken(&action);
+        assert!(
+            matches!(step, PrStep::SpawnFixCi { attempt: 1, .. }),
+            "{step:?}"
+        );
+        assert_eq!(after.ci_attempts, 1);
+        assert_eq!(after.ci_fix.map(|f| f.head_sha), Some(HEAD.to_string()));
+    }
+
+    #[test]
+    fn unresolved_threads_start_a_fix_comments_worker() {
+        let mut obs = pr(CheckConclusion::Success);
+        obs.threads = vec![ObservedThread {
+            id: "PRRT_kwDOLumen1".into(),
+            path: "src/tab.rs".into(),
+            line: Some(58),
+            is_resolved: false,
+            is_outdated: false,
+            comments: vec![ObservedComment {
+                id: "PRRC_1".into(),
+                author: "mkowalski".into(),
+                body: "This leaks the preview".into(),
+                created_at: t0(),
+            }],
+        }];
+        let (view, action) = looked(&in_pr(), look(Seen::Pr(obs), reviewed()));
+        assert_eq!(view.stage, Stage::InPr);
+        let (step, after) = taken(&action);
+        assert!(matches!(step, PrStep::SpawnFixComments { .. }), "{step:?}");
+        assert!(
+            after.sent_threads.is_some(),
+            "the threads are remembered as sent"
+        );
+    }
+
+    #[test]
+    fn green_is_reviewed_then_completes_the_run() {
+        let green = || Seen::Pr(pr(CheckConclusion::Success));
+        let (view, action) = looked(&in_pr(), look(green(), PrMemory::default()));
+        assert_eq!(view.stage, Stage::InPr);
+        assert!(matches!(taken(&action).0, PrStep::SpawnReview { .. }));
+        let (view, action) = looked(&in_pr(), look(green(), reviewed()));
+        assert_eq!(view.stage, Stage::Ended { complete: true });
+        let (step, after) = taken(&action);
+        assert!(matches!(step, PrStep::Complete { .. }), "{step:?}");
+        assert!(
+            after.completion.is_some(),
+            "the completion's effects are owed"
+        );
+    }
+
+    #[test]
+    fn the_owners_comment_on_a_complete_draft_brings_the_run_back() {
+        let mut obs = pr(CheckConclusion::Success);
+        obs.owner_comments = vec![OwnerComment {
+            id: 91,
+            created_at: t0(),
+            on_conversation: true,
+            body: "Please also handle the empty tab".into(),
+        }];
+        let memory = PrMemory {
+            stage: crate::pr::Stage::Complete,
+            ..reviewed()
+        };
+        let complete = at(Stage::Ended { complete: true });
+        let (view, action) = looked(&complete, look(Seen::Pr(obs), memory.clone()));
+        assert_eq!(view.stage, Stage::InPr);
+        assert!(matches!(taken(&action).0, PrStep::BackToPr { .. }));
+        // Without a new comment the complete run stays ended, waiting for the owner.
+        let quiet = look(Seen::Pr(pr(CheckConclusion::Success)), memory);
+        let (view, action) = looked(&complete, quiet);
+        assert_eq!(view.stage, Stage::Ended { complete: true });
+        assert!(matches!(taken(&action).0, PrStep::Wait { .. }));
+    }
+
+    #[test]
+    fn a_pr_closed_unmerged_or_gone_ends_the_run_and_a_silent_forge_waits() {
+        let mut closed = pr(CheckConclusion::Success);
+        closed.state = PrState::Closed;
+        let (view, action) = looked(&in_pr(), look(Seen::Pr(closed), PrMemory::default()));
+        assert_eq!(view.stage, Stage::Ended { complete: false });
+        assert_eq!(
+            view.ended_because.as_deref(),
+            Some(pr_stage::CLOSED_UNMERGED)
+        );
+        assert!(matches!(action, Action::Abandon { .. }));
+        let gone = Seen::Gone {
+            forge: "GitHub".into(),
+        };
+        let (view, action) = looked(&in_pr(), look(gone, PrMemory::default()));
+        assert_eq!(view.stage, Stage::Ended { complete: false });
+        assert_eq!(
+            action,
+            Action::Abandon {
+                reason: "its PR is gone from GitHub".into()
+            }
+        );
+        let (view, action) = looked(&in_pr(), look(Seen::Unavailable, PrMemory::default()));
+        assert_eq!((view.stage, action), (Stage::InPr, Action::Wait));
+    }
+
+    #[test]
+    fn owed_effects_come_before_any_new_step() {
+        let mut merged = pr(CheckConclusion::Success);
+        merged.state = PrState::Merged;
+        let owes = |memory: PrMemory| looked(&in_pr(), look(Seen::Pr(merged.clone()), memory)).1;
+        let completion = PrMemory {
+            completion: Some(Completion {
+                head_sha: HEAD.into(),
+                comment: true,
+                record: true,
+                merged: false,
+            }),
+            ..PrMemory::default()
+        };
+        assert_eq!(owes(completion), Action::Pr(Box::new(PrAction::Settle)));
+        let push = PrMemory {
+            push: Some(Push {
+                branch: "executor/T-1".into(),
+                commit: HEAD.into(),
+            }),
+            ..PrMemory::default()
+        };
+        assert_eq!(owes(push), Action::Pr(Box::new(PrAction::Push)));
+        let answers = PrMemory {
+            answers: vec![crate::pr::ThreadAnswer {
+                thread: "PRRT_kwDOLumen1".into(),
+                text: "Fixed".into(),
+            }],
+            ..PrMemory::default()
+        };
+        assert_eq!(owes(answers), Action::Pr(Box::new(PrAction::Answer)));
+    }
+
+    #[test]
+    fn the_usage_limit_pauses_a_pr_worker_and_nothing_else() {
+        let until = t0() + chrono::Duration::hours(1);
+        let paused = |seen| PrLook {
+            paused_until: Some(until),
+            ..look(seen, PrMemory::default())
+        };
+        let (view, action) = looked(&in_pr(), paused(Seen::Pr(pr(CheckConclusion::Failure))));
+        assert_eq!(action, Action::WaitUntil(until));
+        assert_eq!(view, in_pr(), "no attempt is spent while paused");
+        // A step that starts no worker is taken all the same.
+        let mut unlabelled = pr(CheckConclusion::Failure);
+        unlabelled.labels.clear();
+        let labelled = PrLook {
+            config: PrConfig {
+                required_labels: vec!["executor".into()],
+                ..PrConfig::default()
+            },
+            ..paused(Seen::Pr(unlabelled))
+        };
+        let (_, action) = looked(&in_pr(), labelled);
+        assert!(matches!(taken(&action).0, PrStep::AddLabels { .. }));
+    }
+
+    #[test]
+    fn a_spent_budget_stops_a_pr_worker_asks_once_and_no_ends_the_run() {
+        let red = || Seen::Pr(pr(CheckConclusion::Failure));
+        let with = |budget| PrLook {
+            budget,
+            ..look(red(), PrMemory::default())
+        };
+        let why = "its workers used 240 tokens, over [budget] per_task_tokens = 100";
+        let (view, action) = looked(&in_pr(), with(Budget::Over { why: why.into() }));
+        assert_eq!(view, in_pr());
+        assert_eq!(
+            action,
+            Action::AskOwner {
+                ask: Ask::Budget { why: why.into() },
+                commit_first: false
+            }
+        );
+        let (view, action) = looked(&in_pr(), with(Budget::Asked));
+        assert_eq!((view, action), (in_pr(), Action::Wait));
+        let (view, action) = looked(&in_pr(), with(Budget::Refused));
+        assert_eq!(view.stage, Stage::Ended { complete: false });
+        assert!(matches!(action, Action::Abandon { .. }));
+        let (_, action) = looked(&in_pr(), with(Budget::Within));
+        assert!(matches!(taken(&action).0, PrStep::SpawnFixCi { .. }));
+    }
+
+    #[test]
+    fn a_run_not_in_its_pr_stage_refuses_a_look() {
+        let event = Event::PrLooked(Box::new(look(Seen::Unavailable, PrMemory::default())));
+        for view in [working(Work::Start), at(Stage::Ended { complete: false })] {
+            assert!(decide(&view, event.clone(), &rules(), t0()).is_err());
+        }
+    }
+}
