@@ -12,6 +12,7 @@
 
 pub mod migrations;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 pub mod wake;
 

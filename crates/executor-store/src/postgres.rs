@@ -14,12 +14,15 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Postgres, Row, Transaction};
 
 use super::migrations::{self, Migration};
+use super::rows::{
+    self, Cells, DECISION_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, SPEND_SELECT,
+};
 use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult};
-use executor_core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
+use executor_core::outbox::{NewOutgoing, OutboxBacklog, Outgoing};
 use executor_core::queue::QueueStatus;
 use executor_core::record::{
-    ChangedTask, ComponentError, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage,
-    Resolved, Run, StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerEnd, WorkerRecord,
+    ChangedTask, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage, Resolved, Run,
+    StatusChange, StoreSummary, StoredMessage, TaskEvent, WorkerEnd, WorkerRecord,
 };
 use executor_core::run::RunState;
 use executor_core::task::{Analysis, NewTask, Task, TaskChanges, UpsertOutcome};
@@ -38,11 +41,6 @@ const RUN_COLUMNS: &str = "id::bigint, COALESCE(task_gid::text, ''), worktree_pa
      completed_at::timestamptz, COALESCE(state::text, ''), COALESCE(ci_attempts::bigint, 0), \
      worker_session_id::text, worker_last_update::timestamptz, worker_pid::bigint, \
      COALESCE(worker_stuck_count::bigint, 0), lifecycle, lease_epoch";
-const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
-const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
-     detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
-     message_window, confined";
-const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
      created_at, attempts::bigint, next_attempt_at, delivered_at, last_error, claimed_by, claimed_until";
 const LINK_COLUMNS: &str = "task_gid, parent_gid, depth::bigint, key, position::bigint, created_at";
@@ -108,7 +106,7 @@ impl PgStore {
             query = query.bind(status.as_str());
         }
         let rows = query.fetch_all(&self.pool).await?;
-        Ok(rows.iter().map(task_from_row).collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::task).collect::<Result<_, _>>()?)
     }
 }
 
@@ -167,175 +165,35 @@ fn with_detail(error: &sqlx::Error) -> String {
     }
 }
 
-fn task_from_row(row: &PgRow) -> Result<Task, sqlx::Error> {
-    Ok(Task {
-        id: row.try_get(0)?,
-        task_gid: row.try_get(1)?,
-        added_at: row.try_get(2)?,
-        updated_at: row.try_get(3)?,
-        source: row.try_get(4)?,
-        description: row.try_get(5)?,
-        notes: row.try_get(6)?,
-        status: QueueStatus::from_column(row.try_get::<Option<String>, _>(7)?.as_deref()),
-        priority: row.try_get(8)?,
-        complexity: row.try_get(9)?,
-        feasibility: row.try_get(10)?,
-        analysis_summary: row.try_get(11)?,
-        executor_run_id: row.try_get(12)?,
-    })
-}
-
-fn run_from_row(row: &PgRow) -> Result<Run, sqlx::Error> {
-    Ok(Run {
-        id: row.try_get(0)?,
-        task_gid: row.try_get(1)?,
-        worktree_path: row.try_get(2)?,
-        branch_name: row.try_get(3)?,
-        pr_url: row.try_get(4)?,
-        pr_number: row.try_get(5)?,
-        thread_id: row.try_get(6)?,
-        started_at: row.try_get(7)?,
-        updated_at: row.try_get(8)?,
-        completed_at: row.try_get(9)?,
-        state: RunState::from_column(&row.try_get::<String, _>(10)?),
-        ci_attempts: row.try_get(11)?,
-        worker_session_id: row.try_get(12)?,
-        worker_last_update: row.try_get(13)?,
-        worker_pid: row.try_get(14)?,
-        worker_stuck_count: row.try_get(15)?,
-        lifecycle: crate::lifecycle_from_column(row.try_get::<Option<String>, _>(16)?.as_deref()),
-        lease_epoch: row.try_get(17)?,
-    })
-}
-
-/// The columns [`spend_from_row`] reads, and their tables.
-const SPEND_SELECT: &str =
-    "SELECT w.id, w.run_id, r.task_gid, w.agent, COALESCE(w.ended_at, w.started_at), \
-     w.input_tokens, w.output_tokens, w.cached_tokens, w.turns, w.cost_usd, w.cost_priced \
-     FROM executor_workers w JOIN executor_runs r ON r.id = w.run_id";
-
-fn spend_from_row(row: &PgRow) -> Result<executor_core::spend::SpendRow, sqlx::Error> {
-    use executor_core::spend::{Spend, SpendRow};
-    Ok(SpendRow {
-        worker_id: row.try_get(0)?,
-        run_id: row.try_get(1)?,
-        task_gid: row.try_get(2)?,
-        agent: row.try_get(3)?,
-        at: row.try_get(4)?,
-        spend: Spend {
-            input_tokens: row.try_get::<Option<i64>, _>(5)?.unwrap_or(0),
-            output_tokens: row.try_get::<Option<i64>, _>(6)?.unwrap_or(0),
-            cached_tokens: row.try_get::<Option<i64>, _>(7)?.unwrap_or(0),
-            turns: row.try_get::<Option<i64>, _>(8)?.unwrap_or(0),
-            cost_usd: row.try_get(9)?,
-            priced: row.try_get(10)?,
-        },
-    })
-}
-
-fn event_from_row(row: &PgRow) -> Result<TaskEvent, sqlx::Error> {
-    Ok(TaskEvent {
-        id: row.try_get(0)?,
-        task_gid: row.try_get(1)?,
-        run_id: row.try_get(2)?,
-        at: row.try_get(3)?,
-        kind: row.try_get(4)?,
-        from_status: row.try_get(5)?,
-        to_status: row.try_get(6)?,
-        actor: row.try_get(7)?,
-        detail: row.try_get(8)?,
-    })
-}
-
-fn decision_from_row(row: &PgRow) -> Result<Decision, sqlx::Error> {
-    Ok(Decision {
-        id: row.try_get(0)?,
-        task_gid: row.try_get(1)?,
-        run_id: row.try_get(2)?,
-        at: row.try_get(3)?,
-        role: row.try_get(4)?,
-        action: row.try_get(5)?,
-        decision: row.try_get(6)?,
-        rule_id: row.try_get(7)?,
-        detail: row.try_get(8)?,
-        resolved_at: row.try_get(9)?,
-        resolution: row.try_get(10)?,
-        resolution_note: row.try_get(11)?,
-        resolved_by: row.try_get(12)?,
-        applied_at: row.try_get(13)?,
-        tool_use_id: row.try_get(14)?,
-        message_window: row.try_get(15)?,
-        confined: row.try_get(16)?,
-    })
-}
-
-fn message_from_row(row: &PgRow) -> Result<StoredMessage, sqlx::Error> {
-    Ok(StoredMessage {
-        id: row.try_get(0)?,
-        run_id: row.try_get(1)?,
-        task_gid: row.try_get(2)?,
-        at: row.try_get(3)?,
-        source: row.try_get(4)?,
-        tag: row.try_get(5)?,
-        kind: row.try_get(6)?,
-        args: row.try_get(7)?,
-        text: row.try_get(8)?,
-        line: row.try_get(9)?,
-    })
-}
-
-fn outgoing_from_row(row: &PgRow) -> Result<Outgoing, sqlx::Error> {
-    let priority: String = row.try_get(3)?;
-    Ok(Outgoing {
-        id: row.try_get(0)?,
-        notifier: row.try_get(1)?,
-        persona: row.try_get(2)?,
-        priority: priority
-            .parse::<Priority>()
-            .map_err(|e| sqlx::Error::ColumnDecode {
-                index: "priority".to_string(),
-                source: Box::new(e),
-            })?,
-        task_gid: row.try_get(4)?,
-        run_id: row.try_get(5)?,
-        body: row.try_get(6)?,
-        created_at: row.try_get(7)?,
-        attempts: row.try_get(8)?,
-        next_attempt_at: row.try_get(9)?,
-        delivered_at: row.try_get(10)?,
-        last_error: row.try_get(11)?,
-        claimed_by: row.try_get(12)?,
-        claimed_until: row.try_get(13)?,
-    })
-}
-
-/// A stored count or place that must fit a `u32`.
-fn column_u32(row: &PgRow, index: usize, name: &str) -> Result<u32, sqlx::Error> {
-    let value: i64 = row.try_get(index)?;
-    u32::try_from(value).map_err(|e| sqlx::Error::ColumnDecode {
-        index: name.to_string(),
-        source: Box::new(e),
-    })
-}
-
-fn link_from_row(row: &PgRow) -> Result<TaskLink, sqlx::Error> {
-    Ok(TaskLink {
-        task_gid: row.try_get(0)?,
-        parent_gid: row.try_get(1)?,
-        depth: column_u32(row, 2, "depth")?,
-        key: row.try_get(3)?,
-        position: column_u32(row, 4, "position")?,
-        created_at: row.try_get(5)?,
-    })
+/// A Postgres row, read cell by cell for the shared mapping (the column lists cast each
+/// cell to the type read here).
+impl Cells for PgRow {
+    type Error = sqlx::Error;
+    fn int(&self, index: usize) -> Result<Option<i64>, sqlx::Error> {
+        self.try_get(index)
+    }
+    fn real(&self, index: usize) -> Result<Option<f64>, sqlx::Error> {
+        self.try_get(index)
+    }
+    fn flag(&self, index: usize) -> Result<Option<bool>, sqlx::Error> {
+        self.try_get(index)
+    }
+    fn text(&self, index: usize) -> Result<Option<String>, sqlx::Error> {
+        self.try_get(index)
+    }
+    fn time(&self, index: usize) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+        self.try_get(index)
+    }
+    fn bad(&self, index: usize, why: String) -> sqlx::Error {
+        sqlx::Error::ColumnDecode {
+            index: index.to_string(),
+            source: why.into(),
+        }
+    }
 }
 
 fn session_from_row(row: &PgRow) -> Result<AgentSession, sqlx::Error> {
-    Ok(AgentSession {
-        name: row.try_get(0)?,
-        agent: row.try_get(1)?,
-        session_id: row.try_get(2)?,
-        updated_at: row.try_get(3)?,
-    })
+    rows::session(row)
 }
 
 async fn select_task(
@@ -350,38 +208,22 @@ async fn select_task(
     .bind(gid)
     .fetch_optional(&mut **tx)
     .await?;
-    row.as_ref().map(task_from_row).transpose()
+    row.as_ref().map(rows::task).transpose()
 }
 
 /// Writes `r`'s row if its lease epoch is still the stored one; the rows changed (0: the
 /// lease is gone, nothing written).
 async fn update_run<'e, E: sqlx::PgExecutor<'e>>(e: E, r: &Run) -> Result<u64, sqlx::Error> {
-    Ok(sqlx::query(
-        "UPDATE executor_runs SET worktree_path = $2, branch_name = $3, pr_url = $4, pr_number = $5, \
-         thread_id = $6, started_at = $7, updated_at = $8, completed_at = $9, state = $10, \
-         ci_attempts = $11, worker_session_id = $12, worker_last_update = $13, worker_pid = $14, \
-         worker_stuck_count = $15, lifecycle = $16 WHERE id = $1 AND lease_epoch = $17",
-    )
-    .bind(r.id)
-    .bind(&r.worktree_path)
-    .bind(&r.branch_name)
-    .bind(&r.pr_url)
-    .bind(r.pr_number)
-    .bind(&r.thread_id)
-    .bind(r.started_at)
-    .bind(r.updated_at)
-    .bind(r.completed_at)
-    .bind(r.state.as_str())
-    .bind(r.ci_attempts)
-    .bind(&r.worker_session_id)
-    .bind(r.worker_last_update)
-    .bind(r.worker_pid)
-    .bind(r.worker_stuck_count)
-    .bind(crate::lifecycle_column(r.lifecycle.as_ref()))
-    .bind(r.lease_epoch)
-    .execute(e)
-    .await?
-    .rows_affected())
+    let lifecycle = crate::lifecycle_column(r.lifecycle.as_ref());
+    let mut query = sqlx::query(rows::UPDATE_RUN);
+    for value in rows::run_values(r, lifecycle.as_deref()) {
+        query = match value {
+            rows::Value::Int(n) => query.bind(n),
+            rows::Value::Text(t) => query.bind(t),
+            rows::Value::Time(at) => query.bind(at),
+        };
+    }
+    Ok(query.execute(e).await?.rows_affected())
 }
 
 /// Inserts worker `w`'s start record; its id.
@@ -478,7 +320,7 @@ async fn insert_run(
     .bind(task.description)
     .fetch_one(&mut **tx)
     .await?;
-    let run = run_from_row(&row)?;
+    let run = rows::run(&row)?;
     sqlx::query(
         "UPDATE executor_queue SET executor_run_id = $2, updated_at = $3 WHERE task_gid = $1",
     )
@@ -669,7 +511,7 @@ impl Store for PgStore {
         .bind(gid)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.as_ref().map(task_from_row).transpose()?)
+        Ok(row.as_ref().map(rows::task).transpose()?)
     }
 
     async fn tasks_page(
@@ -695,7 +537,7 @@ impl Store for PgStore {
         .bind(gid)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(event_from_row).collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::event).collect::<Result<_, _>>()?)
     }
 
     async fn create_run(&self, gid: &str, at: DateTime<Utc>) -> StoreResult<Run> {
@@ -791,7 +633,7 @@ impl Store for PgStore {
                 .await?
             }
         };
-        Ok(rows.iter().map(run_from_row).collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::run).collect::<Result<_, _>>()?)
     }
 
     async fn run(&self, id: i64) -> StoreResult<Option<Run>> {
@@ -801,7 +643,7 @@ impl Store for PgStore {
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.as_ref().map(run_from_row).transpose()?)
+        Ok(row.as_ref().map(rows::run).transpose()?)
     }
 
     async fn runs_page(
@@ -820,7 +662,7 @@ impl Store for PgStore {
         .bind(states)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(run_from_row).collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::run).collect::<Result<_, _>>()?)
     }
 
     async fn run_counts(&self) -> StoreResult<Vec<(String, i64)>> {
@@ -912,19 +754,7 @@ impl Store for PgStore {
         .await?;
         Ok(rows
             .iter()
-            .map(|row| {
-                Ok(WorkerRecord {
-                    id: row.try_get(0)?,
-                    run_id: row.try_get(1)?,
-                    phase: row.try_get(2)?,
-                    host: row.try_get(3)?,
-                    pid: row.try_get(4)?,
-                    start_time: row.try_get(5)?,
-                    started_at: row.try_get(6)?,
-                    ended_at: row.try_get(7)?,
-                    outcome: row.try_get(8)?,
-                })
-            })
+            .map(rows::worker)
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
@@ -961,7 +791,7 @@ impl Store for PgStore {
         .await?;
         Ok(rows
             .iter()
-            .map(spend_from_row)
+            .map(rows::spend)
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
@@ -978,7 +808,7 @@ impl Store for PgStore {
         .await?;
         Ok(rows
             .iter()
-            .map(spend_from_row)
+            .map(rows::spend)
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
@@ -997,7 +827,7 @@ impl Store for PgStore {
         .await?;
         Ok(rows
             .iter()
-            .map(spend_from_row)
+            .map(rows::spend)
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
@@ -1011,15 +841,7 @@ impl Store for PgStore {
         )
         .fetch_one(&self.pool)
         .await?;
-        Ok(executor_core::spend::SpendTotal {
-            workers: row.try_get(0)?,
-            input_tokens: row.try_get(1)?,
-            output_tokens: row.try_get(2)?,
-            cached_tokens: row.try_get(3)?,
-            turns: row.try_get(4)?,
-            cost_usd: row.try_get(5)?,
-            unpriced_workers: row.try_get(6)?,
-        })
+        Ok(rows::spend_total(&row)?)
     }
 
     async fn record_decision(&self, d: &NewDecision) -> StoreResult<Decision> {
@@ -1042,7 +864,7 @@ impl Store for PgStore {
         .bind(d.confined)
         .fetch_one(&self.pool)
         .await?;
-        Ok(decision_from_row(&row)?)
+        Ok(rows::decision(&row)?)
     }
 
     async fn decisions(&self, gid: &str) -> StoreResult<Vec<Decision>> {
@@ -1052,10 +874,7 @@ impl Store for PgStore {
         .bind(gid)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(decision_from_row)
-            .collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::decision).collect::<Result<_, _>>()?)
     }
 
     async fn decision(&self, id: i64) -> StoreResult<Option<Decision>> {
@@ -1065,7 +884,7 @@ impl Store for PgStore {
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.as_ref().map(decision_from_row).transpose()?)
+        Ok(row.as_ref().map(rows::decision).transpose()?)
     }
 
     async fn escalations(&self, pending_only: bool) -> StoreResult<Vec<Decision>> {
@@ -1080,10 +899,7 @@ impl Store for PgStore {
         ))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(decision_from_row)
-            .collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::decision).collect::<Result<_, _>>()?)
     }
 
     async fn answered_escalations(&self) -> StoreResult<Vec<Decision>> {
@@ -1094,10 +910,7 @@ impl Store for PgStore {
         ))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(decision_from_row)
-            .collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::decision).collect::<Result<_, _>>()?)
     }
 
     async fn run_escalations(&self, run_id: i64) -> StoreResult<Vec<Decision>> {
@@ -1108,10 +921,7 @@ impl Store for PgStore {
         .bind(run_id)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(decision_from_row)
-            .collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::decision).collect::<Result<_, _>>()?)
     }
 
     async fn resolve_escalation(
@@ -1138,7 +948,7 @@ impl Store for PgStore {
         .fetch_optional(&self.pool)
         .await?;
         if let Some(row) = recorded {
-            return Ok(Some(Resolved::Recorded(decision_from_row(&row)?)));
+            return Ok(Some(Resolved::Recorded(rows::decision(&row)?)));
         }
         // Read after the update, in a statement of its own, so a winner that committed
         // meanwhile is seen with its answer.
@@ -1193,10 +1003,7 @@ impl Store for PgStore {
         .bind(i64::from(last))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(message_from_row)
-            .collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::message).collect::<Result<_, _>>()?)
     }
 
     async fn changes_after(
@@ -1230,17 +1037,14 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await?;
         Ok(executor_core::changes::Changes {
-            events: events
-                .iter()
-                .map(event_from_row)
-                .collect::<Result<_, _>>()?,
+            events: events.iter().map(rows::event).collect::<Result<_, _>>()?,
             messages: messages
                 .iter()
-                .map(message_from_row)
+                .map(rows::message)
                 .collect::<Result<_, _>>()?,
             decisions: decisions
                 .iter()
-                .map(decision_from_row)
+                .map(rows::decision)
                 .collect::<Result<_, _>>()?,
         })
     }
@@ -1304,15 +1108,7 @@ impl Store for PgStore {
         .await?;
         Ok(rows
             .iter()
-            .map(|row| {
-                Ok(IntakeError {
-                    source: row.try_get(0)?,
-                    path: row.try_get(1)?,
-                    reason: row.try_get(2)?,
-                    first_seen: row.try_get(3)?,
-                    last_seen: row.try_get(4)?,
-                })
-            })
+            .map(rows::intake_error)
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
@@ -1374,34 +1170,26 @@ impl Store for PgStore {
     }
 
     async fn lease(&self, run_id: i64) -> StoreResult<Option<Lease>> {
-        let row: Option<(i64, String, DateTime<Utc>)> = sqlx::query_as(
-            "SELECT run_id, holder, expires_at FROM executor_run_leases WHERE run_id = $1",
-        )
+        let row = sqlx::query(&format!(
+            "SELECT {LEASE_COLUMNS} FROM executor_run_leases WHERE run_id = $1"
+        ))
         .bind(run_id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|(run_id, holder, expires_at)| Lease {
-            run_id,
-            holder,
-            expires_at,
-        }))
+        Ok(row.as_ref().map(rows::lease).transpose()?)
     }
 
     async fn leases(&self, limit: u32) -> StoreResult<Vec<Lease>> {
-        let rows: Vec<(i64, String, DateTime<Utc>)> = sqlx::query_as(
-            "SELECT run_id, holder, expires_at FROM executor_run_leases ORDER BY run_id LIMIT $1",
-        )
+        let rows = sqlx::query(&format!(
+            "SELECT {LEASE_COLUMNS} FROM executor_run_leases ORDER BY run_id LIMIT $1"
+        ))
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
         Ok(rows
-            .into_iter()
-            .map(|(run_id, holder, expires_at)| Lease {
-                run_id,
-                holder,
-                expires_at,
-            })
-            .collect())
+            .iter()
+            .map(rows::lease)
+            .collect::<Result<_, sqlx::Error>>()?)
     }
 
     async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64> {
@@ -1598,7 +1386,7 @@ impl Store for PgStore {
             tx.rollback().await?;
             return Ok(None);
         };
-        let head = outgoing_from_row(&row)?;
+        let head = rows::outgoing(&row)?;
         let held_by_another = head.claimed_until.is_some_and(|until| until > now)
             && head.claimed_by.as_deref() != Some(holder);
         if head.next_attempt_at > now || held_by_another {
@@ -1682,10 +1470,7 @@ impl Store for PgStore {
         .bind(i64::from(limit))
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows
-            .iter()
-            .map(outgoing_from_row)
-            .collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::outgoing).collect::<Result<_, _>>()?)
     }
 
     async fn outbox_backlog(&self) -> StoreResult<Vec<OutboxBacklog>> {
@@ -1701,15 +1486,7 @@ impl Store for PgStore {
         .await?;
         Ok(rows
             .iter()
-            .map(|row| {
-                Ok(OutboxBacklog {
-                    notifier: row.try_get(0)?,
-                    undelivered: row.try_get(1)?,
-                    oldest: row.try_get(2)?,
-                    attempts: row.try_get(3)?,
-                    last_error: row.try_get(4)?,
-                })
-            })
+            .map(rows::outbox_backlog)
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
@@ -1789,7 +1566,7 @@ impl Store for PgStore {
         .bind(task_gid)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.as_ref().map(link_from_row).transpose()?)
+        Ok(row.as_ref().map(rows::link).transpose()?)
     }
 
     async fn children(&self, parent_gid: &str) -> StoreResult<Vec<TaskLink>> {
@@ -1800,7 +1577,7 @@ impl Store for PgStore {
         .bind(parent_gid)
         .fetch_all(&self.pool)
         .await?;
-        Ok(rows.iter().map(link_from_row).collect::<Result<_, _>>()?)
+        Ok(rows.iter().map(rows::link).collect::<Result<_, _>>()?)
     }
 
     async fn goals(&self, limit: u32) -> StoreResult<Vec<(String, i64)>> {
@@ -1835,12 +1612,7 @@ impl Store for PgStore {
         .await?;
         Ok(rows
             .iter()
-            .map(|row| {
-                Ok(TaskDependency {
-                    task_gid: row.try_get(0)?,
-                    depends_on: row.try_get(1)?,
-                })
-            })
+            .map(rows::dependency)
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
@@ -1906,16 +1678,7 @@ impl Store for PgStore {
         .await?;
         Ok(rows
             .iter()
-            .map(|row| {
-                Ok(AgentPause {
-                    agent: row.try_get(0)?,
-                    since: row.try_get(1)?,
-                    until: row.try_get(2)?,
-                    reason: row.try_get(3)?,
-                    run_id: row.try_get(4)?,
-                    task_gid: row.try_get(5)?,
-                })
-            })
+            .map(rows::pause)
             .collect::<Result<Vec<_>, sqlx::Error>>()?)
     }
 
@@ -1951,14 +1714,7 @@ impl Store for PgStore {
         .await?
         .iter()
         .map(|row| {
-            Ok(Heartbeat {
-                component: row.try_get(0)?,
-                host: row.try_get(1)?,
-                pid: row.try_get(2)?,
-                started_at: row.try_get(3)?,
-                beat_at: row.try_get(4)?,
-                stopped_at: row.try_get(5)?,
-            })
+            rows::heartbeat(row)
         })
         .collect::<Result<_, sqlx::Error>>()?;
         let component_errors = sqlx::query(
@@ -1969,13 +1725,7 @@ impl Store for PgStore {
         .await?
         .iter()
         .map(|row| {
-            Ok(ComponentError {
-                component: row.try_get(0)?,
-                host: row.try_get(1)?,
-                message: row.try_get(2)?,
-                at: row.try_get(3)?,
-                count: row.try_get(4)?,
-            })
+            rows::component_error(row)
         })
         .collect::<Result<_, sqlx::Error>>()?;
         Ok(StoreSummary {

@@ -20,8 +20,11 @@ use rusqlite::types::Type;
 use rusqlite::{params, Connection, OptionalExtension, Row, TransactionBehavior};
 
 use super::migrations::{self, Migration};
+use super::rows::{
+    self, Cells, DECISION_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, SPEND_SELECT,
+};
 use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult};
-use executor_core::outbox::{NewOutgoing, OutboxBacklog, Outgoing, Priority};
+use executor_core::outbox::{NewOutgoing, OutboxBacklog, Outgoing};
 use executor_core::queue::QueueStatus;
 use executor_core::record::{
     ChangedTask, ComponentError, Decision, Heartbeat, IntakeError, Lease, NewDecision, NewMessage,
@@ -38,11 +41,6 @@ const TASK_COLUMNS: &str = "id, task_gid, added_at, updated_at, source, descript
 const RUN_COLUMNS: &str = "id, task_gid, worktree_path, branch_name, pr_url, pr_number, \
      thread_id, started_at, updated_at, completed_at, state, ci_attempts, worker_session_id, \
      worker_last_update, worker_pid, worker_stuck_count, lifecycle, lease_epoch";
-const EVENT_COLUMNS: &str = "id, task_gid, run_id, at, kind, from_status, to_status, actor, detail";
-const DECISION_COLUMNS: &str = "id, task_gid, run_id, at, role, action, decision, rule_id, \
-     detail, resolved_at, resolution, resolution_note, resolved_by, applied_at, tool_use_id, \
-     message_window, confined";
-const MESSAGE_COLUMNS: &str = "id, run_id, task_gid, at, source, tag, kind, args, text, line";
 const OUTBOX_COLUMNS: &str = "id, notifier, persona, priority, task_gid, run_id, body, \
      created_at, attempts, next_attempt_at, delivered_at, last_error, claimed_by, claimed_until";
 const LINK_COLUMNS: &str = "task_gid, parent_gid, depth, key, position, created_at";
@@ -256,14 +254,6 @@ fn text(at: &DateTime<Utc>) -> String {
     time::format_utc(at)
 }
 
-fn ts(row: &Row<'_>, index: usize) -> rusqlite::Result<DateTime<Utc>> {
-    ts_opt(row, index)?.ok_or(rusqlite::Error::InvalidColumnType(
-        index,
-        "timestamp".into(),
-        Type::Null,
-    ))
-}
-
 fn ts_opt(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<DateTime<Utc>>> {
     match row.get_ref(index)?.as_str_or_null()? {
         None => Ok(None),
@@ -277,45 +267,51 @@ fn ts_opt(row: &Row<'_>, index: usize) -> rusqlite::Result<Option<DateTime<Utc>>
     }
 }
 
+/// A value of a shared write, as SQLite stores it (times as text).
+impl rusqlite::ToSql for rows::Value<'_> {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        use rusqlite::types::{ToSqlOutput, Value};
+        Ok(match *self {
+            rows::Value::Int(n) => ToSqlOutput::Owned(n.map_or(Value::Null, Value::Integer)),
+            rows::Value::Text(t) => t.map_or(ToSqlOutput::Owned(Value::Null), |t| {
+                ToSqlOutput::Borrowed(t.into())
+            }),
+            rows::Value::Time(at) => {
+                ToSqlOutput::Owned(at.map_or(Value::Null, |at| Value::Text(text(&at))))
+            }
+        })
+    }
+}
+
+/// A SQLite row, read cell by cell for the shared mapping (times are stored as text).
+impl Cells for Row<'_> {
+    type Error = rusqlite::Error;
+    fn int(&self, index: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(index)
+    }
+    fn real(&self, index: usize) -> rusqlite::Result<Option<f64>> {
+        self.get(index)
+    }
+    fn flag(&self, index: usize) -> rusqlite::Result<Option<bool>> {
+        self.get(index)
+    }
+    fn text(&self, index: usize) -> rusqlite::Result<Option<String>> {
+        self.get(index)
+    }
+    fn time(&self, index: usize) -> rusqlite::Result<Option<DateTime<Utc>>> {
+        ts_opt(self, index)
+    }
+    fn bad(&self, index: usize, why: String) -> rusqlite::Error {
+        rusqlite::Error::FromSqlConversionFailure(index, Type::Text, why.into())
+    }
+}
+
 fn task_from_row(row: &Row<'_>) -> rusqlite::Result<Task> {
-    Ok(Task {
-        id: row.get(0)?,
-        task_gid: row.get(1)?,
-        added_at: ts(row, 2)?,
-        updated_at: ts(row, 3)?,
-        source: row.get(4)?,
-        description: row.get(5)?,
-        notes: row.get(6)?,
-        status: QueueStatus::from_column(row.get_ref(7)?.as_str_or_null()?),
-        priority: row.get(8)?,
-        complexity: row.get(9)?,
-        feasibility: row.get(10)?,
-        analysis_summary: row.get(11)?,
-        executor_run_id: row.get(12)?,
-    })
+    rows::task(row)
 }
 
 fn run_from_row(row: &Row<'_>) -> rusqlite::Result<Run> {
-    Ok(Run {
-        id: row.get(0)?,
-        task_gid: row.get(1)?,
-        worktree_path: row.get(2)?,
-        branch_name: row.get(3)?,
-        pr_url: row.get(4)?,
-        pr_number: row.get(5)?,
-        thread_id: row.get(6)?,
-        started_at: ts_opt(row, 7)?,
-        updated_at: ts(row, 8)?,
-        completed_at: ts_opt(row, 9)?,
-        state: RunState::from_column(row.get_ref(10)?.as_str()?),
-        ci_attempts: row.get(11)?,
-        worker_session_id: row.get(12)?,
-        worker_last_update: ts_opt(row, 13)?,
-        worker_pid: row.get(14)?,
-        worker_stuck_count: row.get(15)?,
-        lifecycle: crate::lifecycle_from_column(row.get::<_, Option<String>>(16)?.as_deref()),
-        lease_epoch: row.get(17)?,
-    })
+    rows::run(row)
 }
 
 /// Up to `limit` tasks of `status` (any with `None`) past `bound` by id: after it, oldest
@@ -375,65 +371,16 @@ fn pending_tasks(
     Ok(found)
 }
 
-/// The columns [`spend_from_row`] reads, and their tables.
-const SPEND_SELECT: &str =
-    "SELECT w.id, w.run_id, r.task_gid, w.agent, COALESCE(w.ended_at, w.started_at), \
-     w.input_tokens, w.output_tokens, w.cached_tokens, w.turns, w.cost_usd, w.cost_priced \
-     FROM executor_workers w JOIN executor_runs r ON r.id = w.run_id";
-
 fn spend_from_row(row: &Row<'_>) -> rusqlite::Result<executor_core::spend::SpendRow> {
-    use executor_core::spend::{Spend, SpendRow};
-    Ok(SpendRow {
-        worker_id: row.get(0)?,
-        run_id: row.get(1)?,
-        task_gid: row.get(2)?,
-        agent: row.get(3)?,
-        at: ts(row, 4)?,
-        spend: Spend {
-            input_tokens: row.get::<_, Option<i64>>(5)?.unwrap_or(0),
-            output_tokens: row.get::<_, Option<i64>>(6)?.unwrap_or(0),
-            cached_tokens: row.get::<_, Option<i64>>(7)?.unwrap_or(0),
-            turns: row.get::<_, Option<i64>>(8)?.unwrap_or(0),
-            cost_usd: row.get(9)?,
-            priced: row.get(10)?,
-        },
-    })
+    rows::spend(row)
 }
 
 fn event_from_row(row: &Row<'_>) -> rusqlite::Result<TaskEvent> {
-    Ok(TaskEvent {
-        id: row.get(0)?,
-        task_gid: row.get(1)?,
-        run_id: row.get(2)?,
-        at: ts(row, 3)?,
-        kind: row.get(4)?,
-        from_status: row.get(5)?,
-        to_status: row.get(6)?,
-        actor: row.get(7)?,
-        detail: row.get(8)?,
-    })
+    rows::event(row)
 }
 
 fn decision_from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
-    Ok(Decision {
-        id: row.get(0)?,
-        task_gid: row.get(1)?,
-        run_id: row.get(2)?,
-        at: ts(row, 3)?,
-        role: row.get(4)?,
-        action: row.get(5)?,
-        decision: row.get(6)?,
-        rule_id: row.get(7)?,
-        detail: row.get(8)?,
-        resolved_at: ts_opt(row, 9)?,
-        resolution: row.get(10)?,
-        resolution_note: row.get(11)?,
-        resolved_by: row.get(12)?,
-        applied_at: ts_opt(row, 13)?,
-        tool_use_id: row.get(14)?,
-        message_window: row.get(15)?,
-        confined: row.get(16)?,
-    })
+    rows::decision(row)
 }
 
 fn select_decision(conn: &Connection, id: i64) -> rusqlite::Result<Option<Decision>> {
@@ -445,51 +392,15 @@ fn select_decision(conn: &Connection, id: i64) -> rusqlite::Result<Option<Decisi
 }
 
 fn message_from_row(row: &Row<'_>) -> rusqlite::Result<StoredMessage> {
-    Ok(StoredMessage {
-        id: row.get(0)?,
-        run_id: row.get(1)?,
-        task_gid: row.get(2)?,
-        at: ts(row, 3)?,
-        source: row.get(4)?,
-        tag: row.get(5)?,
-        kind: row.get(6)?,
-        args: row.get(7)?,
-        text: row.get(8)?,
-        line: row.get(9)?,
-    })
+    rows::message(row)
 }
 
 fn outgoing_from_row(row: &Row<'_>) -> rusqlite::Result<Outgoing> {
-    let priority = row.get_ref(3)?.as_str()?;
-    Ok(Outgoing {
-        id: row.get(0)?,
-        notifier: row.get(1)?,
-        persona: row.get(2)?,
-        priority: priority
-            .parse::<Priority>()
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(3, Type::Text, Box::new(e)))?,
-        task_gid: row.get(4)?,
-        run_id: row.get(5)?,
-        body: row.get(6)?,
-        created_at: ts(row, 7)?,
-        attempts: row.get(8)?,
-        next_attempt_at: ts(row, 9)?,
-        delivered_at: ts_opt(row, 10)?,
-        last_error: row.get(11)?,
-        claimed_by: row.get(12)?,
-        claimed_until: ts_opt(row, 13)?,
-    })
+    rows::outgoing(row)
 }
 
 fn link_from_row(row: &Row<'_>) -> rusqlite::Result<TaskLink> {
-    Ok(TaskLink {
-        task_gid: row.get(0)?,
-        parent_gid: row.get(1)?,
-        depth: row.get(2)?,
-        key: row.get(3)?,
-        position: row.get(4)?,
-        created_at: ts(row, 5)?,
-    })
+    rows::link(row)
 }
 
 fn select_task(conn: &Connection, gid: &str) -> rusqlite::Result<Option<Task>> {
@@ -503,31 +414,12 @@ fn select_task(conn: &Connection, gid: &str) -> rusqlite::Result<Option<Task>> {
 /// Writes `r`'s row if its lease epoch is still the stored one; the rows changed (0: the
 /// lease is gone, nothing written).
 fn update_run(conn: &Connection, r: &Run) -> rusqlite::Result<usize> {
-    conn.prepare_cached(
-        "UPDATE executor_runs SET worktree_path = ?2, branch_name = ?3, pr_url = ?4, pr_number = ?5, \
-         thread_id = ?6, started_at = ?7, updated_at = ?8, completed_at = ?9, state = ?10, \
-         ci_attempts = ?11, worker_session_id = ?12, worker_last_update = ?13, worker_pid = ?14, \
-         worker_stuck_count = ?15, lifecycle = ?16 WHERE id = ?1 AND lease_epoch = ?17",
-    )?
-    .execute(params![
-        r.id,
-        r.worktree_path,
-        r.branch_name,
-        r.pr_url,
-        r.pr_number,
-        r.thread_id,
-        r.started_at.as_ref().map(text),
-        text(&r.updated_at),
-        r.completed_at.as_ref().map(text),
-        r.state.as_str(),
-        r.ci_attempts,
-        r.worker_session_id,
-        r.worker_last_update.as_ref().map(text),
-        r.worker_pid,
-        r.worker_stuck_count,
-        crate::lifecycle_column(r.lifecycle.as_ref()),
-        r.lease_epoch
-    ])
+    let lifecycle = crate::lifecycle_column(r.lifecycle.as_ref());
+    conn.prepare_cached(&rows::numbered(rows::UPDATE_RUN))?
+        .execute(rusqlite::params_from_iter(rows::run_values(
+            r,
+            lifecycle.as_deref(),
+        )))
 }
 
 /// Inserts worker `w`'s start record; its id.
@@ -1026,19 +918,7 @@ impl Store for SqliteStore {
                 "SELECT id, run_id, phase, host, pid, start_time, started_at, ended_at, outcome \
                  FROM executor_workers WHERE host = ?1 AND ended_at IS NULL ORDER BY id",
             )?
-            .query_map([host], |row| {
-                Ok(WorkerRecord {
-                    id: row.get(0)?,
-                    run_id: row.get(1)?,
-                    phase: row.get(2)?,
-                    host: row.get(3)?,
-                    pid: row.get(4)?,
-                    start_time: row.get(5)?,
-                    started_at: ts(row, 6)?,
-                    ended_at: ts_opt(row, 7)?,
-                    outcome: row.get(8)?,
-                })
-            })?
+            .query_map([host], |row| rows::worker(row))?
             .collect()
         })
         .await
@@ -1138,15 +1018,7 @@ impl Store for SqliteStore {
                  COALESCE(SUM(cost_usd IS NULL), 0) FROM executor_workers WHERE agent IS NOT NULL",
             )?
             .query_row([], |row| {
-                Ok(executor_core::spend::SpendTotal {
-                    workers: row.get(0)?,
-                    input_tokens: row.get(1)?,
-                    output_tokens: row.get(2)?,
-                    cached_tokens: row.get(3)?,
-                    turns: row.get(4)?,
-                    cost_usd: row.get(5)?,
-                    unpriced_workers: row.get(6)?,
-                })
+                rows::spend_total(row)
             })
         })
         .await
@@ -1432,13 +1304,7 @@ impl Store for SqliteStore {
                 "SELECT source, path, reason, first_seen, last_seen FROM executor_intake_errors ORDER BY source, path",
             )?
             .query_map([], |row| {
-                Ok(IntakeError {
-                    source: row.get(0)?,
-                    path: row.get(1)?,
-                    reason: row.get(2)?,
-                    first_seen: ts(row, 3)?,
-                    last_seen: ts(row, 4)?,
-                })
+                rows::intake_error(row)
             })?
             .collect()
         })
@@ -1505,16 +1371,10 @@ impl Store for SqliteStore {
 
     async fn lease(&self, run_id: i64) -> StoreResult<Option<Lease>> {
         self.call(move |conn| {
-            conn.prepare_cached(
-                "SELECT run_id, holder, expires_at FROM executor_run_leases WHERE run_id = ?1",
-            )?
-            .query_row([run_id], |row| {
-                Ok(Lease {
-                    run_id: row.get(0)?,
-                    holder: row.get(1)?,
-                    expires_at: ts(row, 2)?,
-                })
-            })
+            conn.prepare_cached(&format!(
+                "SELECT {LEASE_COLUMNS} FROM executor_run_leases WHERE run_id = ?1"
+            ))?
+            .query_row([run_id], |row| rows::lease(row))
             .optional()
         })
         .await
@@ -1522,16 +1382,10 @@ impl Store for SqliteStore {
 
     async fn leases(&self, limit: u32) -> StoreResult<Vec<Lease>> {
         self.call(move |conn| {
-            conn.prepare_cached(
-                "SELECT run_id, holder, expires_at FROM executor_run_leases ORDER BY run_id LIMIT ?1",
-            )?
-            .query_map([limit], |row| {
-                Ok(Lease {
-                    run_id: row.get(0)?,
-                    holder: row.get(1)?,
-                    expires_at: ts(row, 2)?,
-                })
-            })?
+            conn.prepare_cached(&format!(
+                "SELECT {LEASE_COLUMNS} FROM executor_run_leases ORDER BY run_id LIMIT ?1"
+            ))?
+            .query_map([limit], |row| rows::lease(row))?
             .collect()
         })
         .await
@@ -1836,13 +1690,7 @@ impl Store for SqliteStore {
                  ORDER BY head.notifier",
             )?
             .query_map([], |row| {
-                Ok(OutboxBacklog {
-                    notifier: row.get(0)?,
-                    undelivered: row.get(1)?,
-                    oldest: ts_opt(row, 2)?,
-                    attempts: row.get(3)?,
-                    last_error: row.get(4)?,
-                })
+                rows::outbox_backlog(row)
             })?
             .collect()
         })
@@ -1980,12 +1828,7 @@ impl Store for SqliteStore {
                  JOIN executor_task_links AS l ON l.task_gid = d.task_gid \
                  WHERE l.parent_gid = ?1 ORDER BY d.task_gid, d.depends_on",
             )?
-            .query_map([parent_gid], |row| {
-                Ok(TaskDependency {
-                    task_gid: row.get(0)?,
-                    depends_on: row.get(1)?,
-                })
-            })?
+            .query_map([parent_gid], |row| rows::dependency(row))?
             .collect()
         })
         .await
@@ -2032,14 +1875,7 @@ impl Store for SqliteStore {
                 "SELECT name, agent, session_id, updated_at FROM executor_agent_sessions \
                  WHERE name = ?1",
             )?
-            .query_row([name], |row| {
-                Ok(AgentSession {
-                    name: row.get(0)?,
-                    agent: row.get(1)?,
-                    session_id: row.get(2)?,
-                    updated_at: ts(row, 3)?,
-                })
-            })
+            .query_row([name], |row| rows::session(row))
             .optional()
         })
         .await
@@ -2070,16 +1906,7 @@ impl Store for SqliteStore {
                 "SELECT agent, since, until, reason, run_id, task_gid FROM executor_agent_pauses \
                  ORDER BY agent",
             )?
-            .query_map([], |row| {
-                Ok(AgentPause {
-                    agent: row.get(0)?,
-                    since: ts(row, 1)?,
-                    until: ts(row, 2)?,
-                    reason: row.get(3)?,
-                    run_id: row.get(4)?,
-                    task_gid: row.get(5)?,
-                })
-            })?
+            .query_map([], |row| rows::pause(row))?
             .collect()
         })
         .await
@@ -2115,14 +1942,7 @@ impl Store for SqliteStore {
                          ORDER BY component, host",
                     )?
                     .query_map([], |row| {
-                        Ok(Heartbeat {
-                            component: row.get(0)?,
-                            host: row.get(1)?,
-                            pid: row.get(2)?,
-                            started_at: ts(row, 3)?,
-                            beat_at: ts(row, 4)?,
-                            stopped_at: ts_opt(row, 5)?,
-                        })
+                        rows::heartbeat(row)
                     })?
                     .collect::<rusqlite::Result<_>>()?;
                 let errors: Vec<ComponentError> = conn
@@ -2131,13 +1951,7 @@ impl Store for SqliteStore {
                          WHERE last_error IS NOT NULL ORDER BY component, host",
                     )?
                     .query_map([], |row| {
-                        Ok(ComponentError {
-                            component: row.get(0)?,
-                            host: row.get(1)?,
-                            message: row.get(2)?,
-                            at: ts(row, 3)?,
-                            count: row.get(4)?,
-                        })
+                        rows::component_error(row)
                     })?
                     .collect::<rusqlite::Result<_>>()?;
                 Ok((found, live, escalations, heartbeats, errors))
