@@ -94,8 +94,10 @@ pub(super) async fn verify(
         );
         tokio::pin!(supervised);
         loop {
+            // The start is looked at first: a command that ends at once has its start and
+            // its end ready together, and its record must not be skipped.
             tokio::select! {
-                outcome = &mut supervised => break outcome?,
+                biased;
                 Some((pid, start_time)) = started_rx.recv() => {
                     record = Some(store.record_worker(&WorkerRecord {
                         id: 0,
@@ -109,6 +111,7 @@ pub(super) async fn verify(
                         outcome: None,
                     }).await?);
                 }
+                outcome = &mut supervised => break outcome?,
             }
         }
     };
