@@ -362,3 +362,73 @@ fn a_budget_question_denied_ends_the_run_without_another_worker() {
     let history = shown["events"].to_string();
     assert!(history.contains("more than its task's budget"), "{history}");
 }
+
+#[test]
+fn a_pr_worker_over_its_tasks_budget_asks_once_and_starts_after_the_owners_yes() {
+    use crate::fake_github::{Ci, FakeGithub, FIRST_HEAD};
+    let github = FakeGithub::start_empty();
+    let ws = crate::github_runs::waiting_pr(&github);
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&format!("{config}\n[budget]\nper_task_tokens = 100\n"));
+    // The task's first worker used 500 tokens, recorded as an agent's usage is.
+    let run_id = ws.json(&["show", "G-3", "--json"])["runs"][0]["id"]
+        .as_i64()
+        .expect("a run id");
+    let at = (chrono::Utc::now() - chrono::Duration::minutes(5))
+        .to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+    let db = rusqlite::Connection::open(ws.path().join("executor.db")).expect("open");
+    db.execute(
+        "INSERT INTO executor_workers (run_id, phase, host, pid, started_at, ended_at, outcome, \
+         agent, input_tokens, output_tokens) VALUES (?1, 'queued', 'here', 1, ?2, ?2, 'done', \
+         'claude', 500, 0)",
+        rusqlite::params![run_id, at],
+    )
+    .expect("a worker's usage");
+    let budget_questions = || {
+        let pending = ws.json(&["escalations", "--json"]);
+        pending
+            .as_array()
+            .map(|e| {
+                e.iter()
+                    .filter(|e| e["action"] == "budget")
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let fix_ci = ws.path().join("prompts-seen/fix_ci.md");
+
+    // CI fails: the fix_ci worker the PR needs does not start; the owner is asked, once.
+    github.set_ci(FIRST_HEAD, Ci::Failed);
+    for _ in 0..2 {
+        let out = ws.run(&["run", "--once"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!fix_ci.exists(), "no PR worker over the budget");
+    }
+    let asked: Vec<Value> = budget_questions();
+    assert_eq!(asked.len(), 1, "asked once: {asked:?}");
+    let detail = asked[0]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("500 tokens, over [budget] per_task_tokens = 100"),
+        "{detail}"
+    );
+    assert_eq!(
+        ws.json(&["show", "G-3", "--json"])["runs"][0]["state"],
+        "pr"
+    );
+
+    // Yes: the fix_ci worker starts.
+    let id = asked[0]["id"].as_i64().expect("an id").to_string();
+    ws.ok(&["decide", &id, "approve"]);
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(fix_ci.exists(), "the owner let one more worker start");
+}
