@@ -362,8 +362,18 @@ pub fn for_config(
             if program.is_empty() {
                 return Err(AgentError::EmptyCommand);
             }
-            // A bare name is looked up now; a path (relative to the worktree) is kept.
-            let program = if program.contains('/') {
+            // A bare name is looked up now, an absolute path must be an executable now; a
+            // relative path is the worktree's (the runner's pre-flight looks for it in the
+            // repository).
+            let program = if Path::new(program).is_absolute() {
+                if !is_executable(Path::new(program)) {
+                    return Err(AgentError::NotFound {
+                        kind: "command",
+                        program: program.clone(),
+                    });
+                }
+                program.clone()
+            } else if program.contains('/') {
                 program.clone()
             } else {
                 found("command", program)?.to_string_lossy().into_owned()

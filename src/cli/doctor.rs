@@ -85,6 +85,7 @@ pub fn preflight(settings: &Settings) -> Result<(), super::BadInput> {
         .map(agent_missing)
         .into_iter()
         .collect();
+    found.extend(worktree_command(settings));
     found.extend(git(settings));
     found.push(verify(settings));
     let faults: Vec<String> = found
@@ -271,13 +272,13 @@ fn agent(settings: &Settings) -> Check {
 }
 
 fn agent_missing(error: anyhow::Error) -> Check {
-    check(
-        "agent",
-        Level::Fail,
-        format!(
-            "{error:#}: install Claude Code, Codex or pi, or name the program in [agent] program"
-        ),
-    )
+    let fix = match error.downcast_ref::<crate::agents::AgentError>() {
+        Some(crate::agents::AgentError::NotFound {
+            kind: "command", ..
+        }) => "fix [agent] command",
+        _ => "install Claude Code, Codex or pi, or name the program in [agent] program",
+    };
+    check("agent", Level::Fail, format!("{error:#}: {fix}"))
 }
 
 /// `program --version`, first line, when it answers in time.
@@ -392,6 +393,32 @@ fn git(settings: &Settings) -> Vec<Check> {
         }
     }
     out
+}
+
+/// A `[agent] command` given as a path relative to the worktree: each worktree is a
+/// checkout of the repository, so the program must be an executable file of it.
+fn worktree_command(settings: &Settings) -> Option<Check> {
+    let agent = &settings.raw.agent;
+    if agent.kind != crate::config::AgentKind::Command {
+        return None;
+    }
+    let program = agent.command.first()?;
+    let path = Path::new(program);
+    if path.is_absolute() || !program.contains('/') {
+        return None;
+    }
+    let repository = settings.root.join(&settings.raw.runner.repository);
+    if crate::agents::is_executable(&repository.join(path)) {
+        return None;
+    }
+    Some(check(
+        "agent",
+        Level::Fail,
+        format!(
+            "[agent] command runs `{program}` from the worktree, and {} is not an executable file: commit it (executable) or fix the command",
+            repository.join(path).display()
+        ),
+    ))
 }
 
 fn verify(settings: &Settings) -> Check {

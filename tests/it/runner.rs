@@ -1024,3 +1024,38 @@ fn a_model_api_error_is_the_runs_reason_and_a_refused_request_is_not_retried() {
         );
     }
 }
+
+#[test]
+fn a_missing_agent_or_verify_program_stops_the_runner_before_it_claims_anything() {
+    let cases: [(&[&str], &[&str], &str); 3] = [
+        (
+            &["/nonexistent/agent-worker"],
+            &["true"],
+            "/nonexistent/agent-worker",
+        ),
+        // A path relative to the worktree is looked for in the repository it checks out.
+        (&["scripts/worker.sh"], &["true"], "scripts/worker.sh"),
+        (
+            &[EXAMPLE_WORKER],
+            &["/nonexistent/verify-suite"],
+            "/nonexistent/verify-suite",
+        ),
+    ];
+    for (worker, verify, named) in cases {
+        let ws = workspace(worker, verify, "");
+        ws.ok(&["add", "--title", "Real work", "--gid", "T-1"]);
+        ws.ok(&["go", "T-1"]);
+        for command in [&["run", "--once"][..], &["daemon"][..]] {
+            let out = ws.run(command);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+            assert!(
+                stderr.contains(named),
+                "{command:?} names {named}: {stderr}"
+            );
+        }
+        let shown = ws.json(&["show", "T-1", "--json"]);
+        assert_eq!(shown["task"]["status"], "approved", "{shown}");
+        assert_eq!(runs(&ws, "T-1").len(), 0, "nothing was claimed: {shown}");
+    }
+}
