@@ -31,6 +31,7 @@ pub mod bridge;
 pub mod bwrap;
 pub use crate::supervisor::cgroup;
 pub mod home;
+pub mod host;
 pub mod macos;
 pub mod probe;
 pub mod proxy;

@@ -14,6 +14,7 @@
 //! What it must never do: open a connection the allowlist does not name, read more than a
 //! bounded request head, or outlive the worker (dropping [`NetGate`] stops it all).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -174,9 +175,10 @@ pub fn read_request(head: &str) -> Asked {
 }
 
 /// Whether `asked` is on `allow`: the same host and port, or a `*.domain` entry for a host
-/// under that domain. A loopback address is never reached this way (only forwards reach it).
+/// under that domain, both in their one spelling. This machine is never reached this way
+/// (only forwards reach its loopback ports).
 pub fn allowed(allow: &[HostPort], asked: &HostPort) -> bool {
-    if asked.is_loopback() {
+    if super::host::is_local(&asked.host) {
         return false;
     }
     allow.iter().any(|entry| {
@@ -214,14 +216,13 @@ where
             .await?;
         return Ok(());
     }
-    let upstream = tokio::time::timeout(
-        HEAD_TIMEOUT,
-        TcpStream::connect((asked.host.as_str(), asked.port)),
-    )
-    .await;
+    let upstream = tokio::time::timeout(HEAD_TIMEOUT, dial(&asked)).await;
     let mut upstream = match upstream {
         Ok(Ok(stream)) => stream,
-        _ => {
+        failed => {
+            if let Ok(Err(error)) = failed {
+                tracing::warn!(worker = %label, target = %asked, %error, "the sandbox proxy cannot reach an allowed host");
+            }
             client
                 .write_all(
                     b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -236,6 +237,41 @@ where
         .await?;
     tokio::io::copy_bidirectional(&mut client, &mut upstream).await?;
     Ok(())
+}
+
+/// Connects to `asked`, its canonical name resolved once here and only the addresses
+/// [`dialable`] keeps dialled, so no name reaches this machine.
+async fn dial(asked: &HostPort) -> std::io::Result<TcpStream> {
+    let resolved = tokio::net::lookup_host((asked.host.as_str(), asked.port)).await?;
+    let addresses = dialable(asked, resolved);
+    if addresses.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!("{asked} resolves only to addresses of this machine or its link"),
+        ));
+    }
+    TcpStream::connect(&addresses[..]).await
+}
+
+/// The resolved addresses of `asked` the proxy may dial: never this machine's (a name that
+/// resolves to loopback reaches no port of the host), and a link-local one (a cloud's
+/// metadata service) only when `asked` is that very address.
+pub fn dialable(
+    asked: &HostPort,
+    resolved: impl IntoIterator<Item = SocketAddr>,
+) -> Vec<SocketAddr> {
+    let literal = super::host::address(&asked.host);
+    resolved
+        .into_iter()
+        .filter(|addr| {
+            let ip = addr.ip();
+            let link_local = match ip {
+                std::net::IpAddr::V4(v4) => v4.is_link_local(),
+                std::net::IpAddr::V6(v6) => v6.is_unicast_link_local(),
+            };
+            !(ip.is_loopback() || ip.is_unspecified() || (link_local && literal != Some(ip)))
+        })
+        .collect()
 }
 
 /// Reads up to the blank line that ends a request head, byte by byte so nothing of the
@@ -293,6 +329,64 @@ mod tests {
         assert!(!allowed(&allow, &hp("evilopenai.com", 443)));
         assert!(!allowed(&[hp("127.0.0.1", 5432)], &hp("127.0.0.1", 5432)));
         assert!(!allowed(&allow, &hp("localhost", 443)));
+    }
+
+    #[test]
+    fn a_host_is_judged_in_its_one_spelling() {
+        let allow = vec![hp("api.anthropic.com", 443), hp("*.openai.com", 443)];
+        let asked = |target: &str| match read_request(&format!("CONNECT {target} HTTP/1.1\r\n\r\n"))
+        {
+            Asked::Connect(hp) => hp,
+            Asked::Other(why) => panic!("{target}: {why}"),
+        };
+        // A trailing dot and mixed case are the same host.
+        assert!(allowed(&allow, &asked("api.anthropic.com.:443")));
+        assert!(allowed(&allow, &asked("API.Anthropic.COM:443")));
+        assert!(allowed(&allow, &asked("Api.OpenAI.com.:443")));
+        // A non-default port is another entry.
+        assert!(!allowed(&allow, &asked("api.anthropic.com:8443")));
+        // This machine, however spelled, is never reached through the proxy, even when
+        // the allowlist names it.
+        let local = vec![hp("127.0.0.1", 5432), hp("::1", 5432)];
+        for target in [
+            "127.0.0.1:5432",
+            "127.1:5432",
+            "0x7f.0.0.1:5432",
+            "0177.0.0.1:5432",
+            "2130706433:5432",
+            "[::1]:5432",
+            "::1:5432",
+            "[0:0:0:0:0:0:0:1]:5432",
+            "[::ffff:127.0.0.1]:5432",
+            "0.0.0.0:5432",
+            "LOCALHOST.:5432",
+        ] {
+            let hp = asked(target);
+            assert!(!allowed(&local, &hp), "{target} as {hp}");
+        }
+        // IPv6 is written back bracketed.
+        assert_eq!(asked("[2001:DB8::1]:443").to_string(), "[2001:db8::1]:443");
+    }
+
+    #[test]
+    fn an_allowed_name_never_dials_this_machine_or_its_link() {
+        let addr = |text: &str| text.parse::<SocketAddr>().expect("an address");
+        let name = hp("models.example.com", 443);
+        let resolved = [
+            addr("127.0.0.1:443"),
+            addr("[::1]:443"),
+            addr("0.0.0.0:443"),
+            addr("169.254.169.254:443"),
+            addr("[fe80::1]:443"),
+            addr("93.184.216.34:443"),
+        ];
+        assert_eq!(dialable(&name, resolved), [addr("93.184.216.34:443")]);
+        let metadata = hp("169.254.169.254", 80);
+        assert_eq!(
+            dialable(&metadata, [addr("169.254.169.254:80")]),
+            [addr("169.254.169.254:80")],
+            "an address the owner allowed as itself is dialled"
+        );
     }
 
     #[tokio::test]

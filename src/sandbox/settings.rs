@@ -58,29 +58,35 @@ pub struct HostPort {
 }
 
 impl HostPort {
-    /// `127.0.0.1`, `localhost` or `::1`: a port of the host forwarded into the wall.
+    /// This machine (`127.0.0.1` in any spelling, `::1`, `localhost`): a port of the host
+    /// forwarded into the wall, never reached through the proxy.
     pub fn is_loopback(&self) -> bool {
-        matches!(
-            self.host.as_str(),
-            "127.0.0.1" | "localhost" | "::1" | "[::1]"
-        )
+        match super::host::address(&self.host) {
+            Some(ip) => ip.is_loopback(),
+            None => self.host == "localhost" || self.host.ends_with(".localhost"),
+        }
     }
 }
 
 impl std::fmt::Display for HostPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.host, self.port)
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
     }
 }
 
-/// Reads `host:port` (`[::1]:80` for IPv6); the host is lowercased.
+/// Reads `host:port` (`[::1]:80` for IPv6); the host in its one spelling
+/// ([`super::host::canonical`]).
 pub fn parse_host_port(text: &str) -> Result<HostPort, String> {
     let text = text.trim();
     let (host, port) = text
         .rsplit_once(':')
         .ok_or_else(|| format!("`{text}` is not host:port"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    if host.is_empty() || host.contains(['/', ' ', '@']) {
+    let host = super::host::canonical(host);
+    if host.is_empty() || host.contains(['/', ' ', '@', '[', ']']) {
         return Err(format!("`{text}` is not host:port"));
     }
     let port: u16 = port
@@ -89,8 +95,5 @@ pub fn parse_host_port(text: &str) -> Result<HostPort, String> {
     if port == 0 {
         return Err(format!("`{text}`: port 0 is not a port"));
     }
-    Ok(HostPort {
-        host: host.to_ascii_lowercase(),
-        port,
-    })
+    Ok(HostPort { host, port })
 }
