@@ -20,8 +20,22 @@ pub enum Probed {
     Unavailable { why: String },
 }
 
-/// How long the probe may take before it counts as failed.
-const PROBE_LIMIT: Duration = Duration::from_secs(10);
+/// How long one try of the probe may take before it counts as failed: a slow file system
+/// must not stall start-up. A try that ran out of time is tried once more (a loaded machine
+/// can be slow once), so the probe takes at most twice this.
+pub const PROBE_LIMIT: Duration = Duration::from_millis(500);
+
+/// Where distributions install bubblewrap; their AppArmor profile for it applies to this
+/// path only, so it is preferred to another `bwrap` on `PATH`.
+pub const DISTRIBUTION_BWRAP: &str = "/usr/bin/bwrap";
+
+/// The bubblewrap to probe: `preferred` when it is there, else `bwrap` on `path`.
+pub fn bwrap_program(preferred: &Path, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    if crate::supervisor::program::is_executable(preferred) {
+        return Some(preferred.to_path_buf());
+    }
+    crate::supervisor::program::find_program("bwrap", path)
+}
 
 /// Runs `true` inside the wall. `bwrap` is the configured program, or `None` for `bwrap` on
 /// `PATH`.
@@ -38,7 +52,7 @@ pub fn probe(bwrap: Option<&Path>) -> Probed {
     }
     let program = match bwrap {
         Some(path) => path.to_path_buf(),
-        None => match crate::supervisor::program::find_program("bwrap", std::env::var_os("PATH").as_deref()) {
+        None => match bwrap_program(Path::new(DISTRIBUTION_BWRAP), std::env::var_os("PATH").as_deref()) {
             Some(path) => path,
             None => {
                 return Probed::Unavailable {
@@ -62,6 +76,28 @@ pub fn probe(bwrap: Option<&Path>) -> Probed {
     };
     let mut argv = bwrap::argv(&program, &plan);
     argv.push(truth.to_string_lossy().into_owned());
+    match run_once(&argv, &program) {
+        Tried::OutOfTime => match run_once(&argv, &program) {
+            Tried::OutOfTime => Probed::Unavailable {
+                why: format!(
+                    "{} did not answer within {PROBE_LIMIT:?}, twice: a slow file system or a stuck bwrap",
+                    program.display()
+                ),
+            },
+            Tried::Done(probed) => probed,
+        },
+        Tried::Done(probed) => probed,
+    }
+}
+
+/// One try of the probe.
+enum Tried {
+    Done(Probed),
+    OutOfTime,
+}
+
+/// Runs the probe's `argv` once, within [`PROBE_LIMIT`].
+fn run_once(argv: &[String], program: &Path) -> Tried {
     let child = Command::new(&argv[0])
         .args(&argv[1..])
         .stdin(Stdio::null())
@@ -71,9 +107,9 @@ pub fn probe(bwrap: Option<&Path>) -> Probed {
     let mut child = match child {
         Ok(child) => child,
         Err(e) => {
-            return Probed::Unavailable {
+            return Tried::Done(Probed::Unavailable {
                 why: format!("cannot run {}: {e}", program.display()),
-            }
+            })
         }
     };
     let started = Instant::now();
@@ -86,26 +122,23 @@ pub fn probe(bwrap: Option<&Path>) -> Probed {
             Ok(None) | Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Probed::Unavailable {
-                    why: format!(
-                        "{} did not answer within {PROBE_LIMIT:?}",
-                        program.display()
-                    ),
-                };
+                return Tried::OutOfTime;
             }
         }
     };
     if status.success() {
-        return Probed::Works { program };
+        return Tried::Done(Probed::Works {
+            program: program.to_path_buf(),
+        });
     }
     let mut stderr = String::new();
     if let Some(mut pipe) = child.stderr.take() {
         use std::io::Read;
         let _ = pipe.read_to_string(&mut stderr);
     }
-    Probed::Unavailable {
+    Tried::Done(Probed::Unavailable {
         why: diagnose(stderr.trim(), &read_sysctls()),
-    }
+    })
 }
 
 /// Where macOS keeps `sandbox-exec`.
@@ -177,6 +210,34 @@ pub fn diagnose(stderr: &str, sysctls: &Sysctls) -> String {
     if sysctls.apparmor_restrict.as_deref() == Some("1") {
         return format!("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns = 1): give bwrap an AppArmor profile that allows `userns`, or set the sysctl to 0{said}");
     }
+    let known: [(&[&str], &str); 4] = [
+        (
+            &["Can't mount proc"],
+            "bubblewrap cannot mount a /proc of its own here: this is a container whose /proc is masked (Docker's default); run executor outside the container, or start the container with `--security-opt systempaths=unconfined`",
+        ),
+        (
+            &["Failed to make / slave"],
+            "bubblewrap cannot change mount propagation here: this is a container that refuses it (Docker's default seccomp profile, or a read-only root); run executor outside the container, or start it with `--security-opt seccomp=unconfined`",
+        ),
+        (
+            &["loopback: Failed RTM_NEWADDR"],
+            "bubblewrap cannot bring up the loopback of a network namespace here (a container runtime such as gVisor, or a kernel without it): the allowlist needs one; run executor outside the container, or set [sandbox] network = \"host\" knowing it lets workers reach any host",
+        ),
+        (
+            &[
+                "setting up uid map",
+                "No permissions to creat",
+                "Creating new namespace failed",
+                "Operation not permitted",
+            ],
+            "unprivileged user namespaces are refused here (a container's seccomp profile, a sysctl, or a security module): allow them, or run executor where they are allowed",
+        ),
+    ];
+    for (words, sentence) in known {
+        if words.iter().any(|w| stderr.contains(w)) {
+            return format!("{sentence}{said}");
+        }
+    }
     format!("bubblewrap could not start a confined process{said}")
 }
 
@@ -204,6 +265,60 @@ mod tests {
         };
         assert!(diagnose("", &apparmor).contains("AppArmor"));
         assert!(diagnose("Can't mount proc", &Sysctls::default()).contains("Can't mount proc"));
+    }
+
+    #[test]
+    fn each_known_failure_of_bubblewrap_is_a_sentence_saying_what_to_do() {
+        let none = Sysctls::default();
+        for (said, sentence) in [
+            ("bwrap: Can't mount proc on /newroot/proc: Operation not permitted", "a /proc of its own"),
+            ("bwrap: Failed to make / slave: Permission denied", "mount propagation"),
+            ("bwrap: loopback: Failed RTM_NEWADDR: Operation not permitted", "loopback of a network namespace"),
+            ("bwrap: setting up uid map: Permission denied", "user namespaces are refused"),
+            ("bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces", "user namespaces are refused"),
+            ("bwrap: Creating new namespace failed: Operation not permitted", "user namespaces are refused"),
+        ] {
+            let why = diagnose(said, &none);
+            assert!(why.contains(sentence), "{said}: {why}");
+            assert!(why.contains(said), "bubblewrap's own words are kept: {why}");
+        }
+        assert!(diagnose("something else", &none).starts_with("bubblewrap could not start"));
+    }
+
+    #[test]
+    fn the_distributions_bwrap_is_preferred_to_another_on_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (usr, other) = (dir.path().join("usr"), dir.path().join("other"));
+        for folder in [&usr, &other] {
+            std::fs::create_dir_all(folder).expect("mkdir");
+            let bwrap = folder.join("bwrap");
+            std::fs::write(&bwrap, "#!/bin/sh\n").expect("write");
+            std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o755))
+                .expect("chmod");
+        }
+        let path = std::ffi::OsString::from(other.as_os_str());
+        assert_eq!(
+            bwrap_program(&usr.join("bwrap"), Some(&path)),
+            Some(usr.join("bwrap"))
+        );
+        let gone = dir.path().join("gone/bwrap");
+        assert_eq!(bwrap_program(&gone, Some(&path)), Some(other.join("bwrap")));
+    }
+
+    #[test]
+    fn a_probe_that_does_not_answer_in_time_is_a_wall_that_cannot_be_had() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let slow = dir.path().join("bwrap");
+        std::fs::write(&slow, "#!/bin/sh\nexec sleep 30\n").expect("write");
+        std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        match probe(Some(&slow)) {
+            Probed::Unavailable { why } => {
+                assert!(why.contains("did not answer within 500ms, twice"), "{why}")
+            }
+            Probed::Works { .. } => panic!("a bwrap that never answers does not work"),
+        }
     }
 
     #[test]
