@@ -339,9 +339,24 @@ pub struct Caps {
 pub fn worker(base: &Path, caps: Caps) -> std::io::Result<PathBuf> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = base.join(format!("{WORKER_PREFIX}{}-{n}", std::process::id()));
-    std::fs::create_dir(&dir)?;
+    // The name is this process's id and a count; a folder of that name can be left by a
+    // process that died with the same id (ids are reused). An empty one is removed (a cgroup
+    // with a live process in it cannot be); one that stays is passed over for the next count.
+    let mut tries = 0;
+    let dir = loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!("{WORKER_PREFIX}{}-{n}", std::process::id()));
+        match std::fs::create_dir(&dir) {
+            Ok(()) => break dir,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 16 => {
+                tries += 1;
+                if std::fs::remove_dir(&dir).is_ok() && std::fs::create_dir(&dir).is_ok() {
+                    break dir;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    };
     let written = (|| {
         if let Some(pids) = caps.pids {
             std::fs::write(dir.join("pids.max"), pids.to_string())?;
