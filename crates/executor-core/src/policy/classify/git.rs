@@ -144,6 +144,9 @@ impl Classifier {
                 {
                     self.unknown_modification("git apply outside the repository");
                 }
+                if sub_text == "init" {
+                    self.git_init(rest, text);
+                }
                 // Branch and tag listings read only.
                 if matches!(sub_text, "branch" | "tag" | "stash")
                     && (rest.is_empty()
@@ -400,6 +403,31 @@ impl Classifier {
             _ => self.push(Action::new("remote_access").with("program", "git")),
         }
         readonly
+    }
+
+    /// `git init DIR` makes (or re-makes) a repository there: a write there (and at its
+    /// separate git folder); a template installs hooks.
+    fn git_init(&mut self, rest: &[Word], text: &str) {
+        let ops = operands(
+            rest,
+            &[
+                "-b",
+                "--initial-branch",
+                "--template",
+                "--separate-git-dir",
+                "--object-format",
+                "--ref-format",
+            ],
+        );
+        for dir in &ops {
+            self.path_action("modify_files", dir);
+        }
+        if let Some(dir) = option_value(rest, &["--separate-git-dir"]) {
+            self.path_action("modify_files", &dir);
+        }
+        if rest.iter().any(|w| w.text.starts_with("--template")) {
+            self.push(git_admin(text, "git init --template installs hooks"));
+        }
     }
 
     /// `git worktree add`: a new worktree (and a folder written); the rest changes the

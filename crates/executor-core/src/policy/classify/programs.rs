@@ -166,7 +166,8 @@ pub(super) const PROGRAMS: &[(&[&str], Handler)] = &[
        "getconf", "groups", "cal", "df", "set", "unset", "shift", "wait", "read", "return",
        "exit", "shopt", "hash", "ulimit", "umask", "history", "jobs", "fg", "bg", "disown",
        "let", "break", "continue", "man", "help", "info", "clear", "reset", "tty", "stty",
-       "printenv", "diffstat"], no_files),
+       "diffstat"], no_files),
+    (&["printenv"], print_environment),
     (&["export", "declare", "typeset", "local", "readonly"], declare),
     (&["alias"], alias),
 ];
@@ -188,6 +189,12 @@ pub(super) fn handler(name: &str) -> Option<Handler> {
 }
 
 // ---- option specs ----
+
+/// The readers that share one option spec (see [`read_files`]).
+pub(super) const SHARED_SPEC: &[&str] = &[
+    "rev", "fold", "expand", "unexpand", "column", "strings", "cut", "paste", "join", "comm",
+    "xxd", "od", "hexdump", "base64",
+];
 
 /// The option specs of the programs whose operands are files. A program of [`PROGRAMS`]
 /// handled by [`read_files`], [`modify`] or [`copy`] must be here.
@@ -230,8 +237,7 @@ pub(super) const FILE_SPECS: &[(&[&str], OptSpec)] = &[
     (&["cmp"], OptSpec::new("blsv", "in").long(&["--print-bytes", "--verbose", "--silent",
         "--quiet"], &["--ignore-initial", "--bytes"])),
     (&["nl"], OptSpec::new("p", "bdfhilnsvw")),
-    (&["rev", "fold", "expand", "unexpand", "column", "strings", "cut", "paste", "join", "comm",
-       "xxd", "od", "hexdump", "base64"],
+    (SHARED_SPEC,
        OptSpec::new("0123456789abcCdDeiLnprstuvwxz123ps", "bcdfFjlnNostwWgx")
         .long(&["--decode", "--ignore-garbage", "--zero-terminated", "--complement",
                 "--only-delimited", "--serial", "--nocheck-order", "--check-order", "--all",
@@ -934,6 +940,14 @@ fn interpreter(c: &mut Classifier, k: &Call<'_>) {
             Some(_) => return c.push(k.unknown("deno subcommand not known")),
         }
     }
+    // `python3 --version`, `node -v`: a probe of the interpreter that runs no code.
+    if !k.args.is_empty()
+        && k.args.iter().all(|w| {
+            !w.dynamic && matches!(w.text.as_str(), "--version" | "-V" | "-v" | "--help" | "-h")
+        })
+    {
+        return c.push(k.readonly());
+    }
     let mut i = 0;
     while i < k.args.len() {
         let w = &k.args[i];
@@ -1507,26 +1521,49 @@ fn jq(c: &mut Classifier, k: &Call<'_>) {
             k.mods,
         );
     } else {
-        for w in operands(
-            k.args,
-            &[
-                "--arg",
-                "--argjson",
-                "--slurpfile",
-                "--rawfile",
-                "-f",
-                "--from-file",
-                "--indent",
-            ],
-        )
-        .iter()
-        .skip(1)
-        {
+        for w in jq_reads(k.args) {
             c.path_action("read_files", w);
         }
     }
     c.unknown_read(k.mods);
     c.push(k.readonly());
+}
+
+/// The files `jq` (or `yq`) reads: each `--rawfile`/`--slurpfile` file, the `-f` program
+/// file, and every operand after the filter (all of them with `-f`), up to `--args`.
+fn jq_reads(args: &[Word]) -> Vec<&Word> {
+    let mut reads = Vec::new();
+    let mut operands = Vec::new();
+    let mut from_file = false;
+    let mut i = 0;
+    while i < args.len() {
+        let t = args[i].text.as_str();
+        match t {
+            "--arg" | "--argjson" => i += 3,
+            "--slurpfile" | "--rawfile" => {
+                reads.extend(args.get(i + 2));
+                i += 3;
+            }
+            "-f" | "--from-file" => {
+                reads.extend(args.get(i + 1));
+                from_file = true;
+                i += 2;
+            }
+            "--indent" => i += 2,
+            "--args" | "--jsonargs" => break,
+            "--" => {
+                operands.extend(args[i + 1..].iter());
+                break;
+            }
+            _ if t.starts_with('-') && t.len() > 1 => i += 1,
+            _ => {
+                operands.push(&args[i]);
+                i += 1;
+            }
+        }
+    }
+    reads.extend(operands.into_iter().skip(usize::from(!from_file)));
+    reads
 }
 
 /// Read-only programs whose operands are files, read by their [`FILE_SPECS`].
@@ -1547,6 +1584,16 @@ fn read_files(c: &mut Classifier, k: &Call<'_>) {
     for w in &ops {
         c.path_action("read_files", w);
     }
+    // These programs share one spec, the union of their options: a letter that takes a
+    // value for one of them may be a flag for another (`od -c`, `column -t`), so its
+    // "value" may be a file the program reads. Every value is judged as a path too.
+    if SHARED_SPEC.contains(&k.name) {
+        for (_, value) in &p.options {
+            if let Some(value) = value {
+                c.path_action("read_files", value);
+            }
+        }
+    }
     for names in [&["--files0-from", "--from-file", "--exclude-from"][..]] {
         for f in p.values(names) {
             c.path_action("read_files", f);
@@ -1557,11 +1604,29 @@ fn read_files(c: &mut Classifier, k: &Call<'_>) {
 }
 
 fn no_files(c: &mut Classifier, k: &Call<'_>) {
+    // `set` alone prints every variable of the shell.
+    if k.name == "set" && k.args.is_empty() {
+        return c.push(super::environment_dump("set"));
+    }
     c.push(k.readonly());
+}
+
+/// `printenv` prints the environment, or the variables it names.
+fn print_environment(c: &mut Classifier, k: &Call<'_>) {
+    c.push(super::environment_dump(k.name));
 }
 
 /// `export VAR=…` changes what later commands of the same line run.
 fn declare(c: &mut Classifier, k: &Call<'_>) {
+    // `export`, `export -p`, `declare`, `declare -x` without a name print the environment.
+    let names = k.args.iter().filter(|w| !w.text.starts_with('-')).count();
+    let prints = k
+        .args
+        .iter()
+        .all(|w| matches!(w.text.as_str(), "-p" | "-x" | "-px" | "-xp"));
+    if names == 0 && prints && matches!(k.name, "export" | "declare" | "typeset") {
+        return c.push(super::environment_dump(k.name));
+    }
     for w in k.args.iter().filter(|w| is_assignment(w)) {
         c.assignment(w);
     }
