@@ -706,13 +706,14 @@ impl Classifier {
         ));
     }
 
-    /// After the whole command is classified: a script this same command wrote (or
-    /// changed: `chmod +x`) runs text the classifier has not seen as a command.
+    /// After the whole command is classified: a script this same command wrote runs text
+    /// the classifier has not seen as a command. Only its mode changed (`chmod +x x.sh &&
+    /// ./x.sh`) is no new text: the script is judged where it is.
     fn finish(mut self) -> Vec<Action> {
         let written: BTreeSet<String> = self
             .out
             .iter()
-            .filter(|a| a.kind == "modify_files")
+            .filter(|a| a.kind == "modify_files" && a.arg("mode_only").is_none())
             .filter_map(|a| a.arg("path").map(str::to_string))
             .collect();
         let unresolved_write = self
@@ -1936,6 +1937,20 @@ mod tests {
         assert!(
             has_kind("python3", "run_inline_code"),
             "a bare interpreter reads its input"
+        );
+    }
+
+    #[test]
+    fn a_script_made_executable_and_run_is_judged_where_it_is() {
+        assert!(!has_kind("chmod +x build.sh && ./build.sh", "run_indirect"));
+        assert!(has_kind("chmod +x build.sh && ./build.sh", "run_script"));
+        assert!(has_kind(
+            "echo id > x.sh; chmod +x x.sh; ./x.sh",
+            "run_indirect"
+        ));
+        assert!(
+            has_kind("chmod +x $F && ./x.sh", "run_indirect"),
+            "a mode change of an unknown file"
         );
     }
 

@@ -1063,7 +1063,15 @@ fn chmod(c: &mut Classifier, k: &Call<'_>) {
     } else {
         ops.get(1..).unwrap_or_default()
     };
+    let start = c.out.len();
     c.modify_operands(files.to_vec(), k.mods);
+    // A mode changed, not the text: running the file afterwards runs what was already
+    // there (and judged when it was written).
+    for action in &mut c.out[start..] {
+        if action.kind == "modify_files" && action.arg("path").is_some() {
+            action.args.insert("mode_only".into(), "true".into());
+        }
+    }
 }
 
 fn rsync(c: &mut Classifier, k: &Call<'_>) {
