@@ -27,6 +27,7 @@
 //! What it must never do: report a worker confined that is not, widen the wall beyond what
 //! the config names, or let a worker's home or network outlive it.
 
+pub mod agent_hosts;
 pub mod bridge;
 pub mod bwrap;
 pub use crate::supervisor::cgroup;
@@ -732,7 +733,7 @@ impl Wall {
             SandboxNetwork::Host => profile.host_network = true,
             SandboxNetwork::None => {}
             SandboxNetwork::Allowlist => {
-                let (remote, loopback) = self.allowlist(place.agent, &spec);
+                let (remote, loopback) = self.allowlist(place, &spec);
                 profile.loopback_ports = loopback;
                 if !remote.is_empty() {
                     let (g, port) = proxy::NetGate::start_tcp(remote, place.label.clone())
@@ -832,7 +833,7 @@ impl Wall {
             SandboxNetwork::None => return Ok((Vec::new(), None)),
             SandboxNetwork::Allowlist => {}
         }
-        let (remote, loopback) = self.allowlist(place.agent, spec);
+        let (remote, loopback) = self.allowlist(place, spec);
         // Nothing allowed is the network `none`: no proxy, no bridge to start.
         if remote.is_empty() && loopback.is_empty() {
             return Ok((Vec::new(), None));
@@ -872,25 +873,22 @@ impl Wall {
     }
 
     /// The remote hosts the proxy lets through and the loopback ports forwarded: the agent's
-    /// model API, the hosts of `*_BASE_URL` variables the worker is given, and `allow`.
-    fn allowlist(&self, agent: AgentFamily, spec: &WorkerSpec) -> (Vec<HostPort>, Vec<u16>) {
-        let mut all: Vec<HostPort> = agent
+    /// model API, the hosts of `*_BASE_URL` variables the worker is given, the providers the
+    /// agent's own configuration names, and `allow`.
+    fn allowlist(&self, place: &Place, spec: &WorkerSpec) -> (Vec<HostPort>, Vec<u16>) {
+        let mut all: Vec<HostPort> = place
+            .agent
             .model_hosts()
             .iter()
             .filter_map(|h| settings::parse_host_port(h).ok())
             .collect();
         for (key, value) in &spec.env {
-            if !key.ends_with("_BASE_URL") {
-                continue;
+            if key.ends_with("_BASE_URL") {
+                all.extend(agent_hosts::host_of_url(value));
             }
-            if let Some(hp) = url::Url::parse(value).ok().and_then(|u| {
-                Some(HostPort {
-                    host: u.host_str()?.trim_matches(['[', ']']).to_ascii_lowercase(),
-                    port: u.port_or_known_default()?,
-                })
-            }) {
-                all.push(hp);
-            }
+        }
+        if let Some(dir) = self.template(place, spec) {
+            all.extend(agent_hosts::configured(place.agent, &dir));
         }
         all.extend(self.settings.allow.iter().cloned());
         all.sort();
@@ -1026,13 +1024,37 @@ mod tests {
             "ANTHROPIC_BASE_URL".into(),
             "http://127.0.0.1:4010/v1".into(),
         );
-        let (remote, ports) = wall.allowlist(AgentFamily::Claude, &spec);
+        let place = |agent| Place {
+            worktree: PathBuf::from("/w"),
+            read_only_worktree: false,
+            git_common_dir: None,
+            home: "run-1".into(),
+            agent,
+            read_only: Vec::new(),
+            read_write: Vec::new(),
+            label: "run 1".into(),
+        };
+        let (remote, ports) = wall.allowlist(&place(AgentFamily::Claude), &spec);
         let remote: Vec<String> = remote.iter().map(ToString::to_string).collect();
         assert_eq!(remote, ["api.anthropic.com:443", "pypi.org:443"]);
         assert_eq!(ports, [4010, 11434]);
-        let (remote, ports) = wall.allowlist(AgentFamily::Command, &WorkerSpec::for_test(vec![]));
+        let command = place(AgentFamily::Command);
+        let (remote, ports) = wall.allowlist(&command, &WorkerSpec::for_test(vec![]));
         assert_eq!(remote.len(), 1, "only pypi.org from allow");
         assert_eq!(ports, [11434]);
+        // A provider in Codex's own config.toml is reached with no allow line.
+        let home = tempfile::tempdir().expect("tmp");
+        std::fs::write(
+            home.path().join("config.toml"),
+            "model_provider = \"local\"\n[model_providers.local]\nbase_url = \"http://127.0.0.1:4020/v1\"\n",
+        )
+        .expect("config.toml");
+        let mut codex = crate::supervisor::WorkerSpec::for_test(vec!["codex".into()]);
+        codex
+            .env
+            .insert("CODEX_HOME".into(), home.path().display().to_string());
+        let (_, ports) = wall.allowlist(&place(AgentFamily::Codex), &codex);
+        assert_eq!(ports, [4020, 11434]);
     }
 
     fn wall_with(pids: PidsPlace, root: bool, confined: bool, mode: SandboxMode) -> Wall {
