@@ -354,6 +354,40 @@ fn codex_works_a_task_to_complete_as_an_executor_worker() {
 }
 
 #[test]
+fn codex_reaches_the_loopback_provider_of_its_own_config_with_no_allow_line() {
+    let Some(cli) = agent_cli("codex") else {
+        return;
+    };
+    if !crate::confinement::wall_works() {
+        eprintln!("skipped: the wall cannot run here, so there is no allowlist to test");
+        return;
+    }
+    let server = ModelServer::start(vec![
+        Turn::bash("echo hello > greeting.txt"),
+        Turn::text("[DONE:implemented] greeting written"),
+    ]);
+    // A Codex that cannot reach its provider keeps reconnecting: the hard timeout makes
+    // that a failed run here rather than a test that never ends.
+    let ws = agent_workspace("codex", &cli, &server, "", "hard_timeout = \"90s\"\n");
+    // Nothing names the model server but Codex's own config.toml.
+    let text = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    let start = text.find("\n[sandbox]\nallow = ").expect("the allow line");
+    ws.write_config(&text[..start]);
+    let codex_config = std::fs::read_to_string(ws.path().join("agent-config/config.toml"));
+    assert!(
+        codex_config.is_ok_and(|c| c.contains("[model_providers.scripted]")),
+        "the provider is in Codex's config"
+    );
+    let stderr = run_once(&ws);
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    let worker = &results(&ws, run["id"].as_i64().expect("id"))[0];
+    assert_eq!(worker["confined"], true, "{worker}");
+    let branch = run["branch_name"].as_str().expect("a branch");
+    assert_eq!(committed(&ws, branch, "greeting.txt"), "hello");
+}
+
+#[test]
 fn a_codex_worker_stopped_by_the_watchdog_is_resumed_in_its_own_thread() {
     let Some(cli) = agent_cli("codex") else {
         return;
