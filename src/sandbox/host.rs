@@ -38,13 +38,19 @@ pub fn address(host: &str) -> Option<IpAddr> {
     inet_aton(host).map(IpAddr::V4)
 }
 
-/// Whether `host` is this machine: a loopback address, `localhost`, a name under
-/// `.localhost`, or the unspecified address (which a connect reaches this machine by).
-pub fn is_local(host: &str) -> bool {
+/// Whether `host` is a loopback of this machine: `127.0.0.0/8` or `::1` in any spelling,
+/// `localhost`, or a name under `.localhost`.
+pub fn is_loopback(host: &str) -> bool {
     match address(host) {
-        Some(ip) => ip.is_loopback() || ip.is_unspecified(),
+        Some(ip) => ip.is_loopback(),
         None => host == "localhost" || host.ends_with(".localhost"),
     }
+}
+
+/// Whether `host` is this machine: a loopback (see [`is_loopback`]) or the unspecified
+/// address (which a connect reaches this machine by).
+pub fn is_local(host: &str) -> bool {
+    is_loopback(host) || address(host).is_some_and(|ip| ip.is_unspecified())
 }
 
 /// An IPv4 address in any form `inet_aton` takes: one to four parts, each decimal, octal

@@ -61,10 +61,7 @@ impl HostPort {
     /// This machine (`127.0.0.1` in any spelling, `::1`, `localhost`): a port of the host
     /// forwarded into the wall, never reached through the proxy.
     pub fn is_loopback(&self) -> bool {
-        match super::host::address(&self.host) {
-            Some(ip) => ip.is_loopback(),
-            None => self.host == "localhost" || self.host.ends_with(".localhost"),
-        }
+        super::host::is_loopback(&self.host)
     }
 }
 

@@ -5,7 +5,7 @@
 use super::RunnerSettings;
 use crate::core::budget::Over;
 use crate::core::lifecycle;
-use crate::core::record::Run;
+use crate::core::record::{Decision, Run};
 use crate::core::spend::SpendTotal;
 use crate::runner::drive::Asked;
 use crate::runner::drive::Worked;
@@ -24,26 +24,9 @@ pub(super) async fn over(
     gid: &str,
     run: &Run,
 ) -> Result<Option<Over>> {
-    let budget = &settings.budget;
-    if budget.per_task_usd.is_none() && budget.per_task_tokens.is_none() {
-        return Ok(None);
-    }
-    let rows = store.spend(Some(gid)).await?;
-    let Some(over) = budget.task_over(&SpendTotal::of(&rows)) else {
-        return Ok(None);
-    };
-    let allowed = store
-        .run_escalations(run.id)
+    Ok(spent(store, settings, gid, run)
         .await?
-        .into_iter()
-        .filter(|d| d.action == BUDGET && d.resolution.as_deref() == Some("approve"))
-        .filter_map(|d| d.resolved_at)
-        .max();
-    let worked_since = |at| rows.iter().any(|r| r.run_id == run.id && r.at > at);
-    Ok(match allowed {
-        Some(at) if !worked_since(at) => None,
-        _ => Some(over),
-    })
+        .map(|(over, _)| over))
 }
 
 /// The budget of a run in its PR stage, where no answer of the owner is fed back as an
@@ -54,21 +37,48 @@ pub(super) async fn of_pr_run(
     gid: &str,
     run: &Run,
 ) -> Result<lifecycle::Budget> {
-    let Some(over) = over(store, settings, gid, run).await? else {
+    let Some((over, questions)) = spent(store, settings, gid, run).await? else {
         return Ok(lifecycle::Budget::Within);
     };
-    let last = store
-        .run_escalations(run.id)
-        .await?
-        .into_iter()
-        .filter(|d| d.action == BUDGET)
-        .max_by_key(|d| d.id);
-    Ok(match last {
+    Ok(match questions.into_iter().max_by_key(|d| d.id) {
         Some(d) if d.resolution.is_none() => lifecycle::Budget::Asked,
         Some(d) if d.resolution.as_deref() == Some("deny") => lifecycle::Budget::Refused,
         _ => lifecycle::Budget::Over {
             why: over.sentence(),
         },
+    })
+}
+
+/// What [`over`] says, with the run's budget questions it read to say it.
+async fn spent(
+    store: &dyn Store,
+    settings: &RunnerSettings,
+    gid: &str,
+    run: &Run,
+) -> Result<Option<(Over, Vec<Decision>)>> {
+    let budget = &settings.budget;
+    if budget.per_task_usd.is_none() && budget.per_task_tokens.is_none() {
+        return Ok(None);
+    }
+    let rows = store.spend(Some(gid)).await?;
+    let Some(over) = budget.task_over(&SpendTotal::of(&rows)) else {
+        return Ok(None);
+    };
+    let questions: Vec<Decision> = store
+        .run_escalations(run.id)
+        .await?
+        .into_iter()
+        .filter(|d| d.action == BUDGET)
+        .collect();
+    let allowed = questions
+        .iter()
+        .filter(|d| d.resolution.as_deref() == Some("approve"))
+        .filter_map(|d| d.resolved_at)
+        .max();
+    let worked_since = |at| rows.iter().any(|r| r.run_id == run.id && r.at > at);
+    Ok(match allowed {
+        Some(at) if !worked_since(at) => None,
+        _ => Some((over, questions)),
     })
 }
 

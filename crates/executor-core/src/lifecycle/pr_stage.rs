@@ -22,7 +22,7 @@
 use chrono::{DateTime, Utc};
 
 use super::{end, Action, Ask, RunView, Stage};
-use crate::pr::{self, next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep};
+use crate::pr::{next_pr_step, remember, PrConfig, PrMemory, PrObservation, PrStep};
 
 /// Why a run ends whose PR was closed without a merge.
 pub const CLOSED_UNMERGED: &str = "its PR was closed without a merge";
@@ -145,7 +145,6 @@ pub(super) fn looked(next: &mut RunView, look: PrLook) -> Action {
             next.stage = Stage::Ended { complete: true };
         }
         PrStep::BackToPr { .. } => next.stage = Stage::InPr,
-        _ if memory.stage == pr::Stage::Pr => next.stage = Stage::InPr,
         _ => {}
     }
     let after = remember(&memory, &step, &obs);
