@@ -365,6 +365,8 @@ fn supervise_flood() -> (Row, String) {
         grace: Duration::from_secs(1),
         max_line: 1024 * 1024,
         os_limits: None,
+        kept: false,
+        heartbeat: None,
     };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -514,6 +514,8 @@ impl Analyzer {
             grace: self.grace,
             max_line: MAX_LINE,
             os_limits: None,
+            kept: false,
+            heartbeat: None,
         };
         let place = crate::sandbox::Place {
             worktree: folder.path.clone(),

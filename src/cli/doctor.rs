@@ -452,8 +452,17 @@ fn verify(settings: &Settings) -> Check {
 }
 
 fn confinement(found: &super::output::Confinement) -> Check {
+    let bubblewrap = found
+        .layers
+        .iter()
+        .any(|l| l == "bubblewrap" || l == "sandbox-exec");
     match (found.confined, found.mode) {
-        (true, _) => check("confinement", Level::Ok, found.detail.clone()),
+        (true, _) if bubblewrap => check("confinement", Level::Ok, found.detail.clone()),
+        (true, _) => check(
+            "confinement",
+            Level::Warn,
+            format!("{}: the seal alone holds workers, without a private /proc, /tmp or process ids; allow user namespaces (or install bubblewrap) for the whole wall (docs/confinement.md)", found.detail),
+        ),
         (false, "off") => check(
             "confinement",
             Level::Warn,

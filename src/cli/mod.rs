@@ -410,6 +410,19 @@ pub fn main() -> ExitCode {
     // memory or environment (`/proc/PID/environ`, ptrace). See the README's threat model.
     #[cfg(target_os = "linux")]
     let _ = nix::sys::prctl::set_dumpable(false);
+    // The keeper starts before every worker: it skips the command line's parser.
+    let mut args = std::env::args();
+    if args.nth(1).as_deref() == Some("sandbox-keep") {
+        return match crate::sandbox::keeper::Options::parse(args) {
+            Ok(options) => {
+                ExitCode::from(u8::try_from(crate::sandbox::keeper::run(options)).unwrap_or(1))
+            }
+            Err(why) => {
+                eprintln!("error: sandbox-keep: {why}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -1396,6 +1409,7 @@ impl LeaseKeeper {
             Arc::clone(&runner.store),
             Arc::clone(&runner.holder),
             Arc::clone(&runner.settings.clock),
+            Arc::clone(&runner.settings.lease_beat),
         )))
     }
 }
@@ -1679,6 +1693,10 @@ pub(crate) fn wall(settings: &Settings) -> Result<Arc<crate::sandbox::Wall>> {
         crate::sandbox::Posture::Confined { .. } => {
             tracing::info!(wall = %wall.describe(), "workers run confined")
         }
+        crate::sandbox::Posture::Sealed { .. } => tracing::warn!(
+            wall = %wall.describe(),
+            "workers run confined by Landlock and seccomp WITHOUT bubblewrap: /proc is not hidden, process ids are shared, /tmp is a folder of each run's home"
+        ),
         crate::sandbox::Posture::Unconfined { why } => tracing::warn!(
             %why,
             "workers run UNCONFINED: the policy judges their tool calls strictly, but nothing walls them in"
@@ -1706,9 +1724,11 @@ pub(crate) fn confinement(settings: &Settings) -> output::Confinement {
             mode,
             network,
             detail: match wall.posture() {
-                crate::sandbox::Posture::Confined { .. } => wall.describe(),
+                crate::sandbox::Posture::Confined { .. }
+                | crate::sandbox::Posture::Sealed { .. } => wall.describe(),
                 crate::sandbox::Posture::Unconfined { why } => why.clone(),
             },
+            layers: wall.layers(),
             memory: match wall.memory() {
                 crate::sandbox::MemoryPosture::Limited { bytes, base } => output::MemoryLimit {
                     limited: true,
@@ -1740,6 +1760,7 @@ pub(crate) fn confinement(settings: &Settings) -> output::Confinement {
             mode,
             network,
             detail: format!("the runner will not start: {error:#}"),
+            layers: Vec::new(),
             memory: output::MemoryLimit {
                 limited: false,
                 max_bytes: None,
@@ -1807,6 +1828,7 @@ fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
     };
     Ok(crate::sandbox::WallSettings {
         mode,
+        minimum: section.minimum,
         network: section.network,
         allow: section
             .allow
@@ -1828,6 +1850,7 @@ fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
         masked_files,
         homes_dir: settings.root.join(".executor").join("homes"),
         executor: std::env::current_exe().context("cannot tell where this executor binary is")?,
+        keeper: true,
     })
 }
 
@@ -1927,6 +1950,7 @@ fn runner_settings(settings: &Settings) -> Result<crate::runner::drive::RunnerSe
             usage_limit_backoff: agent.usage_limit_backoff,
         },
         budget: settings.raw.budget,
+        lease_beat: crate::runner::drive::LeaseBeat::new(),
     })
 }
 

@@ -83,6 +83,9 @@ pub struct Confinement {
     pub network: &'static str,
     /// One line: the wall, or why there is none.
     pub detail: String,
+    /// The layers each worker is held by, outermost first (`bubblewrap`, `landlock ABI 7`,
+    /// `seccomp`, `keeper`); empty where the runner will not start.
+    pub layers: Vec<String>,
     /// Whether confined workers' memory is limited (`[sandbox] max_memory`), or why not.
     pub memory: MemoryLimit,
     /// What holds each worker to `[sandbox] max_processes`, or why nothing does.

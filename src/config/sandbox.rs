@@ -8,13 +8,19 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-pub use crate::sandbox::settings::{parse_host_port, HostPort, SandboxMode, SandboxNetwork};
+pub use crate::sandbox::settings::{
+    parse_host_port, HostPort, SandboxMinimum, SandboxMode, SandboxNetwork,
+};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSection {
     #[serde(default)]
     pub mode: SandboxMode,
+    /// The least wall `mode = "required"` accepts: `bubblewrap`, or `landlock` (the seal
+    /// alone, where bubblewrap cannot run).
+    #[serde(default)]
+    pub minimum: SandboxMinimum,
     #[serde(default)]
     pub network: SandboxNetwork,
     /// `host:port` a worker may reach through the proxy, beside the agent's model API.
@@ -113,6 +119,7 @@ impl Default for SandboxSection {
     fn default() -> Self {
         Self {
             mode: SandboxMode::default(),
+            minimum: SandboxMinimum::default(),
             network: SandboxNetwork::default(),
             allow: Vec::new(),
             read_only: Vec::new(),

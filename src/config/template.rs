@@ -148,6 +148,8 @@ path = "plans"
 # The wall every worker runs inside (docs: "Confinement").
 # mode = "auto"                 # auto: confine where bubblewrap works, else run unconfined
 #                               # (strictly judged) and say so | required | off
+# minimum = "bubblewrap"        # the least wall `required` takes; "landlock": Landlock and
+#                               # seccomp alone where bubblewrap cannot run (docs: "Confinement")
 # network = "allowlist"         # allowlist: only the agent's model API and `allow`, through
 #                               # executor's proxy | none | host
 # allow = []                    # more "host:port"; "127.0.0.1:PORT" forwards a local port

@@ -62,7 +62,7 @@ pub use escalate::MESSAGE_WINDOW;
 pub use forge::Forge;
 use launch::{baseline, environment, launch, HookRelay, Launch};
 use lease::{carried_by_live_runner, lease_until, release_run, take_run};
-pub use lease::{host, keep_leases, set_lease_ttl, this_runner, LEASE_TTL};
+pub use lease::{host, keep_leases, set_lease_ttl, this_runner, LeaseBeat, LEASE_TTL};
 use messages::take_message;
 use pass::{collect, continue_run, fenced, give_up};
 pub use pass::{has_decided, resume_decided, run_approved};
@@ -151,6 +151,8 @@ pub struct RunnerSettings {
     pub clock: Arc<dyn Clock>,
     /// `[budget]`: the caps checked before a worker starts and before a task is taken.
     pub budget: crate::core::budget::Budget,
+    /// This runner's lease renewals, beaten to each worker's keeper.
+    pub lease_beat: Arc<LeaseBeat>,
 }
 
 impl RunnerSettings {

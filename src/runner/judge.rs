@@ -149,6 +149,8 @@ pub async fn ask(
         grace: settings.grace,
         max_line: 1024 * 1024,
         os_limits: None,
+        kept: false,
+        heartbeat: None,
     };
     let place = crate::sandbox::Place {
         worktree: dir.to_path_buf(),

@@ -33,9 +33,12 @@ pub mod bwrap;
 pub use crate::supervisor::cgroup;
 pub mod home;
 pub mod host;
+pub mod keeper;
 pub mod macos;
 pub mod probe;
 pub mod proxy;
+pub mod seal;
+mod sealed;
 pub mod settings;
 
 use std::path::{Path, PathBuf};
@@ -44,7 +47,7 @@ use thiserror::Error;
 
 use crate::supervisor::{OsLimits, Rlimits, WorkerSpec};
 use settings::HostPort;
-use settings::{SandboxMode, SandboxNetwork};
+use settings::{SandboxMinimum, SandboxMode, SandboxNetwork};
 
 /// The port executor's proxy listens on inside a wall (unless an allowed loopback port
 /// takes it, then the next free one).
@@ -70,6 +73,12 @@ pub enum Posture {
     Confined {
         program: PathBuf,
     },
+    /// bubblewrap cannot run (`why`), and the seal is the wall: Landlock of ABI `abi`,
+    /// seccomp and the keeper (see [`sealed`]).
+    Sealed {
+        abi: i32,
+        why: String,
+    },
     Unconfined {
         why: String,
     },
@@ -79,6 +88,8 @@ pub enum Posture {
 #[derive(Debug, Clone)]
 pub struct WallSettings {
     pub mode: SandboxMode,
+    /// The least wall `required` accepts.
+    pub minimum: SandboxMinimum,
     pub network: SandboxNetwork,
     pub allow: Vec<HostPort>,
     pub read_only: Vec<PathBuf>,
@@ -100,6 +111,9 @@ pub struct WallSettings {
     pub homes_dir: PathBuf,
     /// This binary (the bridge and Claude's hook run it inside the wall).
     pub executor: PathBuf,
+    /// Every worker starts under its keeper (`executor sandbox-keep`, see [`keeper`]):
+    /// set where `executor` is the real binary, never for tests' walls.
+    pub keeper: bool,
 }
 
 impl WallSettings {
@@ -107,6 +121,7 @@ impl WallSettings {
     pub fn off(homes_dir: PathBuf) -> Self {
         WallSettings {
             mode: SandboxMode::Off,
+            minimum: SandboxMinimum::Bubblewrap,
             network: SandboxNetwork::Allowlist,
             allow: Vec::new(),
             read_only: Vec::new(),
@@ -120,6 +135,7 @@ impl WallSettings {
             masked_files: Vec::new(),
             homes_dir,
             executor: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("executor")),
+            keeper: false,
         }
     }
 }
@@ -351,12 +367,7 @@ impl Wall {
             SandboxMode::Auto | SandboxMode::Required => {
                 match probe::probe(settings.bwrap.as_deref()) {
                     probe::Probed::Works { program } => Posture::Confined { program },
-                    probe::Probed::Unavailable { why } => {
-                        if settings.mode == SandboxMode::Required {
-                            return Err(WallError::Required { why });
-                        }
-                        Posture::Unconfined { why }
-                    }
+                    probe::Probed::Unavailable { why } => sealed::fallback(&settings, why)?,
                 }
             }
         };
@@ -368,10 +379,14 @@ impl Wall {
             (_, None, _) => cgroup::Decision::Unavailable {
                 why: "[sandbox] max_memory = \"none\"".to_string(),
             },
-            (Posture::Confined { .. }, Some(_), Some(facts)) => cgroup::decide(facts, "memory"),
-            (Posture::Confined { .. }, Some(_), None) => cgroup::Decision::Unavailable {
-                why: "cgroups are Linux only".to_string(),
-            },
+            (Posture::Confined { .. } | Posture::Sealed { .. }, Some(_), Some(facts)) => {
+                cgroup::decide(facts, "memory")
+            }
+            (Posture::Confined { .. } | Posture::Sealed { .. }, Some(_), None) => {
+                cgroup::Decision::Unavailable {
+                    why: "cgroups are Linux only".to_string(),
+                }
+            }
         };
         let wall = Wall {
             pids: pids_place(facts.as_ref()),
@@ -590,7 +605,41 @@ impl Wall {
     }
 
     pub fn is_confined(&self) -> bool {
-        matches!(self.posture, Posture::Confined { .. })
+        matches!(
+            self.posture,
+            Posture::Confined { .. } | Posture::Sealed { .. }
+        )
+    }
+
+    /// The layers each worker is held by, outermost first, for `doctor`, `status` and the
+    /// log: `bubblewrap`, `landlock ABI N` and `seccomp` (the seal, inside bubblewrap or
+    /// alone), `keeper` (the heartbeat and the subreaper).
+    pub fn layers(&self) -> Vec<String> {
+        let abi = seal::landlock_abi();
+        let keeper = self.settings.keeper && cfg!(target_os = "linux");
+        let mut out = Vec::new();
+        let sealed = match &self.posture {
+            Posture::Confined { .. } => {
+                out.push(if cfg!(target_os = "macos") {
+                    "sandbox-exec".to_string()
+                } else {
+                    "bubblewrap".to_string()
+                });
+                keeper
+            }
+            Posture::Sealed { .. } => true,
+            Posture::Unconfined { .. } => false,
+        };
+        if sealed {
+            if abi > 0 {
+                out.push(format!("landlock ABI {abi}"));
+            }
+            out.push("seccomp".to_string());
+        }
+        if keeper {
+            out.push("keeper".to_string());
+        }
+        out
     }
 
     /// One line for the log, `status` and run records.
@@ -604,13 +653,19 @@ impl Wall {
         };
         match &self.posture {
             Posture::Confined { program } => format!(
-                "confined ({} at {}, network {}, {cap})",
+                "confined ({} at {}, layers {}, network {}, {cap})",
                 if cfg!(target_os = "macos") {
                     "sandbox-exec"
                 } else {
                     "bubblewrap"
                 },
                 program.display(),
+                self.layers().join(" + "),
+                self.settings.network.as_str()
+            ),
+            Posture::Sealed { why, .. } => format!(
+                "confined WITHOUT bubblewrap ({why}): layers {}, network {}, {cap}",
+                self.layers().join(" + "),
                 self.settings.network.as_str()
             ),
             Posture::Unconfined { why } => format!("unconfined: {why} ({cap})"),
@@ -620,7 +675,11 @@ impl Wall {
     /// `spec` as it must run at `place`: inside the wall, under its limits, when the posture
     /// is confined; as it is otherwise.
     pub fn enclose(&self, mut spec: WorkerSpec, place: &Place) -> Result<Enclosed, WallError> {
+        if let Posture::Sealed { .. } = &self.posture {
+            return self.enclose_sealed(spec, place);
+        }
         let Posture::Confined { program } = &self.posture else {
+            self.keep(&mut spec, None);
             // Unconfined, the spec stays as it is but for the process cap where a cgroup
             // holds it: no rlimits, since an unconfined worker is held by nothing else of
             // the wall anyway, and RLIMIT_NPROC would count the owner's own processes.
@@ -665,6 +724,20 @@ impl Wall {
         let (prefix, gate) = self.network(place, &mut spec, &mut mounts)?;
         spec.env.insert("TMPDIR".to_string(), "/tmp".to_string());
         let plan = mounts.plan(worktree, self.settings.network != SandboxNetwork::Host);
+        // The second layer: inside the mounts, the worker writes only where the plan
+        // binds read-write (and its own /tmp and /dev), and signals or traces nothing
+        // outside its own domain.
+        let second_layer = seal::Seal {
+            read: vec![PathBuf::from("/")],
+            write: plan
+                .read_write
+                .iter()
+                .cloned()
+                .chain(["/tmp", "/dev"].map(PathBuf::from))
+                .collect(),
+            ..seal::Seal::default()
+        };
+        self.keep(&mut spec, Some(second_layer));
         let mut argv = bwrap::argv(program, &plan);
         argv.extend(prefix);
         argv.append(&mut spec.argv);
@@ -690,6 +763,24 @@ impl Wall {
             process_cap,
             gate,
         })
+    }
+
+    /// Puts the keeper (and its seal, where the kernel has one) before the worker's argv,
+    /// where this wall has a keeper; marks the spec kept, so the supervisor gives it the
+    /// runner's heartbeat.
+    fn keep(&self, spec: &mut WorkerSpec, seal: Option<seal::Seal>) {
+        if !self.settings.keeper || cfg!(not(target_os = "linux")) {
+            return;
+        }
+        let options = keeper::Options {
+            grace: spec.grace,
+            seal,
+            argv: Vec::new(),
+        };
+        let mut argv = options.to_args(&self.settings.executor.to_string_lossy());
+        argv.append(&mut spec.argv);
+        spec.argv = argv;
+        spec.kept = true;
     }
 
     /// The macOS wall: `sandbox-exec -p PROFILE -- argv`, the profile made from the same

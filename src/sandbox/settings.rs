@@ -27,6 +27,26 @@ impl SandboxMode {
     }
 }
 
+/// `[sandbox] minimum`: the least wall `required` accepts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SandboxMinimum {
+    /// bubblewrap (with the seal inside it where the kernel has Landlock).
+    #[default]
+    Bubblewrap,
+    /// The seal alone (Landlock, seccomp and the keeper), where bubblewrap cannot run.
+    Landlock,
+}
+
+impl SandboxMinimum {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SandboxMinimum::Bubblewrap => "bubblewrap",
+            SandboxMinimum::Landlock => "landlock",
+        }
+    }
+}
+
 /// `[sandbox] network`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]

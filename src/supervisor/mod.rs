@@ -14,6 +14,7 @@
 
 pub mod cgroup;
 pub mod group;
+pub mod heartbeat;
 pub mod lines;
 pub mod program;
 pub mod tail;
@@ -51,6 +52,20 @@ pub struct WorkerSpec {
     pub max_line: usize,
     /// Limits the kernel holds the worker to (set by the wall, see `crate::sandbox`).
     pub os_limits: Option<OsLimits>,
+    /// The argv starts with the worker's keeper (set by the wall): it can hold a
+    /// heartbeat.
+    pub kept: bool,
+    /// The runner's lease beat, for a kept worker that must not outlive the lease.
+    pub heartbeat: Option<Heartbeat>,
+}
+
+/// The runner's heartbeat to a worker's keeper (see `crate::sandbox::keeper`).
+#[derive(Debug, Clone)]
+pub struct Heartbeat {
+    /// When this runner last renewed its leases; each change is a beat.
+    pub renewed: tokio::sync::watch::Receiver<Instant>,
+    /// How long after a renewal the keeper stops the worker if no other came.
+    pub patience: Duration,
 }
 
 /// Resource limits set in the worker's process before it runs its program; everything it
@@ -99,6 +114,8 @@ impl WorkerSpec {
             grace: Duration::from_secs(1),
             max_line: 1024 * 1024,
             os_limits: None,
+            kept: false,
+            heartbeat: None,
         }
     }
 }
@@ -188,7 +205,11 @@ where
         pids_cgroup,
         ..
     } = spec.os_limits.clone().unwrap_or_default();
+    let beat = give_heartbeat(&spec, &mut command, &program)?;
     let mut child = spawn_limited(&mut command, &program, spec.os_limits.as_ref()).await?;
+    // The keeper holds the read end now; the runner's beats go to the write end until the
+    // worker is gone (the end closes with this task, which the keeper hears as EOF).
+    let _beating = beat.map(|b| b.start());
     // A pid of 0 recorded for the worker would later make recovery signal group 0: the
     // runner's own. `id()` is `None` only for a child already reaped, which this one cannot be.
     let Some(pid) = child.id() else {
@@ -316,6 +337,25 @@ where
     outcome.exit_code = status.code();
     outcome.signal = status.signal();
     Ok(outcome)
+}
+
+/// The runner's heartbeat for a kept worker (see [`heartbeat`]); none for any other.
+fn give_heartbeat(
+    spec: &WorkerSpec,
+    command: &mut Command,
+    program: &str,
+) -> Result<Option<heartbeat::Given>, SupervisorError> {
+    match (&spec.heartbeat, spec.kept) {
+        (Some(beat), true) => {
+            heartbeat::give(command, beat)
+                .map(Some)
+                .map_err(|source| SupervisorError::Spawn {
+                    program: program.to_string(),
+                    source,
+                })
+        }
+        _ => Ok(None),
+    }
 }
 
 /// The worker's command as `spec` says: its argv, folder and whole environment, stdin piped

@@ -615,8 +615,7 @@ fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
     // worker (stopped by the watchdog: stuck count 1), a resume worker whose change fails
     // verification once (ci_attempts 1), then a fix_ci worker still working when its
     // runner is killed; the worker after the restart finishes. The long worker ignores
-    // SIGPIPE, so it lives on after its reader (the killed runner) is gone, as a worker
-    // that is not printing at that moment would.
+    // SIGPIPE, so only its keeper can end it when its reader (the killed runner) is gone.
     let worker = "if [ ! -f .silent ]; then touch .silent; sleep 300; \
                   elif [ ! -f .first-done ]; then touch .first-done; echo '[DONE:implemented] first try'; \
                   elif [ ! -f .long ]; then touch .long; trap '' PIPE; \
@@ -657,10 +656,17 @@ fn kill_9_of_the_runner_with_two_workers_running_is_recovered_on_restart() {
     );
     daemon.signal("-KILL");
     assert!(!daemon.wait().success());
+    // The runner's end of each keeper's heartbeat closed with it: the keeper ends its
+    // worker at once, before any other runner could take the run over.
     for pid in &pids {
-        assert!(
-            !executor::supervisor::group::members(*pid).is_empty(),
-            "the worker outlives its killed runner until recovery"
+        crate::support::eventually(
+            std::time::Duration::from_secs(10),
+            "the worker ended by its keeper once its runner is gone",
+            || {
+                executor::supervisor::group::members(*pid)
+                    .is_empty()
+                    .then_some(())
+            },
         );
     }
 

@@ -20,6 +20,8 @@ fn spec(script: &str, no_output: Duration, hard: Duration) -> WorkerSpec {
         grace: Duration::from_millis(500),
         max_line: 1024 * 1024,
         os_limits: None,
+        kept: false,
+        heartbeat: None,
     }
 }
 
@@ -192,4 +194,116 @@ async fn a_missing_program_is_an_error_naming_it() {
         .await
         .expect_err("cannot spawn");
     assert!(err.to_string().contains("/nonexistent/agent"), "{err}");
+}
+
+/// `script` under the real keeper (`executor sandbox-keep`), holding a heartbeat of
+/// `patience` from `renewed`.
+fn kept(
+    script: &str,
+    renewed: tokio::sync::watch::Receiver<tokio::time::Instant>,
+    patience: Duration,
+) -> WorkerSpec {
+    let mut spec = spec(script, LONG, LONG);
+    let mut argv: Vec<String> = [
+        env!("CARGO_BIN_EXE_executor"),
+        "sandbox-keep",
+        "--grace",
+        "500",
+        "--",
+    ]
+    .map(String::from)
+    .to_vec();
+    argv.append(&mut spec.argv);
+    spec.argv = argv;
+    spec.kept = true;
+    spec.heartbeat = Some(supervisor::Heartbeat { renewed, patience });
+    spec
+}
+
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+#[tokio::test]
+async fn a_kept_worker_whose_runner_falls_silent_is_stopped_with_what_left_its_group() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let pid_file = dir.path().join("escaped");
+    let script = format!(
+        "setsid sleep 300 & echo $! > {}; echo \"beat=$EXECUTOR_KEEPER_BEAT\"; sleep 300",
+        pid_file.display()
+    );
+    // A runner frozen (or its store gone) renews nothing: no beat ever comes.
+    let (_renewals, renewed) = tokio::sync::watch::channel(tokio::time::Instant::now());
+    let started = std::time::Instant::now();
+    let (outcome, lines) = run(kept(&script, renewed, Duration::from_millis(800)), None).await;
+    assert_eq!(
+        outcome.exit_code,
+        Some(executor::sandbox::keeper::SILENT_RUNNER_EXIT),
+        "{outcome:?} {lines:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "stopped by the keeper, not a timeout"
+    );
+    assert!(
+        lines.iter().any(|(_, l, _)| l == "beat="),
+        "the heartbeat's variable never reaches the worker: {lines:?}"
+    );
+    assert!(lines
+        .iter()
+        .any(|(s, l, _)| *s == Stream::Stderr && l.contains("no word from the runner")));
+    let escaped = std::fs::read_to_string(&pid_file).expect("pid file");
+    let escaped = escaped.trim();
+    eventually(
+        Duration::from_secs(10),
+        "the setsid child to be gone",
+        || (!alive(escaped)).then_some(()),
+    );
+    assert_group_gone(&outcome);
+}
+
+#[tokio::test]
+async fn a_kept_worker_of_a_runner_that_keeps_renewing_runs_to_its_end() {
+    let (renewals, renewed) = tokio::sync::watch::channel(tokio::time::Instant::now());
+    let beating = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            renewals.send_replace(tokio::time::Instant::now());
+        }
+    });
+    let script = "sleep 2; echo done";
+    let (outcome, lines) = run(kept(script, renewed, Duration::from_millis(700)), None).await;
+    beating.abort();
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?} {lines:?}");
+    assert_eq!(lines, [(Stream::Stdout, "done".to_string(), false)]);
+}
+
+#[tokio::test]
+async fn a_kept_worker_ends_with_everything_it_started_even_outside_its_group() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let pid_file = dir.path().join("escaped");
+    let script = format!(
+        "setsid sleep 300 & echo $! > {}; echo started",
+        pid_file.display()
+    );
+    let mut spec = kept(
+        &script,
+        tokio::sync::watch::channel(tokio::time::Instant::now()).1,
+        LONG,
+    );
+    spec.heartbeat = None;
+    let (outcome, _) = run(spec, None).await;
+    assert_eq!(outcome.exit_code, Some(0));
+    let escaped = std::fs::read_to_string(&pid_file).expect("pid file");
+    let escaped = escaped.trim();
+    assert!(!escaped.is_empty());
+    eventually(
+        Duration::from_secs(10),
+        "the setsid child to be gone",
+        || (!alive(escaped)).then_some(()),
+    );
 }

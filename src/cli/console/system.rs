@@ -51,6 +51,7 @@ pub(super) async fn page_of(c: &Console) -> Response {
                     mode: "unknown",
                     network: "unknown",
                     detail: format!("the wall could not be probed: {error}"),
+                    layers: Vec::new(),
                     memory: super::super::output::MemoryLimit {
                         limited: false,
                         max_bytes: None,

@@ -133,6 +133,8 @@ pub(super) fn launch(
         grace: settings.grace,
         max_line: MAX_LINE,
         os_limits: None,
+        kept: false,
+        heartbeat: settings.lease_beat.heartbeat(),
     };
     let mut place = settings.place(
         run.id,

@@ -36,19 +36,65 @@ pub fn this_runner() -> crate::core::lease::Holder {
     }
 }
 
+/// This runner's lease renewals, as the heartbeat its workers' keepers hold (see
+/// `crate::sandbox::keeper`): beats only while [`keep_leases`] runs and renews.
+#[derive(Debug)]
+pub struct LeaseBeat {
+    renewed: tokio::sync::watch::Sender<tokio::time::Instant>,
+    kept: std::sync::atomic::AtomicBool,
+}
+
+impl LeaseBeat {
+    pub fn new() -> Arc<Self> {
+        Arc::new(LeaseBeat {
+            renewed: tokio::sync::watch::Sender::new(tokio::time::Instant::now()),
+            kept: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    /// The heartbeat for a worker started now: `None` where no lease keeper runs (a worker
+    /// of a runner that holds no lease must not be stopped for a silence nobody breaks).
+    pub fn heartbeat(&self) -> Option<crate::supervisor::Heartbeat> {
+        self.kept
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| crate::supervisor::Heartbeat {
+                renewed: self.renewed.subscribe(),
+                patience: crate::supervisor::heartbeat::patience(lease_ttl()),
+            })
+    }
+}
+
 /// Renews this runner's leases until the task is dropped; a renewal that fails is logged
-/// and tried again at the next beat (the lease lasts three beats).
+/// and tried again at the next beat (the lease lasts three beats). Each renewal that
+/// lands is a beat to the workers' keepers; while renewals fail, none is, so a worker is
+/// stopped before its lease can lapse.
 pub async fn keep_leases(
     store: Arc<dyn Store>,
     holder: Arc<crate::core::lease::Holder>,
     clock: Arc<dyn Clock>,
+    beat: Arc<LeaseBeat>,
 ) {
+    struct Kept(Arc<LeaseBeat>);
+    impl Drop for Kept {
+        fn drop(&mut self) {
+            self.0
+                .kept
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    beat.kept.store(true, std::sync::atomic::Ordering::SeqCst);
+    let kept = Kept(beat);
     let id = holder.id();
-    let mut beat = tokio::time::interval(lease_ttl() / 3);
+    let mut tick = tokio::time::interval(lease_ttl() / 3);
     loop {
-        beat.tick().await;
-        if let Err(error) = store.renew_leases(&id, lease_until(clock.now())).await {
-            tracing::warn!(%error, "cannot renew this runner's run leases");
+        tick.tick().await;
+        let started = tokio::time::Instant::now();
+        match store.renew_leases(&id, lease_until(clock.now())).await {
+            // The lease runs from before the write, so the beat says so.
+            Ok(_) => {
+                kept.0.renewed.send_replace(started);
+            }
+            Err(error) => tracing::warn!(%error, "cannot renew this runner's run leases"),
         }
     }
 }

@@ -58,6 +58,8 @@ pub(super) async fn verify(
         grace: settings.grace,
         max_line: MAX_LINE,
         os_limits: None,
+        kept: false,
+        heartbeat: settings.lease_beat.heartbeat(),
     };
     let place = settings.place(
         run_id,
