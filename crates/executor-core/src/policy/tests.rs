@@ -609,7 +609,8 @@ fn approved_names(judged: &[(Value, Verdict)], which: impl Fn(&Value) -> bool) -
 const HOSTILE: &str = include_str!("testdata/hostile.jsonl");
 const EVERYDAY: &str = include_str!("testdata/everyday.jsonl");
 
-/// The classes of point 2 of issue 14, part 5: each must be in the hostile corpus.
+/// The classes of point 2 of issue 14, part 5, and of issue 28 item 7 (from "fed program"
+/// on): each must be in the hostile corpus.
 const HOSTILE_CLASSES: &[&str] = &[
     "unknown program",
     "inline code",
@@ -622,12 +623,18 @@ const HOSTILE_CLASSES: &[&str] = &[
     "specials and exfiltration",
     "secret read",
     "push merge pr comment network",
+    "fed program",
+    "reader paths",
+    "git outside or base",
+    "symlink patch",
+    "environment dump",
+    "process storm",
 ];
 
 #[test]
 fn hostile_calls_are_never_approved_for_an_unconfined_worker() {
     let lines = corpus(HOSTILE);
-    assert!(lines.len() >= 150, "the corpus has {} calls", lines.len());
+    assert!(lines.len() >= 260, "the corpus has {} calls", lines.len());
     for class in HOSTILE_CLASSES {
         assert!(
             lines.iter().any(|l| l["class"] == *class),
@@ -688,7 +695,7 @@ fn inside_the_wall_secrets_pushes_merges_and_the_network_keep_their_rules() {
 #[test]
 fn everyday_commands_are_approved_for_an_unconfined_worker() {
     let lines = corpus(EVERYDAY);
-    assert!(lines.len() >= 80, "the corpus has {} calls", lines.len());
+    assert!(lines.len() >= 125, "the corpus has {} calls", lines.len());
     let judged = judge_corpus(&lines, false);
     let not_approved: Vec<String> = judged
         .iter()
@@ -720,7 +727,7 @@ fn everyday_commands_are_approved_for_an_unconfined_worker() {
     );
     assert_eq!(denied, 0, "{}", not_approved.join("\n"));
     assert!(
-        rate <= 0.05,
+        rate <= 0.03,
         "{:.1}% escalated:\n{}",
         rate * 100.0,
         not_approved.join("\n")
