@@ -61,6 +61,25 @@ fn kind_of(sub: &str) -> Option<Git> {
         .map(|(_, kind)| *kind)
 }
 
+/// After this subcommand `HEAD` may be another branch (or another repository's).
+fn changes_head(sub: &str) -> bool {
+    matches!(
+        sub,
+        "checkout"
+            | "switch"
+            | "rebase"
+            | "branch"
+            | "worktree"
+            | "bisect"
+            | "init"
+            | "clone"
+            | "stash"
+            | "am"
+            | "symbolic-ref"
+            | "pull"
+    )
+}
+
 /// `git_admin` for `text`: it changes git's configuration, shared refs or objects, or runs
 /// a program.
 fn git_admin(text: &str, reason: &str) -> Action {
@@ -102,12 +121,7 @@ impl Classifier {
         }
         let rest = &args[i + 1..];
         self.git_elsewhere = !elsewhere.is_empty();
-        if let Some(branch) = self.names_protected(&sub.text, rest) {
-            self.push(admin(&format!(
-                "git {} checks out or moves {branch}, a branch the owner's repository shares with every worktree",
-                sub.text
-            )));
-        }
+        self.protect_branches(&sub.text, rest, text);
         let has = |names: &[&str]| {
             rest.iter().any(|w| {
                 names.iter().any(|n| {
@@ -218,24 +232,16 @@ impl Classifier {
         for d in &elsewhere {
             self.path_action("read_files", d);
         }
-        // After this, `HEAD` may be another branch (or another repository's).
-        if matches!(
-            sub_text,
-            "checkout"
-                | "switch"
-                | "rebase"
-                | "branch"
-                | "worktree"
-                | "bisect"
-                | "init"
-                | "clone"
-                | "stash"
-                | "am"
-                | "symbolic-ref"
-                | "pull"
-        ) || !elsewhere.is_empty()
-        {
-            self.branch_may_change = true;
+        self.branch_may_change |= changes_head(sub_text) || !elsewhere.is_empty();
+    }
+
+    /// `git_admin` when the command checks out or moves a protected branch.
+    fn protect_branches(&mut self, sub: &str, rest: &[Word], text: &str) {
+        if let Some(branch) = self.names_protected(sub, rest) {
+            self.push(git_admin(
+                text,
+                &format!("git {sub} checks out or moves {branch}, a branch the owner's repository shares with every worktree"),
+            ));
         }
     }
 
