@@ -1065,6 +1065,12 @@ mod tests {
         let remote: Vec<String> = remote.iter().map(ToString::to_string).collect();
         assert_eq!(remote, ["api.anthropic.com:443", "pypi.org:443"]);
         assert_eq!(ports, [4010, 11434]);
+        // The hook's web tools are judged by the same remote hosts, loopback left out.
+        use crate::policy::WallNetwork;
+        assert_eq!(
+            wall.reach(&place(AgentFamily::Claude), &spec),
+            WallNetwork::Allowlist(remote.clone())
+        );
         let command = place(AgentFamily::Command);
         let (remote, ports) = wall.allowlist(&command, &WorkerSpec::for_test(vec![]));
         assert_eq!(remote.len(), 1, "only pypi.org from allow");
