@@ -59,6 +59,12 @@ pub struct HookRun {
     /// The kernel holds the worker to its process cap (known to the orchestrator, which
     /// made the worker's cgroup; never claimed by the worker's own side).
     pub process_cap: bool,
+    /// The repository's base branch (`[runner] base_branch`): a command that checks it out
+    /// or moves it is asked about. `None`: not known here (`main` and `master` still are).
+    pub base_branch: Option<String>,
+    /// What the wall's network reaches, known to the orchestrator that made it; `None`
+    /// (unconfined, or not known): WebFetch and WebSearch are escalated.
+    pub network: Option<policy::WallNetwork>,
 }
 
 /// How long the hook waits for the orchestrator's answer through the relay before it
@@ -147,6 +153,14 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
                 None
             }
         };
+    // The hook beside an unconfined worker reads the base branch from the config it loaded.
+    let run = &HookRun {
+        base_branch: run
+            .base_branch
+            .clone()
+            .or_else(|| Some(settings.raw.runner.base_branch.clone())),
+        ..run.clone()
+    };
     let (answer, record) = decide(store.as_deref(), &contract, run, input, false).await;
     let Some(record) = record else {
         return answer;
@@ -200,6 +214,8 @@ pub async fn decide(
     let scope = Scope::new(run.worktree.clone(), run.branch.as_deref())
         .with_confined(confined)
         .with_process_cap(run.process_cap)
+        .with_base_branch(run.base_branch.as_deref())
+        .with_network(run.network.clone())
         .on_disk();
     let (actions, verdict) = policy::judge(contract, &Input::ClaudeHook(input), &scope);
     let answer = Answer::from_verdict(&verdict, &actions);

@@ -612,6 +612,10 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 contract,
                 relay,
                 process_cap: false,
+                // Read from the config when the hook judges by itself; inside the wall the
+                // orchestrator's relay knows them, and this side's fallback does without.
+                base_branch: None,
+                network: None,
             })
             .await
         }

@@ -84,7 +84,8 @@ pub fn check(
         .unwrap_or_else(|| settings.root.join("worktrees").join("check"));
     let scope = Scope::new(&worktree, branch)
         .with_confined(confined)
-        .with_process_cap(process_cap);
+        .with_process_cap(process_cap)
+        .with_base_branch(Some(&settings.raw.runner.base_branch));
     let hook_input;
     let input = match what {
         Checked::Action(_) => Input::Request(&parsed),

@@ -259,6 +259,9 @@ pub struct Enclosed {
     pub process_cap: bool,
     /// The worker's network; keep it until the worker is gone.
     pub gate: Option<proxy::NetGate>,
+    /// What that network reaches, for the hook's judgement of the web tools (`None`
+    /// unconfined: then only the policy stands between the worker and the network).
+    pub network: Option<crate::policy::WallNetwork>,
 }
 
 /// Where workers' `pids` cgroups can go, surveyed at start.
@@ -698,6 +701,7 @@ impl Wall {
                 confined: false,
                 process_cap,
                 gate: None,
+                network: None,
             });
         };
         let worktree = place
@@ -721,6 +725,7 @@ impl Wall {
         if cfg!(target_os = "macos") {
             return self.enclose_macos(program, spec, place, mounts, tmp);
         }
+        let network = self.reach(place, &spec);
         let (prefix, gate) = self.network(place, &mut spec, &mut mounts)?;
         spec.env.insert("TMPDIR".to_string(), "/tmp".to_string());
         let plan = mounts.plan(worktree, self.settings.network != SandboxNetwork::Host);
@@ -762,6 +767,7 @@ impl Wall {
             confined: true,
             process_cap,
             gate,
+            network: Some(network),
         })
     }
 
@@ -820,6 +826,7 @@ impl Wall {
             ..macos::Profile::default()
         };
         let mut gate = None;
+        let network = self.reach(place, &spec);
         match self.settings.network {
             SandboxNetwork::Host => profile.host_network = true,
             SandboxNetwork::None => {}
@@ -846,7 +853,27 @@ impl Wall {
             confined: true,
             process_cap: !self.root,
             gate,
+            network: Some(network),
         })
+    }
+
+    /// The remote hosts a worker at `place` reaches, in the policy's terms: the allowlist's
+    /// remote hosts (loopback forwards are not the web tools'), all of them, or none.
+    fn reach(&self, place: &Place, spec: &WorkerSpec) -> crate::policy::WallNetwork {
+        use crate::policy::WallNetwork;
+        match self.settings.network {
+            SandboxNetwork::Host => WallNetwork::Host,
+            SandboxNetwork::None => WallNetwork::None,
+            SandboxNetwork::Allowlist => {
+                let (remote, _) = self.allowlist(place, spec);
+                WallNetwork::Allowlist(
+                    remote
+                        .iter()
+                        .map(|h| format!("{}:{}", h.host, h.port))
+                        .collect(),
+                )
+            }
+        }
     }
 
     /// What the worker at `place` sees: the places hidden, and what is bound back.
@@ -1129,6 +1156,12 @@ mod tests {
         let remote: Vec<String> = remote.iter().map(ToString::to_string).collect();
         assert_eq!(remote, ["api.anthropic.com:443", "pypi.org:443"]);
         assert_eq!(ports, [4010, 11434]);
+        // The hook's web tools are judged by the same remote hosts, loopback left out.
+        use crate::policy::WallNetwork;
+        assert_eq!(
+            wall.reach(&place(AgentFamily::Claude), &spec),
+            WallNetwork::Allowlist(remote.clone())
+        );
         let command = place(AgentFamily::Command);
         let (remote, ports) = wall.allowlist(&command, &WorkerSpec::for_test(vec![]));
         assert_eq!(remote.len(), 1, "only pypi.org from allow");

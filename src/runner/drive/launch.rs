@@ -23,6 +23,8 @@ pub(super) struct Launch {
     pub(super) confined: bool,
     /// The kernel holds the worker to `[sandbox] max_processes`.
     pub(super) process_cap: bool,
+    /// What the wall's network reaches (`None` unconfined).
+    pub(super) network: Option<crate::policy::WallNetwork>,
     /// Held while the worker lives (the wall's proxy and bridge).
     pub(super) gate: Option<crate::sandbox::proxy::NetGate>,
     /// The confined hook's socket to the runner, with the settings file it was written for.
@@ -155,6 +157,7 @@ pub(super) fn launch(
         spec: enclosed.spec,
         confined: enclosed.confined,
         process_cap: enclosed.process_cap,
+        network: enclosed.network,
         gate: enclosed.gate,
         relay: relay.zip(hook_settings),
         keeps_session: w.phase != Phase::PrReview,

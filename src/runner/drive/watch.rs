@@ -142,6 +142,7 @@ pub(super) async fn watch(
         spec,
         confined,
         process_cap,
+        network,
         gate: _gate,
         relay,
         keeps_session,
@@ -151,8 +152,16 @@ pub(super) async fn watch(
     let (message_tx, mut message_rx) = tokio::sync::mpsc::unbounded_channel();
     let scope = crate::policy::Scope::new(w.worktree.to_path_buf(), run.branch_name.as_deref())
         .with_confined(confined)
-        .with_process_cap(process_cap);
-    let relay_served = serve_relay(w, run.id, run.branch_name.clone(), relay, process_cap);
+        .with_process_cap(process_cap)
+        .with_base_branch(Some(&w.settings.base_branch))
+        .with_network(network.clone());
+    let relay_served = serve_relay(
+        w,
+        run.id,
+        run.branch_name.clone(),
+        relay,
+        (process_cap, network),
+    );
     tokio::pin!(relay_served);
     let mut reader = Reader {
         adapter: w.adapter,
@@ -235,7 +244,7 @@ async fn serve_relay(
     run_id: i64,
     branch: Option<String>,
     relay: Option<(HookRelay, PathBuf)>,
-    process_cap: bool,
+    (process_cap, network): (bool, Option<crate::policy::WallNetwork>),
 ) {
     let Some((mut relay, settings_file)) = relay else {
         return std::future::pending::<()>().await;
@@ -255,6 +264,8 @@ async fn serve_relay(
             contract: contract_copy.exists().then_some(contract_copy),
             relay: None,
             process_cap,
+            base_branch: Some(w.settings.base_branch.clone()),
+            network,
         },
     )
     .await;

@@ -139,6 +139,12 @@ pub(crate) enum Test {
     Confined(bool),
     /// `process_cap`: holds when [`super::Scope::process_cap`] equals the value; no argument.
     ProcessCap(bool),
+    /// `network`: holds when the wall's network ([`super::Scope::network`]) is known and its
+    /// name (`none`, `allowlist`, `host`) passes the inner test; no argument.
+    Network(Box<Test>),
+    /// `url: "within_reach"`: the worker could reach the URL through the wall's network by
+    /// itself ([`super::WallNetwork::reaches`]); never when the network is not known.
+    WithinReach,
 }
 
 #[derive(Deserialize)]
@@ -448,6 +454,19 @@ fn compile_condition(key: &str, raw: &str) -> Result<Condition, (ProblemKind, St
             )),
         };
     }
+    if key == "network" {
+        // A property of the wall, not of the action: a name or a glob of names.
+        return match value {
+            serde_json::Value::String(s) => Ok(Condition {
+                arg: String::new(),
+                test: Test::Network(Box::new(string_test(&s)?)),
+            }),
+            other => Err((
+                ProblemKind::BadValue,
+                format!("network is a string (none, allowlist, host or a glob), found {other}"),
+            )),
+        };
+    }
     let text = match &value {
         serde_json::Value::Null => {
             return Ok(Condition {
@@ -474,6 +493,7 @@ fn compile_condition(key: &str, raw: &str) -> Result<Condition, (ProblemKind, St
         }
         "path" if text == "inside_worktree" => Test::InsideWorktree,
         "path" if text == "outside_worktree" => Test::OutsideWorktree,
+        "url" if text == "within_reach" => Test::WithinReach,
         "command" => Test::Regex(
             Regex::new(&text)
                 .map_err(|e| (ProblemKind::BadRegex, format!("invalid regex: {e}")))?,
@@ -499,7 +519,7 @@ fn arg_name(key: &str) -> Result<String, (ProblemKind, String)> {
     }
     Err((
         ProblemKind::UnknownCondition,
-        format!("unknown condition {key:?}: use branch, path, command, confined, process_cap, one of {KNOWN_ARGS:?}, or arg:NAME"),
+        format!("unknown condition {key:?}: use branch, path, command, confined, process_cap, network, one of {KNOWN_ARGS:?}, or arg:NAME"),
     ))
 }
 

@@ -82,11 +82,18 @@ fn condition_holds(c: &Condition, action: &Action, scope: &Scope) -> bool {
     match c.test {
         Test::Confined(want) => return scope.confined == want,
         Test::ProcessCap(want) => return scope.process_cap == want,
+        Test::Network(ref name) => {
+            return scope.network.as_ref().is_some_and(|n| match name.as_ref() {
+                Test::Exact(want) => want == n.as_str(),
+                Test::Glob(glob) => glob.is_match(n.as_str()),
+                _ => false,
+            })
+        }
         _ => {}
     }
     let value = action.args.get(&c.arg).map(String::as_str);
     match (&c.test, value) {
-        (Test::Confined(_) | Test::ProcessCap(_), _) => false, // decided above
+        (Test::Confined(_) | Test::ProcessCap(_) | Test::Network(_), _) => false, // decided above
         (Test::Absent, v) => v.is_none(),
         (_, None) => false,
         (Test::Exact(want), Some(v)) => want == v,
@@ -95,6 +102,7 @@ fn condition_holds(c: &Condition, action: &Action, scope: &Scope) -> bool {
         (Test::RunBranch, Some(v)) => scope.run_branch.as_deref() == Some(v),
         (Test::InsideWorktree, Some(v)) => paths::is_inside(&scope.worktree, v) == Some(true),
         (Test::OutsideWorktree, Some(v)) => paths::is_inside(&scope.worktree, v) == Some(false),
+        (Test::WithinReach, Some(v)) => scope.network.as_ref().is_some_and(|n| n.reaches(v)),
     }
 }
 

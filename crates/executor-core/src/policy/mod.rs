@@ -50,9 +50,11 @@
 //! | any of them | `null` | the argument is absent |
 //! | `confined` | `true` / `false` | the worker runs inside / outside the wall ([`Scope::confined`]); not an argument of the action |
 //! | `process_cap` | `true` / `false` | the kernel holds the worker to `[sandbox] max_processes` ([`Scope::process_cap`]); not an argument of the action |
+//! | `network` | a name or a glob (`none`, `allowlist`, `host`) | the wall's network is known ([`Scope::network`]) and its name matches; not an argument of the action |
+//! | `url` | `"within_reach"` | the worker could reach the `url` argument's host through the wall's network by itself ([`WallNetwork::reaches`]) |
 //!
-//! A missing argument fails every condition except `null` (and `confined` and
-//! `process_cap`, which test the scope).
+//! A missing argument fails every condition except `null` (and `confined`, `process_cap`
+//! and `network`, which test the scope).
 
 /// The built-in worker contract: what `executor init` writes to `roles/worker-policy.json`.
 pub const WORKER_CONTRACT: &str = include_str!("../../roles/worker-policy.json");
@@ -152,6 +154,86 @@ pub struct Scope {
     /// own, or `RLIMIT_NPROC` for an owner who is not root). `false` unless a caller says
     /// so: a command that can start processes without bound is then escalated.
     pub process_cap: bool,
+    /// The branch the worktree has checked out, read on disk by [`Scope::on_disk`] (`None`:
+    /// not read, detached, or unreadable). `git push origin HEAD` pushes the run's own
+    /// branch only when this is it.
+    pub head_branch: Option<String>,
+    /// The repository's base branch (`[runner] base_branch`), if the caller knows it: a
+    /// git command that checks it out or moves it is not the worker's (`main` and `master`
+    /// are treated so whatever this says).
+    pub base_branch: Option<String>,
+    /// What the wall lets the worker reach (`[sandbox] network` and its allowlist); `None`
+    /// when the worker is not confined or the caller does not say. WebFetch and WebSearch
+    /// are approved only where the worker could reach the host anyway.
+    pub network: Option<WallNetwork>,
+}
+
+/// The network a confined worker has, as the wall made it (docs/confinement.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WallNetwork {
+    /// `none`: no route out.
+    None,
+    /// `allowlist`: these remote hosts, each `host:port` in its one spelling (lowercase, no
+    /// trailing dot, IP addresses canonical), or `*.domain:port` for the names under it.
+    Allowlist(Vec<String>),
+    /// `host`: the host's network, unfiltered.
+    Host,
+}
+
+impl WallNetwork {
+    /// The name `[sandbox] network` gives it, which the contract's `network` condition tests.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            WallNetwork::None => "none",
+            WallNetwork::Allowlist(_) => "allowlist",
+            WallNetwork::Host => "host",
+        }
+    }
+
+    /// Whether a worker could reach `url` through this network by itself: any http(s) host
+    /// under `host`, one on the list (same port) under `allowlist`, never this machine.
+    pub fn reaches(&self, url: &str) -> bool {
+        let Ok(url) = url::Url::parse(url) else {
+            return false;
+        };
+        if !matches!(url.scheme(), "http" | "https") {
+            return false;
+        }
+        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
+            return false;
+        };
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .trim_end_matches('.')
+            .to_ascii_lowercase();
+        if is_this_machine(&host) {
+            return false;
+        }
+        match self {
+            WallNetwork::None => false,
+            WallNetwork::Host => true,
+            WallNetwork::Allowlist(hosts) => hosts.iter().any(|entry| {
+                let Some((allowed, allowed_port)) = entry.rsplit_once(':') else {
+                    return false;
+                };
+                allowed_port.parse::<u16>().ok() == Some(port)
+                    && (allowed == host
+                        || allowed
+                            .strip_prefix("*.")
+                            .is_some_and(|domain| host.ends_with(&format!(".{domain}"))))
+            }),
+        }
+    }
+}
+
+/// Loopback and unspecified addresses and `localhost` names: the wall forwards some of this
+/// machine's ports, but a web tool is never let through to them by the policy.
+fn is_this_machine(host: &str) -> bool {
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback() || ip.is_unspecified(),
+        Err(_) => host == "localhost" || host.ends_with(".localhost"),
+    }
 }
 
 impl Scope {
@@ -162,7 +244,22 @@ impl Scope {
             run_branch: run_branch.map(str::to_string),
             confined: false,
             process_cap: false,
+            head_branch: None,
+            base_branch: None,
+            network: None,
         }
+    }
+
+    /// The same scope, for a repository whose base branch is `base`.
+    pub fn with_base_branch(mut self, base: Option<&str>) -> Scope {
+        self.base_branch = base.map(str::to_string);
+        self
+    }
+
+    /// The same scope, for a worker the wall gives `network` (`None`: not said).
+    pub fn with_network(mut self, network: Option<WallNetwork>) -> Scope {
+        self.network = network;
+        self
     }
 
     /// The same scope, for a worker the kernel holds to its process cap (`true`) or not.
@@ -177,13 +274,18 @@ impl Scope {
         self
     }
 
-    /// The same scope with the worktree's symlinks resolved (reads the filesystem).
+    /// The same scope with the worktree's symlinks resolved and its checked-out branch
+    /// read (reads the filesystem).
     pub fn on_disk(&self) -> Scope {
+        let worktree = resolve_on_disk(&self.worktree);
         Scope {
-            worktree: resolve_on_disk(&self.worktree),
+            head_branch: paths::checked_out_branch(&worktree),
+            worktree,
             run_branch: self.run_branch.clone(),
+            base_branch: self.base_branch.clone(),
             confined: self.confined,
             process_cap: self.process_cap,
+            network: self.network.clone(),
         }
     }
 }

@@ -2,8 +2,9 @@
 //! worktree.
 //!
 //! Everything here is lexical and pure except [`resolve_on_disk`] (and [`resolve_actions`],
-//! which only loops over it): symlinks can only be seen on disk. Nothing here decides; the
-//! contract's `path` condition calls [`is_inside`].
+//! which only loops over it) and [`checked_out_branch`]: symlinks and the checked-out branch
+//! can only be seen on disk. Nothing here decides; the contract's `path` condition calls
+//! [`is_inside`].
 
 use std::collections::VecDeque;
 use std::ffi::OsString;
@@ -63,9 +64,49 @@ pub fn is_inside(worktree: &Path, path: &str) -> Option<bool> {
 /// A relative path or a symlink loop comes back as given (see [`resolve_actions`], which
 /// moves an unresolvable path out of the `path` argument instead).
 ///
-/// This is the policy engine's only filesystem access besides reading a contract.
+/// With [`checked_out_branch`], the policy engine's only filesystem access besides reading a
+/// contract.
 pub fn resolve_on_disk(path: &Path) -> PathBuf {
     resolve_symlinks(path).unwrap_or_else(|| path.to_path_buf())
+}
+
+/// The branch `worktree` has checked out: `NAME` of the `ref: refs/heads/NAME` its git HEAD
+/// holds (through a linked worktree's `.git` file, `gitdir: …`). `None` when detached or
+/// unreadable. Read when a call is judged, so it is what git sees then; with
+/// [`resolve_on_disk`], the policy engine's only filesystem access besides a contract.
+pub fn checked_out_branch(worktree: &Path) -> Option<String> {
+    let dot_git = worktree.join(".git");
+    let git_dir = if dot_git.is_dir() {
+        dot_git
+    } else {
+        let text = read_small(&dot_git)?;
+        let target = text.trim().strip_prefix("gitdir:")?.trim();
+        let target = Path::new(target);
+        if target.is_absolute() {
+            target.to_path_buf()
+        } else {
+            worktree.join(target)
+        }
+    };
+    let head = read_small(&git_dir.join("HEAD"))?;
+    let name = head
+        .trim()
+        .strip_prefix("ref:")?
+        .trim()
+        .strip_prefix("refs/heads/")?;
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+/// A small text file (a HEAD, a `.git` link): at most 4 KiB read, `None` on any error.
+fn read_small(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .ok()?
+        .take(4096)
+        .read_to_string(&mut text)
+        .ok()?;
+    Some(text)
 }
 
 fn resolve_symlinks(path: &Path) -> Option<PathBuf> {

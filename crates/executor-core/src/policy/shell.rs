@@ -25,6 +25,9 @@ pub struct Word {
     pub dynamic: bool,
     /// Some part of it was quoted (so it is not an fd number, a keyword or an assignment).
     pub quoted: bool,
+    /// The source of the one command substitution the whole word is (`$(git ls-files)`,
+    /// `"`…`"`), so that a classifier can tell what stands in its place; `None` otherwise.
+    pub substitution: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +67,13 @@ pub struct SimpleCommand {
     pub defines: Option<String>,
     /// Its text as written, for messages and the `command` argument.
     pub source: String,
+    /// The parameters its words, redirections and here-documents expand, by name (`HOME`
+    /// for `$HOME` and `${HOME:-x}`; `!X` for the indirect `${!X}`), in order of appearance.
+    /// Special parameters (`$1`, `$@`, `$?`, …) are not listed.
+    pub params: Vec<String>,
+    /// The text its last here-document or here-string feeds it (`git apply <<'EOF'`), as
+    /// written: a classifier that reads a program's input (a patch) reads it here.
+    pub input: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -91,8 +101,14 @@ pub(crate) fn split_at_depth(src: &str, depth: usize) -> Result<Vec<SimpleComman
         i: 0,
         depth,
         out: Vec::new(),
+        params: Vec::new(),
+        last_substitution: None,
     };
     lexer.sequence(false)?;
+    // Parameters of here-documents read after the last command belong to it.
+    if let Some(last) = lexer.out.last_mut() {
+        last.params.append(&mut lexer.params);
+    }
     Ok(lexer.out)
 }
 
@@ -102,12 +118,18 @@ struct Lexer<'a> {
     i: usize,
     depth: usize,
     out: Vec<SimpleCommand>,
+    /// Parameters expanded since the last command was finished (see [`SimpleCommand::params`]).
+    params: Vec<String>,
+    /// The source of the last command substitution read, for [`Word::substitution`].
+    last_substitution: Option<String>,
 }
 
 struct HereDoc {
     delimiter: String,
     strip_tabs: bool,
     quoted: bool,
+    /// The index in `out` of the command it feeds, once that command is finished.
+    owner: Option<usize>,
 }
 
 fn is_meta(c: u8) -> bool {
@@ -164,6 +186,7 @@ impl<'a> Lexer<'a> {
                 b'\n' => {
                     self.i += 1;
                     self.finish(&mut cur, start.take(), end, &mut next_piped);
+                    own_heredocs(&mut heredocs, self.out.len());
                     for doc in heredocs.drain(..) {
                         self.heredoc_body(&doc)?;
                     }
@@ -186,6 +209,7 @@ impl<'a> Lexer<'a> {
                     cur.background |= c == b'&' && op_len == 1;
                     self.i += op_len;
                     self.finish(&mut cur, start.take(), end, &mut next_piped);
+                    own_heredocs(&mut heredocs, self.out.len());
                     next_piped = pipe;
                 }
                 b'(' => {
@@ -198,10 +222,12 @@ impl<'a> Lexer<'a> {
                         open_parens += 1;
                     }
                     self.finish(&mut cur, start.take(), end, &mut next_piped);
+                    own_heredocs(&mut heredocs, self.out.len());
                 }
                 b')' => {
                     self.i += 1;
                     self.finish(&mut cur, start.take(), end, &mut next_piped);
+                    own_heredocs(&mut heredocs, self.out.len());
                     if open_parens > 0 {
                         open_parens -= 1;
                     } else if in_substitution {
@@ -221,12 +247,17 @@ impl<'a> Lexer<'a> {
                             text: "/dev/fd/63".into(),
                             dynamic: true,
                             quoted: false,
+                            ..Default::default()
                         });
                         continue;
                     }
                     start.get_or_insert(self.i);
+                    let here_string = self.starts_with(b"<<<");
                     let redirect = self.redirect(&mut heredocs)?;
                     end = self.i;
+                    if here_string {
+                        cur.input = Some(redirect.target.text.clone());
+                    }
                     cur.redirects.push(redirect);
                 }
                 _ => {
@@ -280,6 +311,7 @@ impl<'a> Lexer<'a> {
         }
         let mut cmd = std::mem::take(cur);
         cmd.piped = std::mem::take(piped);
+        cmd.params = std::mem::take(&mut self.params);
         if cmd.defines.is_none() {
             if let [kw, name, ..] = cmd.words.as_slice() {
                 if kw.text == "function" && !kw.quoted && !name.dynamic {
@@ -319,6 +351,8 @@ impl<'a> Lexer<'a> {
             i: 0,
             depth: self.depth + 1,
             out: Vec::new(),
+            params: Vec::new(),
+            last_substitution: None,
         };
         if as_double_quoted {
             let mut sink = Word::default();
@@ -327,6 +361,9 @@ impl<'a> Lexer<'a> {
             inner.sequence(false)?;
         }
         self.out.append(&mut inner.out);
+        // What the text expands outside its commands (`${X:-$Y}`, a here-document's `$Y`)
+        // belongs to the command being read here.
+        self.params.append(&mut inner.params);
         Ok(())
     }
 
@@ -363,6 +400,7 @@ impl<'a> Lexer<'a> {
                 delimiter: target.text.clone(),
                 strip_tabs: op == b"<<-",
                 quoted: target.quoted,
+                owner: None,
             });
         }
         if kind == RedirectKind::Duplicate && op == b">&" {
@@ -401,9 +439,14 @@ impl<'a> Lexer<'a> {
                 break;
             }
         }
+        let body = self.src.get(body_start..body_end).unwrap_or_default();
+        if let Some(cmd) = doc.owner.and_then(|at| self.out.get_mut(at)) {
+            cmd.input = Some(body.to_string());
+        }
         if !doc.quoted {
+            // Its substitutions run and its parameters expand (`cat <<EOF` of `$TOKEN`).
             let body = self.src.get(body_start..body_end).unwrap_or_default();
-            if body.contains("$(") || body.contains('`') || body.contains("${") {
+            if body.contains('$') || body.contains('`') {
                 self.nested_text(body, true)?;
             }
         }
@@ -413,6 +456,7 @@ impl<'a> Lexer<'a> {
     /// One word, up to an unquoted metacharacter.
     fn word(&mut self) -> Result<Word, ShellError> {
         let mut w = Word::default();
+        self.last_substitution = None;
         let mut brace = false;
         let mut bytes: Vec<u8> = Vec::new();
         while let Some(c) = self.peek(0) {
@@ -469,6 +513,9 @@ impl<'a> Lexer<'a> {
         if brace && (w.text.contains(',') || w.text.contains("..")) {
             // `{a,../b}` and `{1..3}` expand to several words.
             w.dynamic = true;
+        }
+        if w.text == "$(..)" {
+            w.substitution = self.last_substitution.take();
         }
         Ok(w)
     }
@@ -532,7 +579,10 @@ impl<'a> Lexer<'a> {
             Some(b'(') => {
                 // `$(…)` and `$((…))` alike: the arithmetic form parses as a subshell.
                 self.i += 2;
+                let start = self.i;
                 self.nested_substitution()?;
+                let inner = self.src.get(start..self.i.saturating_sub(1));
+                self.last_substitution = inner.map(str::to_string);
                 w.dynamic = true;
                 w.text.push_str("$(..)");
             }
@@ -565,12 +615,21 @@ impl<'a> Lexer<'a> {
                     .src
                     .get(start..self.i.saturating_sub(1))
                     .unwrap_or_default();
-                if inner.contains("$(") || inner.contains('`') {
-                    // `${x:-$(cmd)}` runs cmd.
+                let name = parameter_name(inner);
+                if !name.is_empty() {
+                    self.params.push(name.to_string());
+                }
+                if inner.contains('$') || inner.contains('`') {
+                    // `${x:-$(cmd)}` runs cmd; `${x:-$Y}` expands Y.
                     self.nested_text(inner, true)?;
                 }
                 w.dynamic = true;
-                w.text.push_str("${..}");
+                if is_name(inner) {
+                    // `${f}` keeps its name, like `$f`, for a classifier that knows `f`.
+                    w.text.push_str(&format!("${{{inner}}}"));
+                } else {
+                    w.text.push_str("${..}");
+                }
             }
             Some(b'\'') => {
                 // ANSI-C quoting: `$'\x67h'` is `gh`; escapes make the value dynamic.
@@ -612,6 +671,10 @@ impl<'a> Lexer<'a> {
                 } else {
                     self.i += 1;
                 }
+                let name = self.src.get(start + 1..self.i).unwrap_or_default();
+                if is_name(name) {
+                    self.params.push(name.to_string());
+                }
                 w.dynamic = true;
                 w.text.push_str(self.src.get(start..self.i).unwrap_or("$"));
             }
@@ -648,7 +711,51 @@ impl<'a> Lexer<'a> {
             }
         }
         let text = String::from_utf8_lossy(&inner).into_owned();
-        self.nested_text(&text, false)
+        self.nested_text(&text, false)?;
+        self.last_substitution = Some(text);
+        Ok(())
+    }
+}
+
+/// The here-documents read so far without a command belong to the one just finished
+/// (`count` commands are out): their bodies come after the line, and feed it.
+fn own_heredocs(heredocs: &mut [HereDoc], count: usize) {
+    for doc in heredocs.iter_mut().filter(|d| d.owner.is_none()) {
+        doc.owner = count.checked_sub(1);
+    }
+}
+
+/// A shell variable's name: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_name(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The parameter a `${…}` expands: `X` for `${X}`, `${X:-y}`, `${#X}`, `${X[0]}`; `!X` for
+/// the indirect `${!X}` and `${!X*}` (the value, or the names, of other variables); empty
+/// for a special one (`${1}`, `${@}`).
+fn parameter_name(inner: &str) -> String {
+    let (bang, rest) = match inner.strip_prefix('!') {
+        Some(rest) => ("!", rest),
+        None => (
+            "",
+            inner
+                .strip_prefix('#')
+                .filter(|r| !r.is_empty())
+                .unwrap_or(inner),
+        ),
+    };
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    let name = &rest[..end];
+    if is_name(name) {
+        format!("{bang}{name}")
+    } else {
+        String::new()
     }
 }
 

@@ -40,6 +40,11 @@ fn layout() -> (tempfile::TempDir, PathBuf, PathBuf) {
     std::os::unix::fs::symlink(root.join("outside"), wt.join("escape")).expect("symlink");
     std::os::unix::fs::symlink(root.join("outside/new"), wt.join("dangling")).expect("symlink");
     std::os::unix::fs::symlink("../..", wt.join("sub/up")).expect("symlink");
+    // A linked worktree with the run's branch checked out, as the runner makes it.
+    let git_dir = root.join("repo.git/worktrees/wt");
+    std::fs::create_dir_all(&git_dir).expect("mkdir");
+    std::fs::write(git_dir.join("HEAD"), "ref: refs/heads/executor/run-1\n").expect("HEAD");
+    std::fs::write(wt.join(".git"), format!("gitdir: {}\n", git_dir.display())).expect(".git");
     (dir, root, wt)
 }
 
@@ -437,6 +442,114 @@ fn a_fork_bomb_or_a_backgrounding_loop_is_approved_only_inside_the_wall_with_the
     assert_eq!(v.decision, Decision::Approve, "{v:?}");
 }
 
+// ---- HEAD, the base branch, the web tools ----
+
+#[test]
+fn pushing_head_pushes_the_runs_branch_only_while_it_is_checked_out_here() {
+    let t = Table::new();
+    for cmd in ["git push origin HEAD", "git push -u origin HEAD"] {
+        assert_verdict(
+            &t.hook(&bash(cmd, &t.wt)),
+            Decision::Approve,
+            "push-own-branch",
+        );
+    }
+    let v = t.hook(&bash("cd src && git push origin HEAD", &t.wt));
+    assert_eq!(v.decision, Decision::Approve, "{v:?}");
+    for cmd in [
+        "git switch -c other && git push origin HEAD",
+        "cd /tmp && git push origin HEAD",
+        "git -C ../other push origin HEAD",
+        "git push origin HEAD:main",
+    ] {
+        let v = t.hook(&bash(cmd, &t.wt));
+        assert_ne!(v.decision, Decision::Approve, "{cmd}: {v:?}");
+    }
+    // Another branch checked out: HEAD is not the run's.
+    let head = t.wt.join("../repo.git/worktrees/wt/HEAD");
+    std::fs::write(&head, "ref: refs/heads/main\n").expect("HEAD");
+    let v = t.hook(&bash("git push origin HEAD", &t.wt));
+    assert_verdict(&v, Decision::Escalate, "push-unknown-branch");
+}
+
+#[test]
+fn the_base_branch_of_the_scope_is_protected_like_main() {
+    let t = Table::new();
+    let scope = t.scope().with_base_branch(Some("develop"));
+    let (_, v) = judge(
+        &t.contract,
+        &Input::ClaudeHook(&bash("git checkout develop", &t.wt)),
+        &scope,
+    );
+    assert_verdict(&v, Decision::Escalate, "git-admin");
+    let (_, v) = judge(
+        &t.contract,
+        &Input::ClaudeHook(&bash("git checkout develop", &t.wt)),
+        &t.scope(),
+    );
+    assert_eq!(v.decision, Decision::Approve, "{v:?}");
+    let v = t.hook(&bash("git checkout main", &t.wt));
+    assert_verdict(&v, Decision::Escalate, "git-admin");
+}
+
+#[test]
+fn web_tools_follow_the_walls_network() {
+    let t = Table::new();
+    let fetch = |url: &str| hook("WebFetch", json!({"url": url, "prompt": "x"}), &t.wt);
+    let search = hook("WebSearch", json!({"query": "rust"}), &t.wt);
+    let allow = WallNetwork::Allowlist(vec!["docs.rs:443".into(), "*.github.com:443".into()]);
+    let walled = |n: Option<WallNetwork>| t.scope().with_confined(true).with_network(n);
+    let decide =
+        |bytes: &[u8], scope: &Scope| judge(&t.contract, &Input::ClaudeHook(bytes), scope).1;
+    let on_list = fetch("https://docs.rs/serde");
+    assert_verdict(
+        &decide(&on_list, &walled(Some(allow.clone()))),
+        Decision::Approve,
+        "web-fetch-within-reach",
+    );
+    assert_verdict(
+        &decide(
+            &fetch("https://api.github.com/x"),
+            &walled(Some(allow.clone())),
+        ),
+        Decision::Approve,
+        "web-fetch-within-reach",
+    );
+    for (bytes, scope) in [
+        (fetch("https://x.example/?d=1"), walled(Some(allow.clone()))),
+        (fetch("http://docs.rs/serde"), walled(Some(allow.clone()))),
+        (fetch("https://127.0.0.1/"), walled(Some(WallNetwork::Host))),
+        (on_list.clone(), walled(Some(WallNetwork::None))),
+        (on_list.clone(), walled(None)),
+        // Unconfined, nothing but the policy stands between the worker and the network.
+        (on_list.clone(), t.scope().with_network(Some(allow.clone()))),
+        (on_list.clone(), t.scope()),
+    ] {
+        assert_verdict(&decide(&bytes, &scope), Decision::Escalate, "fetch");
+    }
+    assert_verdict(
+        &decide(
+            &fetch("https://x.example/"),
+            &walled(Some(WallNetwork::Host)),
+        ),
+        Decision::Approve,
+        "web-fetch-within-reach",
+    );
+    assert_verdict(
+        &decide(&search, &walled(Some(allow))),
+        Decision::Approve,
+        "web-search-confined",
+    );
+    assert_verdict(
+        &decide(&search, &walled(Some(WallNetwork::Host))),
+        Decision::Approve,
+        "web-search-confined",
+    );
+    for scope in [walled(Some(WallNetwork::None)), walled(None), t.scope()] {
+        assert_verdict(&decide(&search, &scope), Decision::Escalate, "fetch");
+    }
+}
+
 // ---- the posture: hostile and everyday corpora ----
 
 /// A corpus line (`testdata/hostile.jsonl`, `testdata/everyday.jsonl`) as hook input:
@@ -496,7 +609,8 @@ fn approved_names(judged: &[(Value, Verdict)], which: impl Fn(&Value) -> bool) -
 const HOSTILE: &str = include_str!("testdata/hostile.jsonl");
 const EVERYDAY: &str = include_str!("testdata/everyday.jsonl");
 
-/// The classes of point 2 of issue 14, part 5: each must be in the hostile corpus.
+/// The classes of point 2 of issue 14, part 5, and of issue 28 item 7 (from "fed program"
+/// on): each must be in the hostile corpus.
 const HOSTILE_CLASSES: &[&str] = &[
     "unknown program",
     "inline code",
@@ -509,12 +623,18 @@ const HOSTILE_CLASSES: &[&str] = &[
     "specials and exfiltration",
     "secret read",
     "push merge pr comment network",
+    "fed program",
+    "reader paths",
+    "git outside or base",
+    "symlink patch",
+    "environment dump",
+    "process storm",
 ];
 
 #[test]
 fn hostile_calls_are_never_approved_for_an_unconfined_worker() {
     let lines = corpus(HOSTILE);
-    assert!(lines.len() >= 150, "the corpus has {} calls", lines.len());
+    assert!(lines.len() >= 260, "the corpus has {} calls", lines.len());
     for class in HOSTILE_CLASSES {
         assert!(
             lines.iter().any(|l| l["class"] == *class),
@@ -575,7 +695,7 @@ fn inside_the_wall_secrets_pushes_merges_and_the_network_keep_their_rules() {
 #[test]
 fn everyday_commands_are_approved_for_an_unconfined_worker() {
     let lines = corpus(EVERYDAY);
-    assert!(lines.len() >= 80, "the corpus has {} calls", lines.len());
+    assert!(lines.len() >= 125, "the corpus has {} calls", lines.len());
     let judged = judge_corpus(&lines, false);
     let not_approved: Vec<String> = judged
         .iter()
@@ -607,7 +727,7 @@ fn everyday_commands_are_approved_for_an_unconfined_worker() {
     );
     assert_eq!(denied, 0, "{}", not_approved.join("\n"));
     assert!(
-        rate <= 0.05,
+        rate <= 0.03,
         "{:.1}% escalated:\n{}",
         rate * 100.0,
         not_approved.join("\n")

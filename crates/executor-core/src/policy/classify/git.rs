@@ -61,6 +61,25 @@ fn kind_of(sub: &str) -> Option<Git> {
         .map(|(_, kind)| *kind)
 }
 
+/// After this subcommand `HEAD` may be another branch (or another repository's).
+fn changes_head(sub: &str) -> bool {
+    matches!(
+        sub,
+        "checkout"
+            | "switch"
+            | "rebase"
+            | "branch"
+            | "worktree"
+            | "bisect"
+            | "init"
+            | "clone"
+            | "stash"
+            | "am"
+            | "symbolic-ref"
+            | "pull"
+    )
+}
+
 /// `git_admin` for `text`: it changes git's configuration, shared refs or objects, or runs
 /// a program.
 fn git_admin(text: &str, reason: &str) -> Action {
@@ -101,6 +120,8 @@ impl Classifier {
             return;
         }
         let rest = &args[i + 1..];
+        self.git_elsewhere = !elsewhere.is_empty();
+        self.protect_branches(&sub.text, rest, text);
         let has = |names: &[&str]| {
             rest.iter().any(|w| {
                 names.iter().any(|n| {
@@ -143,6 +164,9 @@ impl Classifier {
                         .any(|w| w.text == "--unsafe-paths" || w.text.starts_with("--directory"))
                 {
                     self.unknown_modification("git apply outside the repository");
+                }
+                if matches!(sub_text, "apply" | "am") {
+                    self.git_apply(sub_text, rest);
                 }
                 if sub_text == "init" {
                     self.git_init(rest, text);
@@ -207,6 +231,121 @@ impl Classifier {
         }
         for d in &elsewhere {
             self.path_action("read_files", d);
+        }
+        self.branch_may_change |= changes_head(sub_text) || !elsewhere.is_empty();
+    }
+
+    /// `git_admin` when the command checks out or moves a protected branch.
+    fn protect_branches(&mut self, sub: &str, rest: &[Word], text: &str) {
+        if let Some(branch) = self.names_protected(sub, rest) {
+            self.push(git_admin(
+                text,
+                &format!("git {sub} checks out or moves {branch}, a branch the owner's repository shares with every worktree"),
+            ));
+        }
+    }
+
+    /// The protected branch (the base branch, `main`, `master`) a git command checks out or
+    /// moves: `checkout main`, `switch -C main`, `worktree add DIR main`, `branch -f main`,
+    /// `rebase X main`. Naming it to read or to start from is not moving it (`log main`,
+    /// `switch -c new main`, `checkout main -- file`, `merge main`).
+    fn names_protected(&self, sub: &str, rest: &[Word]) -> Option<String> {
+        let protected = |w: &Word| {
+            let name = w.text.strip_prefix("refs/heads/").unwrap_or(&w.text);
+            (!w.dynamic && self.protected.iter().any(|p| p == name)).then(|| name.to_string())
+        };
+        let value = |names: &[&str]| option_value(rest, names);
+        let has = |names: &[&str]| rest.iter().any(|w| names.contains(&w.text.as_str()));
+        match sub {
+            "checkout" | "switch" => {
+                let (create, force_create) = if sub == "checkout" {
+                    (&["-b"][..], &["-B", "--orphan"][..])
+                } else {
+                    (
+                        &["-c", "--create"][..],
+                        &["-C", "--force-create", "--orphan"][..],
+                    )
+                };
+                if let Some(b) = value(force_create).as_ref().and_then(protected) {
+                    return Some(b);
+                }
+                if value(create).is_some() || has(&["--detach", "-d", "--"]) {
+                    return None;
+                }
+                let ops = operands(rest, &["-b", "-B", "-c", "-C", "--orphan", "--conflict"]);
+                match ops.as_slice() {
+                    [one] => protected(one),
+                    _ => None,
+                }
+            }
+            "worktree" if rest.first().is_some_and(|w| w.text == "add") => {
+                let rest = &rest[1..];
+                if let Some(b) = option_value(rest, &["-B"]).as_ref().and_then(protected) {
+                    return Some(b);
+                }
+                if option_value(rest, &["-b"]).is_some()
+                    || rest.iter().any(|w| w.text == "--detach" || w.text == "-d")
+                {
+                    return None;
+                }
+                operands(rest, &["-b", "-B", "--reason", "--orphan"])
+                    .get(1)
+                    .and_then(protected)
+            }
+            "branch" => {
+                let listing = rest.iter().any(|w| {
+                    let t = w.text.as_str();
+                    matches!(
+                        t,
+                        "-l" | "--list" | "-a" | "--all" | "-r" | "--remotes" | "--show-current"
+                    ) || [
+                        "--contains",
+                        "--no-contains",
+                        "--merged",
+                        "--no-merged",
+                        "--points-at",
+                    ]
+                    .iter()
+                    .any(|o| t == *o || t.starts_with(&format!("{o}=")))
+                });
+                if listing {
+                    return None;
+                }
+                operands(
+                    rest,
+                    &[
+                        "-u",
+                        "--set-upstream-to",
+                        "--format",
+                        "--sort",
+                        "--column",
+                        "-t",
+                        "--track",
+                    ],
+                )
+                .iter()
+                .find_map(protected)
+            }
+            "rebase" => {
+                let ops = operands(
+                    rest,
+                    &[
+                        "--onto",
+                        "-s",
+                        "--strategy",
+                        "-X",
+                        "--strategy-option",
+                        "-x",
+                        "--exec",
+                    ],
+                );
+                if ops.len() >= 2 {
+                    ops.last().and_then(protected)
+                } else {
+                    None
+                }
+            }
+            _ => None,
         }
     }
 
@@ -393,6 +532,7 @@ impl Classifier {
                         text: ".".into(),
                         dynamic: false,
                         quoted: false,
+                        ..Default::default()
                     };
                     self.path_action("modify_files", &here);
                 } else if let Some(dir) = option_value(rest, &["-o", "--output-directory"]) {
@@ -403,6 +543,46 @@ impl Classifier {
             _ => self.push(Action::new("remote_access").with("program", "git")),
         }
         readonly
+    }
+
+    /// `git apply` / `git am`: the patch's files are written (see [`super::patch`]), unless
+    /// it only reports (`--check`, `--stat`, …). A patch in a file is not read here.
+    fn git_apply(&mut self, sub: &str, rest: &[Word]) {
+        let reports = |t: &str| matches!(t, "--check" | "--stat" | "--numstat" | "--summary");
+        if sub == "apply"
+            && rest.iter().any(|w| reports(&w.text))
+            && !rest.iter().any(|w| w.text == "--apply")
+        {
+            return;
+        }
+        if matches!(
+            rest.first().map(|w| w.text.as_str()),
+            Some("--abort" | "--quit" | "--skip" | "--show-current-patch")
+        ) {
+            return;
+        }
+        let strip = option_value(rest, &["-p"]).and_then(|w| w.text.parse::<usize>().ok());
+        let files = operands(
+            rest,
+            &[
+                "-p",
+                "-C",
+                "--exclude",
+                "--include",
+                "--directory",
+                "--whitespace",
+            ],
+        );
+        let input = if files.is_empty() || files.iter().all(|w| w.text == "-") {
+            self.input.clone()
+        } else {
+            None
+        };
+        self.patch_writes(
+            input.as_deref(),
+            Some(strip.unwrap_or(1)),
+            &format!("git {sub}"),
+        );
     }
 
     /// `git init DIR` makes (or re-makes) a repository there: a write there (and at its
@@ -585,6 +765,7 @@ impl Classifier {
                         text: base,
                         dynamic: false,
                         quoted: true,
+                        ..Default::default()
                     },
                 );
             }

@@ -191,6 +191,7 @@ mod tests {
                 text: t.into(),
                 dynamic: false,
                 quoted: false,
+                ..Default::default()
             })
             .collect()
     }

@@ -159,7 +159,7 @@ pub(super) const PROGRAMS: &[(&[&str], Handler)] = &[
        "nl", "tac", "rev", "paste", "join", "comm", "column", "fold", "expand", "unexpand", "xxd",
        "od", "hexdump", "strings", "md5sum", "sha1sum", "sha256sum", "sha512sum", "shasum",
        "cksum", "b2sum", "base64", "readlink", "realpath", "cut", "bat", "exa", "eza", "sort",
-       "uniq", "tree"], read_files),
+       "uniq", "tree", "iconv"], read_files),
     (&["echo", "printf", "pwd", "true", "false", ":", "test", "[", "[[", "]]", "which", "type",
        "whereis", "date", "id", "whoami", "uname", "hostname", "basename", "dirname", "seq",
        "sleep", "tr", "expr", "yes", "ps", "free", "uptime", "locale", "tput", "nproc",
@@ -238,7 +238,7 @@ pub(super) const FILE_SPECS: &[(&[&str], OptSpec)] = &[
         "--quiet"], &["--ignore-initial", "--bytes"])),
     (&["nl"], OptSpec::new("p", "bdfhilnsvw")),
     (SHARED_SPEC,
-       OptSpec::new("0123456789abcCdDeiLnprstuvwxz123ps", "bcdfFjlnNostwWgx")
+       OptSpec::new("0123456789abcCdDeiLnprstuvwxz123ps", "AbcdfFjlnNoSstwWgx")
         .long(&["--decode", "--ignore-garbage", "--zero-terminated", "--complement",
                 "--only-delimited", "--serial", "--nocheck-order", "--check-order", "--all",
                 "--spaces", "--bytes", "--wrap", "--table"],
@@ -262,6 +262,8 @@ pub(super) const FILE_SPECS: &[(&[&str], OptSpec)] = &[
     (&["uniq"], OptSpec::new("cdDiuz", "fsw").long(&["--count", "--repeated", "--unique",
         "--ignore-case", "--zero-terminated", "--all-repeated"], &["--skip-fields",
         "--skip-chars", "--check-chars"])),
+    (&["iconv"], OptSpec::new("cs", "fto").long(&["--silent"], &["--from-code", "--to-code",
+        "--output"])),
     (&["tree"], OptSpec::new("adfFgilpsuDhCnNqQrtvxJ", "LIPo")
         .long(&["--dirsfirst", "--noreport", "--gitignore"], &["--filelimit", "--charset"])),
     // ---- writing ----
@@ -560,6 +562,19 @@ fn xargs(c: &mut Classifier, k: &Call<'_>) {
         ],
     );
     c.push(k.indirect("xargs runs a command with operands read from its input"));
+    // `-P 0`: as many at once as the input has lines, with no bound.
+    let unbounded = option_value(k.args, &["-P", "--max-procs"])
+        .is_some_and(|w| w.dynamic || w.text.trim_start_matches('0').is_empty());
+    if unbounded {
+        c.push(
+            Action::new("spawn_unbounded")
+                .with("command", k.text.as_str())
+                .with(
+                    "reason",
+                    "xargs -P 0 runs as many commands at once as its input has",
+                ),
+        );
+    }
     if !rest.is_empty() {
         c.wrapped(
             rest,
@@ -836,6 +851,7 @@ fn make(c: &mut Classifier, k: &Call<'_>) {
             },
             dynamic: dirs.first().is_some_and(|d| d.dynamic),
             quoted: true,
+            ..Default::default()
         };
         files.push(makefile);
     }
@@ -1219,6 +1235,7 @@ fn split(c: &mut Classifier, k: &Call<'_>) {
                     text: "x".into(),
                     dynamic: false,
                     quoted: true,
+                    ..Default::default()
                 },
             ),
         }
@@ -1230,17 +1247,81 @@ fn split(c: &mut Classifier, k: &Call<'_>) {
             text: "xx".into(),
             dynamic: false,
             quoted: true,
+            ..Default::default()
         });
         c.path_action("modify_files", &piece(&prefix));
     }
     c.push(k.ordinary());
 }
 
+/// `patch [ORIGINAL [PATCHFILE]]`: it writes ORIGINAL when named, else the files its patch
+/// names, read from the command's here-document (see [`super::patch`]); a patch in a file
+/// (`-i`, `<`, a pipe) is not read here, so its writes are not known.
 fn patch(c: &mut Classifier, k: &Call<'_>) {
-    if !k.args.iter().any(|w| w.text == "--dry-run") {
-        c.unknown_modification(&k.text);
+    let spec = OptSpec::new("bcefElnNRsStuUvZ", "BdDFgiopqrVxYz").long(
+        &[
+            "--dry-run",
+            "--forward",
+            "--reverse",
+            "--silent",
+            "--quiet",
+            "--batch",
+            "--force",
+            "--backup",
+            "--unified",
+            "--context",
+            "--ed",
+            "--normal",
+            "--remove-empty-files",
+            "--ignore-whitespace",
+            "--verbose",
+            "--posix",
+            "--binary",
+            "--merge",
+        ],
+        &[
+            "--strip",
+            "--input",
+            "--output",
+            "--directory",
+            "--fuzz",
+            "--reject-file",
+            "--prefix",
+            "--suffix",
+            "--basename-prefix",
+            "--version-control",
+            "--define",
+            "--reject-format",
+            "--quoting-style",
+            "--read-only",
+        ],
+    );
+    let p = options::parse(k.args, &spec);
+    if let Some(flag) = &p.unknown {
+        c.push(k.unknown(format!("the option {flag} of patch is not known")));
     }
     c.push(k.ordinary());
+    if p.has(&["--dry-run"]) {
+        return;
+    }
+    for out in p.values(&["-o", "--output", "-r", "--reject-file"]) {
+        c.path_action("modify_files", out);
+    }
+    if p.has(&["-d", "--directory"]) {
+        return c.unknown_modification("patch -d applies somewhere else");
+    }
+    if let Some(original) = p.operands.first() {
+        return c.modify_operands(vec![original.clone()], k.mods);
+    }
+    let strip = p
+        .value(&["-p", "--strip"])
+        .and_then(|w| w.text.parse::<usize>().ok());
+    let input = if p.has(&["-i", "--input"]) {
+        None
+    } else {
+        c.input.clone()
+    };
+    c.patch_writes(input.as_deref(), strip, "patch");
 }
 
 fn archive(c: &mut Classifier, k: &Call<'_>) {
@@ -1273,6 +1354,7 @@ fn archive(c: &mut Classifier, k: &Call<'_>) {
         text: ".".into(),
         dynamic: false,
         quoted: false,
+        ..Default::default()
     };
     c.path_action("modify_files", &here);
     c.push(k.ordinary());
@@ -1585,7 +1667,7 @@ fn read_files(c: &mut Classifier, k: &Call<'_>) {
     }
     if let Some(out) = p
         .value(&["-o", "--output"])
-        .filter(|_| k.name == "sort" || k.name == "tree")
+        .filter(|_| matches!(k.name, "sort" | "tree" | "iconv"))
     {
         c.path_action("modify_files", out);
     }
@@ -1616,6 +1698,14 @@ fn no_files(c: &mut Classifier, k: &Call<'_>) {
     if k.name == "set" && k.args.is_empty() {
         return c.push(super::environment_dump("set"));
     }
+    // `ps e`, `ps auxe`, `ps -o env`: every process's environment.
+    if k.name == "ps"
+        && k.args
+            .iter()
+            .any(|w| (!w.text.starts_with('-') && w.text.contains('e')) || w.text.contains("env"))
+    {
+        return c.push(super::environment_dump("ps"));
+    }
     c.push(k.readonly());
 }
 
@@ -1634,6 +1724,23 @@ fn declare(c: &mut Classifier, k: &Call<'_>) {
         .all(|w| matches!(w.text.as_str(), "-p" | "-x" | "-px" | "-xp"));
     if names == 0 && prints && matches!(k.name, "export" | "declare" | "typeset") {
         return c.push(super::environment_dump(k.name));
+    }
+    // `declare -p GH_TOKEN` prints the variable, as `echo "$GH_TOKEN"` would.
+    let shows = k
+        .args
+        .iter()
+        .any(|w| w.text.starts_with('-') && !w.text.starts_with("--") && w.text.contains('p'));
+    if shows {
+        for w in k.args.iter().filter(|w| !w.text.starts_with('-')) {
+            let name = w.text.split_once('=').map_or(w.text.as_str(), |(n, _)| n);
+            if w.dynamic || !c.may_expand(name) {
+                c.push(
+                    super::environment_dump(k.name)
+                        .with("variable", name)
+                        .with("reason", format!("{} -p prints {name}", k.name)),
+                );
+            }
+        }
     }
     for w in k.args.iter().filter(|w| is_assignment(w)) {
         c.assignment(w);
