@@ -728,7 +728,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             if json {
                 output::print_json(&shown)
             } else {
-                output::print_task(&shown)
+                output::print_task(&shown, &configured_allow(settings))
             }
         }
         Command::Go { gid } => {
@@ -987,6 +987,7 @@ pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::S
     let runs = store.runs(Some(gid)).await?;
     let events = store.events(gid).await?;
     let decisions = store.decisions(gid).await?;
+    let net_refusals = store.net_refusals(gid).await?;
     let messages = match runs.last() {
         Some(run) => {
             store
@@ -1016,6 +1017,7 @@ pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::S
         runs,
         events,
         decisions,
+        net_refusals,
         messages,
         worked_on,
         spend: crate::core::spend::TaskSpend::of(&store.spend(Some(gid)).await?),
@@ -1753,6 +1755,19 @@ pub(crate) fn confinement(settings: &Settings) -> output::Confinement {
             },
         },
     }
+}
+
+/// The owner's `[sandbox] allow` entries in their one spelling, as the runner keeps them
+/// in an allow line (an entry the config would refuse is left out).
+pub(crate) fn configured_allow(settings: &Settings) -> Vec<String> {
+    settings
+        .raw
+        .sandbox
+        .allow
+        .iter()
+        .filter_map(|entry| config::sandbox::parse_host_port(entry).ok())
+        .map(|entry| entry.to_string())
+        .collect()
 }
 
 /// `[sandbox]` with its paths made absolute (`~/` is the owner's home).

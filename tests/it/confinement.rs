@@ -453,6 +453,120 @@ echo "[DONE:implemented] tried the network"
 }
 
 #[test]
+fn a_refused_connect_is_recorded_with_its_run_and_told_once_with_the_allow_line() {
+    if !wall_works() {
+        return;
+    }
+    let hook = crate::fake_webhook::FakeWebhook::start();
+    // A port of this machine the worker asks the proxy for; nothing may ever reach it.
+    let local = listener();
+    // A worker that keeps asking the proxy for hosts it may not reach, as an agent whose
+    // requests are refused retries them: five times example.org, twice a host port.
+    let script = format!(
+        r#"mkdir -p out
+port=${{HTTPS_PROXY##*:}}
+ask() {{
+  exec 3<>/dev/tcp/127.0.0.1/$port || exit 3
+  printf 'CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic c2VjcmV0LXRva2Vu\r\n\r\n' "$1" "$1" >&3
+  read -r status <&3
+  echo "$1 $status" >> out/statuses.txt
+  exec 3>&-
+}}
+for i in 1 2 3 4 5; do ask example.org:443; done
+ask 127.0.0.1:{local}
+ask localhost:{local}
+echo "[DONE:implemented] tried the network"
+"#,
+        local = local.port
+    );
+    let mut ws = attack_workspace("true", "");
+    set_worker(
+        &ws,
+        "/bin/bash",
+        &script,
+        r#"
+[sandbox]
+allow = ["allowed.example:443"]
+
+[[chat.webhooks]]
+name = "owner"
+kind = "json"
+url_env = "EXECUTOR_OWNER_WEBHOOK_URL"
+priorities = ["action"]
+"#,
+    );
+    ws.env.push((
+        "EXECUTOR_OWNER_WEBHOOK_URL".to_string(),
+        hook.url("/hooks/owner"),
+    ));
+    run_note(&ws, "N-9");
+    let repo = ws.path().join("repo");
+    let branch = run_branch(&ws, "N-9");
+    let statuses = on_branch(&repo, &branch, "out/statuses.txt").unwrap_or_default();
+    assert_eq!(statuses.matches("403").count(), 7, "{statuses}");
+    assert_eq!(local.accepted.load(Ordering::SeqCst), 0);
+
+    // Recorded with the run: one row per host and port, counted.
+    let shown = ws.json(&["show", "N-9", "--json"]);
+    let run_id = shown["runs"][0]["id"].as_i64().expect("a run");
+    let refused = shown["net_refusals"].as_array().expect("net_refusals");
+    let row = |host: &str| {
+        refused
+            .iter()
+            .find(|r| r["host"] == host)
+            .unwrap_or_else(|| panic!("no {host} in {refused:?}"))
+    };
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    let example = row("example.org");
+    assert_eq!(
+        (&example["port"], &example["count"], &example["kind"]),
+        (&443.into(), &5.into(), &"not_allowed".into())
+    );
+    assert_eq!(example["run_id"], run_id);
+    assert!(example["first_at"].is_string() && example["last_at"].is_string());
+    assert_eq!(row("127.0.0.1")["kind"], "loopback");
+    assert_eq!(row("localhost")["count"], 1);
+    let text = serde_json::to_string(&shown).expect("json");
+    assert!(
+        !text.contains("c2VjcmV0"),
+        "nothing of the request but host and port"
+    );
+
+    // One history entry, with the allow line.
+    let line = format!(
+        r#"allow = ["allowed.example:443", "example.org:443", "127.0.0.1:{}"]"#,
+        local.port
+    );
+    let entries: Vec<&serde_json::Value> = shown["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "net_refused")
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(
+        entries[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("CONNECT example.org:443 (5 times)") && d.contains(&line)),
+        "{entries:?}"
+    );
+    let plain = ws.ok(&["show", "N-9"]);
+    assert!(plain.contains("network refused"), "{plain}");
+    assert!(plain.contains(&line), "{plain}");
+
+    // Exactly one notice to the owner, naming the line.
+    let told: Vec<String> = hook
+        .received()
+        .iter()
+        .filter_map(|r| r.json()["text"].as_str().map(str::to_string))
+        .filter(|t| t.contains("refused"))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].contains(&line), "{}", told[0]);
+    assert!(!told[0].contains("c2VjcmV0"));
+}
+
+#[test]
 fn sandbox_required_without_a_wall_refuses_to_start_and_says_why() {
     let ws = attack_workspace("true", "");
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config")

@@ -12,6 +12,8 @@ use crate::runner::drive::take_message;
 use crate::runner::drive::HookRelay;
 use crate::runner::drive::Launch;
 use crate::runner::drive::PhaseLog;
+use crate::runner::drive::Refusals;
+use crate::runner::drive::Refused;
 use crate::runner::drive::WorkerRun;
 use crate::runner::drive::STDERR_BYTES;
 use crate::store::Store;
@@ -48,6 +50,8 @@ pub(super) struct Watched {
     pub(super) said: Said,
     /// The worker's process record, once its process started.
     pub(super) worker_id: Option<i64>,
+    /// What the wall's proxy refused it.
+    pub(super) refused: Refused,
 }
 
 /// Reads a worker's output lines as they come, off the supervisor's thread of control:
@@ -89,6 +93,12 @@ impl Reader<'_> {
                 }
                 crate::agents::AgentEvent::LimitReached { resets_at, .. } => {
                     self.said.limit_reached = Some(*resets_at);
+                }
+                crate::agents::AgentEvent::Retrying { message } => {
+                    if self.said.failures.len() == FAILURES_KEPT {
+                        self.said.failures.remove(0);
+                    }
+                    self.said.failures.push(message.clone());
                 }
                 _ => {}
             }
@@ -142,10 +152,13 @@ pub(super) async fn watch(
         spec,
         confined,
         process_cap,
-        gate: _gate,
+        gate,
         relay,
         keeps_session,
     } = launch;
+    // Before the worker starts, so nothing it does goes unreported; the gate lives as long
+    // as this function, past the worker's end.
+    let refusals = Refusals::watch(w, run, gate.as_ref()).await;
     let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
     let (session_tx, mut session_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (message_tx, mut message_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -199,6 +212,9 @@ pub(super) async fn watch(
                         tracing::warn!(gid = %w.gid, run = run.id, "the run was claimed elsewhere; stopping its worker");
                         return Err(crate::store::StoreError::Fenced { run_id: run.id }.into());
                     }
+                    if let Some(refusals) = &refusals {
+                        refusals.write_due(w).await;
+                    }
                 }
                 () = &mut relay_served => {}
                 Some((line, message)) = message_rx.recv() => {
@@ -222,10 +238,16 @@ pub(super) async fn watch(
     while let Ok((line, message)) = message_rx.try_recv() {
         on_message(w, run, contract, &scope, &line, &message).await?;
     }
+    let refused = match refusals {
+        Some(refusals) => refusals.end(w).await,
+        None => Refused::default(),
+    };
+    drop(gate);
     Ok(Watched {
         outcome,
         said: reader.said,
         worker_id,
+        refused,
     })
 }
 

@@ -211,6 +211,7 @@ async fn conclude(
         outcome,
         mut said,
         worker_id,
+        refused,
     } = watched;
     if outcome.stopped == Some(StopReason::ProcessCap) {
         // What a worker said before it ran into its process cap is not taken: a fork storm
@@ -253,10 +254,16 @@ async fn conclude(
             })
             .await?;
         }
-        said_and_done(
+        let mut worked = said_and_done(
             w, run, said, &outcome, why, spend, limit, limited, baseline, confined,
         )
-        .await
+        .await?;
+        // The run record keeps what the wall refused this worker, beside why it ended.
+        worked.result["net_refused"] = serde_json::json!(refused.rows);
+        if refused.past_cap > 0 {
+            worked.result["net_refused_unrecorded"] = serde_json::json!(refused.past_cap);
+        }
+        Ok(worked)
     }
     .await;
     match (worked, w.end_later, end) {
