@@ -567,6 +567,77 @@ priorities = ["action"]
 }
 
 #[test]
+fn a_worker_that_only_reports_reconnecting_is_stopped_as_stuck_naming_the_refusal() {
+    if !wall_works() {
+        return;
+    }
+    // What a Codex with no route does, through a plain command: it asks the proxy for its
+    // host, is refused, and prints that it is reconnecting, on and on.
+    let script = r#"port=${HTTPS_PROXY##*:}
+echo "starting"
+while true; do
+  if exec 3<>/dev/tcp/127.0.0.1/$port; then
+    printf 'CONNECT models.example.net:443 HTTP/1.1
+
+' >&3
+    read -r status <&3
+    exec 3>&-
+  fi
+  echo "Reconnecting... waiting for network (Connection failed: $status)"
+  sleep 0.3
+done
+"#;
+    let ws = crate::runner::workspace(
+        &["/bin/sh", "-c", "true"],
+        &[],
+        // The hard timeout ends it, failing the test, if its lines kept the watchdog fed.
+        "no_output_timeout = \"3s\"\nhard_timeout = \"30s\"\nmax_worker_attempts = 1\n",
+    );
+    set_worker(
+        &ws,
+        "/bin/bash",
+        script,
+        "\n[sandbox]\nallow = [\"allowed.example:443\"]\n",
+    );
+    let started = std::time::Instant::now();
+    run_note(&ws, "N-10");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the no-output watchdog did not stop it"
+    );
+    let shown = ws.json(&["show", "N-10", "--json"]);
+    let run = &shown["runs"][0];
+    assert_eq!(run["state"], "abandoned", "{shown}");
+    assert_eq!(run["worker_stuck_count"], 1, "{shown}");
+    let run_id = run["id"].as_i64().expect("a run");
+    let dir = ws.path().join(format!("logs/N-10/run-{run_id}"));
+    let record = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| Some(e.ok()?.path().join("result.json")))
+        .find(|p| p.is_file())
+        .expect("the worker's result.json");
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).expect("read")).expect("json");
+    assert_eq!(result["stopped"], "no_output", "{result}");
+    let why = result["why"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("no output for too long: the agent only reported retrying its network ("),
+        "{why}"
+    );
+    assert!(
+        why.contains(r#"allow = ["allowed.example:443", "models.example.net:443"]"#),
+        "{why}"
+    );
+    assert!(
+        result["net_refused"][0]["count"].as_u64().unwrap_or(0) >= 2,
+        "{result}"
+    );
+    // The run's end says it too.
+    let ended = serde_json::to_string(&shown["events"]).expect("json");
+    assert!(ended.contains("models.example.net:443"), "{ended}");
+}
+
+#[test]
 fn sandbox_required_without_a_wall_refuses_to_start_and_says_why() {
     let ws = attack_workspace("true", "");
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config")

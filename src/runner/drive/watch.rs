@@ -38,6 +38,10 @@ pub(super) struct Said {
     /// The agent said a limit refused it, and when the limit lifts (seconds since the
     /// epoch) where it said.
     pub(super) limit_reached: Option<Option<i64>>,
+    /// How many times the agent reported only retrying its network since its last sign
+    /// of work, and the last of those reports.
+    pub(super) retries: u64,
+    pub(super) last_retry: Option<String>,
     pub(super) logs: PhaseLog,
 }
 
@@ -99,8 +103,14 @@ impl Reader<'_> {
                         self.said.failures.remove(0);
                     }
                     self.said.failures.push(message.clone());
+                    self.said.retries += 1;
+                    self.said.last_retry = Some(message.clone());
                 }
                 _ => {}
+            }
+            // Work done after a retry: the retries were not all it did.
+            if event.is_meaningful() {
+                (self.said.retries, self.said.last_retry) = (0, None);
             }
         }
         events.iter().any(|e| e.is_meaningful())
@@ -180,6 +190,8 @@ pub(super) async fn watch(
             stderr: crate::supervisor::tail::Tail::new(STDERR_BYTES),
             failures: Vec::new(),
             limit_reached: None,
+            retries: 0,
+            last_retry: None,
             logs,
         },
         messages: message_tx,
