@@ -206,8 +206,32 @@ fn system(value: &Value) -> AgentEvent {
                 .or_else(|| str_field(value, "message"))
                 .or_else(|| str_field(value, "content")),
         },
+        // Claude Code retrying a request its model API failed (a connection error, 429,
+        // 5xx): it waits, and that is no work.
+        "api_retry" => AgentEvent::Retrying {
+            message: api_retry(value),
+        },
         other => AgentEvent::other(format!("system/{other}")),
     }
+}
+
+/// `retrying the model API (attempt 2/10): connection_error, status 529`, from a
+/// `system/api_retry` event's fields, each where present.
+fn api_retry(value: &Value) -> String {
+    let number = |key: &str| value.get(key).and_then(Value::as_u64);
+    let mut text = "retrying the model API".to_string();
+    match (number("attempt"), number("max_retries")) {
+        (Some(attempt), Some(max)) => text.push_str(&format!(" (attempt {attempt}/{max})")),
+        (Some(attempt), None) => text.push_str(&format!(" (attempt {attempt})")),
+        _ => {}
+    }
+    let mut why = Vec::new();
+    why.extend(str_field(value, "error"));
+    why.extend(number("error_status").map(|status| format!("status {status}")));
+    if !why.is_empty() {
+        text.push_str(&format!(": {}", why.join(", ")));
+    }
+    text
 }
 
 fn assistant(value: &Value) -> Vec<AgentEvent> {
@@ -638,6 +662,28 @@ mod tests {
         assert_eq!(
             parse_line(warning),
             vec![AgentEvent::other("rate_limit_event")]
+        );
+    }
+
+    #[test]
+    fn an_api_retry_is_retrying_and_no_sign_of_life() {
+        // Claude Code's shape (2.1.x): attempt, max_retries, retry_delay_ms, error_status,
+        // error.
+        let line = r#"{"type":"system","subtype":"api_retry","attempt":2,"max_retries":10,"retry_delay_ms":1200,"error_status":null,"error":"connection_error","session_id":"s","uuid":"u"}"#;
+        let events = parse_line(line);
+        assert_eq!(
+            events,
+            vec![AgentEvent::Retrying {
+                message: "retrying the model API (attempt 2/10): connection_error".into()
+            }]
+        );
+        assert!(!events[0].is_meaningful());
+        let overloaded = r#"{"type":"system","subtype":"api_retry","attempt":1,"error_status":529,"error":"overloaded"}"#;
+        assert_eq!(
+            parse_line(overloaded),
+            vec![AgentEvent::Retrying {
+                message: "retrying the model API (attempt 1): overloaded, status 529".into()
+            }]
         );
     }
 

@@ -92,11 +92,13 @@ fn parse_value(value: &Value) -> AgentEvent {
             usage: value.get("usage").and_then(usage),
             ..Finished::default()
         })),
-        "error" => AgentEvent::Failed {
-            message: str_field(value, "message")
+        // A stream error Codex retries (`Reconnecting... 2/5`, `waiting for network`) comes
+        // as an `error` too: it is waiting, not failing, and no sign of life.
+        "error" => AgentEvent::failed_or_retrying(
+            str_field(value, "message")
                 .map(|message| readable_error(&message))
                 .unwrap_or_default(),
-        },
+        ),
         "" => AgentEvent::other("untyped"),
         // turn.started, item.updated and whatever a later version adds.
         other => AgentEvent::other(other),
@@ -433,6 +435,55 @@ mod tests {
         let summary = summary(&events);
         assert!(!summary.succeeded());
         assert_eq!(summary.failures, vec![message.to_string()]);
+    }
+
+    /// A transcript captured from codex-cli 0.171.0, in `tests/fixtures/codex/` (see its
+    /// README).
+    fn own_fixture(name: &str) -> String {
+        let path = format!("{}/tests/fixtures/codex/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
+    }
+
+    #[test]
+    fn a_codex_with_no_route_only_reports_retrying_and_nothing_is_a_sign_of_life() {
+        let text = own_fixture("codex_no_route.jsonl");
+        let events: Vec<AgentEvent> = text.lines().flat_map(parse_line).collect();
+        assert_eq!(events.len(), 12);
+        assert!(
+            events.iter().all(|e| !e.is_meaningful()),
+            "the watchdog must see no work: {events:?}"
+        );
+        let retrying: Vec<&str> = events
+            .iter()
+            .filter_map(|e| match e {
+                AgentEvent::Retrying { message } => Some(message.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(retrying.len(), 9, "{events:?}");
+        assert!(retrying[0].starts_with("Reconnecting... 2/5 (stream disconnected"));
+        assert_eq!(
+            retrying[8],
+            "Reconnecting... waiting for network (Connection failed: error sending request)"
+        );
+        // The fallback notice is an error item, kept as other.
+        assert!(events.contains(&AgentEvent::other("item.completed/error")));
+        // A retry's words are kept with the errors, where a limit would be read.
+        assert_eq!(summary(&events).failures.len(), 9);
+    }
+
+    #[test]
+    fn an_error_that_is_no_retry_is_still_a_failure() {
+        let line =
+            r#"{"type":"error","message":"stream error: unexpected status 401 Unauthorized"}"#;
+        assert_eq!(
+            parse_line(line),
+            vec![AgentEvent::Failed {
+                message: "stream error: unexpected status 401 Unauthorized".into()
+            }]
+        );
+        let old = r#"{"type":"error","message":"stream error: error sending request for url (https://api.openai.com/v1/responses); retrying 1/5 in 203ms…"}"#;
+        assert!(matches!(&parse_line(old)[0], AgentEvent::Retrying { .. }));
     }
 
     #[test]

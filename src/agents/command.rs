@@ -1,6 +1,8 @@
 //! Any program as a worker: the configured argv as it is, the prompt on stdin, and every
 //! non-blank stdout line read as the worker speaking, so its protocol lines
-//! (`[DONE:…]`, `[REQUEST:…]`, …) reach the runner. It has no sessions: a resumed run starts
+//! (`[DONE:…]`, `[REQUEST:…]`, …) reach the runner; but a line that only reports
+//! reconnecting (an agent's `Reconnecting... waiting for network` passed through) is
+//! waiting, not speaking, and no sign of life. It has no sessions: a resumed run starts
 //! the program again with the resume prompt.
 
 use super::event::AgentEvent;
@@ -10,12 +12,19 @@ pub fn argv(command: &[String]) -> Vec<String> {
     command.to_vec()
 }
 
-/// One stdout line: [`AgentEvent::AssistantText`] unless it is blank. A trailing `\r` is
-/// dropped; nothing else is changed.
+/// One stdout line: [`AgentEvent::AssistantText`] unless it is blank, or
+/// [`AgentEvent::Retrying`] when it only reports reconnecting
+/// ([`super::event::reports_retrying`]). A trailing `\r` is dropped; nothing else is
+/// changed.
 pub fn parse_line(line: &str) -> Vec<AgentEvent> {
     let text = line.trim_end_matches(['\r', '\n']);
     if text.trim().is_empty() {
         return Vec::new();
+    }
+    if super::event::reports_retrying(text) {
+        return vec![AgentEvent::Retrying {
+            message: text.to_string(),
+        }];
     }
     vec![AgentEvent::AssistantText {
         text: text.to_string(),
@@ -49,6 +58,25 @@ mod tests {
             events[2].protocol_lines(),
             vec!["[DONE:pr_ready] summary=\"edited\""]
         );
+    }
+
+    #[test]
+    fn a_line_that_only_reports_reconnecting_is_no_sign_of_life() {
+        // What Codex prints when it has no route, passed through by a wrapping script.
+        for line in [
+            "Reconnecting... 2/5 (stream disconnected before completion: URL error: Proxy connection failed: HTTP CONNECT failed with status 403)",
+            "Reconnecting... waiting for network (Connection failed: error sending request)",
+        ] {
+            let events = parse_line(line);
+            assert_eq!(
+                events,
+                vec![AgentEvent::Retrying {
+                    message: line.into()
+                }]
+            );
+            assert!(!events[0].is_meaningful());
+        }
+        assert!(parse_line("[STATUS:net] reconnecting to the database")[0].is_meaningful());
     }
 
     #[test]

@@ -55,6 +55,12 @@ pub enum AgentEvent {
     /// The agent reported an error (a model API error, a stream error). Not necessarily the
     /// end: the outcome is [`Finished`] and the exit code.
     Failed { message: String },
+    /// The agent reported it is only reconnecting or retrying its model API, with no work
+    /// done meanwhile: Codex's stream errors (`Reconnecting... 2/5 (…)`, `Reconnecting...
+    /// waiting for network (…)`), Claude Code's `system/api_retry`, pi's
+    /// `auto_retry_start`, such a line of a plain command. Waiting is no sign of life: a
+    /// worker that says nothing else is stopped by the no-output watchdog.
+    Retrying { message: String },
     /// A plan or rate limit refused the agent (Claude's `rate_limit_event` with `status:
     /// "rejected"`); the work ends on it next. `resets_at`: when the limit lifts, in seconds
     /// since the epoch, where the agent says.
@@ -187,6 +193,7 @@ impl AgentEvent {
             | AgentEvent::Finished(_) => true,
             AgentEvent::SessionStarted { .. }
             | AgentEvent::Failed { .. }
+            | AgentEvent::Retrying { .. }
             | AgentEvent::LimitReached { .. }
             | AgentEvent::Other { .. } => false,
         }
@@ -209,6 +216,28 @@ impl AgentEvent {
     pub(crate) fn other(kind: impl Into<String>) -> Self {
         AgentEvent::Other { kind: kind.into() }
     }
+
+    /// [`AgentEvent::Retrying`] when `message` only reports retrying (see
+    /// [`reports_retrying`]), else [`AgentEvent::Failed`]: how an agent's error event is read.
+    pub(crate) fn failed_or_retrying(message: String) -> Self {
+        if reports_retrying(&message) {
+            AgentEvent::Retrying { message }
+        } else {
+            AgentEvent::Failed { message }
+        }
+    }
+}
+
+/// Whether `text` only says the agent is reconnecting or retrying its network: the words
+/// of Codex's stream errors (`Reconnecting... 2/5 (stream disconnected before completion:
+/// …)`, `Reconnecting... waiting for network (Connection failed: …)`; before 0.50, `stream
+/// error: …; retrying 1/5 in 200ms…`), however a plain command prints them. Read at the
+/// start of the text only, so a sentence that mentions them is still the worker speaking.
+pub fn reports_retrying(text: &str) -> bool {
+    let text = text.trim_start().to_ascii_lowercase();
+    text.starts_with("reconnecting")
+        || text.starts_with("waiting for network")
+        || (text.starts_with("stream error") && text.contains("retrying"))
 }
 
 /// A line of worker protocol: `[REQUEST:`, `[STATUS:`, `[DONE:` or `[ESCALATE:` after any
@@ -276,7 +305,10 @@ impl Summary {
                 }
                 self.finished = Some(finished);
             }
-            AgentEvent::Failed { message } => self.failures.push(message.clone()),
+            // A retry's words are kept with the errors: a limit may be said in them.
+            AgentEvent::Failed { message } | AgentEvent::Retrying { message } => {
+                self.failures.push(message.clone())
+            }
             AgentEvent::LimitReached { .. } => {}
             AgentEvent::Other { .. } => self.other_events += 1,
         }
@@ -369,6 +401,33 @@ mod tests {
             message: "Reconnecting… 1/5".into()
         }
         .is_meaningful());
+        assert!(!AgentEvent::Retrying {
+            message: "Reconnecting... waiting for network".into()
+        }
+        .is_meaningful());
+    }
+
+    #[test]
+    fn only_words_that_report_retrying_the_network_are_read_as_retrying() {
+        // Codex 0.171.0's stream errors, as it printed them with its proxy refusing.
+        for retrying in [
+            "Reconnecting... 2/5 (stream disconnected before completion: URL error: Proxy connection failed: HTTP CONNECT failed with status 403)",
+            "Reconnecting... waiting for network (Connection failed: error sending request)",
+            "reconnecting… 1/5",
+            "stream error: error sending request for url (https://api.openai.com/v1/responses); retrying 1/5 in 203ms…",
+            "  Waiting for network...",
+        ] {
+            assert!(reports_retrying(retrying), "{retrying}");
+        }
+        for working in [
+            "[STATUS:investigation] Reconnecting the cache layer",
+            "I fixed the reconnecting bug",
+            "stream error: unexpected status 400 Bad Request",
+            "error sending request",
+            "",
+        ] {
+            assert!(!reports_retrying(working), "{working}");
+        }
     }
 
     #[test]

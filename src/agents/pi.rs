@@ -158,11 +158,31 @@ fn parse_value(value: &Value) -> Vec<AgentEvent> {
             vec![AgentEvent::other("agent_end/will_retry")]
         }
         "agent_end" => vec![AgentEvent::Finished(Box::new(agent_end(value)))],
+        // pi retrying its model API after a failed attempt: it waits, and that is no work.
+        "auto_retry_start" => vec![AgentEvent::Retrying {
+            message: auto_retry(value),
+        }],
         "" => vec![AgentEvent::other("untyped")],
         // agent_start, turn_start, turn_end, message_start, message_update,
-        // tool_execution_update, auto_retry_*, compaction_*, queue_update, agent_settled, …
+        // tool_execution_update, auto_retry_end, compaction_*, queue_update, agent_settled, …
         other => vec![AgentEvent::other(other)],
     }
+}
+
+/// `retrying the model API (attempt 1/3): 529 overloaded_error: …`, from an
+/// `auto_retry_start` event's fields, each where present.
+fn auto_retry(value: &Value) -> String {
+    let number = |key: &str| value.get(key).and_then(Value::as_u64);
+    let mut text = "retrying the model API".to_string();
+    match (number("attempt"), number("maxAttempts")) {
+        (Some(attempt), Some(max)) => text.push_str(&format!(" (attempt {attempt}/{max})")),
+        (Some(attempt), None) => text.push_str(&format!(" (attempt {attempt})")),
+        _ => {}
+    }
+    if let Some(error) = str_field(value, "errorMessage") {
+        text.push_str(&format!(": {}", readable_error(&error)));
+    }
+    text
 }
 
 /// A finished message: an assistant's text and thinking parts, and its error. Its tool calls
@@ -635,11 +655,17 @@ mod tests {
             finishes[1].reason.as_deref(),
             Some("529 overloaded_error: scripted error")
         );
-        assert!(events.contains(&AgentEvent::other("auto_retry_start")));
+        let retry = AgentEvent::Retrying {
+            message: "retrying the model API (attempt 1/1): 529 overloaded_error: scripted error"
+                .into(),
+        };
+        assert!(events.contains(&retry), "{events:?}");
+        assert!(!retry.is_meaningful());
         assert_eq!(events.last(), Some(&AgentEvent::other("auto_retry_end")));
         let mut summary = summary(&events);
         assert!(!summary.succeeded());
-        assert_eq!(summary.failures.len(), 2);
+        // Each attempt's error, and the retry's words.
+        assert_eq!(summary.failures.len(), 3);
         // Had the retry answered, its agent_end would be the verdict.
         for line in fixture("pi_resume.jsonl").lines().skip(1) {
             parse_line(line).iter().for_each(|e| summary.observe(e));

@@ -65,6 +65,34 @@ pub fn escalation(routing: &Routing, escalation: &Decision, window: &[StoredMess
     }
 }
 
+/// What the wall refused a run's worker that the run was not refused before: said once,
+/// with the `[sandbox] allow` line that would permit it, in a block the owner can paste.
+pub fn net_refused(
+    run_id: i64,
+    gid: &str,
+    refused: &[crate::core::net_refusals::NetRefusal],
+    configured: &[String],
+) -> String {
+    use crate::core::net_refusals::{allow_line, NetRefusal, Refused};
+    let what: Vec<String> = refused.iter().map(NetRefusal::line).collect();
+    let mut body = format!(
+        "run {run_id} of `{gid}`: the wall refused the worker's network: {}.",
+        what.join(", ").replace('`', "'")
+    );
+    if let Some(line) = allow_line(configured, refused) {
+        body.push_str(&format!(
+            " To allow it, set in `[sandbox]` of the config:\n```toml\n{line}\n```"
+        ));
+    }
+    if refused.iter().any(|r| r.kind == Refused::LoopbackForwarded) {
+        body.push_str(
+            " A forwarded port is reached directly at 127.0.0.1, not through the proxy: \
+             the worker's client ignores `NO_PROXY`.",
+        );
+    }
+    body
+}
+
 /// A run that gave up.
 pub fn abandoned(routing: &Routing, run_id: i64, gid: &str, why: &str) -> String {
     format!(
@@ -105,6 +133,27 @@ mod tests {
             message_window: None,
             confined: None,
         }
+    }
+
+    #[test]
+    fn a_refusal_is_said_with_the_allow_line_to_paste() {
+        use crate::core::net_refusals::{NetRefusal, Refused};
+        let at = chrono::DateTime::from_timestamp(1_790_000_000, 0).expect("a fixed time");
+        let row = NetRefusal {
+            run_id: 5,
+            task_gid: "T-123".into(),
+            host: "example.org".into(),
+            port: 443,
+            kind: Refused::NotAllowed,
+            count: 4,
+            first_at: at,
+            last_at: at,
+        };
+        assert_eq!(
+            net_refused(5, "T-123", &[row], &["pypi.org:443".into()]),
+            "run 5 of `T-123`: the wall refused the worker's network: CONNECT example.org:443 (4 times). \
+             To allow it, set in `[sandbox]` of the config:\n```toml\nallow = [\"pypi.org:443\", \"example.org:443\"]\n```"
+        );
     }
 
     #[test]

@@ -250,6 +250,15 @@ enum Command {
     },
     /// Print the man page (roff), e.g. `executor man > ~/.local/share/man/man1/executor.1`
     Man,
+    /// Before every worker: its keeper (subreaper, the runner's heartbeat, the seal); the
+    /// runner starts it, not for use by hand
+    #[command(hide = true)]
+    SandboxKeep {
+        /// The keeper's options, `--`, and the worker's argv (read before this parser: see
+        /// `crate::sandbox::keeper`)
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Inside a worker's wall: pass the wall's loopback ports to executor's sockets and run
     /// the worker (the runner starts it; not for use by hand)
     #[command(hide = true)]
@@ -704,6 +713,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         | Command::Service { .. }
         | Command::Hook { .. }
         | Command::SandboxBridge { .. }
+        | Command::SandboxKeep { .. }
         | Command::Policy { .. }
         | Command::Completions { .. }
         | Command::Man
@@ -745,7 +755,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             if json {
                 output::print_json(&shown)
             } else {
-                output::print_task(&shown)
+                output::print_task(&shown, &configured_allow(settings))
             }
         }
         Command::Go { gid } => {
@@ -1004,6 +1014,7 @@ pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::S
     let runs = store.runs(Some(gid)).await?;
     let events = store.events(gid).await?;
     let decisions = store.decisions(gid).await?;
+    let net_refusals = store.net_refusals(gid).await?;
     let messages = match runs.last() {
         Some(run) => {
             store
@@ -1033,6 +1044,7 @@ pub(crate) async fn shown_task(store: &dyn Store, gid: &str) -> Result<output::S
         runs,
         events,
         decisions,
+        net_refusals,
         messages,
         worked_on,
         spend: crate::core::spend::TaskSpend::of(&store.spend(Some(gid)).await?),
@@ -1778,6 +1790,19 @@ pub(crate) fn confinement(settings: &Settings) -> output::Confinement {
             },
         },
     }
+}
+
+/// The owner's `[sandbox] allow` entries in their one spelling, as the runner keeps them
+/// in an allow line (an entry the config would refuse is left out).
+pub(crate) fn configured_allow(settings: &Settings) -> Vec<String> {
+    settings
+        .raw
+        .sandbox
+        .allow
+        .iter()
+        .filter_map(|entry| config::sandbox::parse_host_port(entry).ok())
+        .map(|entry| entry.to_string())
+        .collect()
 }
 
 /// `[sandbox]` with its paths made absolute (`~/` is the owner's home).

@@ -30,6 +30,9 @@ pub struct ShownTask {
     pub runs: Vec<Run>,
     pub events: Vec<TaskEvent>,
     pub decisions: Vec<Decision>,
+    /// What the wall's proxy refused the workers of its runs: one row per run, host and
+    /// port, with how many times and when first and last.
+    pub net_refusals: Vec<crate::core::net_refusals::NetRefusal>,
     /// The latest run's recent messages, oldest first.
     pub messages: Vec<crate::core::record::StoredMessage>,
     /// The text the latest run was given; absent before it has a run, or for a run from
@@ -389,7 +392,34 @@ fn when(at: &DateTime<Utc>) -> String {
     super::shown::local_time(at)
 }
 
-pub fn print_task(shown: &ShownTask) -> Result<()> {
+/// The `network refused` lines of `show`: each run's refusals, and the allow line that
+/// would permit them (`configured`: the owner's allow entries, kept in it).
+fn write_net_refusals(
+    out: &mut impl Write,
+    refused: &[crate::core::net_refusals::NetRefusal],
+    configured: &[String],
+) -> io::Result<()> {
+    if refused.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "network refused (the wall's proxy):")?;
+    for row in refused {
+        writeln!(
+            out,
+            "  run #{}  {}  first {}  last {}",
+            row.run_id,
+            printable(&row.line()),
+            when(&row.first_at),
+            when(&row.last_at)
+        )?;
+    }
+    if let Some(line) = crate::core::net_refusals::allow_line(configured, refused) {
+        writeln!(out, "  to allow it, set in [sandbox]: {}", printable(&line))?;
+    }
+    Ok(())
+}
+
+pub fn print_task(shown: &ShownTask, configured_allow: &[String]) -> Result<()> {
     let task = &shown.task;
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
@@ -467,6 +497,7 @@ pub fn print_task(shown: &ShownTask) -> Result<()> {
         if shown.spend.total.workers > 0 {
             writeln!(out, "spend: {}", shown.spend.total.line())?;
         }
+        write_net_refusals(&mut out, &shown.net_refusals, configured_allow)?;
         if let Some(worked_on) = &shown.worked_on {
             if worked_on.changed_since {
                 writeln!(

@@ -645,6 +645,12 @@ impl Wall {
         out
     }
 
+    /// The owner's `[sandbox] allow` entries, in their one spelling (what a refusal's
+    /// allow line keeps).
+    pub fn allow(&self) -> &[HostPort] {
+        &self.settings.allow
+    }
+
     /// One line for the log, `status` and run records.
     pub fn describe(&self) -> String {
         let cap = match self.process_cap() {

@@ -2,7 +2,8 @@
 //! that worker sees, behind which executor connects out on the worker's behalf.
 //!
 //! - `proxy.sock` speaks HTTP `CONNECT host:port`: the tunnel is opened only to a host and
-//!   port on the allowlist, anything else is answered `403` and logged;
+//!   port on the allowlist, anything else is answered `403`, logged, and reported to the
+//!   gate's [`RefusalSink`] (its host and port only), which records it with the run;
 //! - `fwd-PORT.sock` is a loopback port of the host (a local model server) forwarded into
 //!   the wall, one per allowed `127.0.0.1:PORT`.
 //!
@@ -12,10 +13,12 @@
 //! loopback listeners included.
 //!
 //! What it must never do: open a connection the allowlist does not name, read more than a
-//! bounded request head, or outlive the worker (dropping [`NetGate`] stops it all).
+//! bounded request head, report anything of a request but its host and port, or outlive
+//! the worker (dropping [`NetGate`] stops it all).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -23,6 +26,7 @@ use tokio::net::{TcpListener, TcpStream, UnixListener};
 use tokio::task::JoinHandle;
 
 use super::settings::HostPort;
+use crate::core::net_refusals::Refused;
 
 /// Longest `CONNECT` request head read.
 const MAX_HEAD: usize = 16 * 1024;
@@ -34,6 +38,61 @@ const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct NetGate {
     dir: PathBuf,
     tasks: Vec<JoinHandle<()>>,
+    /// Where the proxy reports what it refuses, once the worker's runner says.
+    report: Arc<Report>,
+}
+
+/// One `CONNECT` the proxy refused: the host and port asked for, in their one spelling
+/// (nothing else of the request), and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub target: HostPort,
+    pub why: Refused,
+}
+
+/// Takes each refusal as it happens, on the proxy's task: it must be quick and must not
+/// block (the runner's tally counts it; the store is written elsewhere, coalesced).
+pub type RefusalSink = Arc<dyn Fn(Refusal) + Send + Sync>;
+
+/// The sink of one gate, set at most once (before the worker starts, so nothing it does
+/// goes unreported); without one a refusal is only logged.
+#[derive(Default)]
+struct Report(OnceLock<RefusalSink>);
+
+impl std::fmt::Debug for Report {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Report")
+            .field("sink", &self.0.get().is_some())
+            .finish()
+    }
+}
+
+impl Report {
+    /// Reports `refusal`, or logs it where no sink takes it. A sink's refusals are logged
+    /// by whoever keeps them, once per host and port: a worker retrying in a loop must not
+    /// flood the log either.
+    fn refused(&self, refusal: Refusal, label: &str) {
+        match self.0.get() {
+            Some(sink) => {
+                tracing::debug!(worker = %label, target = %refusal.target, "the sandbox proxy refused a host that is not allowed ([sandbox] allow)");
+                sink(refusal);
+            }
+            None => {
+                tracing::warn!(worker = %label, target = %refusal.target, "the sandbox proxy refused a host that is not allowed ([sandbox] allow)")
+            }
+        }
+    }
+}
+
+/// What the proxy of one gate judges by.
+#[derive(Debug)]
+struct Rules {
+    allow: Vec<HostPort>,
+    /// The loopback ports forwarded into the wall: asked for through the proxy they are
+    /// refused all the same, but a refusal says the worker should connect directly.
+    forwards: Vec<u16>,
+    label: String,
+    report: Arc<Report>,
 }
 
 impl Drop for NetGate {
@@ -74,20 +133,24 @@ impl NetGate {
         let mut gate = NetGate {
             dir: dir.to_path_buf(),
             tasks: Vec::new(),
+            report: Arc::default(),
         };
         let proxy = UnixListener::bind(proxy_socket(dir))?;
-        let allow = std::sync::Arc::new(allow);
-        let proxy_label = label.clone();
+        let rules = Arc::new(Rules {
+            allow,
+            forwards: forwards.to_vec(),
+            label: label.clone(),
+            report: gate.report.clone(),
+        });
         gate.tasks.push(tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = proxy.accept().await else {
                     return;
                 };
-                let allow = allow.clone();
-                let label = proxy_label.clone();
+                let rules = rules.clone();
                 tokio::spawn(async move {
-                    if let Err(error) = tunnel(client, &allow, &label).await {
-                        tracing::debug!(worker = %label, %error, "a proxied connection ended with an error");
+                    if let Err(error) = tunnel(client, &rules).await {
+                        tracing::debug!(worker = %rules.label, %error, "a proxied connection ended with an error");
                     }
                 });
             }
@@ -126,16 +189,23 @@ impl NetGate {
         proxy.set_nonblocking(true)?;
         let port = proxy.local_addr()?.port();
         let proxy = TcpListener::from_std(proxy)?;
-        let allow = std::sync::Arc::new(allow);
+        let report: Arc<Report> = Arc::default();
+        // The macOS wall forwards loopback ports by its profile, not through this gate.
+        let rules = Arc::new(Rules {
+            allow,
+            forwards: Vec::new(),
+            label,
+            report: report.clone(),
+        });
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = proxy.accept().await else {
                     return;
                 };
-                let (allow, label) = (allow.clone(), label.clone());
+                let rules = rules.clone();
                 tokio::spawn(async move {
-                    if let Err(error) = tunnel(client, &allow, &label).await {
-                        tracing::debug!(worker = %label, %error, "a proxied connection ended with an error");
+                    if let Err(error) = tunnel(client, &rules).await {
+                        tracing::debug!(worker = %rules.label, %error, "a proxied connection ended with an error");
                     }
                 });
             }
@@ -143,9 +213,31 @@ impl NetGate {
         let gate = NetGate {
             dir: PathBuf::new(),
             tasks: vec![task],
+            report,
         };
         Ok((gate, port))
     }
+
+    /// Reports every `CONNECT` this gate's proxy refuses from now on to `sink`. Set once,
+    /// before the worker starts; a second sink is ignored.
+    pub fn report_refusals(&self, sink: RefusalSink) {
+        if self.report.0.set(sink).is_err() {
+            tracing::debug!("the gate reports its refusals to a sink already");
+        }
+    }
+}
+
+/// Why `asked` is refused, when it is: this machine (never reached through the proxy; a
+/// port forwarded into the wall is reached directly), or a host no entry names.
+pub fn refusal(allow: &[HostPort], forwards: &[u16], asked: &HostPort) -> Option<Refused> {
+    if super::host::is_local(&asked.host) {
+        return Some(if forwards.contains(&asked.port) {
+            Refused::LoopbackForwarded
+        } else {
+            Refused::Loopback
+        });
+    }
+    (!allowed(allow, asked)).then_some(Refused::NotAllowed)
 }
 
 /// What a request head asks for.
@@ -191,10 +283,11 @@ pub fn allowed(allow: &[HostPort], asked: &HostPort) -> bool {
     })
 }
 
-async fn tunnel<S>(mut client: S, allow: &[HostPort], label: &str) -> std::io::Result<()>
+async fn tunnel<S>(mut client: S, rules: &Rules) -> std::io::Result<()>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let label = rules.label.as_str();
     let head = match tokio::time::timeout(HEAD_TIMEOUT, read_head(&mut client)).await {
         Ok(head) => head?,
         Err(_) => return Ok(()),
@@ -209,8 +302,14 @@ where
             return Ok(());
         }
     };
-    if !allowed(allow, &asked) {
-        tracing::warn!(worker = %label, target = %asked, "the sandbox proxy refused a host that is not allowed ([sandbox] allow)");
+    if let Some(why) = refusal(&rules.allow, &rules.forwards, &asked) {
+        rules.report.refused(
+            Refusal {
+                target: asked.clone(),
+                why,
+            },
+            label,
+        );
         client
             .write_all(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
             .await?;
@@ -386,6 +485,70 @@ mod tests {
             dialable(&metadata, [addr("169.254.169.254:80")]),
             [addr("169.254.169.254:80")],
             "an address the owner allowed as itself is dialled"
+        );
+    }
+
+    #[test]
+    fn a_refusal_says_why_and_a_forwarded_port_is_told_apart() {
+        let allow = vec![hp("api.anthropic.com", 443)];
+        let forwards = [4000];
+        assert_eq!(
+            refusal(&allow, &forwards, &hp("api.anthropic.com", 443)),
+            None
+        );
+        assert_eq!(
+            refusal(&allow, &forwards, &hp("example.org", 443)),
+            Some(Refused::NotAllowed)
+        );
+        assert_eq!(
+            refusal(&allow, &forwards, &hp("127.0.0.1", 5432)),
+            Some(Refused::Loopback)
+        );
+        assert_eq!(
+            refusal(&allow, &forwards, &hp("localhost", 4000)),
+            Some(Refused::LoopbackForwarded)
+        );
+    }
+
+    #[tokio::test]
+    async fn each_refused_connect_is_reported_with_its_host_and_port_only() {
+        let (gate, port) = NetGate::start_tcp(vec![hp("api.anthropic.com", 443)], "t".into())
+            .expect("the proxy listens");
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        gate.report_refusals(Arc::new(move |refusal| {
+            let _ = tx.send(refusal);
+        }));
+        for request in [
+            "CONNECT Example.ORG.:443 HTTP/1.1\r\nProxy-Authorization: Basic c2VjcmV0\r\n\r\n",
+            "CONNECT 127.1:22 HTTP/1.1\r\n\r\n",
+            "GET http://example.org/ HTTP/1.1\r\n\r\n",
+        ] {
+            let mut stream = TcpStream::connect(("127.0.0.1", port))
+                .await
+                .expect("connect");
+            stream.write_all(request.as_bytes()).await.expect("send");
+            let mut answer = String::new();
+            stream.read_to_string(&mut answer).await.expect("answer");
+        }
+        drop(gate);
+        // Each refusal is reported before its 403 is written, so all are in by now.
+        let mut reported = Vec::new();
+        while let Ok(refusal) = rx.try_recv() {
+            reported.push(refusal);
+        }
+        assert_eq!(
+            reported,
+            [
+                Refusal {
+                    target: hp("example.org", 443),
+                    why: Refused::NotAllowed
+                },
+                Refusal {
+                    target: hp("127.0.0.1", 22),
+                    why: Refused::Loopback
+                },
+            ],
+            "a plain HTTP request is refused without a host and port to report"
         );
     }
 

@@ -135,6 +135,7 @@ impl Wall {
         read.extend(READABLE_DEVICES.iter().map(PathBuf::from));
         let mut write = beneath_without(&mounts.read_write, &mounts.masked_files);
         write.extend(WRITABLE_DEVICES.iter().map(PathBuf::from));
+        let network = self.reach(place, &spec);
         let (tcp_ports, gate) = self.sealed_network(place, &mut spec)?;
         let options = keeper::Options {
             grace: spec.grace,
@@ -168,6 +169,7 @@ impl Wall {
             confined: true,
             process_cap,
             gate,
+            network: Some(network),
         })
     }
 

@@ -453,6 +453,191 @@ echo "[DONE:implemented] tried the network"
 }
 
 #[test]
+fn a_refused_connect_is_recorded_with_its_run_and_told_once_with_the_allow_line() {
+    if !wall_works() {
+        return;
+    }
+    let hook = crate::fake_webhook::FakeWebhook::start();
+    // A port of this machine the worker asks the proxy for; nothing may ever reach it.
+    let local = listener();
+    // A worker that keeps asking the proxy for hosts it may not reach, as an agent whose
+    // requests are refused retries them: five times example.org, twice a host port.
+    let script = format!(
+        r#"mkdir -p out
+port=${{HTTPS_PROXY##*:}}
+ask() {{
+  exec 3<>/dev/tcp/127.0.0.1/$port || exit 3
+  printf 'CONNECT %s HTTP/1.1\r\nHost: %s\r\nProxy-Authorization: Basic c2VjcmV0LXRva2Vu\r\n\r\n' "$1" "$1" >&3
+  read -r status <&3
+  echo "$1 $status" >> out/statuses.txt
+  exec 3>&-
+}}
+for i in 1 2 3 4 5; do ask example.org:443; done
+ask 127.0.0.1:{local}
+ask localhost:{local}
+echo "[DONE:implemented] tried the network"
+"#,
+        local = local.port
+    );
+    let mut ws = attack_workspace("true", "");
+    set_worker(
+        &ws,
+        "/bin/bash",
+        &script,
+        r#"
+[sandbox]
+allow = ["allowed.example:443"]
+
+[[chat.webhooks]]
+name = "owner"
+kind = "json"
+url_env = "EXECUTOR_OWNER_WEBHOOK_URL"
+priorities = ["action"]
+"#,
+    );
+    ws.env.push((
+        "EXECUTOR_OWNER_WEBHOOK_URL".to_string(),
+        hook.url("/hooks/owner"),
+    ));
+    run_note(&ws, "N-9");
+    let repo = ws.path().join("repo");
+    let branch = run_branch(&ws, "N-9");
+    let statuses = on_branch(&repo, &branch, "out/statuses.txt").unwrap_or_default();
+    assert_eq!(statuses.matches("403").count(), 7, "{statuses}");
+    assert_eq!(local.accepted.load(Ordering::SeqCst), 0);
+
+    // Recorded with the run: one row per host and port, counted.
+    let shown = ws.json(&["show", "N-9", "--json"]);
+    let run_id = shown["runs"][0]["id"].as_i64().expect("a run");
+    let refused = shown["net_refusals"].as_array().expect("net_refusals");
+    let row = |host: &str| {
+        refused
+            .iter()
+            .find(|r| r["host"] == host)
+            .unwrap_or_else(|| panic!("no {host} in {refused:?}"))
+    };
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    let example = row("example.org");
+    assert_eq!(
+        (&example["port"], &example["count"], &example["kind"]),
+        (&443.into(), &5.into(), &"not_allowed".into())
+    );
+    assert_eq!(example["run_id"], run_id);
+    assert!(example["first_at"].is_string() && example["last_at"].is_string());
+    assert_eq!(row("127.0.0.1")["kind"], "loopback");
+    assert_eq!(row("localhost")["count"], 1);
+    let text = serde_json::to_string(&shown).expect("json");
+    assert!(
+        !text.contains("c2VjcmV0"),
+        "nothing of the request but host and port"
+    );
+
+    // One history entry, with the allow line.
+    let line = format!(
+        r#"allow = ["allowed.example:443", "example.org:443", "127.0.0.1:{}"]"#,
+        local.port
+    );
+    let entries: Vec<&serde_json::Value> = shown["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "net_refused")
+        .collect();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(
+        entries[0]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("CONNECT example.org:443 (5 times)") && d.contains(&line)),
+        "{entries:?}"
+    );
+    let plain = ws.ok(&["show", "N-9"]);
+    assert!(plain.contains("network refused"), "{plain}");
+    assert!(plain.contains(&line), "{plain}");
+
+    // Exactly one notice to the owner, naming the line.
+    let told: Vec<String> = hook
+        .received()
+        .iter()
+        .filter_map(|r| r.json()["text"].as_str().map(str::to_string))
+        .filter(|t| t.contains("refused"))
+        .collect();
+    assert_eq!(told.len(), 1, "{told:?}");
+    assert!(told[0].contains(&line), "{}", told[0]);
+    assert!(!told[0].contains("c2VjcmV0"));
+}
+
+#[test]
+fn a_worker_that_only_reports_reconnecting_is_stopped_as_stuck_naming_the_refusal() {
+    if !wall_works() {
+        return;
+    }
+    // What a Codex with no route does, through a plain command: it asks the proxy for its
+    // host, is refused, and prints that it is reconnecting, on and on.
+    let script = r#"port=${HTTPS_PROXY##*:}
+echo "starting"
+while true; do
+  if exec 3<>/dev/tcp/127.0.0.1/$port; then
+    printf 'CONNECT models.example.net:443 HTTP/1.1
+
+' >&3
+    read -r status <&3
+    exec 3>&-
+  fi
+  echo "Reconnecting... waiting for network (Connection failed: $status)"
+  sleep 0.3
+done
+"#;
+    let ws = crate::runner::workspace(
+        &["/bin/sh", "-c", "true"],
+        &[],
+        // The hard timeout ends it, failing the test, if its lines kept the watchdog fed.
+        "no_output_timeout = \"3s\"\nhard_timeout = \"30s\"\nmax_worker_attempts = 1\n",
+    );
+    set_worker(
+        &ws,
+        "/bin/bash",
+        script,
+        "\n[sandbox]\nallow = [\"allowed.example:443\"]\n",
+    );
+    let started = std::time::Instant::now();
+    run_note(&ws, "N-10");
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "the no-output watchdog did not stop it"
+    );
+    let shown = ws.json(&["show", "N-10", "--json"]);
+    let run = &shown["runs"][0];
+    assert_eq!(run["state"], "abandoned", "{shown}");
+    assert_eq!(run["worker_stuck_count"], 1, "{shown}");
+    let run_id = run["id"].as_i64().expect("a run");
+    let dir = ws.path().join(format!("logs/N-10/run-{run_id}"));
+    let record = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| Some(e.ok()?.path().join("result.json")))
+        .find(|p| p.is_file())
+        .expect("the worker's result.json");
+    let result: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&record).expect("read")).expect("json");
+    assert_eq!(result["stopped"], "no_output", "{result}");
+    let why = result["why"].as_str().unwrap_or_default();
+    assert!(
+        why.starts_with("no output for too long: the agent only reported retrying its network ("),
+        "{why}"
+    );
+    assert!(
+        why.contains(r#"allow = ["allowed.example:443", "models.example.net:443"]"#),
+        "{why}"
+    );
+    assert!(
+        result["net_refused"][0]["count"].as_u64().unwrap_or(0) >= 2,
+        "{result}"
+    );
+    // The run's end says it too.
+    let ended = serde_json::to_string(&shown["events"]).expect("json");
+    assert!(ended.contains("models.example.net:443"), "{ended}");
+}
+
+#[test]
 fn sandbox_required_without_a_wall_refuses_to_start_and_says_why() {
     let ws = attack_workspace("true", "");
     let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config")
@@ -974,4 +1159,186 @@ echo "[DONE:implemented] tried the workspace"
         ws.json(&["show", "W-1", "--json"])["task"]["status"],
         "done"
     );
+}
+
+/// Probes the seal's kernel limits from inside a worker: ptrace of itself, io_uring, a UDP
+/// socket, each `name ok` or `name refused`.
+const SEAL_PROBES: &str = r#"/usr/bin/python3 - <<'PY' > out/probes.txt 2>&1
+import ctypes, socket
+libc = ctypes.CDLL(None, use_errno=True)
+print("ptrace", "ok" if libc.ptrace(0, 0, 0, 0) == 0 else "refused")
+params = ctypes.create_string_buffer(120)
+print("io_uring", "ok" if libc.syscall(425, 4, params) >= 0 else "refused")
+try:
+    socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("127.0.0.1", 9))
+    print("udp ok")
+except OSError:
+    print("udp refused")
+PY
+"#;
+
+/// Whether the kernel's Landlock can wall a worker without bubblewrap (ABI 4: the network
+/// too); `false` (with the reason printed) skips, and fails in CI.
+fn landlock_walls() -> bool {
+    let abi = executor::sandbox::seal::landlock_abi();
+    if abi < 4 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI's kernel must have Landlock ABI 4 or later, it has {abi}"
+        );
+        eprintln!("SKIPPED: the kernel's Landlock is ABI {abi}; a wall without bubblewrap needs 4");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn inside_bubblewrap_the_seal_is_a_second_layer() {
+    if !wall_works() || !landlock_walls() {
+        return;
+    }
+    // bubblewrap alone would let these through: its covers of /run and /home are writable
+    // tmpfs, and it leaves ptrace, io_uring and datagram sockets to the kernel.
+    let script = format!(
+        r#"mkdir -p out
+{SEAL_PROBES}
+echo x > /run/planted 2>/dev/null; echo "run $?" >> out/writes.txt
+echo x > /home/planted 2>/dev/null; echo "home $?" >> out/writes.txt
+echo x > /tmp/own 2>/dev/null; echo "tmp $?" >> out/writes.txt
+echo "[DONE:implemented] tried"
+"#
+    );
+    let ws = attack_workspace(&script, "");
+    let stderr = run_note(&ws, "L-1");
+    assert!(stderr.contains("landlock ABI"), "{stderr}");
+    let repo = ws.path().join("repo");
+    let branch = run_branch(&ws, "L-1");
+    let probes = on_branch(&repo, &branch, "out/probes.txt").expect("probes");
+    for name in ["ptrace", "io_uring"] {
+        assert!(probes.contains(&format!("{name} refused")), "{probes}");
+    }
+    // The wall's own loopback has no route out; datagrams there are harmless, and allowed.
+    let writes = on_branch(&repo, &branch, "out/writes.txt").expect("writes");
+    assert!(
+        writes.contains("run 1") || writes.contains("run 2"),
+        "{writes}"
+    );
+    assert!(
+        writes.contains("home 1") || writes.contains("home 2"),
+        "{writes}"
+    );
+    assert!(
+        writes.contains("tmp 0"),
+        "its own /tmp stays writable: {writes}"
+    );
+}
+
+#[test]
+fn where_user_namespaces_are_refused_the_seal_alone_walls_the_worker() {
+    if !landlock_walls() {
+        return;
+    }
+    let outside = Outside::new();
+    let owner_home = outside.path().join("home");
+    std::fs::create_dir_all(owner_home.join(".ssh")).expect("mkdir");
+    std::fs::write(owner_home.join(".ssh/id_rsa"), "SSH-KEY-MARKER-52\n").expect("key");
+    let target = outside.path().join("target");
+    std::fs::create_dir_all(&target).expect("mkdir");
+    let listening = listener();
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .expect("a process of the host");
+    let marker = format!("301.{}", std::process::id());
+    let script = format!(
+        r#"mkdir -p out
+{SEAL_PROBES}
+cat '{home}/.ssh/id_rsa' > out/ssh.txt 2>&1
+cat '{ws}/executor.toml' > out/config.txt 2>&1
+cat /proc/$PPID/environ > out/environ.txt 2>&1
+echo x > '{target}/absolute' 2>/dev/null; echo "absolute $?" >> out/writes.txt
+echo x > "$TMPDIR/own" 2>/dev/null; echo "tmpdir $?" >> out/writes.txt
+kill -9 {bystander} 2>/dev/null; echo "kill $?" > out/kill.txt
+(sleep {marker} &)
+setsid sleep {marker} &
+/usr/bin/python3 -c "import socket; s=socket.create_connection(('127.0.0.1', {port}), 2); print('tcp ok')" > out/tcp.txt 2>&1 || echo "tcp refused" >> out/tcp.txt
+echo "[DONE:implemented] tried"
+"#,
+        home = owner_home.display(),
+        ws = "WORKSPACE",
+        target = target.display(),
+        bystander = bystander.id(),
+        port = listening.port,
+    );
+    let ws = attack_workspace("true", "");
+    set_worker(
+        &ws,
+        "/bin/sh",
+        &script.replace("WORKSPACE", &ws.path().display().to_string()),
+        "",
+    );
+    std::fs::write(ws.plans().join("s.md"), "---\ngid: S-1\n---\n# Sealed\n").expect("note");
+    // Inside a user namespace that may make none of its own, bubblewrap cannot run: the
+    // machine a container or AppArmor's restrict_unprivileged_userns gives executor.
+    let inner = ws.command(&["run", "--once"]);
+    let mut cmd = std::process::Command::new("unshare");
+    cmd.args(["--user", "--map-root-user", "sh", "-c"])
+        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"")
+        .arg("sh")
+        .arg(inner.get_program())
+        .args(inner.get_args())
+        .current_dir(ws.path())
+        .env("HOME", &owner_home)
+        .env("EXECUTOR_TEST_RUNNER_SECRET", "RUNNER-ENV-MARKER-53");
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    let out = confined(&mut cmd).output().expect("run under unshare");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let bystander_lived = bystander.try_wait().expect("wait").is_none();
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("WITHOUT bubblewrap"), "{stderr}");
+    let repo = ws.path().join("repo");
+    let branch = run_branch(&ws, "S-1");
+    let read = |name: &str| on_branch(&repo, &branch, name).unwrap_or_default();
+    assert!(
+        !read("out/ssh.txt").contains("SSH-KEY-MARKER-52"),
+        "the key leaked"
+    );
+    assert!(
+        !read("out/config.txt").contains("[sandbox]"),
+        "executor's workspace was readable: {}",
+        read("out/config.txt")
+    );
+    assert!(!read("out/environ.txt").contains("RUNNER-ENV-MARKER-53"));
+    let writes = read("out/writes.txt");
+    assert!(
+        !target.join("absolute").exists(),
+        "written outside: {writes}"
+    );
+    assert!(writes.contains("tmpdir 0"), "{writes}");
+    assert!(
+        read("out/kill.txt").contains("kill 1"),
+        "{}",
+        read("out/kill.txt")
+    );
+    assert!(bystander_lived, "the worker killed a process of the host");
+    let probes = read("out/probes.txt");
+    for name in ["ptrace", "io_uring", "udp"] {
+        assert!(probes.contains(&format!("{name} refused")), "{probes}");
+    }
+    assert!(
+        read("out/tcp.txt").contains("tcp refused"),
+        "{}",
+        read("out/tcp.txt")
+    );
+    assert_eq!(listening.accepted.load(Ordering::SeqCst), 0);
+    crate::support::eventually(Duration::from_secs(10), "the worker's daemons gone", || {
+        processes_with(&marker).is_empty().then_some(())
+    });
 }

@@ -845,12 +845,32 @@ fn the_run_goal_and_system_pages_show_the_pr_the_diff_the_tree_and_the_system_es
             }])
             .await
             .expect("a message");
+        // What the wall's proxy refused the run's worker.
+        store
+            .record_net_refusals(
+                &[executor::core::net_refusals::NetRefusal {
+                    run_id,
+                    task_gid: "T-1".to_string(),
+                    host: "example.org".to_string(),
+                    port: 443,
+                    kind: executor::core::net_refusals::Refused::NotAllowed,
+                    count: 12,
+                    first_at: now,
+                    last_at: now,
+                }],
+                None,
+            )
+            .await
+            .expect("a refusal");
     });
     // Done with the test's own connection.
     drop(store);
 
     let run = page(&address, &format!("/runs/{run_id}"));
     for shown in [
+        "id=\"refused\"",
+        "<td>example.org:443</td><td>not allowed</td><td>12</td>",
+        "id=\"allow-line\">allow = [&quot;example.org:443&quot;]</code>",
         "id=\"pr\"",
         "id=\"pr-ci\" class=\"ci-failing\">failing",
         "unit tests",

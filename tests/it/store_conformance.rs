@@ -1444,6 +1444,74 @@ async fn an_agents_pause_is_extended_while_in_force_and_new_once_ended(store: &d
     );
 }
 
+async fn a_runs_network_refusals_add_up_per_host_and_port_with_one_history_entry(
+    store: &dyn Store,
+) {
+    use executor::core::net_refusals::{NetRefusal, Refused};
+    use executor::store::NetRefusalEvent;
+    store
+        .upsert_task(&new_task("T-1", "# a"), "cli", t0())
+        .await
+        .expect("add");
+    let run = store.create_run("T-1", t0()).await.expect("run");
+    let row = |host: &str, port: u16, count: u64, first: i64, last: i64| NetRefusal {
+        run_id: run.id,
+        task_gid: "T-1".into(),
+        host: host.into(),
+        port,
+        kind: Refused::NotAllowed,
+        count,
+        // Sub-second times survive as Postgres keeps them (microseconds).
+        first_at: t0() + Duration::seconds(first) + Duration::microseconds(250),
+        last_at: t0() + Duration::seconds(last),
+    };
+    let told = NetRefusalEvent {
+        task_gid: "T-1".into(),
+        run_id: run.id,
+        event: NewEvent {
+            kind: "net_refused".into(),
+            actor: "runner".into(),
+            detail: Some("CONNECT example.org:443 (3 times)".into()),
+            at: t0() + Duration::seconds(1),
+        },
+    };
+    store
+        .record_net_refusals(&[row("example.org", 443, 3, 0, 1)], Some(&told))
+        .await
+        .expect("first write");
+    // A later write of the same worker, and one of another worker that began earlier.
+    store
+        .record_net_refusals(
+            &[row("example.org", 443, 7, 2, 9), row("::1", 5432, 1, 3, 3)],
+            None,
+        )
+        .await
+        .expect("second write");
+    store
+        .record_net_refusals(&[row("example.org", 443, 1, -5, -5)], None)
+        .await
+        .expect("third write");
+    let stored = store.net_refusals("T-1").await.expect("read");
+    assert_eq!(stored.len(), 2, "{stored:?}");
+    let example = stored
+        .iter()
+        .find(|r| r.host == "example.org")
+        .expect("example.org");
+    assert_eq!((example.port, example.count), (443, 11));
+    assert_eq!(example.first_at, row("", 0, 0, -5, 0).first_at);
+    assert_eq!(example.last_at, row("", 0, 0, 0, 9).last_at);
+    assert_eq!(example.kind, Refused::NotAllowed);
+    assert!(store.net_refusals("T-2").await.expect("read").is_empty());
+    let events = store.events("T-1").await.expect("events");
+    let refused: Vec<_> = events.iter().filter(|e| e.kind == "net_refused").collect();
+    assert_eq!(refused.len(), 1, "one entry, with the first write only");
+    assert_eq!(refused[0].run_id, Some(run.id));
+    assert_eq!(
+        refused[0].detail.as_deref(),
+        Some("CONNECT example.org:443 (3 times)")
+    );
+}
+
 async fn summary_counts_every_known_status(store: &dyn Store) {
     store
         .upsert_task(&new_task("A", "# a"), "cli", t0())
@@ -2845,6 +2913,7 @@ conformance!(
     a_components_last_error_is_counted_and_cleared_by_its_next_start,
     summary_counts_every_known_status,
     an_agents_pause_is_extended_while_in_force_and_new_once_ended,
+    a_runs_network_refusals_add_up_per_host_and_port_with_one_history_entry,
     a_workers_start_is_recorded_with_its_runs_row_and_survives_a_fence,
     a_run_created_with_its_lease_is_its_creators,
     a_runs_ending_write_lands_whole_or_not_at_all,

@@ -15,6 +15,7 @@ pub mod gid;
 pub mod identity;
 pub mod lease;
 pub mod lifecycle;
+pub mod net_refusals;
 pub mod outbox;
 pub mod policy;
 pub mod pr;

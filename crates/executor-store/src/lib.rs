@@ -37,6 +37,31 @@ use executor_core::tree::{AgentSession, TaskDependency, TaskLink};
 /// Tasks per page when listing.
 pub const TASK_PAGE: u32 = 5_000;
 
+/// The history entry of refusals new to a run ([`Store::record_net_refusals`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NetRefusalEvent {
+    pub task_gid: String,
+    pub run_id: i64,
+    pub event: executor_core::record::NewEvent,
+}
+
+/// Adds a refusal row to what its run's row holds: counts summed, the earliest first and
+/// the latest last time kept. Written with `?` parameters (Postgres's are `$N`):
+/// run_id, task_gid, host, port, kind, count, first_at, last_at.
+pub(crate) const ADD_NET_REFUSAL: &str = "INSERT INTO executor_net_refusals \
+     (run_id, task_gid, host, port, kind, count, first_at, last_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+     ON CONFLICT (run_id, host, port) DO UPDATE SET \
+     count = executor_net_refusals.count + excluded.count, \
+     first_at = CASE WHEN excluded.first_at < executor_net_refusals.first_at \
+       THEN excluded.first_at ELSE executor_net_refusals.first_at END, \
+     last_at = CASE WHEN excluded.last_at > executor_net_refusals.last_at \
+       THEN excluded.last_at ELSE executor_net_refusals.last_at END";
+
+/// The columns [`rows::net_refusal`] reads, in its order.
+pub(crate) const NET_REFUSAL_COLUMNS: &str =
+    "run_id, task_gid, host, port, kind, count, first_at, last_at";
+
 /// Everything that can go wrong in a store.
 #[derive(Debug, Error)]
 pub enum StoreError {
@@ -724,6 +749,21 @@ pub trait Store: Send + Sync {
 
     /// Every agent's latest pause, ended or not.
     async fn agent_pauses(&self) -> StoreResult<Vec<executor_core::usage_limit::AgentPause>>;
+
+    /// Adds `rows` (what the wall refused a worker of run `rows[i].run_id` since its last
+    /// write: a count, a first and a last time per host and port) to the run's rows, and
+    /// appends `event` to the task's history, in one write.
+    async fn record_net_refusals(
+        &self,
+        rows: &[executor_core::net_refusals::NetRefusal],
+        event: Option<&NetRefusalEvent>,
+    ) -> StoreResult<()>;
+
+    /// What the wall refused the workers of task `gid`'s runs, by run, host and port.
+    async fn net_refusals(
+        &self,
+        gid: &str,
+    ) -> StoreResult<Vec<executor_core::net_refusals::NetRefusal>>;
 
     /// Everything `executor status` shows, in one read.
     async fn summary(&self) -> StoreResult<StoreSummary>;

@@ -99,6 +99,11 @@ pub const SQLITE: &[Migration] = &[
         name: "console_reads",
         sql: include_str!("sql/sqlite/0017_console_reads.sql"),
     },
+    Migration {
+        version: 18,
+        name: "net_refusals",
+        sql: include_str!("sql/sqlite/0018_net_refusals.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -186,6 +191,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 17,
         name: "console_reads",
         sql: include_str!("sql/postgres/0017_console_reads.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "net_refusals",
+        sql: include_str!("sql/postgres/0018_net_refusals.sql"),
     },
 ];
 

@@ -1682,6 +1682,64 @@ impl Store for PgStore {
             .collect::<Result<Vec<_>, sqlx::Error>>()?)
     }
 
+    async fn record_net_refusals(
+        &self,
+        refused: &[executor_core::net_refusals::NetRefusal],
+        event: Option<&super::NetRefusalEvent>,
+    ) -> StoreResult<()> {
+        let sql = super::ADD_NET_REFUSAL.replace('?', "$");
+        let mut tx = self.pool.begin().await?;
+        for row in refused {
+            sqlx::query(&sql)
+                .bind(row.run_id)
+                .bind(&row.task_gid)
+                .bind(&row.host)
+                .bind(i64::from(row.port))
+                .bind(row.kind.as_str())
+                .bind(i64::try_from(row.count).unwrap_or(i64::MAX))
+                .bind(row.first_at)
+                .bind(row.last_at)
+                .execute(&mut *tx)
+                .await?;
+        }
+        if let Some(e) = event {
+            insert_event(
+                &mut tx,
+                EventRow {
+                    gid: &e.task_gid,
+                    run_id: Some(e.run_id),
+                    at: e.event.at,
+                    kind: &e.event.kind,
+                    from: None,
+                    to: None,
+                    actor: &e.event.actor,
+                    detail: e.event.detail.as_deref(),
+                },
+            )
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn net_refusals(
+        &self,
+        gid: &str,
+    ) -> StoreResult<Vec<executor_core::net_refusals::NetRefusal>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {} FROM executor_net_refusals WHERE task_gid = $1 \
+             ORDER BY run_id, first_at, host COLLATE \"C\", port",
+            super::NET_REFUSAL_COLUMNS
+        ))
+        .bind(gid)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(rows::net_refusal)
+            .collect::<Result<Vec<_>, sqlx::Error>>()?)
+    }
+
     async fn summary(&self) -> StoreResult<StoreSummary> {
         let found: Vec<(QueueStatus, i64)> =
             sqlx::query("SELECT status::text, count(*) FROM executor_queue GROUP BY status")

@@ -10,6 +10,7 @@
 
 use chrono::{DateTime, Utc};
 
+use executor_core::net_refusals::{NetRefusal, Refused};
 use executor_core::outbox::{OutboxBacklog, Outgoing, Priority};
 use executor_core::queue::QueueStatus;
 use executor_core::record::{
@@ -313,6 +314,22 @@ pub(crate) fn pause<R: Cells>(row: &R) -> Result<AgentPause, R::Error> {
         reason: row.get(3)?,
         run_id: row.get(4)?,
         task_gid: row.get(5)?,
+    })
+}
+
+/// A row of `executor_net_refusals`, its columns as [`crate::NET_REFUSAL_COLUMNS`] lists.
+pub(crate) fn net_refusal<R: Cells>(row: &R) -> Result<NetRefusal, R::Error> {
+    let port: i64 = row.get(3)?;
+    let count: i64 = row.get(5)?;
+    Ok(NetRefusal {
+        run_id: row.get(0)?,
+        task_gid: row.get(1)?,
+        host: row.get(2)?,
+        port: u16::try_from(port).map_err(|_| row.bad(3, format!("{port} is not a port")))?,
+        kind: Refused::from_column(&row.get::<String>(4)?),
+        count: u64::try_from(count).map_err(|_| row.bad(5, format!("{count} is not a count")))?,
+        first_at: row.get(6)?,
+        last_at: row.get(7)?,
     })
 }
 

@@ -1912,6 +1912,61 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn record_net_refusals(
+        &self,
+        refused: &[executor_core::net_refusals::NetRefusal],
+        event: Option<&super::NetRefusalEvent>,
+    ) -> StoreResult<()> {
+        let (refused, event) = (refused.to_vec(), event.cloned());
+        self.call(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            for row in &refused {
+                tx.prepare_cached(super::ADD_NET_REFUSAL)?.execute(params![
+                    row.run_id,
+                    row.task_gid,
+                    row.host,
+                    i64::from(row.port),
+                    row.kind.as_str(),
+                    i64::try_from(row.count).unwrap_or(i64::MAX),
+                    text(&row.first_at),
+                    text(&row.last_at)
+                ])?;
+            }
+            if let Some(e) = &event {
+                insert_event(
+                    &tx,
+                    &e.task_gid,
+                    Some(e.run_id),
+                    e.event.at,
+                    &e.event.kind,
+                    None,
+                    None,
+                    &e.event.actor,
+                    e.event.detail.as_deref(),
+                )?;
+            }
+            tx.commit()
+        })
+        .await
+    }
+
+    async fn net_refusals(
+        &self,
+        gid: &str,
+    ) -> StoreResult<Vec<executor_core::net_refusals::NetRefusal>> {
+        let gid = gid.to_string();
+        self.call(move |conn| {
+            conn.prepare_cached(&format!(
+                "SELECT {} FROM executor_net_refusals WHERE task_gid = ?1 \
+                 ORDER BY run_id, first_at, host, port",
+                super::NET_REFUSAL_COLUMNS
+            ))?
+            .query_map([gid], |row| rows::net_refusal(row))?
+            .collect()
+        })
+        .await
+    }
+
     async fn summary(&self) -> StoreResult<StoreSummary> {
         let intake_errors = self.intake_errors().await?;
         let (found, live_workers, pending_escalations, heartbeats, component_errors) = self

@@ -549,11 +549,12 @@ async fn run(State(c): State<Console>, Path(id): Path<i64>) -> Response {
         Ok(None) => return (StatusCode::NOT_FOUND, format!("no run {id}")).into_response(),
         Err(error) => return unavailable(error),
     };
-    let (messages, decisions, task, task_runs) = match tokio::try_join!(
+    let (messages, decisions, task, task_runs, refused) = match tokio::try_join!(
         c.store.messages(id, 1000),
         c.store.decisions(&found.task_gid),
         c.store.task(&found.task_gid),
         c.store.runs(Some(&found.task_gid)),
+        c.store.net_refusals(&found.task_gid),
     ) {
         Ok(read) => read,
         Err(error) => return unavailable(error),
@@ -582,6 +583,19 @@ async fn run(State(c): State<Console>, Path(id): Path<i64>) -> Response {
         .iter()
         .map(|m| context! { id => m.id, line => &m.line, source => &m.source })
         .collect();
+    let refused: Vec<_> = refused.into_iter().filter(|r| r.run_id == id).collect();
+    let allow_line = crate::core::net_refusals::allow_line(
+        &super::super::configured_allow(&c.settings),
+        &refused,
+    );
+    let refused: Vec<_> = refused
+        .iter()
+        .map(|r| {
+            context! { target => r.target().to_string(), kind => r.kind.as_str(), count => r.count,
+            first => super::super::runs::local_time(&r.first_at),
+            last => super::super::runs::local_time(&r.last_at) }
+        })
+        .collect();
     let records = run_records(&logs_dir, &found);
     let spent = match c.store.spend_of_runs(&[id]).await {
         Ok(rows) => crate::core::spend::by(&rows, |r| r.run_id).remove(&id),
@@ -597,7 +611,8 @@ async fn run(State(c): State<Console>, Path(id): Path<i64>) -> Response {
         "run.html",
         context! { title => format!("Run {id}"), path => format!("/runs/{id}"),
         csrf => &*c.csrf, events, run => RunView::of(&c, &found, spent.as_ref()),
-        task => task.as_ref().map(TaskView::of), lines, output, decisions, pr, diff, no_diff,
+        task => task.as_ref().map(TaskView::of), lines, output, decisions, refused, allow_line,
+        pr, diff, no_diff,
         records => records.into_iter()
             .map(|(name, files)| context! { name, files }).collect::<Vec<_>>() },
     )

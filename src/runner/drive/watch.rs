@@ -12,6 +12,8 @@ use crate::runner::drive::take_message;
 use crate::runner::drive::HookRelay;
 use crate::runner::drive::Launch;
 use crate::runner::drive::PhaseLog;
+use crate::runner::drive::Refusals;
+use crate::runner::drive::Refused;
 use crate::runner::drive::WorkerRun;
 use crate::runner::drive::STDERR_BYTES;
 use crate::store::Store;
@@ -36,6 +38,10 @@ pub(super) struct Said {
     /// The agent said a limit refused it, and when the limit lifts (seconds since the
     /// epoch) where it said.
     pub(super) limit_reached: Option<Option<i64>>,
+    /// How many times the agent reported only retrying its network since its last sign
+    /// of work, and the last of those reports.
+    pub(super) retries: u64,
+    pub(super) last_retry: Option<String>,
     pub(super) logs: PhaseLog,
 }
 
@@ -48,6 +54,8 @@ pub(super) struct Watched {
     pub(super) said: Said,
     /// The worker's process record, once its process started.
     pub(super) worker_id: Option<i64>,
+    /// What the wall's proxy refused it.
+    pub(super) refused: Refused,
 }
 
 /// Reads a worker's output lines as they come, off the supervisor's thread of control:
@@ -90,7 +98,19 @@ impl Reader<'_> {
                 crate::agents::AgentEvent::LimitReached { resets_at, .. } => {
                     self.said.limit_reached = Some(*resets_at);
                 }
+                crate::agents::AgentEvent::Retrying { message } => {
+                    if self.said.failures.len() == FAILURES_KEPT {
+                        self.said.failures.remove(0);
+                    }
+                    self.said.failures.push(message.clone());
+                    self.said.retries += 1;
+                    self.said.last_retry = Some(message.clone());
+                }
                 _ => {}
+            }
+            // Work done after a retry: the retries were not all it did.
+            if event.is_meaningful() {
+                (self.said.retries, self.said.last_retry) = (0, None);
             }
         }
         events.iter().any(|e| e.is_meaningful())
@@ -143,10 +163,13 @@ pub(super) async fn watch(
         confined,
         process_cap,
         network,
-        gate: _gate,
+        gate,
         relay,
         keeps_session,
     } = launch;
+    // Before the worker starts, so nothing it does goes unreported; the gate lives as long
+    // as this function, past the worker's end.
+    let refusals = Refusals::watch(w, run, gate.as_ref()).await;
     let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
     let (session_tx, mut session_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (message_tx, mut message_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -176,6 +199,8 @@ pub(super) async fn watch(
             stderr: crate::supervisor::tail::Tail::new(STDERR_BYTES),
             failures: Vec::new(),
             limit_reached: None,
+            retries: 0,
+            last_retry: None,
             logs,
         },
         messages: message_tx,
@@ -208,6 +233,9 @@ pub(super) async fn watch(
                         tracing::warn!(gid = %w.gid, run = run.id, "the run was claimed elsewhere; stopping its worker");
                         return Err(crate::store::StoreError::Fenced { run_id: run.id }.into());
                     }
+                    if let Some(refusals) = &refusals {
+                        refusals.write_due(w).await;
+                    }
                 }
                 () = &mut relay_served => {}
                 Some((line, message)) = message_rx.recv() => {
@@ -231,10 +259,16 @@ pub(super) async fn watch(
     while let Ok((line, message)) = message_rx.try_recv() {
         on_message(w, run, contract, &scope, &line, &message).await?;
     }
+    let refused = match refusals {
+        Some(refusals) => refusals.end(w).await,
+        None => Refused::default(),
+    };
+    drop(gate);
     Ok(Watched {
         outcome,
         said: reader.said,
         worker_id,
+        refused,
     })
 }
 

@@ -11,6 +11,7 @@ use crate::runner::drive::baseline;
 use crate::runner::drive::environment;
 use crate::runner::drive::tampered_since;
 use crate::runner::drive::PhaseLog;
+use crate::runner::drive::Refused;
 use crate::runner::drive::Said;
 use crate::runner::drive::Watched;
 use crate::runner::git::Baseline;
@@ -163,8 +164,29 @@ pub(super) async fn run_worker(w: WorkerRun<'_>, run: &mut Run, prompt: String) 
     conclude(&w, run, watched, baseline, confined).await
 }
 
+/// A watchdog's stop `what`, with what the worker did instead of its work where its network
+/// says: it only reported retrying, the wall refused it (and the allow line that would let
+/// it through).
+fn stopped_for(what: &str, said: &Said, refused: &Refused, configured: &[String]) -> String {
+    let stalled = crate::core::net_refusals::stalled(
+        said.retries,
+        said.last_retry.as_deref(),
+        &refused.rows,
+        configured,
+    );
+    match stalled {
+        Some(stalled) => format!("{what}: {stalled}"),
+        None => what.to_string(),
+    }
+}
+
 /// Why a worker ended, in words for the log, the record and the owner.
-fn why_ended(said: &Said, outcome: &supervisor::Outcome) -> String {
+fn why_ended(
+    said: &Said,
+    outcome: &supervisor::Outcome,
+    refused: &Refused,
+    configured: &[String],
+) -> String {
     let deferred = said
         .finished
         .as_ref()
@@ -177,8 +199,12 @@ fn why_ended(said: &Said, outcome: &supervisor::Outcome) -> String {
             deferred.map(|t| t.name.as_str()).unwrap_or_default()
         ),
         (None, Some(line), _) => format!("the worker escalated: {line}"),
-        (None, None, Some(StopReason::NoOutput)) => "no output for too long".to_string(),
-        (None, None, Some(StopReason::HardTimeout)) => "hard timeout".to_string(),
+        (None, None, Some(StopReason::NoOutput)) => {
+            stopped_for("no output for too long", said, refused, configured)
+        }
+        (None, None, Some(StopReason::HardTimeout)) => {
+            stopped_for("hard timeout", said, refused, configured)
+        }
         (None, None, Some(StopReason::Requested)) => "stopped on request".to_string(),
         (None, None, Some(StopReason::ProcessCap)) => {
             "stopped at its process cap: it tried to start more processes than [sandbox] max_processes allows".to_string()
@@ -211,6 +237,7 @@ async fn conclude(
         outcome,
         mut said,
         worker_id,
+        refused,
     } = watched;
     if outcome.stopped == Some(StopReason::ProcessCap) {
         // What a worker said before it ran into its process cap is not taken: a fork storm
@@ -228,7 +255,16 @@ async fn conclude(
             limit.sentence(),
             until.format("%Y-%m-%d %H:%M:%S")
         ),
-        _ => why_ended(&said, &outcome),
+        _ => {
+            let configured: Vec<String> = w
+                .settings
+                .wall
+                .allow()
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            why_ended(&said, &outcome, &refused, &configured)
+        }
     };
     said.logs.message(&format!("worker ended: {why}"));
     let agent = w.adapter.name();
@@ -253,10 +289,16 @@ async fn conclude(
             })
             .await?;
         }
-        said_and_done(
+        let mut worked = said_and_done(
             w, run, said, &outcome, why, spend, limit, limited, baseline, confined,
         )
-        .await
+        .await?;
+        // The run record keeps what the wall refused this worker, beside why it ended.
+        worked.result["net_refused"] = serde_json::json!(refused.rows);
+        if refused.past_cap > 0 {
+            worked.result["net_refused_unrecorded"] = serde_json::json!(refused.past_cap);
+        }
+        Ok(worked)
     }
     .await;
     match (worked, w.end_later, end) {
