@@ -40,6 +40,7 @@ mod github_runs;
 mod github_webhook;
 mod hook;
 mod hostile_intake;
+mod keeper;
 mod layers;
 mod model_server;
 mod newcomer;
