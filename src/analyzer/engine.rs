@@ -606,6 +606,7 @@ impl Analyzer {
                 StopReason::ProcessCap => {
                     "it tried to start more processes than [sandbox] max_processes allows"
                 }
+                StopReason::DiskBudget => "it wrote more than [sandbox] max_disk allows",
             })));
         }
         let stderr_note = || {

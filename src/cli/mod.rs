@@ -1874,6 +1874,8 @@ fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
         max_memory: config::sandbox::parse_memory(&section.max_memory)
             .map_err(|e| BadInput(format!("sandbox.max_memory: {e}")))?
             .bytes(crate::sandbox::cgroup::total_memory()),
+        max_disk: config::sandbox::parse_disk(&section.max_disk, free_space(&settings.root))
+            .map_err(|e| BadInput(format!("sandbox.max_disk: {e}")))?,
         bwrap: section.bwrap.as_deref().map(resolve),
         hidden,
         masked_files,
@@ -1881,6 +1883,14 @@ fn wall_settings(settings: &Settings) -> Result<crate::sandbox::WallSettings> {
         executor: std::env::current_exe().context("cannot tell where this executor binary is")?,
         keeper: true,
     })
+}
+
+/// The bytes free to this user on the file system holding `path`.
+// The field types are u32 or u64 by platform; `from` is needed where they are u32.
+#[allow(clippy::useless_conversion)]
+fn free_space(path: &Path) -> Option<u64> {
+    let stat = nix::sys::statvfs::statvfs(path).ok()?;
+    Some(u64::from(stat.blocks_available()).saturating_mul(u64::from(stat.fragment_size())))
 }
 
 /// The repository's common git folder (`.git` of the main checkout), as git names it.

@@ -52,6 +52,11 @@ pub struct SandboxSection {
     /// of the worker's own where this process may make one (see `crate::sandbox::cgroup`).
     #[serde(default = "default_max_memory")]
     pub max_memory: String,
+    /// Everything one run's worker writes at most (its worktree, its home, its `/tmp`): a
+    /// size (`20G`), a share of the space free where the worktrees are when the runner
+    /// starts (`25%`, the default, at most [`MAX_DISK_SHARE_CAP`]), or `none`.
+    #[serde(default = "default_max_disk")]
+    pub max_disk: String,
     /// The bubblewrap program (default: `bwrap` on `PATH`).
     #[serde(default)]
     pub bwrap: Option<PathBuf>,
@@ -67,6 +72,40 @@ fn default_max_file_size() -> String {
 
 fn default_max_memory() -> String {
     "50%".to_string()
+}
+
+fn default_max_disk() -> String {
+    "25%".to_string()
+}
+
+/// A share of the free space is at most this much (32 GiB): a budget, not a reservation.
+pub const MAX_DISK_SHARE_CAP: u64 = 32 << 30;
+
+/// The disk budget in bytes (`None`: none): `text` as `[sandbox] max_disk` reads, with
+/// `free` bytes free where the worktrees are.
+pub fn parse_disk(text: &str, free: Option<u64>) -> Result<Option<u64>, String> {
+    let t = text.trim();
+    if t.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    if let Some(share) = t.strip_suffix('%') {
+        return match share.trim().parse::<u8>() {
+            Ok(p) if (1..=100).contains(&p) => Ok(free
+                .map(|f| ((u128::from(f) * u128::from(p) / 100) as u64).min(MAX_DISK_SHARE_CAP))),
+            _ => Err(format!(
+                "`{text}` is not a share of the free space (1% to 100%)"
+            )),
+        };
+    }
+    match parse_size(t) {
+        Ok(b) if b >= 16 << 20 => Ok(Some(b)),
+        Ok(_) => Err(format!(
+            "`{text}` is too little for any worktree; at least 16M"
+        )),
+        Err(_) => Err(format!(
+            "`{text}` is not a disk budget (a size such as 20G, a share such as 25%, or none)"
+        )),
+    }
 }
 
 /// `[sandbox] max_memory` read.
@@ -128,6 +167,7 @@ impl Default for SandboxSection {
             max_processes: default_max_processes(),
             max_file_size: default_max_file_size(),
             max_memory: default_max_memory(),
+            max_disk: default_max_disk(),
             bwrap: None,
         }
     }
@@ -172,6 +212,8 @@ pub fn validate(section: &SandboxSection) -> Result<(), (&'static str, String)> 
     }
     parse_size(&section.max_file_size).map_err(|message| ("sandbox.max_file_size", message))?;
     parse_memory(&section.max_memory).map_err(|message| ("sandbox.max_memory", message))?;
+    parse_disk(&section.max_disk, Some(1 << 40))
+        .map_err(|message| ("sandbox.max_disk", message))?;
     if section.max_processes < 16 {
         return Err((
             "sandbox.max_processes",

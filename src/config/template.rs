@@ -161,6 +161,8 @@ path = "plans"
 # max_file_size = "4G"
 # max_memory = "50%"            # each worker at most (a size, a share, or "none"); needs
 #                               # a delegated cgroup v2 (`executor doctor` says)
+# max_disk = "25%"              # what a run's worker writes at most (worktree, home, /tmp):
+#                               # a size, a share of the free space (at most 32G), or "none"
 
 [web]
 # The owner's console: pages, the JSON API, /metrics (docs: "The console").

@@ -29,6 +29,9 @@ pub struct Plan {
     pub own_network: bool,
     /// The worker's working directory.
     pub cwd: PathBuf,
+    /// The size of the worker's private `/tmp` tmpfs in bytes (`None`: the kernel's
+    /// default, half the memory).
+    pub tmp_size: Option<u64>,
 }
 
 /// The hidden places that need a tmpfs of their own: one inside another hidden place is
@@ -95,7 +98,12 @@ pub fn argv(bwrap: &Path, plan: &Plan) -> Vec<String> {
     for (path, mount) in ordered(plan) {
         let p = path.to_string_lossy().into_owned();
         match mount {
-            Mount::Hide => out.extend(["--tmpfs".to_string(), p]),
+            Mount::Hide => {
+                if let (Some(size), true) = (plan.tmp_size, path == Path::new("/tmp")) {
+                    out.extend(["--size".to_string(), size.to_string()]);
+                }
+                out.extend(["--tmpfs".to_string(), p]);
+            }
             Mount::ReadOnly => out.extend(["--ro-bind".to_string(), p.clone(), p]),
             Mount::ReadWrite => out.extend(["--bind".to_string(), p.clone(), p]),
             Mount::Mask => out.extend(["--ro-bind".to_string(), "/dev/null".to_string(), p]),
@@ -152,7 +160,17 @@ mod tests {
             own_network: true,
             cwd: "/home/o/ws/worktrees/run-1".into(),
             masked_files: Vec::new(),
+            tmp_size: None,
         }
+    }
+
+    #[test]
+    fn the_private_tmp_is_sized_by_the_disk_budget_and_no_other_cover_is() {
+        let mut p = plan();
+        p.tmp_size = Some(24 << 20);
+        let argv = argv(Path::new("/usr/bin/bwrap"), &p);
+        position(&argv, &["--size", "25165824", "--tmpfs", "/tmp"]);
+        assert_eq!(argv.iter().filter(|a| *a == "--size").count(), 1);
     }
 
     fn position(argv: &[String], window: &[&str]) -> usize {
@@ -217,6 +235,7 @@ mod tests {
             own_network: false,
             cwd: "/data".into(),
             masked_files: Vec::new(),
+            tmp_size: None,
         };
         assert_eq!(
             ordered(&p),

@@ -99,6 +99,8 @@ pub struct WallSettings {
     pub max_file_size: u64,
     /// Memory of each worker at most, in bytes (`None`: no limit asked).
     pub max_memory: Option<u64>,
+    /// What one worker writes at most in its places, in bytes (`None`: no budget).
+    pub max_disk: Option<u64>,
     pub bwrap: Option<PathBuf>,
     /// Executor's own places, never visible to a worker: the workspace (database, config,
     /// plans, roles, logs), the worktrees folder, the repository's checkout.
@@ -130,6 +132,7 @@ impl WallSettings {
             max_processes: 4096,
             max_file_size: 4 << 30,
             max_memory: None,
+            max_disk: None,
             bwrap: None,
             hidden: Vec::new(),
             masked_files: Vec::new(),
@@ -244,6 +247,7 @@ impl Mounts {
             masked_files,
             own_network,
             cwd,
+            tmp_size: None,
         }
     }
 }
@@ -599,7 +603,11 @@ impl Wall {
     fn rlimits(&self) -> Rlimits {
         Rlimits {
             max_processes: Some(self.settings.max_processes),
-            max_file_size: self.settings.max_file_size,
+            // No one file may pass the disk budget either: the kernel holds that at once.
+            max_file_size: self
+                .settings
+                .max_file_size
+                .min(self.settings.max_disk.unwrap_or(u64::MAX)),
         }
     }
 
@@ -694,12 +702,14 @@ impl Wall {
             // the wall anyway, and RLIMIT_NPROC would count the owner's own processes.
             let (cgroups, pids_cgroup) = self.worker_cgroups(place)?;
             let process_cap = pids_cgroup.is_some();
-            if !cgroups.is_empty() {
+            let disk = self.disk_budget(vec![place.worktree.clone()]);
+            if !cgroups.is_empty() || disk.is_some() {
                 spec.os_limits = Some(OsLimits {
                     rlimits: None,
                     cgroups,
                     pids_cgroup,
                     detach_terminal: false,
+                    disk,
                 });
             }
             return Ok(Enclosed {
@@ -727,6 +737,7 @@ impl Wall {
         )))?;
         home::point_env(&mut spec.env, &home_dir, place.agent);
         let tmp = home_dir.join("tmp");
+        let disk = self.disk_budget(vec![worktree.clone(), home_dir.clone()]);
         let mut mounts = self.mounts(place, &spec, &worktree, home_dir);
         if cfg!(target_os = "macos") {
             return self.enclose_macos(program, spec, place, mounts, tmp);
@@ -734,7 +745,8 @@ impl Wall {
         let network = self.reach(place, &spec);
         let (prefix, gate) = self.network(place, &mut spec, &mut mounts)?;
         spec.env.insert("TMPDIR".to_string(), "/tmp".to_string());
-        let plan = mounts.plan(worktree, self.settings.network != SandboxNetwork::Host);
+        let mut plan = mounts.plan(worktree, self.settings.network != SandboxNetwork::Host);
+        plan.tmp_size = self.settings.max_disk;
         // The second layer: inside the mounts, the worker writes only where the plan
         // binds read-write (and its own /tmp and /dev), and signals or traces nothing
         // outside its own domain.
@@ -767,6 +779,7 @@ impl Wall {
             cgroups,
             pids_cgroup,
             detach_terminal: true,
+            disk,
         });
         Ok(Enclosed {
             spec,
@@ -775,6 +788,13 @@ impl Wall {
             gate,
             network: Some(network),
         })
+    }
+
+    /// The disk budget over `places`, where `[sandbox] max_disk` sets one.
+    fn disk_budget(&self, places: Vec<PathBuf>) -> Option<crate::supervisor::disk::DiskBudget> {
+        self.settings
+            .max_disk
+            .map(|max| crate::supervisor::disk::DiskBudget { places, max })
     }
 
     /// Puts the keeper (and its seal, where the kernel has one) before the worker's argv,

@@ -127,6 +127,7 @@ impl Wall {
         std::fs::create_dir_all(&tmp).map_err(place.error(format!("the tmp {}", tmp.display())))?;
         spec.env
             .insert("TMPDIR".to_string(), tmp.to_string_lossy().into_owned());
+        let disk = self.disk_budget(vec![worktree.clone(), home_dir.clone()]);
         let mounts = self.mounts(place, &spec, &worktree, home_dir);
         let mut excluded = mounts.hidden.clone();
         excluded.push(PathBuf::from("/dev"));
@@ -163,6 +164,7 @@ impl Wall {
             cgroups,
             pids_cgroup,
             detach_terminal: true,
+            disk,
         });
         Ok(Enclosed {
             spec,

@@ -13,6 +13,7 @@
 //! output, and never hold more than a bounded part of one output line in memory.
 
 pub mod cgroup;
+pub mod disk;
 pub mod group;
 pub mod heartbeat;
 pub mod lines;
@@ -84,6 +85,8 @@ pub struct OsLimits {
     /// The worker gives up its controlling terminal (a confined worker: see
     /// [`set_os_limits`]); an unconfined one shares the owner's, as any program would.
     pub detach_terminal: bool,
+    /// What the worker may write in its places (watched while it runs, see [`disk`]).
+    pub disk: Option<disk::DiskBudget>,
 }
 
 /// The rlimits a confined worker runs under.
@@ -156,6 +159,8 @@ pub struct Outcome {
     pub killed: bool,
     pub lines: u64,
     pub truncated_lines: u64,
+    /// What it had written when it was stopped past its disk budget.
+    pub disk_used: Option<u64>,
 }
 
 impl Outcome {
@@ -203,6 +208,7 @@ where
     let OsLimits {
         cgroups,
         pids_cgroup,
+        disk,
         ..
     } = spec.os_limits.clone().unwrap_or_default();
     let beat = give_heartbeat(&spec, &mut command, &program)?;
@@ -245,6 +251,7 @@ where
         killed: false,
         lines: 0,
         truncated_lines: 0,
+        disk_used: None,
     };
     // A stop that can never come when none was given (or its sender went away).
     let stop_requested = async move {
@@ -257,20 +264,10 @@ where
         }
     };
     tokio::pin!(stop_requested);
-    // A fork refused at the process cap: never ordinary work, and a worker stuck at its cap
-    // would spin there until its timeout, so it is stopped at once.
-    let cap_hit = async {
-        match &pids_cgroup {
-            Some(dir) => loop {
-                tokio::time::sleep(CAP_CHECK).await;
-                if cgroup::cap_hits(dir) > 0 {
-                    break;
-                }
-            },
-            None => std::future::pending::<()>().await,
-        }
-    };
+    let cap_hit = cap_hit(pids_cgroup.clone());
     tokio::pin!(cap_hit);
+    let disk_full = disk_full(disk);
+    tokio::pin!(disk_full);
     let mut hear = |outcome: &mut Outcome, stream: Stream, line: Line| -> Meaningful {
         outcome.lines += 1;
         outcome.truncated_lines += u64::from(line.truncated);
@@ -302,6 +299,11 @@ where
             }
             () = &mut cap_hit => {
                 outcome.stopped = Some(StopReason::ProcessCap);
+                break terminate(&mut child, pid, spec.grace, &mut outcome).await?;
+            }
+            used = &mut disk_full => {
+                outcome.stopped = Some(StopReason::DiskBudget);
+                outcome.disk_used = Some(used);
                 break terminate(&mut child, pid, spec.grace, &mut outcome).await?;
             }
         }
@@ -337,6 +339,28 @@ where
     outcome.exit_code = status.code();
     outcome.signal = status.signal();
     Ok(outcome)
+}
+
+/// Resolves when a fork was refused at the process cap: never ordinary work, and a worker
+/// stuck at its cap would spin there until its timeout, so it is stopped at once.
+async fn cap_hit(pids_cgroup: Option<PathBuf>) {
+    match &pids_cgroup {
+        Some(dir) => loop {
+            tokio::time::sleep(CAP_CHECK).await;
+            if cgroup::cap_hits(dir) > 0 {
+                break;
+            }
+        },
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Resolves, with what was written, when the worker passed its disk budget.
+async fn disk_full(budget: Option<disk::DiskBudget>) -> u64 {
+    match budget {
+        Some(budget) => disk::exceeded(budget).await,
+        None => std::future::pending::<u64>().await,
+    }
 }
 
 /// The runner's heartbeat for a kept worker (see [`heartbeat`]); none for any other.

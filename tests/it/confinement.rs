@@ -1342,3 +1342,60 @@ echo "[DONE:implemented] tried"
         processes_with(&marker).is_empty().then_some(())
     });
 }
+
+#[test]
+fn a_worker_writing_past_max_disk_is_stopped_and_the_run_asks_the_owner() {
+    if !wall_works() {
+        return;
+    }
+    // One file may not pass the budget (the kernel refuses it at once), the private /tmp is
+    // a tmpfs of the budget's size, and many small files are stopped by the measure.
+    let script = r#"mkdir -p out
+head -c 40000000 /dev/zero > one-big.bin 2>/dev/null; echo "one-big $?" > out/disk.txt
+rm -f one-big.bin
+head -c 40000000 /dev/zero > /tmp/big.bin 2>/dev/null; echo "tmp $?" >> out/disk.txt
+rm -f /tmp/big.bin
+git add out/disk.txt 2>/dev/null
+i=0; while [ $i -lt 400 ]; do head -c 1048576 /dev/zero > "many-$i.bin"; i=$((i+1)); sleep 0.02; done
+echo "[DONE:implemented] wrote 400 MiB"
+"#;
+    let ws = attack_workspace(script, "");
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&(config + "\n[sandbox]\nmax_disk = \"24M\"\n"));
+    std::fs::write(ws.plans().join("d.md"), "---\ngid: D-1\n---\n# Disk\n").expect("note");
+    let out = run_once(&ws);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let shown = ws.json(&["show", "D-1", "--json"]);
+    let run = &shown["runs"][0];
+    assert_ne!(run["state"], "complete", "{shown}");
+    let listing = ws.ok(&["escalations"]);
+    assert!(
+        listing.contains("disk_budget") && listing.contains("max_disk"),
+        "the run asks the owner, saying why: {listing}\n{stderr}"
+    );
+    let worktree = Path::new(run["worktree_path"].as_str().expect("worktree"));
+    let report = std::fs::read_to_string(worktree.join("out/disk.txt")).expect("report");
+    assert!(
+        !report.contains("one-big 0"),
+        "a 40 MB file under a 24 MiB budget: {report}"
+    );
+    assert!(
+        !report.contains("tmp 0"),
+        "40 MB in a /tmp of 24 MiB: {report}"
+    );
+    let written = executor::supervisor::disk::used(&[worktree.to_path_buf()]);
+    // The measure runs every half second; the worker writes about 1 MiB each 20 ms, so
+    // what passes the budget is what it wrote between two measures.
+    assert!(
+        written < (24 << 20) + (40 << 20),
+        "it went on writing past its budget: {} MiB",
+        written >> 20
+    );
+    let many = std::fs::read_dir(worktree)
+        .expect("worktree")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with("many-"))
+        .count();
+    assert!((20..400).contains(&many), "stopped partway: {many} files");
+}

@@ -26,6 +26,8 @@ pub enum StopReason {
     Requested,
     /// It tried to start more processes than its cap (`[sandbox] max_processes`) allows.
     ProcessCap,
+    /// It wrote more than its disk budget (`[sandbox] max_disk`) allows.
+    DiskBudget,
 }
 
 /// The stop the limits call for, if any. The hard timeout wins when both are due.

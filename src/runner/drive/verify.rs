@@ -150,6 +150,9 @@ pub(super) fn verify_note(
         (Some(crate::core::watchdog::StopReason::ProcessCap), _, _) => {
             "stopped at its process cap ([sandbox] max_processes)".to_string()
         }
+        (Some(crate::core::watchdog::StopReason::DiskBudget), _, _) => {
+            "stopped past its disk budget ([sandbox] max_disk)".to_string()
+        }
         (None, Some(code), _) => format!("exit {code}"),
         (None, None, Some(signal)) => format!("killed by signal {signal}"),
         (None, None, None) => "no exit status".to_string(),

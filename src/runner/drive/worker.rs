@@ -180,6 +180,20 @@ fn stopped_for(what: &str, said: &Said, refused: &Refused, configured: &[String]
     }
 }
 
+/// A worker stopped past its disk budget, in words.
+fn disk_budget_passed(outcome: &supervisor::Outcome) -> String {
+    match outcome.disk_used {
+        Some(used) => format!(
+            "stopped past its disk budget: it had written {} MiB in its worktree and home, more than [sandbox] max_disk allows",
+            used >> 20
+        ),
+        None => "stopped past its disk budget ([sandbox] max_disk)".to_string(),
+    }
+}
+
+/// The escalation kind of a run whose worker passed its disk budget.
+pub const DISK_BUDGET: &str = "disk_budget";
+
 /// Why a worker ended, in words for the log, the record and the owner.
 fn why_ended(
     said: &Said,
@@ -206,6 +220,7 @@ fn why_ended(
             stopped_for("hard timeout", said, refused, configured)
         }
         (None, None, Some(StopReason::Requested)) => "stopped on request".to_string(),
+        (None, None, Some(StopReason::DiskBudget)) => disk_budget_passed(outcome),
         (None, None, Some(StopReason::ProcessCap)) => {
             "stopped at its process cap: it tried to start more processes than [sandbox] max_processes allows".to_string()
         }
@@ -239,6 +254,14 @@ async fn conclude(
         worker_id,
         refused,
     } = watched;
+    if outcome.stopped == Some(StopReason::DiskBudget) {
+        // The owner decides: free the space or raise the budget, then the run carries on.
+        said.done = None;
+        said.escalated = Some(format!(
+            "[ESCALATE:{DISK_BUDGET}] the worker was {}. Free space (or raise max_disk in executor.toml), then answer to carry the run on; `executor cancel` abandons it.",
+            disk_budget_passed(&outcome)
+        ));
+    }
     if outcome.stopped == Some(StopReason::ProcessCap) {
         // What a worker said before it ran into its process cap is not taken: a fork storm
         // is no finished phase, and its question is not the owner's to answer.
