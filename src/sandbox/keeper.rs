@@ -218,7 +218,12 @@ mod linux {
         let main = Pid::from_raw(i32::try_from(child.id()).map_err(|_| "a pid out of range")?);
         // The child is reaped by `waitpid` below, not through `child`.
         std::mem::forget(child);
-        watch(main, beat, &signal_fd, options.grace)
+        let watched = watch(main, beat, &signal_fd, options.grace);
+        if watched.is_err() {
+            // Whatever went wrong, the worker does not outlive its keeper.
+            end_all(Signal::SIGKILL, main);
+        }
+        watched
     }
 
     /// Waits for the worker's program, the runner's beats and the signals the keeper hears;
@@ -242,15 +247,15 @@ mod linux {
             }
             if wait.is_zero() {
                 if kill_at.is_some_and(|at| at <= now) {
-                    end_all(Signal::SIGKILL);
-                    kill_at = None;
-                    continue;
+                    // The grace is over: everything goes, and the program's own status
+                    // (or its KILL) is the keeper's.
+                    return Ok(end_all(Signal::SIGKILL, main).unwrap_or(128 + 9));
                 }
                 eprintln!(
                     "executor sandbox-keep: no word from the runner for {:?}; its lease on this run may lapse, so the worker is stopped",
                     beat.map(|b| b.patience).unwrap_or_default()
                 );
-                end_all(Signal::SIGKILL);
+                end_all(Signal::SIGKILL, main);
                 return Ok(SILENT_RUNNER_EXIT);
             }
             let timeout = PollTimeout::try_from(wait.as_millis().min(60_000) as i32 + 1)
@@ -273,7 +278,7 @@ mod linux {
                 match nix::unistd::read(fd, &mut buf) {
                     Ok(0) => {
                         // The runner's end closed: it is gone, and so is its lease.
-                        end_all(Signal::SIGKILL);
+                        end_all(Signal::SIGKILL, main);
                         return Ok(SILENT_RUNNER_EXIT);
                     }
                     Ok(_) => p.heard(Instant::now()),
@@ -296,7 +301,7 @@ mod linux {
                 }
             }
             if let Some(code) = reap(main) {
-                end_all(Signal::SIGKILL);
+                end_all(Signal::SIGKILL, main);
                 return Ok(code);
             }
         }
@@ -361,7 +366,9 @@ mod linux {
     /// Kills the whole tree: every child, then those that come to the keeper as their
     /// parents die, until none is left (bounded, for a tree that forks as fast as it dies;
     /// the process cap bounds it too).
-    fn end_all(signal: Signal) {
+    /// Returns the main program's status when it is reaped here.
+    fn end_all(signal: Signal, main: Pid) -> Option<i32> {
+        let mut ended = None;
         let until = Instant::now() + Duration::from_secs(10);
         while Instant::now() < until {
             let now = children();
@@ -371,13 +378,18 @@ mod linux {
             loop {
                 match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
                     Ok(WaitStatus::StillAlive) => break,
+                    Ok(WaitStatus::Exited(pid, code)) if pid == main => ended = Some(code),
+                    Ok(WaitStatus::Signaled(pid, s, _)) if pid == main => {
+                        ended = Some(128 + s as i32)
+                    }
                     Ok(_) => continue,
-                    Err(Errno::ECHILD) => return,
+                    Err(Errno::ECHILD) => return ended,
                     Err(_) => break,
                 }
             }
             std::thread::sleep(Duration::from_millis(2));
         }
+        ended
     }
 }
 

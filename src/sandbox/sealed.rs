@@ -15,7 +15,7 @@
 //! private `/tmp` (the worker's is a folder of its home). docs/confinement.md says so.
 //!
 //! What it must never do: grant a path the plan hides, or call itself a wall where the
-//! kernel's Landlock cannot hold the network (before ABI 4).
+//! kernel's Landlock cannot hold the network and signals (before ABI 6).
 
 use std::path::{Path, PathBuf};
 
@@ -25,18 +25,13 @@ use super::{
     WallSettings, WorkerSpec,
 };
 
-/// The least Landlock ABI that is a wall on its own: TCP connects are governed from 4.
-pub const LEAST_ABI: i32 = 4;
+/// The least Landlock ABI that is a wall on its own: TCP connects are governed from 4,
+/// signals and abstract sockets scoped from 6 (before it, a worker could signal the keeper,
+/// the runner or the owner's session).
+pub const LEAST_ABI: i32 = 6;
 
 /// Device files a worker writes (and reads): the terminal and the sinks.
-const WRITABLE_DEVICES: &[&str] = &[
-    "/dev/null",
-    "/dev/zero",
-    "/dev/full",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
-];
+const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
 /// Device files a worker only reads.
 const READABLE_DEVICES: &[&str] = &["/dev/random", "/dev/urandom", "/dev/fd"];
 
@@ -58,7 +53,7 @@ pub(super) fn fallback(settings: &WallSettings, why: String) -> Result<Posture, 
             let landlock = if abi >= LEAST_ABI {
                 "this executor has no keeper to seal workers with".to_string()
             } else if abi > 0 {
-                format!("the kernel's Landlock is ABI {abi}, and a wall without bubblewrap needs ABI {LEAST_ABI} (Linux 6.7) to hold the network")
+                format!("the kernel's Landlock is ABI {abi}, and a wall without bubblewrap needs ABI {LEAST_ABI} (Linux 6.12) to hold the network and signals")
             } else {
                 "the kernel has no Landlock".to_string()
             };
@@ -85,6 +80,16 @@ pub fn beneath_without(roots: &[PathBuf], excluded: &[PathBuf]) -> Vec<PathBuf> 
 
 fn grant(path: &Path, excluded: &[PathBuf], out: &mut Vec<PathBuf>) {
     if excluded.iter().any(|e| e == path) {
+        return;
+    }
+    // A link is granted as what it points to (Landlock follows it), judged again there:
+    // `/var/run` is `/run`, which is hidden.
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        if let Ok(target) = path.canonicalize() {
+            if target != path {
+                grant(&target, excluded, out);
+            }
+        }
         return;
     }
     if !excluded.iter().any(|e| e.starts_with(path)) {
@@ -224,5 +229,12 @@ mod tests {
             vec![root.join("b")]
         );
         assert!(beneath_without(&[root.join("a")], &[root.join("a")]).is_empty());
+        // A link into a hidden place is judged where it points (`/var/run` is `/run`).
+        std::os::unix::fs::symlink(root.join("a/secret"), root.join("b/run")).expect("link");
+        std::os::unix::fs::symlink(root.join("a/open"), root.join("b/open")).expect("link");
+        let excluded = [root.join("a/secret"), root.join("b/keep-out")];
+        let mut granted = beneath_without(std::slice::from_ref(&root.join("b")), &excluded);
+        granted.sort();
+        assert_eq!(granted, vec![root.join("a/open")]);
     }
 }

@@ -899,9 +899,9 @@ fn the_bundled_example_runs_where_bubblewrap_cannot() {
         .expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
-    // Sealed by Landlock where the kernel has it (ABI 4: the network too), else
+    // Sealed by Landlock where the kernel has it (ABI 6: the network and signals too), else
     // unconfined; either way it says why bubblewrap is not the wall.
-    let expected = if executor::sandbox::seal::landlock_abi() >= 4 {
+    let expected = if executor::sandbox::seal::landlock_abi() >= 6 {
         "WITHOUT bubblewrap"
     } else {
         "UNCONFINED"
@@ -1177,16 +1177,16 @@ except OSError:
 PY
 "#;
 
-/// Whether the kernel's Landlock can wall a worker without bubblewrap (ABI 4: the network
+/// Whether the kernel's Landlock can wall a worker without bubblewrap (ABI 6: the network
 /// too); `false` (with the reason printed) skips, and fails in CI.
 fn landlock_walls() -> bool {
     let abi = executor::sandbox::seal::landlock_abi();
-    if abi < 4 {
+    if abi < 6 {
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI's kernel must have Landlock ABI 4 or later, it has {abi}"
+            "CI's kernel must have Landlock ABI 6 or later, it has {abi}"
         );
-        eprintln!("SKIPPED: the kernel's Landlock is ABI {abi}; a wall without bubblewrap needs 4");
+        eprintln!("SKIPPED: the kernel's Landlock is ABI {abi}; a wall without bubblewrap needs 6");
         return false;
     }
     true
