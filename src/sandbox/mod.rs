@@ -766,6 +766,19 @@ impl Wall {
         argv.append(&mut spec.argv);
         spec.argv = argv;
         // Last, so a wall that could not be prepared leaves no cgroup behind.
+        self.confined_limits(spec, place, disk, gate, network)
+    }
+
+    /// A confined worker's limits (its cgroups, rlimits, disk budget, no terminal) set on
+    /// `spec`, which is then ready for the supervisor.
+    fn confined_limits(
+        &self,
+        mut spec: WorkerSpec,
+        place: &Place,
+        disk: Option<crate::supervisor::disk::DiskBudget>,
+        gate: Option<proxy::NetGate>,
+        network: crate::policy::WallNetwork,
+    ) -> Result<Enclosed, WallError> {
         let (cgroups, pids_cgroup) = self.worker_cgroups(place)?;
         let process_cap = pids_cgroup.is_some() || !self.root;
         let mut rlimits = self.rlimits();

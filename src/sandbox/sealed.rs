@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 
 use super::settings::{SandboxMinimum, SandboxMode, SandboxNetwork};
 use super::{
-    home, keeper, proxy, proxy_env, seal, Enclosed, OsLimits, Place, Posture, Wall, WallError,
-    WallSettings, WorkerSpec,
+    home, keeper, proxy, proxy_env, seal, Enclosed, Place, Posture, Wall, WallError, WallSettings,
+    WorkerSpec,
 };
 
 /// The least Landlock ABI that is a wall on its own: TCP connects are governed from 4,
@@ -158,26 +158,7 @@ impl Wall {
         argv.append(&mut spec.argv);
         spec.argv = argv;
         spec.kept = true;
-        let (cgroups, pids_cgroup) = self.worker_cgroups(place)?;
-        let process_cap = pids_cgroup.is_some() || !self.root;
-        let mut rlimits = self.rlimits();
-        if pids_cgroup.is_some() {
-            rlimits.max_processes = None;
-        }
-        spec.os_limits = Some(OsLimits {
-            rlimits: Some(rlimits),
-            cgroups,
-            pids_cgroup,
-            detach_terminal: true,
-            disk,
-        });
-        Ok(Enclosed {
-            spec,
-            confined: true,
-            process_cap,
-            gate,
-            network: Some(network),
-        })
+        self.confined_limits(spec, place, disk, gate, network)
     }
 
     /// The TCP ports a sealed worker may connect to (`None`: the host's network, as
