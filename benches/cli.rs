@@ -1038,6 +1038,7 @@ fn wall_start(dir: &Path) -> (Vec<Row>, Vec<String>) {
             agent: AgentFamily::Command,
             read_only: Vec::new(),
             read_write: Vec::new(),
+            loopback_ports: Vec::new(),
             label: "bench".into(),
         };
         let mut samples = Vec::with_capacity(WALL_STARTS);

@@ -15,7 +15,7 @@
 //! - Unknown types and subtypes appear in every version: they become
 //!   [`AgentEvent::Other`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
@@ -103,7 +103,7 @@ pub fn hook_command(
     worktree: &Path,
     branch: Option<&str>,
     contract: Option<&Path>,
-    relay: Option<&Path>,
+    relay: Option<&RelayAddress>,
 ) -> String {
     let mut command = format!(
         "{} hook claude --config {} --run {run_id} --worktree {}",
@@ -121,9 +121,46 @@ pub fn hook_command(
     }
     if let Some(relay) = relay {
         command.push_str(" --relay ");
-        command.push_str(&shell_quote(&relay.to_string_lossy()));
+        command.push_str(&shell_quote(&relay.to_arg()));
     }
     command
+}
+
+/// Where a walled hook asks the orchestrator: a socket of the worker's own folder (inside
+/// bubblewrap), or a loopback TCP port (where the seal alone walls the worker, which may
+/// open no socket named in the file system). On the hook's command line: the socket's
+/// absolute path, or `tcp:PORT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RelayAddress {
+    Socket(PathBuf),
+    Loopback(u16),
+}
+
+impl RelayAddress {
+    pub fn to_arg(&self) -> String {
+        match self {
+            RelayAddress::Socket(path) => path.to_string_lossy().into_owned(),
+            RelayAddress::Loopback(port) => format!("tcp:{port}"),
+        }
+    }
+
+    /// Reads `--relay`: an absolute socket path or `tcp:PORT` (on 127.0.0.1).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        if let Some(port) = text.strip_prefix("tcp:") {
+            return port
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p != 0)
+                .map(RelayAddress::Loopback)
+                .ok_or_else(|| format!("`{port}` is not a TCP port"));
+        }
+        if text.starts_with('/') {
+            return Ok(RelayAddress::Socket(PathBuf::from(text)));
+        }
+        Err(format!(
+            "`{text}` is neither a socket's absolute path nor tcp:PORT"
+        ))
+    }
 }
 
 /// The settings file passed with `--settings`: every tool call goes through `hook_command`
@@ -409,7 +446,6 @@ fn u64_at(value: &Value, pointer: &str) -> u64 {
 mod tests {
     use super::*;
     use crate::agents::event::Summary;
-    use std::path::PathBuf;
 
     use crate::agents::fixture;
 
@@ -871,9 +907,31 @@ mod tests {
             Path::new("/w"),
             None,
             None,
-            Some(Path::new("/tmp/executor-hook-1-0/hook.sock")),
+            Some(&RelayAddress::Socket(PathBuf::from(
+                "/tmp/executor-hook-1-0/hook.sock"
+            ))),
         )
         .ends_with(" --relay /tmp/executor-hook-1-0/hook.sock"));
+        // Sealed without bubblewrap, over loopback TCP.
+        assert!(hook_command(
+            Path::new("/e"),
+            Path::new("/c.toml"),
+            1,
+            Path::new("/w"),
+            None,
+            None,
+            Some(&RelayAddress::Loopback(40123)),
+        )
+        .ends_with(" --relay tcp:40123"));
+        for text in ["/tmp/x/hook.sock", "tcp:40123"] {
+            assert_eq!(
+                RelayAddress::parse(text).map(|r| r.to_arg()),
+                Ok(text.to_string())
+            );
+        }
+        for bad in ["tcp:0", "tcp:http", "hook.sock", ""] {
+            assert!(RelayAddress::parse(bad).is_err(), "{bad}");
+        }
         assert_eq!(
             hook_command(
                 Path::new("/usr/local/bin/executor"),

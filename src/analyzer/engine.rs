@@ -525,6 +525,7 @@ impl Analyzer {
             agent: self.adapter.family(),
             read_only: Vec::new(),
             read_write: Vec::new(),
+            loopback_ports: Vec::new(),
             label: format!("the analysis of {gid}"),
         };
         let enclosed = self.wall.enclose(spec, &place)?;

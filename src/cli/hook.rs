@@ -26,6 +26,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
+use crate::agents::claude::RelayAddress;
 use crate::config;
 use crate::core::clock::{Clock, SystemClock};
 use crate::core::record::NewDecision;
@@ -53,9 +54,9 @@ pub struct HookRun {
     pub branch: Option<String>,
     /// The contract to judge by; `None`: the workspace's `roles/worker-policy.json`.
     pub contract: Option<PathBuf>,
-    /// Inside the wall: the orchestrator's socket that judges and records each call (the
+    /// Inside the wall: where the orchestrator judges and records each call (the
     /// workspace, its config and its store are out of the worker's sight).
-    pub relay: Option<PathBuf>,
+    pub relay: Option<RelayAddress>,
     /// The kernel holds the worker to its process cap (known to the orchestrator, which
     /// made the worker's cgroup; never claimed by the worker's own side).
     pub process_cap: bool,
@@ -87,7 +88,7 @@ pub async fn claude(run: HookRun) -> Result<()> {
                 .to_string(),
         ),
         Ok(_) => match &run.relay {
-            Some(socket) => relayed(&run, socket, &input).await,
+            Some(relay) => relayed(&run, relay, &input).await,
             None => judge_and_record(&run, &input).await,
         },
     };
@@ -242,18 +243,29 @@ pub async fn decide(
     (answer, Some(record))
 }
 
-/// Inside the wall: the orchestrator judges and records the call through `socket`; when it
+/// Inside the wall: the orchestrator judges and records the call through `relay`; when it
 /// does not answer in time, the contract copy bound into the wall judges it here, and
 /// what would wait for the owner is denied with the reason (nothing is recorded).
-async fn relayed(run: &HookRun, socket: &Path, input: &[u8]) -> Answer {
-    let asked = async {
+async fn relayed(run: &HookRun, relay: &RelayAddress, input: &[u8]) -> Answer {
+    async fn ask(mut stream: impl Duplex, input: &[u8]) -> std::io::Result<Vec<u8>> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let mut stream = tokio::net::UnixStream::connect(socket).await?;
         stream.write_all(input).await?;
         stream.shutdown().await?;
         let mut answer = Vec::new();
         stream.take(MAX_INPUT).read_to_end(&mut answer).await?;
-        std::io::Result::Ok(answer)
+        Ok(answer)
+    }
+    let asked = async {
+        match relay {
+            RelayAddress::Socket(path) => {
+                ask(tokio::net::UnixStream::connect(path).await?, input).await
+            }
+            RelayAddress::Loopback(port) => {
+                let stream =
+                    tokio::net::TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, *port)).await?;
+                ask(stream, input).await
+            }
+        }
     };
     match tokio::time::timeout(RELAY_DEADLINE, asked).await {
         Ok(Ok(bytes)) => match serde_json::from_slice::<Value>(&bytes) {
@@ -285,14 +297,34 @@ async fn relayed(run: &HookRun, socket: &Path, input: &[u8]) -> Answer {
     }
 }
 
+/// A connection of the relay, either kind.
+trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Duplex for T {}
+
+/// The orchestrator's end of a relay.
+#[derive(Debug)]
+pub enum RelayListener {
+    Socket(tokio::net::UnixListener),
+    Loopback(tokio::net::TcpListener),
+}
+
+impl RelayListener {
+    async fn accept(&self) -> std::io::Result<Box<dyn Duplex>> {
+        Ok(match self {
+            RelayListener::Socket(l) => Box::new(l.accept().await?.0),
+            RelayListener::Loopback(l) => Box::new(l.accept().await?.0),
+        })
+    }
+}
+
 /// The orchestrator's side of the relay: answers each call on `listener` for `run`,
 /// judged by the contract at `run.contract`, and records it in `store`, one call at a
 /// time (Claude asks about one tool call at a time). Never returns: it ends when dropped,
 /// with the worker.
-pub async fn serve_relay(listener: tokio::net::UnixListener, store: &dyn Store, run: HookRun) {
+pub async fn serve_relay(listener: RelayListener, store: &dyn Store, run: HookRun) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     loop {
-        let Ok((mut stream, _)) = listener.accept().await else {
+        let Ok(mut stream) = listener.accept().await else {
             continue;
         };
         let mut input = Vec::new();

@@ -331,9 +331,10 @@ enum HookAgent {
         /// The contract to judge by (the runner's validated copy) [default: roles/worker-policy.json]
         #[arg(long)]
         contract: Option<PathBuf>,
-        /// Inside the wall: the orchestrator's socket that judges and records each call
-        #[arg(long)]
-        relay: Option<PathBuf>,
+        /// Inside the wall: where the orchestrator judges and records each call (a socket's
+        /// absolute path, or tcp:PORT on 127.0.0.1)
+        #[arg(long, value_parser = crate::agents::claude::RelayAddress::parse)]
+        relay: Option<crate::agents::claude::RelayAddress>,
     },
 }
 

@@ -176,6 +176,7 @@ impl RunnerSettings {
             agent: adapter.map_or(crate::sandbox::AgentFamily::Command, Adapter::family),
             read_only,
             read_write: Vec::new(),
+            loopback_ports: Vec::new(),
             label,
         }
     }

@@ -160,6 +160,7 @@ pub async fn ask(
         agent: adapter.family(),
         read_only: Vec::new(),
         read_write: Vec::new(),
+        loopback_ports: Vec::new(),
         label: "the model judge".to_string(),
     };
     let enclosed = wall.enclose(spec, &place)?;

@@ -406,6 +406,7 @@ mod tests {
                 write: vec!["/wt".into()],
                 tcp_ports: None,
                 no_udp: false,
+                no_unix: false,
                 drop_capabilities: false,
             }),
             argv: vec!["sh".into(), "-c".into(), "--seal".into()],

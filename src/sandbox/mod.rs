@@ -193,6 +193,9 @@ pub struct Place {
     pub read_only: Vec<PathBuf>,
     /// More paths it writes (the hook's socket folder).
     pub read_write: Vec<PathBuf>,
+    /// More loopback TCP ports it connects to where the seal alone walls it (the hook's
+    /// relay); inside bubblewrap the wall's loopback is its own.
+    pub loopback_ports: Vec<u16>,
     /// Names the worker in log lines and errors.
     pub label: String,
 }
@@ -1189,6 +1192,7 @@ mod tests {
             agent,
             read_only: Vec::new(),
             read_write: Vec::new(),
+            loopback_ports: Vec::new(),
             label: "run 1".into(),
         };
         let (remote, ports) = wall.allowlist(&place(AgentFamily::Claude), &spec);
@@ -1287,6 +1291,7 @@ mod tests {
             agent: AgentFamily::Command,
             read_only: Vec::new(),
             read_write: Vec::new(),
+            loopback_ports: Vec::new(),
             label: "run 1".into(),
         };
         let none = || PidsPlace::Unavailable("no pids controller".into());
@@ -1348,6 +1353,7 @@ mod tests {
             agent: AgentFamily::Claude,
             read_only: Vec::new(),
             read_write: Vec::new(),
+            loopback_ports: Vec::new(),
             label: "run 1".into(),
         };
         let spec = WorkerSpec::for_test(vec!["/bin/echo".into(), "hi".into()]);

@@ -33,6 +33,11 @@ pub struct Seal {
     /// Refuse UDP and raw sockets (the host's network is shared: only the proxy's port is
     /// a way out).
     pub no_udp: bool,
+    /// Refuse sockets named in the file system: `socket(AF_UNIX)`, and datagram pairs (whose
+    /// `sendto` may name a path). Landlock does not govern connecting to a host's socket (a
+    /// container runtime's, the session bus, a database's), and the seal alone hides no
+    /// path from `connect`; pairs of connected stream sockets stay allowed.
+    pub no_unix: bool,
     /// Drop every capability (a worker of root, where no user namespace took them away).
     pub drop_capabilities: bool,
 }
@@ -62,6 +67,9 @@ impl Seal {
         if self.no_udp {
             out.push("--seal-no-udp".to_string());
         }
+        if self.no_unix {
+            out.push("--seal-no-unix".to_string());
+        }
         if self.drop_capabilities {
             out.push("--seal-drop-caps".to_string());
         }
@@ -89,6 +97,7 @@ impl Seal {
                 self.tcp_ports = Some(ports);
             }
             "--seal-no-udp" => self.no_udp = true,
+            "--seal-no-unix" => self.no_unix = true,
             "--seal-drop-caps" => self.drop_capabilities = true,
             _ => return Ok(false),
         }
@@ -156,6 +165,9 @@ mod linux {
     pub struct Prepared {
         ruleset: Option<RulesetCreated>,
         filter: BpfProgram,
+        /// Refuses the x32 calls of x86_64 (the same calls under other numbers, which the
+        /// filter's table does not name).
+        x32: Option<BpfProgram>,
         drop_capabilities: bool,
         abi: i32,
     }
@@ -181,6 +193,7 @@ mod linux {
         Ok(Prepared {
             ruleset,
             filter: filter(seal)?,
+            x32: cfg!(target_arch = "x86_64").then(no_x32),
             drop_capabilities: seal.drop_capabilities,
             abi,
         })
@@ -218,7 +231,7 @@ mod linux {
     /// The seccomp filter: the calls no worker needs and an attacker would (another
     /// process's memory, the io_uring side door past seccomp and Landlock's hooks, vsock to
     /// a hypervisor, the kernel's keyrings, modules, BPF); with `no_udp`, datagram and raw
-    /// sockets of IPv4 and IPv6. Each fails with EPERM, as a refused call would anyway.
+    /// sockets of IPv4 and IPv6; with `no_unix`, sockets named in the file system. Each fails with EPERM, as a refused call would anyway.
     fn filter(seal: &Seal) -> Result<BpfProgram, String> {
         use nix::libc;
         let error = |e: seccompiler::BackendError| format!("the seccomp filter: {e}");
@@ -273,6 +286,19 @@ mod linux {
                 SeccompRule::new(vec![domain(libc::AF_PACKET).map_err(error)?]).map_err(error)?,
             );
         }
+        if seal.no_unix {
+            socket.push(
+                SeccompRule::new(vec![domain(libc::AF_UNIX).map_err(error)?]).map_err(error)?,
+            );
+            rules.insert(
+                libc::SYS_socketpair,
+                vec![SeccompRule::new(vec![
+                    domain(libc::AF_UNIX).map_err(error)?,
+                    kind(libc::SOCK_DGRAM).map_err(error)?,
+                ])
+                .map_err(error)?],
+            );
+        }
         rules.insert(libc::SYS_socket, socket);
         let arch = std::env::consts::ARCH
             .try_into()
@@ -285,6 +311,30 @@ mod linux {
         )
         .map_err(error)?;
         filter.try_into().map_err(error)
+    }
+
+    /// A filter refusing every call of the x32 ABI (x86_64 numbers with bit 30 set), with
+    /// EPERM: the table of [`filter`] names each call by its x86_64 number only.
+    fn no_x32() -> BpfProgram {
+        use seccompiler::sock_filter;
+        const LD_W_ABS: u16 = 0x20;
+        const JEQ_K: u16 = 0x15;
+        const JGE_K: u16 = 0x35;
+        const RET_K: u16 = 0x06;
+        const AUDIT_ARCH_X86_64: u32 = 62 | 0x8000_0000 | 0x4000_0000;
+        const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+        const RET_ALLOW: u32 = 0x7fff_0000;
+        const RET_ERRNO: u32 = 0x0005_0000;
+        let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+        vec![
+            // seccomp_data.arch, then .nr
+            op(LD_W_ABS, 0, 0, 4),
+            op(JEQ_K, 0, 3, AUDIT_ARCH_X86_64),
+            op(LD_W_ABS, 0, 0, 0),
+            op(JGE_K, 0, 1, X32_SYSCALL_BIT),
+            op(RET_K, 0, 0, RET_ERRNO | nix::libc::EPERM as u32),
+            op(RET_K, 0, 0, RET_ALLOW),
+        ]
     }
 
     impl Prepared {
@@ -310,8 +360,10 @@ mod linux {
             if self.drop_capabilities {
                 drop_capabilities()?;
             }
-            seccompiler::apply_filter(&self.filter)
-                .map_err(|e| std::io::Error::other(format!("seccomp: {e}")))?;
+            for filter in std::iter::once(&self.filter).chain(&self.x32) {
+                seccompiler::apply_filter(filter)
+                    .map_err(|e| std::io::Error::other(format!("seccomp: {e}")))?;
+            }
             Ok(Taken {
                 landlock_abi: self.abi,
                 landlock,
@@ -380,6 +432,7 @@ mod tests {
             write: vec!["/work/wt".into()],
             tcp_ports: Some(vec![3128, 8080]),
             no_udp: true,
+            no_unix: true,
             drop_capabilities: true,
         };
         let args = seal.to_args();

@@ -7,6 +7,7 @@
 //! | reads the system, not the owners' homes, `/tmp`, `/run`, executor's workspace or other worktrees | Landlock: read rights beneath every top folder but those, descending around them |
 //! | writes its worktree, its private home (its `TMPDIR` is there) and the `read_write` paths | Landlock |
 //! | reaches only the proxy's port and the allowed loopback ports over TCP; no UDP | Landlock (ABI 4) and seccomp |
+//! | opens no socket named in the file system (a container runtime's, the session bus): its hook asks over loopback TCP | seccomp |
 //! | signals and traces nothing outside its own domain | Landlock scopes (ABI 6), seccomp |
 //! | ends with everything it started | the keeper, its subreaper |
 //!
@@ -150,6 +151,7 @@ impl Wall {
                 write,
                 tcp_ports,
                 no_udp: self.settings.network != SandboxNetwork::Host,
+                no_unix: true,
                 drop_capabilities: self.root,
             }),
             argv: Vec::new(),
@@ -170,9 +172,10 @@ impl Wall {
     ) -> Result<(Option<Vec<u16>>, Option<proxy::NetGate>), WallError> {
         match self.settings.network {
             SandboxNetwork::Host => Ok((None, None)),
-            SandboxNetwork::None => Ok((Some(Vec::new()), None)),
+            SandboxNetwork::None => Ok((Some(place.loopback_ports.clone()), None)),
             SandboxNetwork::Allowlist => {
                 let (remote, mut ports) = self.allowlist(place, spec);
+                ports.extend(&place.loopback_ports);
                 let mut gate = None;
                 if !remote.is_empty() {
                     let (g, port) = proxy::NetGate::start_tcp(remote, place.label.clone())

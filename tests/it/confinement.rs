@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::{confined, git, Workspace};
+use crate::support::{confined, git, without_user_namespaces, Workspace};
 
 /// Writes a plan note for task `gid` and runs `executor run --once` on it (the wall as
 /// the workspace's config says); asserts it worked and returns its stderr.
@@ -31,6 +31,45 @@ fn run_once(ws: &Workspace) -> std::process::Output {
     confined(&mut ws.command(&["run", "--once"]))
         .output()
         .expect("run executor")
+}
+
+/// The two walls a worker may be held by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// bubblewrap, with the seal as a second layer.
+    Bubblewrap,
+    /// The seal alone, where no user namespace can be made.
+    SealAlone,
+}
+
+/// The walls this machine can put up (each missing one says it skipped; CI has both).
+fn walls() -> Vec<Held> {
+    let mut out = Vec::new();
+    if wall_works() {
+        out.push(Held::Bubblewrap);
+    }
+    if landlock_walls() {
+        out.push(Held::SealAlone);
+    }
+    out
+}
+
+/// `executor run --once`, its workers held by `held`.
+fn run_once_in(ws: &Workspace, held: Held) -> std::process::Output {
+    match held {
+        Held::Bubblewrap => run_once(ws),
+        Held::SealAlone => {
+            let out = without_user_namespaces(&ws.command(&["run", "--once"]))
+                .output()
+                .expect("run executor under unshare");
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                stderr.contains("WITHOUT bubblewrap"),
+                "not sealed: {stderr}"
+            );
+            out
+        }
+    }
 }
 
 /// Whether bubblewrap can confine a process here; `false` (with the reason printed) skips.
@@ -289,9 +328,12 @@ echo "[DONE:implemented] left daemons"
 
 #[test]
 fn a_confined_worker_cannot_move_main_plant_git_config_or_steer_executor() {
-    if !wall_works() {
-        return;
+    for held in walls() {
+        cannot_move_main_plant_git_config_or_steer_executor(held);
     }
+}
+
+fn cannot_move_main_plant_git_config_or_steer_executor(held: Held) {
     let outside = Outside::new();
     let marker = outside.path().join("hook-ran");
     let script = format!(
@@ -318,15 +360,18 @@ echo "[DONE:implemented] tried git"
     let repo = ws.path().join("repo");
     let main_before = git(&repo, &["rev-parse", "main"]);
 
-    let out = run_once(&ws);
+    let out = run_once_in(&ws, held);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    assert!(out.status.success(), "{held:?}: {stderr}");
     assert_eq!(
         git(&repo, &["rev-parse", "main"]),
         main_before,
         "main moved"
     );
-    assert!(!marker.exists(), "a planted hook, filter or fsmonitor ran");
+    assert!(
+        !marker.exists(),
+        "{held:?}: a planted hook, filter or fsmonitor ran"
+    );
     assert!(!repo.join(".git/hooks/post-checkout").exists());
     let config = std::fs::read_to_string(repo.join(".git/config")).expect("config");
     assert!(
@@ -360,7 +405,7 @@ echo "[DONE:implemented] tried git"
             report
                 .lines()
                 .any(|l| l.starts_with(attempt) && !l.ends_with(" 0")),
-            "{attempt} succeeded inside the wall: {report}"
+            "{held:?}: {attempt} succeeded inside the wall: {report}"
         );
     }
     // The worktree the worker tried to add is not in git's list.
@@ -370,9 +415,12 @@ echo "[DONE:implemented] tried git"
 
 #[test]
 fn a_confined_worker_cannot_write_into_another_live_runs_worktree() {
-    if !wall_works() {
-        return;
+    for held in walls() {
+        cannot_write_into_another_live_runs_worktree(held);
     }
+}
+
+fn cannot_write_into_another_live_runs_worktree(held: Held) {
     // Two runs at once: the victim sleeps while the attacker writes everywhere it can
     // name under the worktrees folder.
     let script = r#"case "$PWD" in
@@ -388,7 +436,17 @@ esac
         "---\ngid: VICTIM-1\n---\n# Victim\n",
     )
     .expect("note");
-    run_note(&ws, "X-1");
+    std::fs::write(
+        ws.plans().join("X-1.md"),
+        "---\ngid: X-1\n---\n# Task X-1\n",
+    )
+    .expect("note");
+    let out = run_once_in(&ws, held);
+    assert!(
+        out.status.success(),
+        "{held:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let repo = ws.path().join("repo");
     let victim = run_branch(&ws, "VICTIM-1");
     assert_eq!(
@@ -399,7 +457,7 @@ esac
     assert_eq!(
         on_branch(&repo, &victim, "PLANTED.txt"),
         None,
-        "planted in the victim's commit"
+        "{held:?}: planted in the victim's commit"
     );
 }
 
@@ -1020,9 +1078,16 @@ fn doctor_and_status_say_whether_workers_memory_is_limited() {
 
 /// `executor run --once` started on a terminal of its own (a pty `script` makes its
 /// controlling terminal), as when the owner types it; `mode` is `[sandbox] mode`.
-fn run_once_on_a_terminal(ws: &Workspace, mode: &str) -> std::process::Output {
+/// With `sealed`, no user namespace can be made under it (the seal alone walls workers).
+fn run_once_on_a_terminal(ws: &Workspace, mode: &str, sealed: bool) -> std::process::Output {
+    let run = format!("exec {} run --once", crate::support::BIN);
+    let inner = if sealed {
+        format!("exec unshare --user --map-root-user sh -c 'echo 0 > /proc/sys/user/max_user_namespaces && {run}'")
+    } else {
+        run
+    };
     let mut cmd = std::process::Command::new("script");
-    cmd.args(["-qec", &format!("exec {} run --once", crate::support::BIN)])
+    cmd.args(["-qec", &inner])
         .arg("/dev/null")
         .current_dir(ws.path())
         .env(crate::support::SANDBOX_MODE_ENV, mode)
@@ -1055,14 +1120,21 @@ fn a_confined_worker_has_no_terminal_to_type_into() {
     // way to type into the owner's shell (TIOCSTI) or read what the owner types.
     let script = r#"if (: < /dev/tty) 2>/dev/null; then echo reached > tty.txt; else echo none > tty.txt; fi
 echo "[DONE:implemented] looked for a terminal""#;
-    for (mode, gid, expected) in [("off", "TTY-1", "reached"), ("required", "TTY-2", "none")] {
+    let mut tries = vec![
+        ("off", "TTY-1", "reached", false),
+        ("required", "TTY-2", "none", false),
+    ];
+    if landlock_walls() {
+        tries.push(("auto", "TTY-3", "none", true));
+    }
+    for (mode, gid, expected, sealed) in tries {
         let ws = attack_workspace(script, "");
         std::fs::write(
             ws.plans().join(format!("{gid}.md")),
             format!("---\ngid: {gid}\n---\n# Task {gid}\n"),
         )
         .expect("note");
-        let out = run_once_on_a_terminal(&ws, mode);
+        let out = run_once_on_a_terminal(&ws, mode, sealed);
         let said = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(out.status.success(), "{said}");
         let branch = run_branch(&ws, gid);
@@ -1174,12 +1246,15 @@ try:
     print("udp ok")
 except OSError:
     print("udp refused")
+# getpid by its x32 number: refused (EPERM), where a kernel without x32 says ENOSYS.
+r = libc.syscall(0x40000000 | 39)
+print("x32", "refused" if r == -1 and ctypes.get_errno() == 1 else "ok %d %d" % (r, ctypes.get_errno()))
 PY
 "#;
 
 /// Whether the kernel's Landlock can wall a worker without bubblewrap (ABI 6: the network
 /// too); `false` (with the reason printed) skips, and fails in CI.
-fn landlock_walls() -> bool {
+pub(crate) fn landlock_walls() -> bool {
     let abi = executor::sandbox::seal::landlock_abi();
     if abi < 6 {
         assert!(
@@ -1214,7 +1289,7 @@ echo "[DONE:implemented] tried"
     let repo = ws.path().join("repo");
     let branch = run_branch(&ws, "L-1");
     let probes = on_branch(&repo, &branch, "out/probes.txt").expect("probes");
-    for name in ["ptrace", "io_uring"] {
+    for name in ["ptrace", "io_uring", "x32"] {
         assert!(probes.contains(&format!("{name} refused")), "{probes}");
     }
     // The wall's own loopback has no route out; datagrams there are harmless, and allowed.
@@ -1245,6 +1320,11 @@ fn where_user_namespaces_are_refused_the_seal_alone_walls_the_worker() {
     let target = outside.path().join("target");
     std::fs::create_dir_all(&target).expect("mkdir");
     let listening = listener();
+    // A host socket named in the file system (a container runtime's, the session bus):
+    // Landlock hides no path from connect, the seal refuses the socket itself.
+    let host_socket = outside.path().join("host.sock");
+    let unix = std::os::unix::net::UnixListener::bind(&host_socket).expect("bind a host socket");
+    unix.set_nonblocking(true).expect("nonblocking");
     let mut bystander = std::process::Command::new("sleep")
         .arg("300")
         .spawn()
@@ -1262,8 +1342,11 @@ kill -9 {bystander} 2>/dev/null; echo "kill $?" > out/kill.txt
 (sleep {marker} &)
 setsid sleep {marker} &
 /usr/bin/python3 -c "import socket; s=socket.create_connection(('127.0.0.1', {port}), 2); print('tcp ok')" > out/tcp.txt 2>&1 || echo "tcp refused" >> out/tcp.txt
+/usr/bin/python3 -c "import socket; s=socket.socket(socket.AF_UNIX); s.connect('{host_socket}'); print('unix ok')" > out/unix.txt 2>&1 || echo "unix refused" >> out/unix.txt
+/usr/bin/python3 -c "import socket; a,b=socket.socketpair(); a.send(b'x'); print('pair', b.recv(1))" > out/pair.txt 2>&1
 echo "[DONE:implemented] tried"
 "#,
+        host_socket = host_socket.display(),
         home = owner_home.display(),
         ws = "WORKSPACE",
         target = target.display(),
@@ -1280,23 +1363,10 @@ echo "[DONE:implemented] tried"
     std::fs::write(ws.plans().join("s.md"), "---\ngid: S-1\n---\n# Sealed\n").expect("note");
     // Inside a user namespace that may make none of its own, bubblewrap cannot run: the
     // machine a container or AppArmor's restrict_unprivileged_userns gives executor.
-    let inner = ws.command(&["run", "--once"]);
-    let mut cmd = std::process::Command::new("unshare");
-    cmd.args(["--user", "--map-root-user", "sh", "-c"])
-        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"")
-        .arg("sh")
-        .arg(inner.get_program())
-        .args(inner.get_args())
-        .current_dir(ws.path())
-        .env("HOME", &owner_home)
+    let mut cmd = without_user_namespaces(&ws.command(&["run", "--once"]));
+    cmd.env("HOME", &owner_home)
         .env("EXECUTOR_TEST_RUNNER_SECRET", "RUNNER-ENV-MARKER-53");
-    for (key, value) in inner.get_envs() {
-        match value {
-            Some(v) => cmd.env(key, v),
-            None => cmd.env_remove(key),
-        };
-    }
-    let out = confined(&mut cmd).output().expect("run under unshare");
+    let out = cmd.output().expect("run under unshare");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let bystander_lived = bystander.try_wait().expect("wait").is_none();
     let _ = bystander.kill();
@@ -1329,7 +1399,7 @@ echo "[DONE:implemented] tried"
     );
     assert!(bystander_lived, "the worker killed a process of the host");
     let probes = read("out/probes.txt");
-    for name in ["ptrace", "io_uring", "udp"] {
+    for name in ["ptrace", "io_uring", "udp", "x32"] {
         assert!(probes.contains(&format!("{name} refused")), "{probes}");
     }
     assert!(
@@ -1338,6 +1408,18 @@ echo "[DONE:implemented] tried"
         read("out/tcp.txt")
     );
     assert_eq!(listening.accepted.load(Ordering::SeqCst), 0);
+    let unix_said = read("out/unix.txt");
+    assert!(unix_said.contains("unix refused"), "{unix_said}");
+    assert!(
+        matches!(unix.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the worker reached a host socket: {unix_said}"
+    );
+    // A pair of connected sockets (Python's, Node's child pipes) still works.
+    assert!(
+        read("out/pair.txt").contains("pair b'x'"),
+        "{}",
+        read("out/pair.txt")
+    );
     crate::support::eventually(Duration::from_secs(10), "the worker's daemons gone", || {
         processes_with(&marker).is_empty().then_some(())
     });

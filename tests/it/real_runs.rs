@@ -463,6 +463,48 @@ fn claude_consults_executors_hook_which_denies_a_push_to_main_and_allows_the_wor
     assert!(decisions.iter().all(|d| d["run_id"] == run["id"]));
 }
 
+/// Where bubblewrap cannot run, the seal alone walls Claude: it may open no socket named
+/// in the file system, so its hook asks the runner over a loopback port the seal opens
+/// for it, and the runner judges and records each call as inside bubblewrap.
+#[test]
+fn sealed_without_bubblewrap_claudes_hook_asks_the_runner_over_loopback() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    if !crate::confinement::landlock_walls() {
+        return;
+    }
+    let server = ModelServer::start(vec![
+        Turn::bash("git push origin main"),
+        Turn::bash("echo hello > greeting.txt"),
+        Turn::text("[DONE:implemented] greeting written; the push was refused"),
+    ]);
+    let ws = agent_workspace("claude", &cli, &server, "", "");
+    let out = crate::support::without_user_namespaces(&ws.command(&["run", "--once"]))
+        .output()
+        .expect("run under unshare");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("WITHOUT bubblewrap"), "{stderr}");
+
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    let branch = run["branch_name"].as_str().expect("a branch");
+    assert_eq!(committed(&ws, branch, "greeting.txt"), "hello");
+    let shown = ws.json(&["show", "R-1", "--json"]);
+    let decisions = shown["decisions"].as_array().expect("decisions");
+    let denied = decisions
+        .iter()
+        .find(|d| d["rule_id"] == "push-other-branch")
+        .unwrap_or_else(|| panic!("the push was not judged by the runner: {shown}"));
+    assert_eq!(denied["decision"], "deny", "{denied}");
+    assert_eq!(denied["confined"], Value::Bool(true), "{denied}");
+    assert!(
+        decisions.iter().any(|d| d["decision"] == "approve"),
+        "{shown}"
+    );
+}
+
 #[test]
 fn a_merge_is_deferred_by_the_hook_escalated_approved_and_resumed_in_the_same_session() {
     let Some(cli) = agent_cli("claude") else {

@@ -77,6 +77,30 @@ pub fn confined(cmd: &mut Command) -> &mut Command {
     cmd.env_remove(SANDBOX_MODE_ENV)
 }
 
+/// `inner` (a command of the binary, its environment and folder kept) run where no user
+/// namespace can be made, so bubblewrap cannot run: inside one of its own whose
+/// `max_user_namespaces` is 0, as a container or AppArmor's `restrict_unprivileged_userns`
+/// leaves executor. `[sandbox] mode` as the workspace says (`auto`: the seal alone).
+pub fn without_user_namespaces(inner: &Command) -> Command {
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--user", "--map-root-user", "sh", "-c"])
+        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"")
+        .arg("sh")
+        .arg(inner.get_program())
+        .args(inner.get_args());
+    if let Some(dir) = inner.get_current_dir() {
+        cmd.current_dir(dir);
+    }
+    for (key, value) in inner.get_envs() {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    cmd.env_remove(SANDBOX_MODE_ENV);
+    cmd
+}
+
 /// A temp folder initialised with `executor init`.
 pub struct Workspace {
     pub dir: tempfile::TempDir,

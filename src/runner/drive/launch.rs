@@ -3,7 +3,9 @@
 //! wall. Nothing here starts a process; [`super::watch`] does.
 
 use super::{HookTarget, RunnerSettings};
+use crate::agents::claude::RelayAddress;
 use crate::agents::Adapter;
+use crate::cli::hook::RelayListener;
 use crate::core::record::Run;
 use crate::prompts::Phase;
 use crate::runner::drive::worker_env;
@@ -107,7 +109,11 @@ pub(super) fn launch(
     // socket of this worker's, and the runner judges and records the call.
     let relay = match (&settings.agent.hook, adapter) {
         (Some(_), Adapter::Claude { .. }) if settings.wall.is_confined() => {
-            Some(HookRelay::open()?)
+            let sealed = matches!(
+                settings.wall.posture(),
+                crate::sandbox::Posture::Sealed { .. }
+            );
+            Some(HookRelay::open(sealed)?)
         }
         _ => None,
     };
@@ -119,7 +125,7 @@ pub(super) fn launch(
             run,
             w.worktree,
             contract,
-            relay.as_ref().map(|r| r.socket.as_path()),
+            relay.as_ref().map(|r| &r.address),
         )?),
         _ => None,
     };
@@ -150,7 +156,10 @@ pub(super) fn launch(
     );
     place
         .read_write
-        .extend(relay.as_ref().map(|r| r.dir.clone()));
+        .extend(relay.as_ref().and_then(|r| r.dir.clone()));
+    place
+        .loopback_ports
+        .extend(relay.as_ref().and_then(HookRelay::port));
     place.read_only_worktree = invocation.read_only();
     let enclosed = settings.wall.enclose(spec, &place)?;
     Ok(Launch {
@@ -192,19 +201,35 @@ fn invocation(
     }
 }
 
-/// The socket a confined Claude worker's hook asks the runner through, in a short folder
-/// of its own (a socket path holds at most 107 bytes), removed with the worker.
+/// Where a confined Claude worker's hook asks the runner: a socket in a short folder of
+/// its own (a socket path holds at most 107 bytes), removed with the worker; or, where the
+/// seal alone walls the worker (it may open no socket named in the file system), a
+/// loopback TCP port the seal lets it connect to.
 pub(super) struct HookRelay {
-    pub(super) dir: PathBuf,
-    pub(super) socket: PathBuf,
-    pub(super) listener: Option<tokio::net::UnixListener>,
+    pub(super) dir: Option<PathBuf>,
+    pub(super) address: RelayAddress,
+    pub(super) listener: Option<RelayListener>,
 }
 
 impl HookRelay {
-    pub(super) fn open() -> Result<Self> {
+    pub(super) fn open(sealed: bool) -> Result<Self> {
         use std::os::unix::fs::DirBuilderExt;
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
+        if sealed {
+            let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+                .and_then(|l| {
+                    l.set_nonblocking(true)?;
+                    tokio::net::TcpListener::from_std(l)
+                })
+                .context("cannot listen on 127.0.0.1 for the hook's relay")?;
+            let port = listener.local_addr()?.port();
+            return Ok(HookRelay {
+                dir: None,
+                address: RelayAddress::Loopback(port),
+                listener: Some(RelayListener::Loopback(listener)),
+            });
+        }
         let dir = std::env::temp_dir().join(format!(
             "executor-hook-{}-{}",
             std::process::id(),
@@ -219,16 +244,26 @@ impl HookRelay {
         let listener = tokio::net::UnixListener::bind(&socket)
             .with_context(|| format!("cannot listen on {}", socket.display()))?;
         Ok(HookRelay {
-            dir,
-            socket,
-            listener: Some(listener),
+            dir: Some(dir),
+            address: RelayAddress::Socket(socket),
+            listener: Some(RelayListener::Socket(listener)),
         })
+    }
+
+    /// The loopback port the worker's seal must let it connect to, if any.
+    fn port(&self) -> Option<u16> {
+        match self.address {
+            RelayAddress::Loopback(port) => Some(port),
+            RelayAddress::Socket(_) => None,
+        }
     }
 }
 
 impl Drop for HookRelay {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
+        if let Some(dir) = &self.dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -241,7 +276,7 @@ pub(super) fn write_hook_settings(
     run: &Run,
     worktree: &Path,
     contract: Option<&crate::runner::contract::LoadedContract>,
-    relay: Option<&Path>,
+    relay: Option<&RelayAddress>,
 ) -> Result<PathBuf> {
     let dir = settings.logs_dir.join(gid).join(format!("run-{}", run.id));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
