@@ -104,9 +104,9 @@ impl Patience {
         }
     }
 
-    /// A beat came.
-    pub fn heard(&mut self, now: Instant) {
-        self.deadline = now + self.beat.patience;
+    /// A beat came, saying `left` of the patience is left (never more than the whole).
+    pub fn heard(&mut self, now: Instant, left: Duration) {
+        self.deadline = now + left.min(self.beat.patience);
     }
 
     /// How long until the silence is too long (zero: it is).
@@ -281,7 +281,11 @@ mod linux {
                         end_all(Signal::SIGKILL, main);
                         return Ok(SILENT_RUNNER_EXIT);
                     }
-                    Ok(_) => p.heard(Instant::now()),
+                    Ok(n) => {
+                        if let Some(left) = crate::supervisor::heartbeat::last_beat(&buf[..n]) {
+                            p.heard(Instant::now(), left);
+                        }
+                    }
                     Err(Errno::EINTR | Errno::EAGAIN) => {}
                     Err(e) => return Err(format!("the heartbeat: {e}")),
                 }
@@ -448,7 +452,12 @@ mod tests {
         let mut p = Patience::new(beat, t0);
         assert_eq!(p.left(t0), Duration::from_secs(10));
         assert_eq!(p.left(t0 + Duration::from_secs(11)), Duration::ZERO);
-        p.heard(t0 + Duration::from_secs(5));
+        p.heard(t0 + Duration::from_secs(5), Duration::from_secs(50));
         assert_eq!(p.left(t0 + Duration::from_secs(5)), Duration::from_secs(50));
+        // A renewal slow to land leaves less; a beat never gives more than the whole.
+        p.heard(t0 + Duration::from_secs(6), Duration::from_secs(20));
+        assert_eq!(p.left(t0 + Duration::from_secs(6)), Duration::from_secs(20));
+        p.heard(t0 + Duration::from_secs(7), Duration::from_secs(500));
+        assert_eq!(p.left(t0 + Duration::from_secs(7)), Duration::from_secs(50));
     }
 }

@@ -1,6 +1,9 @@
 //! The runner's side of a keeper's heartbeat: a pipe whose read end the keeper is given on
-//! [`BEAT_FD`], and a task that writes one byte to it after each renewal of the runner's
-//! leases (see `crate::sandbox::keeper` for the other side).
+//! [`BEAT_FD`], and a task that writes a beat to it after each renewal of the lease of the
+//! worker's run (see `crate::sandbox::keeper` for the other side). A beat is what is left
+//! of the keeper's patience, counted from the start of the renewal (the lease runs from
+//! there): four bytes, milliseconds, little-endian, so a renewal that was slow to land, or
+//! a beat read late, never lets the worker outlive the lease.
 //!
 //! What it must never do: beat for a lease that was not renewed, or leave the pipe's read
 //! end open in the runner (the keeper must hear EOF when the runner's end goes).
@@ -64,6 +67,7 @@ pub struct Given {
     read: OwnedFd,
     write: OwnedFd,
     renewed: tokio::sync::watch::Receiver<Instant>,
+    patience: Duration,
 }
 
 /// Gives `command` the heartbeat's read end on [`BEAT_FD`] and its patience in
@@ -99,6 +103,7 @@ pub fn give(command: &mut Command, heartbeat: &Heartbeat) -> std::io::Result<Giv
         read,
         write,
         renewed: heartbeat.renewed.clone(),
+        patience: heartbeat.patience,
     })
 }
 
@@ -119,6 +124,7 @@ impl Given {
             read,
             write,
             mut renewed,
+            patience,
         } = self;
         drop(read);
         let pipe = std::fs::File::from(write);
@@ -126,8 +132,9 @@ impl Given {
             use std::io::Write as _;
             let mut pipe = pipe;
             while renewed.changed().await.is_ok() {
-                // One byte into a pipe the keeper drains: it does not block.
-                if pipe.write_all(b".").is_err() {
+                let left = patience.saturating_sub(renewed.borrow_and_update().elapsed());
+                // Four bytes into a pipe the keeper drains: one write, whole, never blocking.
+                if pipe.write_all(&encode(left)).is_err() {
                     return;
                 }
             }
@@ -135,6 +142,26 @@ impl Given {
             std::future::pending::<()>().await;
         }))
     }
+}
+
+/// The length of one beat on the pipe.
+pub const BEAT_LEN: usize = 4;
+
+/// A beat: `left` of the patience, in milliseconds.
+pub fn encode(left: Duration) -> [u8; BEAT_LEN] {
+    u32::try_from(left.as_millis())
+        .unwrap_or(u32::MAX)
+        .to_le_bytes()
+}
+
+/// The last whole beat in `bytes` (what one read of the pipe returned), if any.
+pub fn last_beat(bytes: &[u8]) -> Option<Duration> {
+    let whole = bytes.len() / BEAT_LEN * BEAT_LEN;
+    let last: [u8; BEAT_LEN] = bytes
+        .get(whole.checked_sub(BEAT_LEN)?..whole)?
+        .try_into()
+        .ok()?;
+    Some(Duration::from_millis(u64::from(u32::from_le_bytes(last))))
 }
 
 /// How long a keeper waits after a renewal: the lease's span less a margin (a sixth of it,
@@ -149,6 +176,17 @@ pub fn patience(lease_ttl: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_beat_says_what_is_left_and_the_last_whole_one_counts() {
+        let mut bytes = encode(Duration::from_millis(49_000)).to_vec();
+        bytes.extend(encode(Duration::from_millis(12_345)));
+        assert_eq!(last_beat(&bytes), Some(Duration::from_millis(12_345)));
+        bytes.push(7);
+        assert_eq!(last_beat(&bytes), Some(Duration::from_millis(12_345)));
+        assert_eq!(last_beat(&[1, 2]), None);
+        assert_eq!(last_beat(&encode(Duration::ZERO)), Some(Duration::ZERO));
+    }
 
     #[test]
     fn the_keeper_waits_the_lease_less_a_margin() {

@@ -574,8 +574,9 @@ pub trait Store: Send + Sync {
     /// Up to `limit` leases (expired or not), by run id.
     async fn leases(&self, limit: u32) -> StoreResult<Vec<Lease>>;
 
-    /// Extends every lease `holder` has to `until`; how many.
-    async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64>;
+    /// Extends every lease `holder` has to `until`; the runs whose leases they are, by id
+    /// (a run another holder took is not among them).
+    async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<Vec<i64>>;
 
     /// Gives up run `run_id`'s lease if `holder` has it.
     async fn release_lease(&self, run_id: i64, holder: &str) -> StoreResult<()>;

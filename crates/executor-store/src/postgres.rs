@@ -1192,15 +1192,16 @@ impl Store for PgStore {
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
-    async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64> {
-        Ok(
-            sqlx::query("UPDATE executor_run_leases SET expires_at = $2 WHERE holder = $1")
-                .bind(holder)
-                .bind(until)
-                .execute(&self.pool)
-                .await?
-                .rows_affected(),
+    async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<Vec<i64>> {
+        let mut runs: Vec<i64> = sqlx::query_scalar(
+            "UPDATE executor_run_leases SET expires_at = $2 WHERE holder = $1 RETURNING run_id",
         )
+        .bind(holder)
+        .bind(until)
+        .fetch_all(&self.pool)
+        .await?;
+        runs.sort_unstable();
+        Ok(runs)
     }
 
     async fn release_lease(&self, run_id: i64, holder: &str) -> StoreResult<()> {

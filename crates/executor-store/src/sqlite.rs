@@ -1391,13 +1391,17 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<u64> {
+    async fn renew_leases(&self, holder: &str, until: DateTime<Utc>) -> StoreResult<Vec<i64>> {
         let holder = holder.to_string();
         self.call(move |conn| {
-            let changed = conn
-                .prepare_cached("UPDATE executor_run_leases SET expires_at = ?2 WHERE holder = ?1")?
-                .execute(params![holder, text(&until)])?;
-            Ok(changed as u64)
+            let mut statement = conn.prepare_cached(
+                "UPDATE executor_run_leases SET expires_at = ?2 WHERE holder = ?1 RETURNING run_id",
+            )?;
+            let mut runs = statement
+                .query_map(params![holder, text(&until)], |row| row.get::<_, i64>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            runs.sort_unstable();
+            Ok(runs)
         })
         .await
     }

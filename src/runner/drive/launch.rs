@@ -142,7 +142,7 @@ pub(super) fn launch(
         max_line: MAX_LINE,
         os_limits: None,
         kept: false,
-        heartbeat: settings.lease_beat.heartbeat(),
+        heartbeat: settings.lease_beat.heartbeat(run.id),
     };
     let mut place = settings.place(
         run.id,

@@ -37,10 +37,17 @@ pub fn this_runner() -> crate::core::lease::Holder {
 }
 
 /// This runner's lease renewals, as the heartbeat its workers' keepers hold (see
-/// `crate::sandbox::keeper`): beats only while [`keep_leases`] runs and renews.
+/// `crate::sandbox::keeper`): each worker's beats only while [`keep_leases`] runs and
+/// renews the lease of that worker's own run.
 #[derive(Debug)]
 pub struct LeaseBeat {
+    /// The last renewal that landed, of any lease: a new worker's first silence counts
+    /// from it (its run's lease was taken or renewed no earlier).
     renewed: tokio::sync::watch::Sender<tokio::time::Instant>,
+    /// Each run with a worker that holds a heartbeat: its own renewals.
+    runs: std::sync::Mutex<
+        std::collections::HashMap<i64, tokio::sync::watch::Sender<tokio::time::Instant>>,
+    >,
     kept: std::sync::atomic::AtomicBool,
 }
 
@@ -48,26 +55,54 @@ impl LeaseBeat {
     pub fn new() -> Arc<Self> {
         Arc::new(LeaseBeat {
             renewed: tokio::sync::watch::Sender::new(tokio::time::Instant::now()),
+            runs: std::sync::Mutex::new(std::collections::HashMap::new()),
             kept: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// The heartbeat for a worker started now: `None` where no lease keeper runs (a worker
-    /// of a runner that holds no lease must not be stopped for a silence nobody breaks).
-    pub fn heartbeat(&self) -> Option<crate::supervisor::Heartbeat> {
-        self.kept
-            .load(std::sync::atomic::Ordering::SeqCst)
-            .then(|| crate::supervisor::Heartbeat {
-                renewed: self.renewed.subscribe(),
-                patience: crate::supervisor::heartbeat::patience(lease_ttl()),
-            })
+    /// The heartbeat for a worker of run `run_id` started now: `None` where no lease
+    /// keeper runs (a worker of a runner that holds no lease must not be stopped for a
+    /// silence nobody breaks).
+    pub fn heartbeat(&self, run_id: i64) -> Option<crate::supervisor::Heartbeat> {
+        if !self.kept.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        let mut runs = self
+            .runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let last = *self.renewed.borrow();
+        let renewed = runs
+            .entry(run_id)
+            .or_insert_with(|| tokio::sync::watch::Sender::new(last))
+            .subscribe();
+        Some(crate::supervisor::Heartbeat {
+            renewed,
+            patience: crate::supervisor::heartbeat::patience(lease_ttl()),
+        })
+    }
+
+    /// A renewal that began at `started` landed for the leases of `renewed` (by run id):
+    /// a beat to their workers, and none to a worker whose run's lease another runner took.
+    fn beat(&self, started: tokio::time::Instant, renewed: &[i64]) {
+        self.renewed.send_replace(started);
+        let mut runs = self
+            .runs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        runs.retain(|_, sender| !sender.is_closed());
+        for run in renewed {
+            if let Some(sender) = runs.get(run) {
+                sender.send_replace(started);
+            }
+        }
     }
 }
 
 /// Renews this runner's leases until the task is dropped; a renewal that fails is logged
 /// and tried again at the next beat (the lease lasts three beats). Each renewal that
-/// lands is a beat to the workers' keepers; while renewals fail, none is, so a worker is
-/// stopped before its lease can lapse.
+/// lands is a beat to the keepers of the workers whose runs' leases it renewed; while
+/// renewals fail, none is, so a worker is stopped before its lease can lapse.
 pub async fn keep_leases(
     store: Arc<dyn Store>,
     holder: Arc<crate::core::lease::Holder>,
@@ -91,9 +126,7 @@ pub async fn keep_leases(
         let started = tokio::time::Instant::now();
         match store.renew_leases(&id, lease_until(clock.now())).await {
             // The lease runs from before the write, so the beat says so.
-            Ok(_) => {
-                kept.0.renewed.send_replace(started);
-            }
+            Ok(renewed) => kept.0.beat(started, &renewed),
             Err(error) => tracing::warn!(%error, "cannot renew this runner's run leases"),
         }
     }
@@ -175,4 +208,33 @@ pub(super) async fn carried_by_live_runner(
         claim(lease.as_ref(), me, now, alive),
         Claim::Held { .. }
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_renewal_beats_only_the_workers_of_the_runs_it_renewed() {
+        let beat = LeaseBeat::new();
+        assert!(beat.heartbeat(1).is_none(), "no lease keeper, no heartbeat");
+        beat.kept.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut kept = beat.heartbeat(1).expect("a heartbeat").renewed;
+        let taken = beat.heartbeat(2).expect("a heartbeat").renewed;
+        let at = tokio::time::Instant::now();
+        // Run 2's lease went to another runner: this runner's renewal no longer covers it.
+        beat.beat(at, &[1, 3]);
+        assert!(kept.has_changed().expect("open"));
+        assert_eq!(*kept.borrow_and_update(), at);
+        assert!(!taken.has_changed().expect("open"), "a lost run was beaten");
+        // A worker started later counts its first silence from the last renewal.
+        let later = beat.heartbeat(4).expect("a heartbeat").renewed;
+        assert_eq!(*later.borrow(), at);
+        // A worker's end lets its run's sender go at the next renewal.
+        drop((taken, later));
+        beat.beat(at, &[1]);
+        let runs = beat.runs.lock().expect("lock");
+        assert!(!runs.contains_key(&2) && !runs.contains_key(&4), "{runs:?}");
+        assert!(runs.contains_key(&1));
+    }
 }

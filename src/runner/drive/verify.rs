@@ -59,7 +59,7 @@ pub(super) async fn verify(
         max_line: MAX_LINE,
         os_limits: None,
         kept: false,
-        heartbeat: settings.lease_beat.heartbeat(),
+        heartbeat: settings.lease_beat.heartbeat(run_id),
     };
     let place = settings.place(
         run_id,
