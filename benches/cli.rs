@@ -95,7 +95,10 @@ fn main() {
 
     // `cargo bench --bench cli -- hook` runs the hook round trip alone.
     if std::env::args().skip(1).any(|arg| arg == "hook") {
-        let rows = vec![hook_round_trip(&root.path().join("hook"))];
+        let rows = vec![
+            hook_relay_round_trip(&root.path().join("hook-relay")),
+            hook_round_trip(&root.path().join("hook")),
+        ];
         print_table(&nproc, &rustc, &rows, &[], bench_started);
         return;
     }
@@ -289,6 +292,7 @@ fn main() {
     notes.push(note);
 
     // 6. Claude's hook: process start to answer, as Claude runs it before every tool call.
+    rows.push(hook_relay_round_trip(&root.path().join("hook-relay")));
     rows.push(hook_round_trip(&root.path().join("hook")));
 
     // 7. Dispatch: 200 no-op runs, side by side with `xargs -P2` and pueue.
@@ -1280,6 +1284,115 @@ fn hook_round_trip(dir: &Path) -> Row {
         met: median(&samples) < HOOK_TARGET,
         samples,
         target: "median < 20 ms".into(),
+    }
+}
+
+const RELAY_CALLS: usize = 1000;
+const RELAY_MEDIAN: Duration = Duration::from_millis(2);
+const RELAY_MAX: Duration = Duration::from_millis(10);
+
+/// The hook as every Claude worker runs it: `executor hook claude … --relay SOCKET`, a thin
+/// client of the runner, which holds the contract and the store already, judges the call
+/// and records it (here a relay served in this process, on a SQLite store of its own).
+/// Spawn to answer; inside the wall the hook is a child of the walled agent, so the wall
+/// adds no step to this path.
+fn hook_relay_round_trip(dir: &Path) -> Row {
+    use std::io::Write;
+    let config = init_workspace(dir);
+    let worktree = dir.join("worktree");
+    std::fs::create_dir_all(&worktree).expect("create the hook's worktree");
+    let contract = dir.join("roles/worker-policy.json");
+    let socket = dir.join("hook.sock");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("a runtime for the relay");
+    let store = runtime
+        .block_on(executor::store::sqlite::SqliteStore::open(
+            &dir.join("relay.db"),
+        ))
+        .expect("the relay's store");
+    let listener = {
+        let _entered = runtime.enter();
+        tokio::net::UnixListener::bind(&socket).expect("bind the relay")
+    };
+    let run = executor::cli::HookRun {
+        config: config.clone(),
+        run_id: 1,
+        worktree: worktree.clone(),
+        branch: Some("executor/T-1".into()),
+        contract: Some(contract.clone()),
+        relay: None,
+        confined: true,
+        process_cap: true,
+        base_branch: Some("main".into()),
+        network: None,
+    };
+    runtime.spawn(async move {
+        executor::cli::serve_relay(executor::cli::RelayListener::Socket(listener), &store, run)
+            .await;
+    });
+    let input = |command: &str| {
+        serde_json::json!({
+            "session_id": "7817711f-9a75-4be4-9372-239a3eb8cfd9",
+            "cwd": worktree,
+            "hook_event_name": "PreToolUse",
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+            "tool_use_id": "toolu_bench"
+        })
+        .to_string()
+    };
+    let inputs = [
+        (input("cargo test --workspace"), "allow"),
+        (input("git push origin main"), "deny"),
+    ];
+    let mut samples = Vec::with_capacity(RELAY_CALLS);
+    for n in 0..RELAY_CALLS {
+        let (input, expected) = &inputs[n % inputs.len()];
+        let started = Instant::now();
+        let mut child = Command::new(BIN)
+            .args(["hook", "claude", "--config"])
+            .arg(&config)
+            .args(["--run", "1", "--worktree"])
+            .arg(&worktree)
+            .args(["--branch", "executor/T-1", "--contract"])
+            .arg(&contract)
+            .arg("--relay")
+            .arg(&socket)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn executor hook claude");
+        child
+            .stdin
+            .take()
+            .expect("the hook's stdin")
+            .write_all(input.as_bytes())
+            .expect("write the hook input");
+        let output = child.wait_with_output().expect("the hook's answer");
+        samples.push(started.elapsed());
+        expect_success(&output, "executor hook claude --relay");
+        assert!(
+            output.stderr.is_empty(),
+            "the hook judged by itself: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let answer: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("the hook printed JSON");
+        assert_eq!(
+            answer["hookSpecificOutput"]["permissionDecision"], *expected,
+            "{answer}"
+        );
+    }
+    let max = samples.iter().max().copied().unwrap_or_default();
+    Row {
+        name: format!("`executor hook claude --relay` round trip (spawn to answer, judged and recorded by the runner), {RELAY_CALLS} calls"),
+        met: median(&samples) <= RELAY_MEDIAN && max <= RELAY_MAX,
+        samples,
+        target: "median ≤ 2 ms, max ≤ 10 ms".into(),
     }
 }
 

@@ -34,7 +34,7 @@ use crate::policy::{self, Contract, Decision, Input, Scope, Verdict};
 use crate::store::Store;
 
 /// Hook input beyond this is not read: a tool call that large is not judged, it is denied.
-const MAX_INPUT: u64 = 4 * 1024 * 1024;
+pub(super) const MAX_INPUT: u64 = 4 * 1024 * 1024;
 
 /// How long recording a decision may take before the answer goes out without it.
 const RECORD_DEADLINE: Duration = Duration::from_secs(2);
@@ -63,14 +63,13 @@ pub struct HookRun {
     /// The repository's base branch (`[runner] base_branch`): a command that checks it out
     /// or moves it is asked about. `None`: not known here (`main` and `master` still are).
     pub base_branch: Option<String>,
+    /// The worker is inside the wall: known only to the orchestrator that made it (the
+    /// hook's own side never claims it, and judges in the strict posture).
+    pub confined: bool,
     /// What the wall's network reaches, known to the orchestrator that made it; `None`
     /// (unconfined, or not known): WebFetch and WebSearch are escalated.
     pub network: Option<policy::WallNetwork>,
 }
-
-/// How long the hook waits for the orchestrator's answer through the relay before it
-/// judges the call itself (Claude Code gives a hook 60 s).
-const RELAY_DEADLINE: Duration = Duration::from_secs(20);
 
 /// Reads the hook input on stdin, prints the answer on stdout, then records the decision
 /// (within [`RECORD_DEADLINE`]) and exits: Claude waits for the process, so a store call
@@ -88,7 +87,13 @@ pub async fn claude(run: HookRun) -> Result<()> {
                 .to_string(),
         ),
         Ok(_) => match &run.relay {
-            Some(relay) => relayed(&run, relay, &input).await,
+            Some(relay) => match super::hook_client::asked(relay, &input) {
+                Ok(answer) => answer,
+                Err(why) => {
+                    eprintln!("executor hook: {why}");
+                    fallback(&run, &input).await
+                }
+            },
             None => judge_and_record(&run, &input).await,
         },
     };
@@ -243,48 +248,16 @@ pub async fn decide(
     (answer, Some(record))
 }
 
-/// Inside the wall: the orchestrator judges and records the call through `relay`; when it
-/// does not answer in time, the contract copy bound into the wall judges it here, and
-/// what would wait for the owner is denied with the reason (nothing is recorded).
-async fn relayed(run: &HookRun, relay: &RelayAddress, input: &[u8]) -> Answer {
-    async fn ask(mut stream: impl Duplex, input: &[u8]) -> std::io::Result<Vec<u8>> {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        stream.write_all(input).await?;
-        stream.shutdown().await?;
-        let mut answer = Vec::new();
-        stream.take(MAX_INPUT).read_to_end(&mut answer).await?;
-        Ok(answer)
-    }
-    let asked = async {
-        match relay {
-            RelayAddress::Socket(path) => {
-                ask(tokio::net::UnixStream::connect(path).await?, input).await
-            }
-            RelayAddress::Loopback(port) => {
-                let stream =
-                    tokio::net::TcpStream::connect((std::net::Ipv4Addr::LOCALHOST, *port)).await?;
-                ask(stream, input).await
-            }
-        }
-    };
-    match tokio::time::timeout(RELAY_DEADLINE, asked).await {
-        Ok(Ok(bytes)) => match serde_json::from_slice::<Value>(&bytes) {
-            Ok(value) => return Answer::from_json(&value),
-            Err(error) => {
-                eprintln!("executor hook: the orchestrator's answer is not JSON: {error}")
-            }
-        },
-        Ok(Err(error)) => eprintln!("executor hook: cannot reach the orchestrator: {error}"),
-        Err(_) => {
-            eprintln!("executor hook: the orchestrator did not answer within {RELAY_DEADLINE:?}")
-        }
-    }
+/// The orchestrator is gone or silent: the contract copy the runner wrote judges the call
+/// here, and what would wait for the owner is denied with the reason (nothing is
+/// recorded). Judged in the strict posture unless the runner said the worker is walled.
+pub(super) async fn fallback(run: &HookRun, input: &[u8]) -> Answer {
     let Some(path) = &run.contract else {
         return Answer::deny("executor could not judge this tool call (the orchestrator did not answer, and no contract copy is at hand); it was not run. Try again.".to_string());
     };
     match load_contract(path) {
         Ok(contract) => {
-            let (answer, _) = decide(None, &contract, run, input, true).await;
+            let (answer, _) = decide(None, &contract, run, input, run.confined).await;
             if answer.kind == Kind::Defer {
                 Answer::deny(format!("{} The orchestrator did not answer in time to ask the owner; it was not run. Try again later, or end this phase with an [ESCALATE:blocked] line.", answer.reason))
             } else {
@@ -297,7 +270,7 @@ async fn relayed(run: &HookRun, relay: &RelayAddress, input: &[u8]) -> Answer {
     }
 }
 
-/// A connection of the relay, either kind.
+/// A connection of the relay, either kind (the orchestrator's side).
 trait Duplex: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> Duplex for T {}
 
@@ -323,6 +296,9 @@ impl RelayListener {
 /// with the worker.
 pub async fn serve_relay(listener: RelayListener, store: &dyn Store, run: HookRun) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    // The copy is the runner's, written before the worker started and never changed while
+    // it runs: read once, not per call.
+    let contract = run.contract.as_deref().map(load_contract);
     loop {
         let Ok(mut stream) = listener.accept().await else {
             continue;
@@ -342,8 +318,10 @@ pub async fn serve_relay(listener: RelayListener, store: &dyn Store, run: HookRu
                 None,
             )
         } else {
-            match run.contract.as_deref().map(load_contract) {
-                Some(Ok(contract)) => decide(Some(store), &contract, &run, &input, true).await,
+            match &contract {
+                Some(Ok(contract)) => {
+                    decide(Some(store), contract, &run, &input, run.confined).await
+                }
                 Some(Err(error)) => (
                     Answer::deny(format!("executor cannot read the worker policy ({error:#}); no tool call is allowed until it is fixed")),
                     None,
@@ -476,7 +454,7 @@ enum Kind {
 impl Answer {
     /// Reads an answer in Claude Code's hook output format (what [`Answer::to_json`]
     /// writes); anything else is a deny.
-    fn from_json(value: &Value) -> Self {
+    pub(super) fn from_json(value: &Value) -> Self {
         let out = &value["hookSpecificOutput"];
         let reason = out["permissionDecisionReason"]
             .as_str()
@@ -495,7 +473,7 @@ impl Answer {
         }
     }
 
-    fn deny(reason: String) -> Self {
+    pub(super) fn deny(reason: String) -> Self {
         Self {
             kind: Kind::Deny,
             reason,

@@ -12,6 +12,9 @@ mod credentials;
 mod daemon;
 pub(crate) mod doctor;
 pub(crate) mod hook;
+mod hook_client;
+/// The runner's end of the hook's relay, for benches that time the hook's round trip.
+pub use hook::{serve_relay, HookRun, RelayListener};
 mod import;
 mod init;
 mod lock;
@@ -433,6 +436,17 @@ pub fn main() -> ExitCode {
             }
         };
     }
+    // Claude waits on its hook before every tool call: a walled hook is a thin client of
+    // the runner's relay and skips the parser too.
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    if let [hook, claude, rest @ ..] = argv.as_slice() {
+        if let Some(run) = (hook == "hook" && claude == "claude")
+            .then(|| hook_client::parse(rest))
+            .flatten()
+        {
+            return ExitCode::from(u8::try_from(hook_client::answer(&run)).unwrap_or(1));
+        }
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
@@ -622,6 +636,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 contract,
                 relay,
                 process_cap: false,
+                confined: false,
                 // Read from the config when the hook judges by itself; inside the wall the
                 // orchestrator's relay knows them, and this side's fallback does without.
                 base_branch: None,

@@ -463,6 +463,49 @@ fn claude_consults_executors_hook_which_denies_a_push_to_main_and_allows_the_wor
     assert!(decisions.iter().all(|d| d["run_id"] == run["id"]));
 }
 
+/// Unconfined too, Claude's hook is a thin client of the runner's relay: the runner judges
+/// each call in the strict posture and records it as unconfined.
+#[test]
+fn unconfined_claudes_hook_asks_the_runner_which_judges_it_strictly() {
+    let Some(cli) = agent_cli("claude") else {
+        return;
+    };
+    let server = ModelServer::start(vec![
+        Turn::bash("git push origin main"),
+        Turn::bash("echo hello > greeting.txt"),
+        Turn::text("[DONE:implemented] greeting written; the push was refused"),
+    ]);
+    let mut ws = agent_workspace("claude", &cli, &server, "", "");
+    for (key, value) in &mut ws.env {
+        if key == crate::support::SANDBOX_MODE_ENV {
+            *value = "off".to_string();
+        }
+    }
+    let stderr = run_once(&ws);
+    let run = only_run(&ws);
+    assert_eq!(run["state"], "complete", "{stderr}");
+    let shown = ws.json(&["show", "R-1", "--json"]);
+    let decisions = shown["decisions"].as_array().expect("decisions");
+    let denied = decisions
+        .iter()
+        .find(|d| d["rule_id"] == "push-other-branch")
+        .unwrap_or_else(|| panic!("the push was not judged: {shown}"));
+    assert_eq!(denied["decision"], "deny", "{denied}");
+    assert!(
+        decisions
+            .iter()
+            .all(|d| d["confined"] == Value::Bool(false)),
+        "{shown}"
+    );
+    // The hook's command line names the runner's relay, so it read no config or store.
+    let settings = std::fs::read_to_string(
+        ws.path()
+            .join(format!("logs/R-1/run-{}/claude-settings.json", run["id"])),
+    )
+    .expect("the hook's settings");
+    assert!(settings.contains("--relay"), "{settings}");
+}
+
 /// Where bubblewrap cannot run, the seal alone walls Claude: it may open no socket named
 /// in the file system, so its hook asks the runner over a loopback port the seal opens
 /// for it, and the runner judges and records each call as inside bubblewrap.

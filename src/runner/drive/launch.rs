@@ -105,10 +105,12 @@ pub(super) fn launch(
     contract: Option<&crate::runner::contract::LoadedContract>,
 ) -> Result<Launch> {
     let (adapter, settings) = (w.adapter, w.settings);
-    // Inside the wall the hook cannot see the workspace: it asks the runner through a
-    // socket of this worker's, and the runner judges and records the call.
+    // The hook asks the runner through a socket of this worker's, and the runner judges
+    // and records the call with the contract and the run's facts it holds already: inside
+    // the wall the hook could not see the workspace, and outside it the hook need not read
+    // a config, a contract or a store before Claude may go on.
     let relay = match (&settings.agent.hook, adapter) {
-        (Some(_), Adapter::Claude { .. }) if settings.wall.is_confined() => {
+        (Some(_), Adapter::Claude { .. }) => {
             let sealed = matches!(
                 settings.wall.posture(),
                 crate::sandbox::Posture::Sealed { .. }

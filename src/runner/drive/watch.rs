@@ -183,7 +183,7 @@ pub(super) async fn watch(
         run.id,
         run.branch_name.clone(),
         relay,
-        (process_cap, network),
+        (confined, process_cap, network),
     );
     tokio::pin!(relay_served);
     let mut reader = Reader {
@@ -278,7 +278,7 @@ async fn serve_relay(
     run_id: i64,
     branch: Option<String>,
     relay: Option<(HookRelay, PathBuf)>,
-    (process_cap, network): (bool, Option<crate::policy::WallNetwork>),
+    (confined, process_cap, network): (bool, bool, Option<crate::policy::WallNetwork>),
 ) {
     let Some((mut relay, settings_file)) = relay else {
         return std::future::pending::<()>().await;
@@ -297,6 +297,7 @@ async fn serve_relay(
             branch,
             contract: contract_copy.exists().then_some(contract_copy),
             relay: None,
+            confined,
             process_cap,
             base_branch: Some(w.settings.base_branch.clone()),
             network,

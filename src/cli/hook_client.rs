@@ -1,0 +1,213 @@
+//! The walled hook as a thin client: `executor hook claude … --relay R` sends the hook's
+//! input to the orchestrator's relay and prints its answer. Claude Code waits on it before
+//! every tool call, so it starts before the command line's parser, the tracing set-up and
+//! any async runtime, reads no config, contract or store, and judges nothing itself unless
+//! the orchestrator is gone or silent (then [`super::hook::fallback`] does, failing closed).
+//!
+//! What it must never do: wait past [`DEADLINE`] for the orchestrator, or print anything
+//! but the one JSON answer on stdout.
+
+use std::io::{Read, Write};
+use std::net::Shutdown;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use crate::agents::claude::RelayAddress;
+
+use super::hook::{Answer, HookRun, MAX_INPUT};
+
+/// How long the hook waits for the orchestrator's answer before it judges the call by the
+/// contract copy itself (Claude Code gives a hook 60 s).
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+/// The hook's command line after `hook claude`, when it names a relay and nothing this
+/// path does not know (anything else goes to the full parser, which explains it).
+pub fn parse(args: &[String]) -> Option<HookRun> {
+    let mut run = HookRun {
+        config: PathBuf::new(),
+        run_id: 0,
+        worktree: PathBuf::new(),
+        branch: None,
+        contract: None,
+        relay: None,
+        confined: false,
+        process_cap: false,
+        base_branch: None,
+        network: None,
+    };
+    let (mut id, mut worktree) = (None, None);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next()?;
+        match flag.as_str() {
+            "--config" => run.config = PathBuf::from(value),
+            "--run" => id = Some(value.parse().ok()?),
+            "--worktree" => worktree = Some(PathBuf::from(value)),
+            "--branch" => run.branch = Some(value.clone()),
+            "--contract" => run.contract = Some(PathBuf::from(value)),
+            "--relay" => run.relay = Some(RelayAddress::parse(value).ok()?),
+            _ => return None,
+        }
+    }
+    run.run_id = id?;
+    run.worktree = worktree?;
+    run.relay.as_ref()?;
+    Some(run)
+}
+
+/// Answers one tool call through `run`'s relay: reads stdin, asks, prints the answer.
+/// Returns the exit status (0 with an answer; 1 when stdout cannot be written).
+pub fn answer(run: &HookRun) -> i32 {
+    let mut input = Vec::new();
+    let read = std::io::stdin()
+        .lock()
+        .take(MAX_INPUT + 1)
+        .read_to_end(&mut input);
+    let answer = match read {
+        Err(error) => Answer::deny(format!(
+            "executor could not read this tool call ({error}); it was not run"
+        )),
+        Ok(_) if input.len() as u64 > MAX_INPUT => Answer::deny(
+            "this tool call is too large for executor to judge (over 4 MiB); it was not run"
+                .to_string(),
+        ),
+        Ok(_) => match run.relay.as_ref().map(|relay| asked(relay, &input)) {
+            Some(Ok(answer)) => answer,
+            Some(Err(why)) => {
+                eprintln!("executor hook: {why}");
+                judged_here(run, &input)
+            }
+            None => judged_here(run, &input),
+        },
+    };
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{}", answer.to_json()).and_then(|()| out.flush()) {
+        Ok(()) => 0,
+        Err(error) => {
+            eprintln!("executor hook: cannot write the answer: {error}");
+            1
+        }
+    }
+}
+
+/// The orchestrator is gone or silent: the contract copy judges, on a runtime made only now.
+fn judged_here(run: &HookRun, input: &[u8]) -> Answer {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(super::hook::fallback(run, input)),
+        Err(error) => Answer::deny(format!(
+            "executor could not judge this tool call ({error}); it was not run. Try again."
+        )),
+    }
+}
+
+/// The orchestrator's answer to `input` through `relay`, within [`DEADLINE`].
+pub fn asked(relay: &RelayAddress, input: &[u8]) -> Result<Answer, String> {
+    let until = Instant::now() + DEADLINE;
+    let bytes = match relay {
+        RelayAddress::Socket(path) => std::os::unix::net::UnixStream::connect(path)
+            .map_err(|e| format!("cannot reach the orchestrator at {}: {e}", path.display()))
+            .and_then(|s| exchange(s, input, until)),
+        RelayAddress::Loopback(port) => std::net::TcpStream::connect_timeout(
+            &(std::net::Ipv4Addr::LOCALHOST, *port).into(),
+            DEADLINE,
+        )
+        .map_err(|e| format!("cannot reach the orchestrator on port {port}: {e}"))
+        .and_then(|s| exchange(s, input, until)),
+    }?;
+    let value = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("the orchestrator's answer is not JSON: {e}"))?;
+    Ok(Answer::from_json(&value))
+}
+
+/// A connection the relay speaks over.
+trait Connection: Read + Write {
+    fn timeouts(&self, left: Duration) -> std::io::Result<()>;
+    fn end_writing(&self) -> std::io::Result<()>;
+}
+
+impl Connection for std::os::unix::net::UnixStream {
+    fn timeouts(&self, left: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(left))?;
+        self.set_write_timeout(Some(left))
+    }
+    fn end_writing(&self) -> std::io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+impl Connection for std::net::TcpStream {
+    fn timeouts(&self, left: Duration) -> std::io::Result<()> {
+        self.set_nodelay(true)?;
+        self.set_read_timeout(Some(left))?;
+        self.set_write_timeout(Some(left))
+    }
+    fn end_writing(&self) -> std::io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+/// Writes the call, ends the writing side, and reads the answer to its end, all before
+/// `until` (each read is given what is left of it).
+fn exchange(mut stream: impl Connection, input: &[u8], until: Instant) -> Result<Vec<u8>, String> {
+    let late = || format!("the orchestrator did not answer within {DEADLINE:?}");
+    let left = |until: Instant| {
+        let left = until.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    };
+    let io = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late(),
+        _ => format!("the orchestrator's relay failed: {e}"),
+    };
+    stream.timeouts(left(until).ok_or_else(late)?).map_err(io)?;
+    stream.write_all(input).map_err(io)?;
+    stream.end_writing().map_err(io)?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        stream.timeouts(left(until).ok_or_else(late)?).map_err(io)?;
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(answer),
+            Ok(n) if (answer.len() + n) as u64 > MAX_INPUT => {
+                return Err("the orchestrator's answer is too large".to_string())
+            }
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(text: &str) -> Vec<String> {
+        text.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_fast_path_takes_the_runners_command_line_and_nothing_else() {
+        let run = parse(&args(
+            "--config /c.toml --run 17 --worktree /w --branch executor/T-1 --contract /l/p.json --relay tcp:4100",
+        ))
+        .expect("the runner's own command line");
+        assert_eq!(run.run_id, 17);
+        assert_eq!(run.worktree, PathBuf::from("/w"));
+        assert_eq!(run.branch.as_deref(), Some("executor/T-1"));
+        assert_eq!(run.relay, Some(RelayAddress::Loopback(4100)));
+        assert!(!run.confined, "the hook's side never claims the wall");
+        // No relay, an unknown flag, a missing value or a bad number: the full parser.
+        for other in [
+            "--config /c.toml --run 17 --worktree /w",
+            "--run 17 --worktree /w --relay /s --verbose x",
+            "--run 17 --worktree /w --relay",
+            "--run x --worktree /w --relay /s",
+            "--worktree /w --relay /s",
+        ] {
+            assert!(parse(&args(other)).is_none(), "{other}");
+        }
+    }
+}
