@@ -1472,6 +1472,7 @@ pub(crate) fn build_runner(
             settings.raw.runner.max_workers as usize,
         )),
         claiming: Arc::default(),
+        settled_prs: Arc::default(),
         holder: Arc::new(crate::runner::drive::this_runner()),
     })
 }

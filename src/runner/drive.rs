@@ -236,6 +236,9 @@ pub struct Runner {
     pub claiming: Arc<std::sync::atomic::AtomicUsize>,
     /// This runner process, as run leases name it.
     pub holder: Arc<crate::core::lease::Holder>,
+    /// Runs whose PR is settled (merged, nothing owed): no tick of this process takes
+    /// their lease or reads them again.
+    pub settled_prs: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
 }
 
 /// How one run ended.

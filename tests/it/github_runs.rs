@@ -324,6 +324,42 @@ fn the_end_of_a_pr_ends_its_run_deleted_closed_or_merged() {
     }
 }
 
+/// A merged PR can change no more: once its run is complete and owes nothing, no later
+/// tick takes its lease or asks GitHub about it (the batch holds only live PRs).
+#[test]
+fn a_merged_pr_whose_run_owes_nothing_is_looked_at_no_more() {
+    let github = FakeGithub::start_empty();
+    let ws = waiting_pr(&github);
+    github.merge_pr(PR);
+    for _ in 0..2 {
+        let out = ws.run(&["run", "--once"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let shown = ws.json(&["show", "G-3", "--json"]);
+    assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");
+    let before = github.requests().len();
+    let out = ws.run(&["run", "--once"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let number = PR.to_string();
+    let asked: Vec<String> = github.requests()[before..]
+        .iter()
+        .filter(|r| r.path.contains(&number) || r.body.contains(&number))
+        .map(|r| format!("{} {} {}", r.method, r.path, r.body))
+        .collect();
+    assert!(
+        asked.is_empty(),
+        "the merged PR was looked at again: {asked:#?}"
+    );
+}
+
 /// The fixtures' three review threads: resolved, acknowledged, and one that needs work.
 fn fixture_threads() -> Vec<serde_json::Value> {
     let mut threads = crate::fake_github::fixture_json("graphql_review_threads.json");

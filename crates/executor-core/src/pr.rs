@@ -314,6 +314,17 @@ pub struct PrMemory {
     /// each leaving the list as it is posted, so a failed reply is posted again by a later
     /// tick and no other worker is started meanwhile.
     pub answers: Vec<ThreadAnswer>,
+    /// The PR was merged: it can change no more (a merged PR is never reopened), so once
+    /// the completion owes nothing, no tick looks at it again.
+    pub merged: bool,
+}
+
+impl PrMemory {
+    /// Nothing more can happen to this run's PR, and nothing is owed for it: a tick need
+    /// not look at the PR again.
+    pub fn settled(&self) -> bool {
+        self.merged && self.stage == Stage::Complete && self.completion.is_none()
+    }
 }
 
 /// One reply owed to a PR thread (or to an owner's conversation comment, `comment-<id>`).
@@ -814,6 +825,7 @@ pub fn remember(memory: &PrMemory, step: &PrStep, obs: &PrObservation) -> PrMemo
                 });
             }
             next.stage = Stage::Complete;
+            next.merged |= matches!(step, PrStep::Merged);
             next.last_owner_comment = newest_owner_comment(obs, memory);
         }
         PrStep::PostReview { .. } => next = next.review_posted(),
@@ -2317,6 +2329,7 @@ mod tests {
                 thread: "PRRT_kwDOKlNJ6M5oJxOG".into(),
                 text: "Fixed on `fix/tab-preview-stuck`: reset first".into(),
             }],
+            merged: true,
             push: Some(Push {
                 branch: "fix/tab-preview-stuck".into(),
                 commit: HEAD.into(),
@@ -2552,21 +2565,43 @@ mod tests {
             ..open_draft()
         };
         let after = remember(&PrMemory::default(), &PrStep::Merged, &merged);
-        let owed = after.completion.expect("owed effects");
+        let owed = after.completion.clone().expect("owed effects");
         assert_eq!(
             (owed.comment, owed.record, owed.merged),
             (false, true, true)
         );
 
-        // Merged after it was complete: nothing more is owed.
+        assert!(after.merged && !after.settled(), "its completion is owed");
+        let done = PrMemory {
+            completion: None,
+            ..after
+        };
+        assert!(
+            done.settled(),
+            "a merged PR with nothing owed is looked at no more"
+        );
+
+        // Merged after it was complete: nothing more is owed, and it is settled at once.
         let complete = PrMemory {
             stage: Stage::Complete,
             ..PrMemory::default()
         };
-        assert_eq!(
-            remember(&complete, &PrStep::Merged, &merged).completion,
-            None
+        let later = remember(&complete, &PrStep::Merged, &merged);
+        assert_eq!(later.completion, None);
+        assert!(later.settled());
+        // Completed unmerged: the owner may still comment or merge.
+        let unmerged = remember(
+            &PrMemory::default(),
+            &PrStep::Complete {
+                mergeable: open_draft().mergeability(),
+            },
+            &open_draft(),
         );
+        assert!(!PrMemory {
+            completion: None,
+            ..unmerged
+        }
+        .settled());
     }
 
     #[test]

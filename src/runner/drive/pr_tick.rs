@@ -98,7 +98,7 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
         }
         let watched =
             run.pr_number.is_some() && matches!(run.state, RunState::Pr | RunState::Complete);
-        if !watched {
+        if !watched || runner.is_settled(run.id) {
             continue;
         }
         let Some(epoch) = take_run(
@@ -113,6 +113,11 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
         };
         run.lease_epoch = epoch;
         match memory_of(store, &run).await {
+            // A merged PR with nothing owed can change no more: it leaves the batch.
+            Ok(memory) if memory.settled() && run.state == RunState::Complete => {
+                release_run(store, &runner.holder, run.id).await;
+                runner.settle(run.id);
+            }
             Ok(memory) => taken.push((run, memory)),
             Err(error) => {
                 release_run(store, &runner.holder, run.id).await;
@@ -193,6 +198,23 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
     }
     passed.results.sort_by_key(|r| r.run_id);
     Ok(passed)
+}
+
+impl Runner {
+    /// Whether run `run_id`'s PR is known settled in this process.
+    fn is_settled(&self, run_id: i64) -> bool {
+        self.settled_prs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&run_id)
+    }
+
+    fn settle(&self, run_id: i64) {
+        self.settled_prs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(run_id);
+    }
 }
 
 /// Runs one run's PR step on a task of its own, so a panic in it (a bug met by one PR's
