@@ -1291,8 +1291,8 @@ const RELAY_CALLS: usize = 1000;
 const RELAY_MEDIAN: Duration = Duration::from_millis(2);
 const RELAY_MAX: Duration = Duration::from_millis(10);
 
-/// The hook as every Claude worker runs it: `executor hook claude … --relay SOCKET`, a thin
-/// client of the runner, which holds the contract and the store already, judges the call
+/// The hook as every Claude worker runs it: `executor-hook … --relay SOCKET`, the small
+/// client of the runner installed beside `executor`, which holds the contract and the store already, judges the call
 /// and records it (here a relay served in this process, on a SQLite store of its own).
 /// Spawn to answer; inside the wall the hook is a child of the walled agent, so the wall
 /// adds no step to this path.
@@ -1352,8 +1352,8 @@ fn hook_relay_round_trip(dir: &Path) -> Row {
     for n in 0..RELAY_CALLS {
         let (input, expected) = &inputs[n % inputs.len()];
         let started = Instant::now();
-        let mut child = Command::new(BIN)
-            .args(["hook", "claude", "--config"])
+        let mut child = Command::new(env!("CARGO_BIN_EXE_executor-hook"))
+            .arg("--config")
             .arg(&config)
             .args(["--run", "1", "--worktree"])
             .arg(&worktree)
@@ -1389,7 +1389,7 @@ fn hook_relay_round_trip(dir: &Path) -> Row {
     }
     let max = samples.iter().max().copied().unwrap_or_default();
     Row {
-        name: format!("`executor hook claude --relay` round trip (spawn to answer, judged and recorded by the runner), {RELAY_CALLS} calls"),
+        name: format!("`executor-hook --relay` round trip (spawn to answer, judged and recorded by the runner), {RELAY_CALLS} calls"),
         met: median(&samples) <= RELAY_MEDIAN && max <= RELAY_MAX,
         samples,
         target: "median ≤ 2 ms, max ≤ 10 ms".into(),

@@ -93,9 +93,15 @@ pub fn answer_only_args(schema: Option<&Value>) -> Vec<String> {
     args
 }
 
+/// The small hook binary installed beside `executor` (`src/bin/executor-hook.rs`): it takes
+/// the options of `executor hook claude` and answers through the relay without loading
+/// executor's engine.
+pub const THIN_HOOK: &str = "executor-hook";
+
 /// The shell command Claude runs as its PreToolUse hook: `<executor> hook claude --config
-/// <file> --run <id>`, paths quoted for `sh`. The run and config are in the command, not in
-/// the worker's environment, so nothing the worker does can point the hook elsewhere.
+/// <file> --run <id>`, paths quoted for `sh` (with `executor`'s file named [`THIN_HOOK`]:
+/// that program and the same options). The run and config are in the command, not in the
+/// worker's environment, so nothing the worker does can point the hook elsewhere.
 pub fn hook_command(
     executor: &Path,
     config: &Path,
@@ -105,8 +111,13 @@ pub fn hook_command(
     contract: Option<&Path>,
     relay: Option<&RelayAddress>,
 ) -> String {
+    let subcommand = if executor.file_name().is_some_and(|n| n == THIN_HOOK) {
+        ""
+    } else {
+        " hook claude"
+    };
     let mut command = format!(
-        "{} hook claude --config {} --run {run_id} --worktree {}",
+        "{}{subcommand} --config {} --run {run_id} --worktree {}",
         shell_quote(&executor.to_string_lossy()),
         shell_quote(&config.to_string_lossy()),
         shell_quote(&worktree.to_string_lossy())

@@ -454,7 +454,7 @@ enum Kind {
 impl Answer {
     /// Reads an answer in Claude Code's hook output format (what [`Answer::to_json`]
     /// writes); anything else is a deny.
-    pub(super) fn from_json(value: &Value) -> Self {
+    pub fn from_json(value: &Value) -> Self {
         let out = &value["hookSpecificOutput"];
         let reason = out["permissionDecisionReason"]
             .as_str()
@@ -473,7 +473,7 @@ impl Answer {
         }
     }
 
-    pub(super) fn deny(reason: String) -> Self {
+    pub fn deny(reason: String) -> Self {
         Self {
             kind: Kind::Deny,
             reason,

@@ -1,8 +1,10 @@
-//! The walled hook as a thin client: `executor hook claude … --relay R` sends the hook's
-//! input to the orchestrator's relay and prints its answer. Claude Code waits on it before
-//! every tool call, so it starts before the command line's parser, the tracing set-up and
-//! any async runtime, reads no config, contract or store, and judges nothing itself unless
-//! the orchestrator is gone or silent (then [`super::hook::fallback`] does, failing closed).
+//! The hook as a thin client: `executor-hook … --relay R` (or `executor hook claude …
+//! --relay R`) sends the hook's input to the orchestrator's relay and prints its answer.
+//! Claude Code waits on it before every tool call, so it starts before any command-line
+//! parser, tracing set-up or async runtime, reads no config, contract or store, and judges
+//! nothing itself unless the orchestrator is gone or silent (then the caller's fallback
+//! does, failing closed: [`super::hook::fallback`] in `executor`, that same `executor` run
+//! by `executor-hook`).
 //!
 //! What it must never do: wait past [`DEADLINE`] for the orchestrator, or print anything
 //! but the one JSON answer on stdout.
@@ -14,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use crate::agents::claude::RelayAddress;
 
-use super::hook::{Answer, HookRun, MAX_INPUT};
+pub use super::hook::{Answer, HookRun};
+
+use super::hook::MAX_INPUT;
 
 /// How long the hook waits for the orchestrator's answer before it judges the call by the
 /// contract copy itself (Claude Code gives a hook 60 s).
@@ -55,9 +59,10 @@ pub fn parse(args: &[String]) -> Option<HookRun> {
     Some(run)
 }
 
-/// Answers one tool call through `run`'s relay: reads stdin, asks, prints the answer.
-/// Returns the exit status (0 with an answer; 1 when stdout cannot be written).
-pub fn answer(run: &HookRun) -> i32 {
+/// Answers one tool call through `run`'s relay: reads stdin, asks, prints the answer;
+/// when the relay cannot answer, `fallback` judges the call. Returns the exit status (0
+/// with an answer; 1 when stdout cannot be written).
+pub fn answer(run: &HookRun, fallback: impl FnOnce(&HookRun, &[u8]) -> Answer) -> i32 {
     let mut input = Vec::new();
     let read = std::io::stdin()
         .lock()
@@ -75,9 +80,9 @@ pub fn answer(run: &HookRun) -> i32 {
             Some(Ok(answer)) => answer,
             Some(Err(why)) => {
                 eprintln!("executor hook: {why}");
-                judged_here(run, &input)
+                fallback(run, &input)
             }
-            None => judged_here(run, &input),
+            None => fallback(run, &input),
         },
     };
     let mut out = std::io::stdout().lock();
@@ -91,7 +96,7 @@ pub fn answer(run: &HookRun) -> i32 {
 }
 
 /// The orchestrator is gone or silent: the contract copy judges, on a runtime made only now.
-fn judged_here(run: &HookRun, input: &[u8]) -> Answer {
+pub fn judged_here(run: &HookRun, input: &[u8]) -> Answer {
     match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -180,6 +185,63 @@ fn exchange(mut stream: impl Connection, input: &[u8], until: Instant) -> Result
     }
 }
 
+/// The hook's command line after `hook claude`, for the full `executor` to judge a call
+/// the relay could not answer.
+pub fn to_args(run: &HookRun) -> Vec<String> {
+    let mut out = vec![
+        "--config".to_string(),
+        run.config.to_string_lossy().into_owned(),
+        "--run".to_string(),
+        run.run_id.to_string(),
+        "--worktree".to_string(),
+        run.worktree.to_string_lossy().into_owned(),
+    ];
+    if let Some(branch) = &run.branch {
+        out.extend(["--branch".to_string(), branch.clone()]);
+    }
+    if let Some(contract) = &run.contract {
+        out.extend([
+            "--contract".to_string(),
+            contract.to_string_lossy().into_owned(),
+        ]);
+    }
+    if let Some(relay) = &run.relay {
+        out.extend(["--relay".to_string(), relay.to_arg()]);
+    }
+    out
+}
+
+/// The answer of `program hook claude` (the full `executor`) to `input`, for
+/// `executor-hook` when the relay cannot answer: it judges by the contract copy.
+pub fn asked_executor(program: &std::path::Path, run: &HookRun, input: &[u8]) -> Answer {
+    let child = std::process::Command::new(program)
+        .args(["hook", "claude"])
+        .args(to_args(&HookRun {
+            // Straight to the contract copy: the relay just failed.
+            relay: Some(RelayAddress::Socket(PathBuf::from("/dev/null/gone"))),
+            ..run.clone()
+        }))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn();
+    let output = child.and_then(|mut child| {
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin.write_all(input)?;
+        }
+        child.wait_with_output()
+    });
+    match output.map(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout)) {
+        Ok(Ok(value)) => Answer::from_json(&value),
+        Ok(Err(error)) => Answer::deny(format!(
+            "executor could not judge this tool call (its answer was not JSON: {error}); it was not run. Try again."
+        )),
+        Err(error) => Answer::deny(format!(
+            "executor could not judge this tool call (cannot run {}: {error}); it was not run. Try again.",
+            program.display()
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +262,10 @@ mod tests {
         assert_eq!(run.relay, Some(RelayAddress::Loopback(4100)));
         assert!(!run.confined, "the hook's side never claims the wall");
         // No relay, an unknown flag, a missing value or a bad number: the full parser.
+        assert_eq!(
+            parse(&to_args(&run)).map(|back| to_args(&back)),
+            Some(to_args(&run))
+        );
         for other in [
             "--config /c.toml --run 17 --worktree /w",
             "--run 17 --worktree /w --relay /s --verbose x",

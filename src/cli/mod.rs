@@ -12,7 +12,8 @@ mod credentials;
 mod daemon;
 pub(crate) mod doctor;
 pub(crate) mod hook;
-mod hook_client;
+#[doc(hidden)]
+pub mod hook_client;
 /// The runner's end of the hook's relay, for benches that time the hook's round trip.
 pub use hook::{serve_relay, HookRun, RelayListener};
 mod import;
@@ -444,7 +445,8 @@ pub fn main() -> ExitCode {
             .then(|| hook_client::parse(rest))
             .flatten()
         {
-            return ExitCode::from(u8::try_from(hook_client::answer(&run)).unwrap_or(1));
+            let code = hook_client::answer(&run, hook_client::judged_here);
+            return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }
     }
     let cli = match Cli::try_parse() {

@@ -939,6 +939,13 @@ impl Wall {
         m.read_only
             .extend(place.git_common_dir.iter().filter_map(|p| canonical(p)));
         m.read_only.extend(canonical(&self.settings.executor));
+        // The small hook beside it, which Claude's workers run before every tool call.
+        m.read_only.extend(canonical(
+            &self
+                .settings
+                .executor
+                .with_file_name(crate::agents::claude::THIN_HOOK),
+        ));
         if let Some(program) = spec.argv.first() {
             m.read_only.extend(program_root(program, path_var));
         }

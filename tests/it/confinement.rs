@@ -818,8 +818,13 @@ echo "[DONE:implemented] tried"
     );
 }
 
-/// The hook as it runs inside the wall: no config, the contract copy and a relay socket.
+/// The hook as it runs inside the wall: no config, the contract copy and a relay socket;
+/// `executor hook claude`, or with `thin` the small `executor-hook` the runner installs.
 fn relayed_hook(ws: &Workspace, relay: &Path, command: &str) -> (String, String) {
+    relayed_hook_by(ws, relay, command, false)
+}
+
+fn relayed_hook_by(ws: &Workspace, relay: &Path, command: &str, thin: bool) -> (String, String) {
     use std::process::Stdio;
     let worktree = ws.path().join("repo");
     let input = serde_json::json!({
@@ -831,9 +836,16 @@ fn relayed_hook(ws: &Workspace, relay: &Path, command: &str) -> (String, String)
         "tool_input": {"command": command, "description": "a command"},
         "tool_use_id": "toolu_01",
     });
-    let mut child = std::process::Command::new(crate::support::BIN)
+    let mut hook = if thin {
+        std::process::Command::new(env!("CARGO_BIN_EXE_executor-hook"))
+    } else {
+        let mut full = std::process::Command::new(crate::support::BIN);
+        full.args(["hook", "claude"]);
+        full
+    };
+    let mut child = hook
         .current_dir(std::env::temp_dir())
-        .args(["hook", "claude", "--run", "1", "--worktree"])
+        .args(["--run", "1", "--worktree"])
         .arg(&worktree)
         .args(["--branch", "executor/T-1", "--contract"])
         .arg(ws.path().join("roles/worker-policy.json"))
@@ -874,14 +886,17 @@ fn relayed_hook(ws: &Workspace, relay: &Path, command: &str) -> (String, String)
 fn the_hook_in_the_wall_judges_by_its_contract_copy_when_the_runner_is_gone() {
     let ws = crate::runner::workspace(&["/bin/true"], &[], "");
     let gone = ws.path().join("no-runner.sock");
-    let (decision, _) = relayed_hook(&ws, &gone, "cargo test");
-    assert_eq!(decision, "allow");
-    let (decision, reason) = relayed_hook(&ws, &gone, "git push origin main");
-    assert_eq!(decision, "deny", "{reason}");
-    // What would wait for the owner cannot be parked without the runner: denied, saying so.
-    let (decision, reason) = relayed_hook(&ws, &gone, "gh pr merge 7");
-    assert_eq!(decision, "deny", "{reason}");
-    assert!(reason.contains("did not answer in time"), "{reason}");
+    // The small hook hands the call to the full executor beside it, which judges the same.
+    for thin in [false, true] {
+        let (decision, reason) = relayed_hook_by(&ws, &gone, "cargo test", thin);
+        assert_eq!(decision, "allow", "thin {thin}: {reason}");
+        let (decision, reason) = relayed_hook_by(&ws, &gone, "git push origin main", thin);
+        assert_eq!(decision, "deny", "thin {thin}: {reason}");
+        // What would wait for the owner cannot be parked without the runner: denied, saying so.
+        let (decision, reason) = relayed_hook_by(&ws, &gone, "gh pr merge 7", thin);
+        assert_eq!(decision, "deny", "thin {thin}: {reason}");
+        assert!(reason.contains("did not answer in time"), "{reason}");
+    }
 }
 
 #[test]

@@ -504,6 +504,10 @@ fn unconfined_claudes_hook_asks_the_runner_which_judges_it_strictly() {
     )
     .expect("the hook's settings");
     assert!(settings.contains("--relay"), "{settings}");
+    assert!(
+        settings.contains("executor-hook' --config") || settings.contains("executor-hook --config"),
+        "the small hook: {settings}"
+    );
 }
 
 /// Where bubblewrap cannot run, the seal alone walls Claude: it may open no socket named

@@ -294,8 +294,18 @@ pub(super) fn write_hook_settings(
         }
         None => None,
     };
+    // With a relay, the small hook beside executor where it is installed: Claude waits on it
+    // before every tool call.
+    let thin = hook
+        .executor
+        .with_file_name(crate::agents::claude::THIN_HOOK);
+    let program = if relay.is_some() && thin.is_file() {
+        thin
+    } else {
+        hook.executor.clone()
+    };
     let command = crate::agents::claude::hook_command(
-        &hook.executor,
+        &program,
         &hook.config,
         run.id,
         worktree,
