@@ -190,6 +190,15 @@ async fn judge_and_record(run: &HookRun, input: &[u8]) -> Answer {
     std::process::exit(0)
 }
 
+/// The `tool_use_id` of a hook input, if it has one.
+fn tool_use_id(input: &[u8]) -> Option<String> {
+    serde_json::from_slice::<Value>(input).ok().and_then(|v| {
+        v.get("tool_use_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    })
+}
+
 /// The answer to one tool call: the owner's, when they already answered this call, else the
 /// contract's. Returns the decision to record too (`None` for the owner's answer, which is
 /// on record already). `confined` says whether the worker runs inside the wall.
@@ -200,11 +209,7 @@ pub async fn decide(
     input: &[u8],
     confined: bool,
 ) -> (Answer, Option<NewDecision>) {
-    let tool_use_id = serde_json::from_slice::<Value>(input).ok().and_then(|v| {
-        v.get("tool_use_id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-    });
+    let tool_use_id = tool_use_id(input);
     // A call the owner already answered (the session resumed after a `defer`).
     if let (Some(store), Some(id)) = (store, &tool_use_id) {
         match tokio::time::timeout(RECORD_DEADLINE, owner_answer(store, run.run_id, id)).await {
@@ -299,6 +304,31 @@ pub async fn serve_relay(listener: RelayListener, store: &dyn Store, run: HookRu
     // The copy is the runner's, written before the worker started and never changed while
     // it runs: read once, not per call.
     let contract = run.contract.as_deref().map(load_contract);
+    // The calls of this run parked for the owner (by `tool_use_id`): only those can have
+    // the owner's answer, so only those are looked up in the store before the answer
+    // (`None`: not known, every call is).
+    let mut parked: Option<std::collections::HashSet<String>> = match store
+        .run_escalations(run.run_id)
+        .await
+    {
+        Ok(escalations) => Some(
+            escalations
+                .into_iter()
+                .filter_map(|e| e.tool_use_id)
+                .collect(),
+        ),
+        Err(error) => {
+            tracing::warn!(run = run.run_id, %error, "cannot read the run's escalations; each call asks the store");
+            None
+        }
+    };
+    // The run's task, for each record (one read, not one per call).
+    let task_gid = store
+        .run(run.run_id)
+        .await
+        .ok()
+        .flatten()
+        .map(|r| r.task_gid);
     loop {
         let Ok(mut stream) = listener.accept().await else {
             continue;
@@ -320,7 +350,20 @@ pub async fn serve_relay(listener: RelayListener, store: &dyn Store, run: HookRu
         } else {
             match &contract {
                 Some(Ok(contract)) => {
-                    decide(Some(store), contract, &run, &input, run.confined).await
+                    let id = tool_use_id(&input);
+                    let may_be_answered = match (&parked, &id) {
+                        (Some(parked), Some(id)) => parked.contains(id),
+                        (None, _) => true,
+                        (Some(_), None) => false,
+                    };
+                    let asked = may_be_answered.then_some(store);
+                    let decided = decide(asked, contract, &run, &input, run.confined).await;
+                    if let (Some(parked), Some(id), Kind::Defer) =
+                        (parked.as_mut(), id, decided.0.kind)
+                    {
+                        parked.insert(id);
+                    }
+                    decided
                 }
                 Some(Err(error)) => (
                     Answer::deny(format!("executor cannot read the worker policy ({error:#}); no tool call is allowed until it is fixed")),
@@ -340,6 +383,10 @@ pub async fn serve_relay(listener: RelayListener, store: &dyn Store, run: HookRu
             .await;
         let _ = stream.shutdown().await;
         if let Some(record) = record {
+            let record = NewDecision {
+                task_gid: record.task_gid.or_else(|| task_gid.clone()),
+                ..record
+            };
             if let Err(error) = record_decision(store, record).await {
                 tracing::warn!(
                     run = run.run_id,
@@ -389,10 +436,11 @@ async fn owner_answer(store: &dyn Store, run_id: i64, tool_use_id: &str) -> Resu
 
 async fn record_decision(store: &dyn Store, record: NewDecision) -> Result<()> {
     // The task of the run, so `executor show <gid>` lists the decision.
-    // One indexed read: a hook answers every tool call of a worker, whatever the store holds.
-    let task_gid = match record.run_id {
-        Some(id) => store.run(id).await?.map(|r| r.task_gid),
-        None => None,
+    // One indexed read where the caller does not know it.
+    let task_gid = match (record.task_gid.clone(), record.run_id) {
+        (Some(gid), _) => Some(gid),
+        (None, Some(id)) => store.run(id).await?.map(|r| r.task_gid),
+        (None, None) => None,
     };
     store
         .record_decision(&NewDecision { task_gid, ..record })
