@@ -1388,12 +1388,45 @@ fn hook_relay_round_trip(dir: &Path) -> Row {
         );
     }
     let max = samples.iter().max().copied().unwrap_or_default();
+    let floor = spawn_floor(inputs[0].0.as_bytes());
+    let share = median(&samples).saturating_sub(median(&floor));
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     Row {
-        name: format!("`executor-hook --relay` round trip (spawn to answer, judged and recorded by the runner), {RELAY_CALLS} calls"),
+        name: format!(
+            "`executor-hook --relay` round trip (spawn to answer, judged and recorded by the runner), {RELAY_CALLS} calls; spawning `cat` the same way: median {:.2} ms in this run, the hook's own share {:.2} ms",
+            ms(median(&floor)),
+            ms(share)
+        ),
         met: median(&samples) <= RELAY_MEDIAN && max <= RELAY_MAX,
         samples,
         target: "median ≤ 2 ms, max ≤ 10 ms".into(),
     }
+}
+
+/// The floor of a hook's round trip: `cat` spawned the way Claude spawns its hook, the
+/// same input on stdin and its echo read back, [`RELAY_CALLS`] times.
+fn spawn_floor(input: &[u8]) -> Vec<Duration> {
+    use std::io::Write;
+    (0..RELAY_CALLS)
+        .map(|_| {
+            let started = Instant::now();
+            let mut child = Command::new("cat")
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn cat");
+            child
+                .stdin
+                .take()
+                .expect("cat's stdin")
+                .write_all(input)
+                .expect("write to cat");
+            let output = child.wait_with_output().expect("cat's output");
+            assert_eq!(output.stdout, input);
+            started.elapsed()
+        })
+        .collect()
 }
 
 const WAKE_NOTES: usize = 10;
