@@ -93,10 +93,7 @@ pub fn answer_only_args(schema: Option<&Value>) -> Vec<String> {
     args
 }
 
-/// The small hook binary installed beside `executor` (`src/bin/executor-hook.rs`): it takes
-/// the options of `executor hook claude` and answers through the relay without loading
-/// executor's engine.
-pub const THIN_HOOK: &str = "executor-hook";
+pub use crate::sandbox::THIN_HOOK;
 
 /// The shell command Claude runs as its PreToolUse hook: `<executor> hook claude --config
 /// <file> --run <id>`, paths quoted for `sh` (with `executor`'s file named [`THIN_HOOK`]:

@@ -20,8 +20,9 @@
 //! - print anything but the one JSON answer on stdout.
 
 use std::io::{Read, Write};
+use std::net::Shutdown;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
@@ -87,7 +88,7 @@ pub async fn claude(run: HookRun) -> Result<()> {
                 .to_string(),
         ),
         Ok(_) => match &run.relay {
-            Some(relay) => match super::hook_client::asked(relay, &input) {
+            Some(relay) => match asked(relay, &input) {
                 Ok(answer) => answer,
                 Err(why) => {
                     eprintln!("executor hook: {why}");
@@ -567,6 +568,87 @@ impl Answer {
                 "permissionDecisionReason": self.reason,
             }
         })
+    }
+}
+
+/// How long the hook waits for the orchestrator's answer before it judges the call by the
+/// contract copy itself (Claude Code gives a hook 60 s).
+pub(super) const RELAY_DEADLINE: Duration = Duration::from_secs(20);
+
+/// The orchestrator's answer to `input` through `relay`, within [`RELAY_DEADLINE`].
+pub(super) fn asked(relay: &RelayAddress, input: &[u8]) -> Result<Answer, String> {
+    let until = Instant::now() + RELAY_DEADLINE;
+    let bytes = match relay {
+        RelayAddress::Socket(path) => std::os::unix::net::UnixStream::connect(path)
+            .map_err(|e| format!("cannot reach the orchestrator at {}: {e}", path.display()))
+            .and_then(|s| exchange(s, input, until)),
+        RelayAddress::Loopback(port) => std::net::TcpStream::connect_timeout(
+            &(std::net::Ipv4Addr::LOCALHOST, *port).into(),
+            RELAY_DEADLINE,
+        )
+        .map_err(|e| format!("cannot reach the orchestrator on port {port}: {e}"))
+        .and_then(|s| exchange(s, input, until)),
+    }?;
+    let value = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("the orchestrator's answer is not JSON: {e}"))?;
+    Ok(Answer::from_json(&value))
+}
+
+/// A connection the relay speaks over.
+trait Connection: Read + Write {
+    fn timeouts(&self, left: Duration) -> std::io::Result<()>;
+    fn end_writing(&self) -> std::io::Result<()>;
+}
+
+impl Connection for std::os::unix::net::UnixStream {
+    fn timeouts(&self, left: Duration) -> std::io::Result<()> {
+        self.set_read_timeout(Some(left))?;
+        self.set_write_timeout(Some(left))
+    }
+    fn end_writing(&self) -> std::io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+impl Connection for std::net::TcpStream {
+    fn timeouts(&self, left: Duration) -> std::io::Result<()> {
+        self.set_nodelay(true)?;
+        self.set_read_timeout(Some(left))?;
+        self.set_write_timeout(Some(left))
+    }
+    fn end_writing(&self) -> std::io::Result<()> {
+        self.shutdown(Shutdown::Write)
+    }
+}
+
+/// Writes the call, ends the writing side, and reads the answer to its end, all before
+/// `until` (each read is given what is left of it).
+fn exchange(mut stream: impl Connection, input: &[u8], until: Instant) -> Result<Vec<u8>, String> {
+    let late = || format!("the orchestrator did not answer within {RELAY_DEADLINE:?}");
+    let left = |until: Instant| {
+        let left = until.saturating_duration_since(Instant::now());
+        (!left.is_zero()).then_some(left)
+    };
+    let io = |e: std::io::Error| match e.kind() {
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late(),
+        _ => format!("the orchestrator's relay failed: {e}"),
+    };
+    stream.timeouts(left(until).ok_or_else(late)?).map_err(io)?;
+    stream.write_all(input).map_err(io)?;
+    stream.end_writing().map_err(io)?;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        stream.timeouts(left(until).ok_or_else(late)?).map_err(io)?;
+        match stream.read(&mut buf) {
+            Ok(0) => return Ok(answer),
+            Ok(n) if (answer.len() + n) as u64 > MAX_INPUT => {
+                return Err("the orchestrator's answer is too large".to_string())
+            }
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
     }
 }
 

@@ -6,23 +6,17 @@
 //! does, failing closed: [`super::hook::fallback`] in `executor`, that same `executor` run
 //! by `executor-hook`).
 //!
-//! What it must never do: wait past [`DEADLINE`] for the orchestrator, or print anything
+//! What it must never do: wait past the relay's deadline (`hook::RELAY_DEADLINE`) for the orchestrator, or print anything
 //! but the one JSON answer on stdout.
 
 use std::io::{Read, Write};
-use std::net::Shutdown;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use crate::agents::claude::RelayAddress;
 
 pub use super::hook::{Answer, HookRun};
 
-use super::hook::MAX_INPUT;
-
-/// How long the hook waits for the orchestrator's answer before it judges the call by the
-/// contract copy itself (Claude Code gives a hook 60 s).
-pub const DEADLINE: Duration = Duration::from_secs(20);
+use super::hook::{asked, MAX_INPUT};
 
 /// The hook's command line after `hook claude`, when it names a relay and nothing this
 /// path does not know (anything else goes to the full parser, which explains it).
@@ -105,83 +99,6 @@ pub fn judged_here(run: &HookRun, input: &[u8]) -> Answer {
         Err(error) => Answer::deny(format!(
             "executor could not judge this tool call ({error}); it was not run. Try again."
         )),
-    }
-}
-
-/// The orchestrator's answer to `input` through `relay`, within [`DEADLINE`].
-pub fn asked(relay: &RelayAddress, input: &[u8]) -> Result<Answer, String> {
-    let until = Instant::now() + DEADLINE;
-    let bytes = match relay {
-        RelayAddress::Socket(path) => std::os::unix::net::UnixStream::connect(path)
-            .map_err(|e| format!("cannot reach the orchestrator at {}: {e}", path.display()))
-            .and_then(|s| exchange(s, input, until)),
-        RelayAddress::Loopback(port) => std::net::TcpStream::connect_timeout(
-            &(std::net::Ipv4Addr::LOCALHOST, *port).into(),
-            DEADLINE,
-        )
-        .map_err(|e| format!("cannot reach the orchestrator on port {port}: {e}"))
-        .and_then(|s| exchange(s, input, until)),
-    }?;
-    let value = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("the orchestrator's answer is not JSON: {e}"))?;
-    Ok(Answer::from_json(&value))
-}
-
-/// A connection the relay speaks over.
-trait Connection: Read + Write {
-    fn timeouts(&self, left: Duration) -> std::io::Result<()>;
-    fn end_writing(&self) -> std::io::Result<()>;
-}
-
-impl Connection for std::os::unix::net::UnixStream {
-    fn timeouts(&self, left: Duration) -> std::io::Result<()> {
-        self.set_read_timeout(Some(left))?;
-        self.set_write_timeout(Some(left))
-    }
-    fn end_writing(&self) -> std::io::Result<()> {
-        self.shutdown(Shutdown::Write)
-    }
-}
-
-impl Connection for std::net::TcpStream {
-    fn timeouts(&self, left: Duration) -> std::io::Result<()> {
-        self.set_nodelay(true)?;
-        self.set_read_timeout(Some(left))?;
-        self.set_write_timeout(Some(left))
-    }
-    fn end_writing(&self) -> std::io::Result<()> {
-        self.shutdown(Shutdown::Write)
-    }
-}
-
-/// Writes the call, ends the writing side, and reads the answer to its end, all before
-/// `until` (each read is given what is left of it).
-fn exchange(mut stream: impl Connection, input: &[u8], until: Instant) -> Result<Vec<u8>, String> {
-    let late = || format!("the orchestrator did not answer within {DEADLINE:?}");
-    let left = |until: Instant| {
-        let left = until.saturating_duration_since(Instant::now());
-        (!left.is_zero()).then_some(left)
-    };
-    let io = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => late(),
-        _ => format!("the orchestrator's relay failed: {e}"),
-    };
-    stream.timeouts(left(until).ok_or_else(late)?).map_err(io)?;
-    stream.write_all(input).map_err(io)?;
-    stream.end_writing().map_err(io)?;
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        stream.timeouts(left(until).ok_or_else(late)?).map_err(io)?;
-        match stream.read(&mut buf) {
-            Ok(0) => return Ok(answer),
-            Ok(n) if (answer.len() + n) as u64 > MAX_INPUT => {
-                return Err("the orchestrator's answer is too large".to_string())
-            }
-            Ok(n) => answer.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io(e)),
-        }
     }
 }
 

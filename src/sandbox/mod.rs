@@ -84,6 +84,11 @@ pub enum Posture {
     },
 }
 
+/// The small hook binary installed beside `executor` (`src/bin/executor-hook.rs`), shown
+/// to a worker with `executor` itself: it takes the options of `executor hook claude` and
+/// answers through the relay without loading executor's engine.
+pub const THIN_HOOK: &str = "executor-hook";
+
 /// `[sandbox]` resolved: paths absolute, sizes in bytes.
 #[derive(Debug, Clone)]
 pub struct WallSettings {
@@ -940,12 +945,8 @@ impl Wall {
             .extend(place.git_common_dir.iter().filter_map(|p| canonical(p)));
         m.read_only.extend(canonical(&self.settings.executor));
         // The small hook beside it, which Claude's workers run before every tool call.
-        m.read_only.extend(canonical(
-            &self
-                .settings
-                .executor
-                .with_file_name(crate::agents::claude::THIN_HOOK),
-        ));
+        m.read_only
+            .extend(canonical(&self.settings.executor.with_file_name(THIN_HOOK)));
         if let Some(program) = spec.argv.first() {
             m.read_only.extend(program_root(program, path_var));
         }
