@@ -98,7 +98,14 @@ impl Notices {
     /// Logs `notice` when the log takes its priority, and stores it for every other
     /// notifier that does. Never fails: a store error is logged.
     pub async fn tell(&self, store: &dyn Store, notice: Notice) {
-        if self.routing.logs(&notice) {
+        self.log(&notice);
+        self.send(store, &self.rows(&notice)).await;
+    }
+
+    /// Writes `notice` to the log, when the log takes its priority: the log's half of
+    /// [`Self::tell`], for a notice whose rows were stored by another write.
+    pub fn log(&self, notice: &Notice) {
+        if self.routing.logs(notice) {
             let gid = notice.task_gid.as_deref().unwrap_or("-");
             let run = notice.run_id.unwrap_or_default();
             match notice.priority {
@@ -110,8 +117,18 @@ impl Notices {
                 }
             }
         }
-        self.send(store, &self.routing.route(&notice, self.clock.now()))
-            .await;
+    }
+
+    /// The outbox rows of `notice`, one per notifier that takes it, stamped now: the
+    /// store's half of [`Self::tell`], for a write that stores them with other rows
+    /// (then [`Self::stored`]).
+    pub fn rows(&self, notice: &Notice) -> Vec<NewOutgoing> {
+        self.routing.route(notice, self.clock.now())
+    }
+
+    /// Says that rows of [`Self::rows`] were stored, so a waiting deliverer starts.
+    pub fn stored(&self) {
+        self.wake.notify_one();
     }
 
     /// Stores rows meant for one notifier only (an answer in the topic, say).
@@ -120,7 +137,7 @@ impl Notices {
             return;
         }
         match store.enqueue_outgoing(rows).await {
-            Ok(_) => self.wake.notify_one(),
+            Ok(_) => self.stored(),
             Err(error) => {
                 tracing::error!(%error, notifiers = ?rows.iter().map(|r| r.notifier.as_str()).collect::<Vec<_>>(), "cannot store an outgoing message; it is lost: {}", rows[0].body)
             }

@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Duration, TimeZone, Utc};
+use executor::core::exchange::{DecidedRequest, NewExchange, RequestAnswer};
 use executor::core::outbox::{NewOutgoing, OutboxBacklog, Priority};
 use executor::core::queue::QueueStatus;
 use executor::core::record::{
-    Heartbeat, NewDecision, NewEvent, NewMessage, Resolved, StatusChange, WorkerRecord,
+    Decision, Heartbeat, NewDecision, NewEvent, NewMessage, Resolved, StatusChange, StoredMessage,
+    WorkerRecord,
 };
 use executor::core::run::RunState;
 use executor::core::task::{Analysis, NewTask, UpsertOutcome};
@@ -1281,6 +1283,195 @@ async fn messages_keep_a_window_of_the_runs_most_recent(store: &dyn Store) {
     );
     assert_eq!(store.messages(run, 0).await.expect("none").len(), 0);
     assert_eq!(store.messages(404, 20).await.expect("no run").len(), 0);
+}
+
+/// A test's decided request: the decision shows the window's ids; the answer and its
+/// notice name the decision's id; `fail` makes the answer impossible to build.
+struct Decides {
+    window: u32,
+    fail: bool,
+}
+
+impl DecidedRequest for Decides {
+    fn window(&self) -> u32 {
+        self.window
+    }
+
+    fn decision(&self, window: &[StoredMessage]) -> Result<NewDecision, String> {
+        let ids: Vec<i64> = window.iter().map(|m| m.id).collect();
+        let mut d = decision_for(window.last().map_or(0, |m| m.run_id), "push", "escalate");
+        d.message_window = Some(serde_json::to_string(&ids).map_err(|e| e.to_string())?);
+        Ok(d)
+    }
+
+    fn answer(&self, recorded: &Decision, _: &[StoredMessage]) -> Result<RequestAnswer, String> {
+        if self.fail {
+            return Err("no answer for this one".into());
+        }
+        let run_id = recorded.run_id.unwrap_or_default();
+        let mut message = message(run_id, 99);
+        message.line = format!("[STATUS:request_escalated] escalation={}", recorded.id);
+        Ok(RequestAnswer {
+            outgoing: vec![outgoing(
+                "zulip",
+                &format!("escalation {} waits", recorded.id),
+                t0(),
+            )],
+            message,
+        })
+    }
+}
+
+/// Everything the store holds of a run's exchanges: its lines, the decisions, the outbox.
+async fn exchanged_rows(store: &dyn Store, run_id: i64) -> (Vec<String>, usize, Vec<String>) {
+    let lines = store
+        .messages(run_id, 100)
+        .await
+        .expect("messages")
+        .into_iter()
+        .map(|m| m.line)
+        .collect();
+    let decisions = store.decisions("T-1").await.expect("decisions").len();
+    (lines, decisions, outbox_bodies(store, None, false).await)
+}
+
+async fn a_workers_line_and_its_decision_land_whole_or_not_at_all(store: &dyn Store) {
+    let (a, b) = HOLDERS;
+    add_task(store, "T-1").await;
+    let run = store
+        .create_leased_run("T-1", a, t0(), minutes(5))
+        .await
+        .expect("create");
+    let exchange = |n: usize, request: Option<Decides>, epoch: i64| NewExchange {
+        lease_epoch: epoch,
+        message: message(run.id, n),
+        outgoing: vec![outgoing("zulip", &format!("line {n}"), t0())],
+        request: request.map(|r| Arc::new(r) as Arc<dyn DecidedRequest>),
+    };
+
+    // A line alone: the line and its notice.
+    let plain = store
+        .record_exchange(exchange(0, None, run.lease_epoch))
+        .await
+        .expect("a line");
+    assert_eq!(plain.request, None);
+    assert_eq!(plain.outbox_ids.len(), 1);
+    let (lines, decisions, outbox) = exchanged_rows(store, run.id).await;
+    assert_eq!((lines.len(), decisions), (1, 0));
+    assert_eq!(outbox, ["line 0"]);
+
+    // A request whose answer cannot be built: nothing of it, not even its line.
+    let failed = store
+        .record_exchange(exchange(
+            1,
+            Some(Decides {
+                window: 5,
+                fail: true,
+            }),
+            run.lease_epoch,
+        ))
+        .await;
+    assert!(
+        matches!(failed, Err(StoreError::Exchange { run_id, .. }) if run_id == run.id),
+        "{failed:?}"
+    );
+    assert_eq!(
+        exchanged_rows(store, run.id).await,
+        (lines.clone(), 0, outbox.clone())
+    );
+
+    // Tried again, it lands once: the line, its notice, the decision that saw the line,
+    // the decision's notice and the answer naming the decision, in that order.
+    let landed = store
+        .record_exchange(exchange(
+            1,
+            Some(Decides {
+                window: 5,
+                fail: false,
+            }),
+            run.lease_epoch,
+        ))
+        .await
+        .expect("a request");
+    let (recorded, window) = landed.request.clone().expect("decided");
+    assert_eq!(
+        window.iter().map(|m| m.id).collect::<Vec<_>>(),
+        [lines_ids(store, run.id).await[0], landed.message_id]
+    );
+    assert_eq!(
+        store.decision(recorded.id).await.expect("read"),
+        Some(recorded.clone())
+    );
+    assert_eq!(
+        recorded.message_window.as_deref(),
+        Some(
+            serde_json::to_string(&[window[0].id, window[1].id])
+                .expect("json")
+                .as_str()
+        )
+    );
+    assert_eq!(landed.outbox_ids.len(), 2);
+    assert!(landed.outbox_ids[0] < landed.outbox_ids[1]);
+    let (lines, decisions, outbox) = exchanged_rows(store, run.id).await;
+    assert_eq!(decisions, 1);
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[1], message(run.id, 1).line);
+    assert_eq!(
+        lines[2],
+        format!("[STATUS:request_escalated] escalation={}", recorded.id)
+    );
+    assert_eq!(
+        outbox,
+        [
+            "line 0".to_string(),
+            "line 1".to_string(),
+            format!("escalation {} waits", recorded.id)
+        ]
+    );
+
+    // Once another runner took the run over, the first one's lines land no more.
+    store
+        .take_lease(run.id, b, minutes(6), minutes(9), None)
+        .await
+        .expect("take")
+        .expect("taken");
+    let late = store
+        .record_exchange(exchange(
+            2,
+            Some(Decides {
+                window: 5,
+                fail: false,
+            }),
+            run.lease_epoch,
+        ))
+        .await;
+    assert!(
+        matches!(late, Err(StoreError::Fenced { run_id }) if run_id == run.id),
+        "{late:?}"
+    );
+    assert_eq!(exchanged_rows(store, run.id).await, (lines, 1, outbox));
+    let unknown = store
+        .record_exchange(NewExchange {
+            lease_epoch: 0,
+            message: message(404, 0),
+            outgoing: Vec::new(),
+            request: None,
+        })
+        .await;
+    assert!(
+        matches!(unknown, Err(StoreError::Fenced { run_id: 404 })),
+        "{unknown:?}"
+    );
+}
+
+async fn lines_ids(store: &dyn Store, run_id: i64) -> Vec<i64> {
+    store
+        .messages(run_id, 100)
+        .await
+        .expect("messages")
+        .into_iter()
+        .map(|m| m.id)
+        .collect()
 }
 
 async fn intake_errors_are_refreshed_and_retained(store: &dyn Store) {
@@ -2896,6 +3087,7 @@ conformance!(
     each_decision_keeps_whether_its_worker_was_confined,
     an_escalation_is_resolved_once_and_applied_once,
     messages_keep_a_window_of_the_runs_most_recent,
+    a_workers_line_and_its_decision_land_whole_or_not_at_all,
     a_run_lease_is_taken_once_renewed_expired_and_released,
     a_runs_pr_memory_is_replaced_and_read_back,
     task_facts_are_replaced_and_the_analysis_recorded,

@@ -9,6 +9,7 @@ pub mod budget;
 pub mod changes;
 pub mod clock;
 pub mod ending;
+pub mod exchange;
 pub mod facts;
 pub mod filter;
 pub mod gid;

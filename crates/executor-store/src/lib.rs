@@ -97,6 +97,8 @@ pub enum StoreError {
     Fenced { run_id: i64 },
     #[error("store worker stopped unexpectedly: {0}")]
     Worker(String),
+    #[error("run {run_id}'s request could not be answered, so nothing of its line was written: {reason}")]
+    Exchange { run_id: i64, reason: String },
     #[error("task `{0}` already has a parent: a task is linked into one decomposition only")]
     AlreadyLinked(String),
     #[error("decomposition of `{parent}` refused: {reason}")]
@@ -518,6 +520,16 @@ pub trait Store: Send + Sync {
     /// the escalation is resolved and not yet applied (compare-and-set): true exactly once
     /// across all callers, so one answer is acted on once.
     async fn apply_escalation(&self, id: i64, at: DateTime<Utc>) -> StoreResult<bool>;
+
+    /// Records a worker's line with everything it leads to (its notices; for a request the
+    /// decision, the decision's notices and the answer), in one transaction: all of it or
+    /// none ([`executor_core::exchange`]). Nothing lands with [`StoreError::Fenced`] when
+    /// the run's lease epoch is no longer `exchange.lease_epoch`, nor with
+    /// [`StoreError::Exchange`] when the request's rows could not be built.
+    async fn record_exchange(
+        &self,
+        exchange: executor_core::exchange::NewExchange,
+    ) -> StoreResult<executor_core::exchange::Exchanged>;
 
     /// Records a worker message (docs/design.md §5); returns its id.
     async fn record_message(&self, message: &NewMessage) -> StoreResult<i64>;

@@ -18,6 +18,7 @@ use super::rows::{
     self, Cells, DECISION_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, SPEND_SELECT,
 };
 use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult};
+use executor_core::exchange::{Exchanged, NewExchange};
 use executor_core::outbox::{NewOutgoing, OutboxBacklog, Outgoing};
 use executor_core::queue::QueueStatus;
 use executor_core::record::{
@@ -372,6 +373,107 @@ async fn claim_lease(
 }
 
 /// Deletes `holder`'s lease of run `run_id`, if it holds it.
+/// Writes one decision; the row as recorded.
+async fn insert_decision<'e, E: sqlx::PgExecutor<'e>>(
+    e: E,
+    d: &NewDecision,
+) -> StoreResult<Decision> {
+    let row = sqlx::query(&format!(
+        "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail, \
+         tool_use_id, message_window, confined) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+         RETURNING {DECISION_COLUMNS}"
+    ))
+    .bind(&d.task_gid)
+    .bind(d.run_id)
+    .bind(d.at)
+    .bind(&d.role)
+    .bind(&d.action)
+    .bind(&d.decision)
+    .bind(&d.rule_id)
+    .bind(&d.detail)
+    .bind(&d.tool_use_id)
+    .bind(&d.message_window)
+    .bind(d.confined)
+    .fetch_one(e)
+    .await?;
+    Ok(rows::decision(&row)?)
+}
+
+/// Writes one message; its id.
+async fn insert_message<'e, E: sqlx::PgExecutor<'e>>(
+    e: E,
+    m: &NewMessage,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar(
+        "INSERT INTO executor_messages (run_id, task_gid, at, source, tag, kind, args, text, line) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+    )
+    .bind(m.run_id)
+    .bind(&m.task_gid)
+    .bind(m.at)
+    .bind(&m.source)
+    .bind(&m.tag)
+    .bind(&m.kind)
+    .bind(&m.args)
+    .bind(&m.text)
+    .bind(&m.line)
+    .fetch_one(e)
+    .await
+}
+
+/// The last `last` messages of a run, oldest first.
+async fn last_messages<'e, E: sqlx::PgExecutor<'e>>(
+    e: E,
+    run_id: i64,
+    last: u32,
+) -> StoreResult<Vec<StoredMessage>> {
+    let rows = sqlx::query(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM (SELECT {MESSAGE_COLUMNS} FROM executor_messages \
+         WHERE run_id = $1 ORDER BY id DESC LIMIT $2) AS window_ ORDER BY id"
+    ))
+    .bind(run_id)
+    .bind(i64::from(last))
+    .fetch_all(e)
+    .await?;
+    Ok(rows.iter().map(rows::message).collect::<Result<_, _>>()?)
+}
+
+/// Writes outbox rows in order, inside the caller's transaction; their ids.
+async fn insert_outgoing(
+    tx: &mut Transaction<'_, Postgres>,
+    items: &[NewOutgoing],
+) -> Result<Vec<i64>, sqlx::Error> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Ids come from a sequence before commit: two writers at once could make a later id
+    // visible before an earlier one, and the deliverer post them out of order. Writers
+    // take turns instead (the lock ends with the transaction).
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(OUTBOX_WRITE_LOCK)
+        .execute(&mut **tx)
+        .await?;
+    let mut ids = Vec::with_capacity(items.len());
+    for item in items {
+        let id: i64 = sqlx::query_scalar(
+            "INSERT INTO executor_outbox (notifier, persona, priority, task_gid, run_id, body, \
+             created_at, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id",
+        )
+        .bind(&item.notifier)
+        .bind(&item.persona)
+        .bind(item.priority.as_str())
+        .bind(&item.task_gid)
+        .bind(item.run_id)
+        .bind(&item.body)
+        .bind(item.created_at)
+        .fetch_one(&mut **tx)
+        .await?;
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
 async fn drop_lease<'e, E: sqlx::PgExecutor<'e>>(
     e: E,
     run_id: i64,
@@ -845,26 +947,7 @@ impl Store for PgStore {
     }
 
     async fn record_decision(&self, d: &NewDecision) -> StoreResult<Decision> {
-        let row = sqlx::query(&format!(
-            "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail, \
-             tool_use_id, message_window, confined) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) \
-             RETURNING {DECISION_COLUMNS}"
-        ))
-        .bind(&d.task_gid)
-        .bind(d.run_id)
-        .bind(d.at)
-        .bind(&d.role)
-        .bind(&d.action)
-        .bind(&d.decision)
-        .bind(&d.rule_id)
-        .bind(&d.detail)
-        .bind(&d.tool_use_id)
-        .bind(&d.message_window)
-        .bind(d.confined)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(rows::decision(&row)?)
+        insert_decision(&self.pool, d).await
     }
 
     async fn decisions(&self, gid: &str) -> StoreResult<Vec<Decision>> {
@@ -975,35 +1058,50 @@ impl Store for PgStore {
         Ok(changed == 1)
     }
 
+    async fn record_exchange(&self, exchange: NewExchange) -> StoreResult<Exchanged> {
+        let run_id = exchange.message.run_id;
+        let mut tx = self.pool.begin().await?;
+        // A share lock on the run: a takeover raising its epoch waits for this to end.
+        let epoch: Option<i64> =
+            sqlx::query_scalar("SELECT lease_epoch FROM executor_runs WHERE id = $1 FOR SHARE")
+                .bind(run_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if epoch != Some(exchange.lease_epoch) {
+            return Err(StoreError::Fenced { run_id });
+        }
+        let message_id = insert_message(&mut *tx, &exchange.message).await?;
+        let mut outbox_ids = insert_outgoing(&mut tx, &exchange.outgoing).await?;
+        let request = match &exchange.request {
+            None => None,
+            Some(request) => {
+                let refused = |reason| StoreError::Exchange { run_id, reason };
+                let window = match request.window() {
+                    0 => Vec::new(),
+                    last => last_messages(&mut *tx, run_id, last).await?,
+                };
+                let recorded =
+                    insert_decision(&mut *tx, &request.decision(&window).map_err(refused)?).await?;
+                let answer = request.answer(&recorded, &window).map_err(refused)?;
+                outbox_ids.extend(insert_outgoing(&mut tx, &answer.outgoing).await?);
+                insert_message(&mut *tx, &answer.message).await?;
+                Some((recorded, window))
+            }
+        };
+        tx.commit().await?;
+        Ok(Exchanged {
+            message_id,
+            request,
+            outbox_ids,
+        })
+    }
+
     async fn record_message(&self, m: &NewMessage) -> StoreResult<i64> {
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO executor_messages (run_id, task_gid, at, source, tag, kind, args, text, line) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
-        )
-        .bind(m.run_id)
-        .bind(&m.task_gid)
-        .bind(m.at)
-        .bind(&m.source)
-        .bind(&m.tag)
-        .bind(&m.kind)
-        .bind(&m.args)
-        .bind(&m.text)
-        .bind(&m.line)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(id)
+        Ok(insert_message(&self.pool, m).await?)
     }
 
     async fn messages(&self, run_id: i64, last: u32) -> StoreResult<Vec<StoredMessage>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM (SELECT {MESSAGE_COLUMNS} FROM executor_messages \
-             WHERE run_id = $1 ORDER BY id DESC LIMIT $2) AS window_ ORDER BY id"
-        ))
-        .bind(run_id)
-        .bind(i64::from(last))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(rows::message).collect::<Result<_, _>>()?)
+        last_messages(&self.pool, run_id, last).await
     }
 
     async fn changes_after(
@@ -1338,30 +1436,7 @@ impl Store for PgStore {
 
     async fn enqueue_outgoing(&self, items: &[NewOutgoing]) -> StoreResult<Vec<i64>> {
         let mut tx = self.pool.begin().await?;
-        // Ids come from a sequence before commit: two writers at once could make a later id
-        // visible before an earlier one, and the deliverer post them out of order. Writers
-        // take turns instead (the lock ends with the transaction).
-        sqlx::query("SELECT pg_advisory_xact_lock($1)")
-            .bind(OUTBOX_WRITE_LOCK)
-            .execute(&mut *tx)
-            .await?;
-        let mut ids = Vec::with_capacity(items.len());
-        for item in items {
-            let id: i64 = sqlx::query_scalar(
-                "INSERT INTO executor_outbox (notifier, persona, priority, task_gid, run_id, body, \
-                 created_at, next_attempt_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $7) RETURNING id",
-            )
-            .bind(&item.notifier)
-            .bind(&item.persona)
-            .bind(item.priority.as_str())
-            .bind(&item.task_gid)
-            .bind(item.run_id)
-            .bind(&item.body)
-            .bind(item.created_at)
-            .fetch_one(&mut *tx)
-            .await?;
-            ids.push(id);
-        }
+        let ids = insert_outgoing(&mut tx, items).await?;
         tx.commit().await?;
         Ok(ids)
     }

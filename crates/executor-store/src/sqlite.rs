@@ -24,6 +24,7 @@ use super::rows::{
     self, Cells, DECISION_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, SPEND_SELECT,
 };
 use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult};
+use executor_core::exchange::{Exchanged, NewExchange};
 use executor_core::outbox::{NewOutgoing, OutboxBacklog, Outgoing};
 use executor_core::queue::QueueStatus;
 use executor_core::record::{
@@ -377,6 +378,88 @@ fn spend_from_row(row: &Row<'_>) -> rusqlite::Result<executor_core::spend::Spend
 
 fn event_from_row(row: &Row<'_>) -> rusqlite::Result<TaskEvent> {
     rows::event(row)
+}
+
+/// Writes one decision and reads it back as recorded.
+fn insert_decision(conn: &Connection, d: &NewDecision) -> rusqlite::Result<Decision> {
+    conn.prepare_cached(
+        "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail, \
+         tool_use_id, message_window, confined) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(params![
+        d.task_gid,
+        d.run_id,
+        text(&d.at),
+        d.role,
+        d.action,
+        d.decision,
+        d.rule_id,
+        d.detail,
+        d.tool_use_id,
+        d.message_window,
+        d.confined
+    ])?;
+    let id = conn.last_insert_rowid();
+    conn.prepare_cached(&format!(
+        "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE id = ?1"
+    ))?
+    .query_row([id], decision_from_row)
+}
+
+/// Writes one message; its id.
+fn insert_message(conn: &Connection, m: &NewMessage) -> rusqlite::Result<i64> {
+    conn.prepare_cached(
+        "INSERT INTO executor_messages (run_id, task_gid, at, source, tag, kind, args, text, line) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+    )?
+    .execute(params![
+        m.run_id,
+        m.task_gid,
+        text(&m.at),
+        m.source,
+        m.tag,
+        m.kind,
+        m.args,
+        m.text,
+        m.line
+    ])?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// The last `last` messages of a run, oldest first.
+fn last_messages(
+    conn: &Connection,
+    run_id: i64,
+    last: u32,
+) -> rusqlite::Result<Vec<StoredMessage>> {
+    conn.prepare_cached(&format!(
+        "SELECT {MESSAGE_COLUMNS} FROM (SELECT {MESSAGE_COLUMNS} FROM executor_messages \
+         WHERE run_id = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id"
+    ))?
+    .query_map(params![run_id, last], message_from_row)?
+    .collect()
+}
+
+/// Writes outbox rows in order (inside the caller's transaction); their ids.
+fn insert_outgoing(conn: &Connection, items: &[NewOutgoing]) -> rusqlite::Result<Vec<i64>> {
+    let mut ids = Vec::with_capacity(items.len());
+    for item in items {
+        conn.prepare_cached(
+            "INSERT INTO executor_outbox (notifier, persona, priority, task_gid, run_id, body, \
+             created_at, next_attempt_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
+        )?
+        .execute(params![
+            item.notifier,
+            item.persona,
+            item.priority.as_str(),
+            item.task_gid,
+            item.run_id,
+            item.body,
+            text(&item.created_at)
+        ])?;
+        ids.push(conn.last_insert_rowid());
+    }
+    Ok(ids)
 }
 
 fn decision_from_row(row: &Row<'_>) -> rusqlite::Result<Decision> {
@@ -1026,31 +1109,7 @@ impl Store for SqliteStore {
 
     async fn record_decision(&self, decision: &NewDecision) -> StoreResult<Decision> {
         let d = decision.clone();
-        self.call(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO executor_decisions (task_gid, run_id, at, role, action, decision, rule_id, detail, \
-                 tool_use_id, message_window, confined) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-            )?
-            .execute(params![
-                d.task_gid,
-                d.run_id,
-                text(&d.at),
-                d.role,
-                d.action,
-                d.decision,
-                d.rule_id,
-                d.detail,
-                d.tool_use_id,
-                d.message_window,
-                d.confined
-            ])?;
-            let id = conn.last_insert_rowid();
-            conn.prepare_cached(&format!(
-                "SELECT {DECISION_COLUMNS} FROM executor_decisions WHERE id = ?1"
-            ))?
-            .query_row([id], decision_from_row)
-        })
-        .await
+        self.call(move |conn| insert_decision(conn, &d)).await
     }
 
     async fn decisions(&self, gid: &str) -> StoreResult<Vec<Decision>> {
@@ -1165,39 +1224,53 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn record_message(&self, message: &NewMessage) -> StoreResult<i64> {
-        let m = message.clone();
-        self.call(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO executor_messages (run_id, task_gid, at, source, tag, kind, args, text, line) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            )?
-            .execute(params![
-                m.run_id,
-                m.task_gid,
-                text(&m.at),
-                m.source,
-                m.tag,
-                m.kind,
-                m.args,
-                m.text,
-                m.line
-            ])?;
-            Ok(conn.last_insert_rowid())
+    async fn record_exchange(&self, exchange: NewExchange) -> StoreResult<Exchanged> {
+        self.call_store(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let run_id = exchange.message.run_id;
+            let epoch: Option<i64> = tx
+                .prepare_cached("SELECT lease_epoch FROM executor_runs WHERE id = ?1")?
+                .query_row([run_id], |row| row.get(0))
+                .optional()?;
+            if epoch != Some(exchange.lease_epoch) {
+                return Err(StoreError::Fenced { run_id }.into());
+            }
+            let message_id = insert_message(&tx, &exchange.message)?;
+            let mut outbox_ids = insert_outgoing(&tx, &exchange.outgoing)?;
+            let request = match &exchange.request {
+                None => None,
+                Some(request) => {
+                    let refused = |reason| StoreError::Exchange { run_id, reason };
+                    let window = match request.window() {
+                        0 => Vec::new(),
+                        last => last_messages(&tx, run_id, last)?,
+                    };
+                    let recorded =
+                        insert_decision(&tx, &request.decision(&window).map_err(refused)?)?;
+                    let answer = request.answer(&recorded, &window).map_err(refused)?;
+                    outbox_ids.extend(insert_outgoing(&tx, &answer.outgoing)?);
+                    insert_message(&tx, &answer.message)?;
+                    Some((recorded, window))
+                }
+            };
+            tx.commit()?;
+            Ok(Exchanged {
+                message_id,
+                request,
+                outbox_ids,
+            })
         })
         .await
     }
 
+    async fn record_message(&self, message: &NewMessage) -> StoreResult<i64> {
+        let m = message.clone();
+        self.call(move |conn| insert_message(conn, &m)).await
+    }
+
     async fn messages(&self, run_id: i64, last: u32) -> StoreResult<Vec<StoredMessage>> {
-        self.call(move |conn| {
-            conn.prepare_cached(&format!(
-                "SELECT {MESSAGE_COLUMNS} FROM (SELECT {MESSAGE_COLUMNS} FROM executor_messages \
-                 WHERE run_id = ?1 ORDER BY id DESC LIMIT ?2) ORDER BY id"
-            ))?
-            .query_map(params![run_id, last], message_from_row)?
-            .collect()
-        })
-        .await
+        self.call(move |conn| last_messages(conn, run_id, last))
+            .await
     }
 
     async fn changes_after(
@@ -1552,23 +1625,7 @@ impl Store for SqliteStore {
         let items = items.to_vec();
         self.call(move |conn| {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let mut ids = Vec::with_capacity(items.len());
-            for item in &items {
-                tx.prepare_cached(
-                    "INSERT INTO executor_outbox (notifier, persona, priority, task_gid, run_id, body, \
-                     created_at, next_attempt_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)",
-                )?
-                .execute(params![
-                    item.notifier,
-                    item.persona,
-                    item.priority.as_str(),
-                    item.task_gid,
-                    item.run_id,
-                    item.body,
-                    text(&item.created_at)
-                ])?;
-                ids.push(tx.last_insert_rowid());
-            }
+            let ids = insert_outgoing(&tx, &items)?;
             tx.commit()?;
             Ok(ids)
         })
