@@ -65,6 +65,31 @@ struct Console {
     /// The daemon's own forge client, asked only what it last heard of the request quota
     /// (it never calls the forge for a page).
     forge: Option<crate::forge::ForgeClient>,
+    /// The store's change hints, started by the first live feed and shared by every one
+    /// (`None` when the store cannot give them: the feeds poll).
+    hints: Arc<tokio::sync::OnceCell<Option<crate::store::changed::ChangeHints>>>,
+}
+
+impl Console {
+    /// A receiver of the store's change hints, for one live feed.
+    async fn change_hints(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.hints
+            .get_or_init(|| async {
+                match self.store.change_hints().await {
+                    Ok(hints) => Some(hints),
+                    Err(error) => {
+                        tracing::warn!(
+                            error = format!("{:#}", anyhow::Error::from(error)),
+                            "the store gives the console no change hints; its live feeds poll"
+                        );
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()
+            .map(crate::store::changed::ChangeHints::subscribe)
+    }
 }
 
 /// Whether `listen` is a loopback address, the only kind the console serves without a
@@ -91,6 +116,7 @@ pub fn router(
         access: Arc::clone(&access),
         confinement: Arc::default(),
         forge,
+        hints: Arc::default(),
     };
     Router::new()
         .route(&format!("{API}/status"), get(status))

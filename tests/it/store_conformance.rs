@@ -3024,6 +3024,107 @@ async fn a_wake_up_reaches_the_listener(store: &dyn Store) {
     assert_eq!(heard.ok(), Some(true), "the answer's wake-up arrived");
 }
 
+/// A hint arrives within `limit`, or the test fails (a generous bound: this waits for an
+/// event, it does not measure how fast it came).
+async fn hinted(hints: &mut tokio::sync::watch::Receiver<u64>, what: &str) {
+    tokio::time::timeout(std::time::Duration::from_secs(30), hints.changed())
+        .await
+        .unwrap_or_else(|_| panic!("no change hint after {what}"))
+        .unwrap_or_else(|_| panic!("the change hints stopped before {what}"));
+}
+
+#[tokio::test]
+async fn sqlite_a_write_through_another_connection_is_hinted_and_a_read_is_not() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("executor.db");
+    let reader = SqliteStore::open(&path).await.expect("open the reader");
+    let writer = SqliteStore::open(&path).await.expect("open the writer");
+    let source = reader.change_hints().await.expect("watch");
+    let mut hints = source.subscribe();
+    hints.borrow_and_update();
+
+    // Reads by either connection, and a command opening the file, are no change.
+    writer.tasks(None).await.expect("read");
+    reader.messages(1, 20).await.expect("read");
+    drop(SqliteStore::open(&path).await.expect("open a third"));
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !hints.has_changed().expect("hints live"),
+        "a read hinted a change"
+    );
+
+    writer
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    hinted(&mut hints, "a task added by another connection").await;
+    hints.borrow_and_update();
+    writer.record_message(&message(1, 1)).await.expect("a line");
+    hinted(&mut hints, "a line written by another connection").await;
+    drop(source);
+    assert!(hints.changed().await.is_err(), "stopped with its source");
+}
+
+/// Waits for the notification naming `table` of `schema`. The channel is the database's:
+/// other tests' schemas notify it too, so anything else is passed over.
+async fn notified(listener: &mut sqlx::postgres::PgListener, schema: &str, table: &str) {
+    let wanted = format!("{schema}.{table}");
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let heard = listener.recv().await.expect("a notification");
+            if heard.payload() == wanted {
+                return;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no notification {wanted}"));
+}
+
+#[tokio::test]
+async fn postgres_a_commit_to_the_feeds_tables_notifies_the_change_channel() {
+    let Some(schema) = PgSchema::create("change_hints").await else {
+        return;
+    };
+    let store = PgStore::connect_with(schema.options())
+        .await
+        .expect("open Postgres");
+    let mut listener = sqlx::postgres::PgListener::connect_with(store.pool())
+        .await
+        .expect("listen");
+    listener
+        .listen(executor::store::changed::CHANNEL)
+        .await
+        .expect("listen");
+    store
+        .upsert_task(&new_task("T-1", "# A"), "cli", t0())
+        .await
+        .expect("add");
+    notified(&mut listener, &schema.name, "executor_events").await;
+    store.record_message(&message(1, 1)).await.expect("a line");
+    notified(&mut listener, &schema.name, "executor_messages").await;
+    let decision = store
+        .record_decision(&decision_for(1, "push", "escalate"))
+        .await
+        .expect("decide");
+    notified(&mut listener, &schema.name, "executor_decisions").await;
+    store
+        .resolve_escalation(decision.id, "approve", None, "owner", minutes(1))
+        .await
+        .expect("resolve");
+    notified(&mut listener, &schema.name, "executor_decisions").await;
+    // And the store's own hints follow a commit.
+    let source = store.change_hints().await.expect("hints");
+    let mut hints = source.subscribe();
+    hints.borrow_and_update();
+    store.record_message(&message(1, 2)).await.expect("a line");
+    hinted(&mut hints, "a line on Postgres").await;
+    drop(listener);
+    drop(source);
+    store.pool().close().await;
+    schema.drop().await;
+}
+
 macro_rules! concurrent {
     ($($case:ident),* $(,)?) => {
         mod sqlite_two_connections {

@@ -10,6 +10,7 @@
 //! they never drop, rename or rewrite what is there, so an existing database is adopted in
 //! place. The store applies decisions; it never makes them (the state machines in `core` do).
 
+pub mod changed;
 pub mod migrations;
 pub mod postgres;
 mod rows;
@@ -103,6 +104,12 @@ pub enum StoreError {
     AlreadyLinked(String),
     #[error("decomposition of `{parent}` refused: {reason}")]
     InvalidDecomposition { parent: String, reason: String },
+    #[error("cannot watch {path} for changes")]
+    ChangeWatch {
+        path: PathBuf,
+        #[source]
+        source: notify::Error,
+    },
     #[error("wake-up socket {path}")]
     WakeSocket {
         path: PathBuf,
@@ -806,6 +813,10 @@ pub trait Store: Send + Sync {
 
     /// The cursor past every row [`Store::changes_after`] reads now.
     async fn change_cursor(&self) -> StoreResult<executor_core::changes::Cursor>;
+
+    /// Starts watching for changes any process or host makes to the store: hints for a
+    /// reader that would otherwise poll ([`changed`]).
+    async fn change_hints(&self) -> StoreResult<changed::ChangeHints>;
 
     /// Starts listening for wake-ups; fails when this store cannot be listened on (another
     /// daemon holds the SQLite socket, Postgres refuses the connection).

@@ -197,6 +197,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "net_refusals",
         sql: include_str!("sql/postgres/0018_net_refusals.sql"),
     },
+    Migration {
+        version: 19,
+        name: "change_hints",
+        sql: include_str!("sql/postgres/0019_change_hints.sql"),
+    },
 ];
 
 /// The highest version in `migrations`.

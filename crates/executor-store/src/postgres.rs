@@ -1903,4 +1903,8 @@ impl Store for PgStore {
     async fn listen_wakes(&self) -> StoreResult<super::wake::Wakes> {
         super::wake::listen_postgres(self.pool.clone()).await
     }
+
+    async fn change_hints(&self) -> StoreResult<super::changed::ChangeHints> {
+        super::changed::listen_postgres(self.pool.clone()).await
+    }
 }

@@ -2109,4 +2109,8 @@ impl Store for SqliteStore {
     async fn listen_wakes(&self) -> StoreResult<super::wake::Wakes> {
         super::wake::listen_socket(&self.path)
     }
+
+    async fn change_hints(&self) -> StoreResult<super::changed::ChangeHints> {
+        super::changed::watch_files(&self.path)
+    }
 }

@@ -318,7 +318,16 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
 /// Listens on [`CHANNEL`]. The first connection is made here (so a daemon that cannot
 /// listen says so at its start); a lost one is made again in the background, with back-off.
 pub(crate) async fn listen_postgres(pool: sqlx::PgPool) -> StoreResult<Wakes> {
-    let first = pg_listener(&pool).await?;
+    listen_postgres_channel(pool, CHANNEL).await
+}
+
+/// Listens on `channel` as [`listen_postgres`] does on [`CHANNEL`]; each notification is
+/// heard as a wake-up of what its payload says.
+pub(crate) async fn listen_postgres_channel(
+    pool: sqlx::PgPool,
+    channel: &'static str,
+) -> StoreResult<Wakes> {
+    let first = pg_listener(&pool, channel).await?;
     let (tx, heard) = mpsc::channel(QUEUED);
     let task = tokio::spawn(async move {
         let mut listener = Some(first);
@@ -326,9 +335,9 @@ pub(crate) async fn listen_postgres(pool: sqlx::PgPool) -> StoreResult<Wakes> {
         loop {
             let mut live = match listener.take() {
                 Some(live) => live,
-                None => match pg_listener(&pool).await {
+                None => match pg_listener(&pool, channel).await {
                     Ok(live) => {
-                        tracing::info!("listening for wake-ups on Postgres again");
+                        tracing::info!(channel, "listening on Postgres again");
                         backoff = Backoff::default();
                         if tx.send(Heard::Reconnected).await.is_err() {
                             return;
@@ -338,7 +347,7 @@ pub(crate) async fn listen_postgres(pool: sqlx::PgPool) -> StoreResult<Wakes> {
                     Err(StoreError::Postgres(sqlx::Error::PoolClosed)) => return,
                     Err(error) => {
                         let wait = backoff.next_wait();
-                        tracing::warn!(%error, retry_in = ?wait, "cannot listen for wake-ups on Postgres");
+                        tracing::warn!(%error, channel, retry_in = ?wait, "cannot listen on Postgres");
                         tokio::time::sleep(wait).await;
                         continue;
                     }
@@ -357,14 +366,15 @@ pub(crate) async fn listen_postgres(pool: sqlx::PgPool) -> StoreResult<Wakes> {
                     }
                     Ok(None) => {
                         tracing::warn!(
-                            "the Postgres connection for wake-ups was lost; making it again"
+                            channel,
+                            "the Postgres connection listening was lost; making it again"
                         );
                         break;
                     }
                     // The store is closing: so is the daemon.
                     Err(sqlx::Error::PoolClosed) => return,
                     Err(error) => {
-                        tracing::warn!(%error, "the Postgres connection for wake-ups failed; making it again");
+                        tracing::warn!(%error, channel, "the Postgres connection listening failed; making it again");
                         break;
                     }
                 }
@@ -377,16 +387,19 @@ pub(crate) async fn listen_postgres(pool: sqlx::PgPool) -> StoreResult<Wakes> {
         heard,
         task,
         socket: None,
-        address: format!("Postgres channel {CHANNEL}"),
+        address: format!("Postgres channel {channel}"),
     })
 }
 
-async fn pg_listener(pool: &sqlx::PgPool) -> StoreResult<sqlx::postgres::PgListener> {
+async fn pg_listener(
+    pool: &sqlx::PgPool,
+    channel: &str,
+) -> StoreResult<sqlx::postgres::PgListener> {
     let mut listener = sqlx::postgres::PgListener::connect_with(pool).await?;
     // A lost connection is made again by the loop above (which then says so), not silently
     // inside the listener.
     listener.eager_reconnect(false);
-    listener.listen(CHANNEL).await?;
+    listener.listen(channel).await?;
     Ok(listener)
 }
 

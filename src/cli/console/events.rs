@@ -6,8 +6,10 @@
 //! client at a point (a page gives the cursor it was rendered at), and with neither the
 //! feed starts now. `?run=ID` keeps only that run's lines.
 //!
-//! The feed reads the store (every runner of a shared queue writes there), polling it
-//! briefly; it never writes.
+//! The feed reads the store (every runner of a shared queue writes there), right after the
+//! store hints that it changed (`store::changed`: a write by any process or host), and on
+//! a slow timer besides, in case a hint was lost; where the store gives no hints it polls
+//! briefly. It never writes.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -19,14 +21,17 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
+use tokio::sync::watch;
 
 use super::Console;
 use crate::core::changes::{self, Change, Cursor};
 use crate::store::Store;
 
-/// How often the feed looks for new rows: short, so a worker's line reaches the page at
-/// once; each look is three indexed reads.
+/// How often the feed looks for new rows where the store gives no change hints: short, so a
+/// worker's line reaches the page at once; each look is three indexed reads.
 const POLL: Duration = Duration::from_millis(100);
+/// How often it looks when hints come: only for a hint that was lost.
+const HINTED_POLL: Duration = Duration::from_secs(2);
 /// After the store failed, the feed waits this long before it reads again.
 const BACK_OFF: Duration = Duration::from_secs(2);
 /// Rows of each table taken in one read.
@@ -57,11 +62,13 @@ pub(super) async fn stream(
             Err(error) => return super::failed(error.into()),
         },
     };
+    let hints = c.change_hints().await;
     let feed = Feed {
         store: c.store,
         cursor: from,
         run: q.run,
         ready: VecDeque::new(),
+        hints,
     };
     let events = futures_util::stream::unfold(feed, |mut feed| async move {
         let event = feed.next().await;
@@ -77,6 +84,8 @@ struct Feed {
     cursor: Cursor,
     run: Option<i64>,
     ready: VecDeque<Event>,
+    /// The store's change hints; `None` where it gives none (or they stopped).
+    hints: Option<watch::Receiver<u64>>,
 }
 
 impl Feed {
@@ -85,6 +94,11 @@ impl Feed {
         loop {
             if let Some(event) = self.ready.pop_front() {
                 return event;
+            }
+            // Marked seen before the read: a write after this point hints again, so a line
+            // written while the read runs is not left for the timer.
+            if let Some(hints) = &mut self.hints {
+                hints.borrow_and_update();
             }
             match self
                 .store
@@ -97,7 +111,7 @@ impl Feed {
                         self.ready.push_back(event_of(cursor, &change));
                     }
                     if self.ready.is_empty() {
-                        tokio::time::sleep(POLL).await;
+                        self.wait().await;
                     }
                 }
                 Err(error) => {
@@ -109,6 +123,21 @@ impl Feed {
                         .data(error.to_string());
                 }
             }
+        }
+    }
+}
+
+impl Feed {
+    /// Until the store hints at a change (or the slow timer), or for the short poll where
+    /// no hints come.
+    async fn wait(&mut self) {
+        let Some(hints) = &mut self.hints else {
+            tokio::time::sleep(POLL).await;
+            return;
+        };
+        if let Ok(Err(_)) = tokio::time::timeout(HINTED_POLL, hints.changed()).await {
+            tracing::debug!("the store's change hints stopped; the live feed polls");
+            self.hints = None;
         }
     }
 }
