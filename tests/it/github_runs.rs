@@ -360,6 +360,122 @@ fn a_merged_pr_whose_run_owes_nothing_is_looked_at_no_more() {
     );
 }
 
+/// The PR numbers a batched GraphQL look asked about (its `$nN` variables).
+fn graphql_numbers(body: &str) -> Vec<u64> {
+    let Ok(request) = serde_json::from_str::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    request["variables"]
+        .as_object()
+        .map(|vars| {
+            vars.iter()
+                .filter(|(name, _)| name.starts_with('n'))
+                .filter_map(|(_, n)| n.as_u64())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_thousand_merged_prs_leave_the_tick_and_only_the_live_one_is_asked_about() {
+    use executor::core::pr::{PrMemory, Stage};
+    use executor::core::queue::QueueStatus;
+    use executor::core::run::RunState;
+    use executor::core::task::NewTask;
+    use executor::store::Store;
+    const MERGED: u64 = 1_000;
+    let github = FakeGithub::start_empty();
+    let ws = waiting_pr(&github);
+
+    // A thousand runs completed by their merged PRs, owing nothing, as a long-lived
+    // store holds them.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let merged_numbers: Vec<u64> = runtime.block_on(async {
+        let store = executor::store::sqlite::SqliteStore::open(&ws.path().join("executor.db"))
+            .await
+            .expect("open the store");
+        let now = chrono::Utc::now();
+        let memory = serde_json::to_string(&PrMemory {
+            merged: true,
+            stage: Stage::Complete,
+            ..PrMemory::default()
+        })
+        .expect("memory as JSON");
+        let mut numbers = Vec::new();
+        for n in 0..MERGED {
+            let gid = format!("M-{n}");
+            store
+                .upsert_task(
+                    &NewTask {
+                        task_gid: gid.clone(),
+                        source: "cli".into(),
+                        description: format!("# Merged {n}"),
+                        notes: None,
+                        priority: None,
+                        initial_status: QueueStatus::Done,
+                    },
+                    "cli",
+                    now,
+                )
+                .await
+                .expect("a done task");
+            let mut run = store
+                .create_leased_run(&gid, "seed:1:1", now, now)
+                .await
+                .expect("a run");
+            let number = 5_000 + n;
+            run.state = RunState::Complete;
+            run.pr_number = Some(number as i64);
+            run.pr_url = Some(format!("https://github.com/{OWNER}/{REPO}/pull/{number}"));
+            run.completed_at = Some(now);
+            store
+                .end_run(&run, None, Some("seed:1:1"))
+                .await
+                .expect("completed");
+            store
+                .save_pr_memory(run.id, &memory, now)
+                .await
+                .expect("its memory");
+            numbers.push(number);
+        }
+        numbers
+    });
+
+    // Each tick, in a fresh process that knows nothing of the last, asks about the live
+    // PR only.
+    for tick in 0..2 {
+        let before = github.requests().len();
+        let out = ws.run(&["run", "--once"]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let requests = github.requests();
+        let asked: Vec<u64> = requests[before..]
+            .iter()
+            .flat_map(|r| graphql_numbers(&r.body))
+            .collect();
+        assert_eq!(asked, [PR], "tick {tick} asked about {asked:?}");
+        let by_path: Vec<&str> = requests[before..]
+            .iter()
+            .map(|r| r.path.as_str())
+            .filter(|path| {
+                merged_numbers.iter().any(|n| {
+                    path.contains(&format!("/pulls/{n}")) || path.contains(&format!("/issues/{n}"))
+                })
+            })
+            .collect();
+        assert!(
+            by_path.is_empty(),
+            "tick {tick} asked REST about merged PRs: {by_path:?}"
+        );
+    }
+}
+
 /// The fixtures' three review threads: resolved, acknowledged, and one that needs work.
 fn fixture_threads() -> Vec<serde_json::Value> {
     let mut threads = crate::fake_github::fixture_json("graphql_review_threads.json");

@@ -101,6 +101,14 @@ pub async fn tick_prs(runner: &Runner) -> Result<Passed> {
         if !watched || runner.is_settled(run.id) {
             continue;
         }
+        // A completed run whose merged PR owes nothing leaves the batch on its memory alone,
+        // with no lease taken: a restarted daemon does not write once per finished PR.
+        if run.state == RunState::Complete
+            && memory_of(store, &run).await.is_ok_and(|m| m.settled())
+        {
+            runner.settle(run.id);
+            continue;
+        }
         let Some(epoch) = take_run(
             store,
             &runner.holder,
