@@ -1244,12 +1244,13 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
     for source in &mut sources {
         match source.poll(store.as_ref(), clock).await {
             Ok(report) => eprintln!(
-                "{}: {} new, {} updated, {} unchanged, {} closed upstream (skipped)",
+                "{}: {} new, {} updated, {} unchanged, {} closed upstream (skipped), {} closed before first seen (left out)",
                 source.name(),
                 report.created,
                 report.updated,
                 report.unchanged,
-                report.closed
+                report.closed,
+                report.closed_unseen
             ),
             Err(error) => {
                 eprintln!("{}: {error}; the other sources go on", source.name());

@@ -43,6 +43,9 @@ pub struct SourceReport {
     pub unchanged: usize,
     /// Tasks closed upstream before any run started, now skipped.
     pub closed: usize,
+    /// Issues (tasks) already closed when they were first seen, left out of the queue as
+    /// the first read leaves them out (unless the scope takes closed ones in).
+    pub closed_unseen: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -138,6 +141,18 @@ pub enum Polling {
     },
 }
 
+impl Polling {
+    /// Whether issues or tasks already closed when first seen come into the queue
+    /// (`include_closed`, Asana's `include_completed`).
+    fn takes_closed(&self) -> bool {
+        match self {
+            Polling::Asana { scope, .. } => scope.include_completed,
+            Polling::GithubIssues { scope, .. } => scope.include_closed,
+            Polling::GiteaIssues { scope, .. } => scope.include_closed,
+        }
+    }
+}
+
 /// One polled source's intake in this process: when it last polled, and what.
 pub struct SourceIntake {
     polling: Polling,
@@ -229,6 +244,17 @@ impl SourceIntake {
                 .as_deref()
                 .and_then(|json| serde_json::from_str::<TaskFacts>(json).ok())
                 .is_some_and(|before| !before.closed);
+            // Closed before it was ever seen open: a later read (which takes closings)
+            // brought it, but the first read left such issues out, and so does this one.
+            if facts.closed
+                && stored.is_none()
+                && !self.polling.takes_closed()
+                && store.task(&task.task_gid).await?.is_none()
+            {
+                tracing::debug!(gid = %task.task_gid, source = %self.key, "closed before it was ever seen open: left out");
+                report.closed_unseen += 1;
+                continue;
+            }
             let (_, outcome) = store.upsert_task(task, &task.source, at).await?;
             let facts_json = serde_json::to_string(facts)?;
             // Read again unchanged (inside the cursor's margin): its facts keep their time.
@@ -268,6 +294,8 @@ impl SourceIntake {
             new = report.created,
             updated = report.updated,
             unchanged = report.unchanged,
+            closed = report.closed,
+            closed_unseen = report.closed_unseen,
             "source polled"
         );
         Ok(report)

@@ -121,6 +121,48 @@ fn labelled_gitea_issues_come_in_and_upstream_edits_and_closings_follow() {
 }
 
 #[test]
+fn an_issue_closed_before_it_was_ever_seen_never_enters_the_queue() {
+    let gitea = FakeGitea::start();
+    let open = gitea.add_issue("Tab preview sticks", "Steps.", &["executor"]);
+    let closed = gitea.add_issue("Done before we looked", "Old.", &["executor"]);
+    gitea.close(closed);
+    let ws = gitea_workspace(&gitea, TOKEN);
+    let run = |ws: &Workspace| {
+        let out = ws.run(&["run", "--once"]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let gids = |ws: &Workspace| -> Vec<String> {
+        ws.queue()
+            .iter()
+            .filter_map(|t| t["task_gid"].as_str().map(str::to_owned))
+            .collect()
+    };
+    run(&ws);
+    assert_eq!(gids(&ws), [gid(open)]);
+
+    // Touched later, still closed: a read of closed and open changes brings it, and it
+    // stays out; the poll says so.
+    gitea.edit_body(closed, "Old, with a late note.");
+    let stderr = run(&ws);
+    assert!(
+        stderr.contains("1 closed before first seen (left out)"),
+        "{stderr}"
+    );
+    assert_eq!(gids(&ws), [gid(open)], "the closed issue was queued");
+    let last = gitea.requests().pop().expect("a request");
+    assert_eq!(last.param("state").as_deref(), Some("all"));
+
+    // One closed after it came in is skipped before any run, as before.
+    gitea.close(open);
+    let stderr = run(&ws);
+    assert!(stderr.contains("1 closed upstream (skipped)"), "{stderr}");
+    let shown = ws.json(&["show", &gid(open), "--json"]);
+    assert_eq!(shown["task"]["status"], "skip", "{shown}");
+}
+
+#[test]
 fn a_bad_gitea_token_is_an_intake_error_and_the_plans_folder_still_works() {
     let gitea = FakeGitea::start();
     gitea.add_issue("Tab preview sticks", "", &["executor"]);
