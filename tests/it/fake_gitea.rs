@@ -93,6 +93,9 @@ pub enum Fault {
     /// A 400 whose body repeats the request's `Authorization` header, as a careless proxy
     /// might.
     EchoAuthorization,
+    /// The request is carried out (the review stored, the comment saved), then this status
+    /// is answered instead: a 502 from a proxy after Gitea did the write.
+    AfterApplying(u16),
 }
 
 /// One request as the fake saw it.
@@ -202,6 +205,8 @@ struct FakePull {
 struct FaultRule {
     fault: Fault,
     path_contains: Option<String>,
+    /// Only requests of this method (any, when `None`).
+    method: Option<Method>,
 }
 
 struct StateData {
@@ -405,6 +410,20 @@ impl FakeGitea {
         self.fail_next_matching("", count, fault);
     }
 
+    /// Serves `fault` for the next `count` authorized `method` requests whose path ends
+    /// with `path_end`: a fault on one route, the rest answered as usual.
+    pub fn fail_route(&self, method: &str, path_end: &str, count: usize, fault: Fault) {
+        let method = Method::from_bytes(method.as_bytes()).expect("an HTTP method");
+        let mut state = self.shared.state();
+        for _ in 0..count {
+            state.faults.push_back(FaultRule {
+                fault: fault.clone(),
+                path_contains: Some(path_end.to_owned()),
+                method: Some(method.clone()),
+            });
+        }
+    }
+
     /// Serves `fault` for the next `count` authorized API requests whose path contains
     /// `path_part`.
     pub fn fail_next_matching(&self, path_part: &str, count: usize, fault: Fault) {
@@ -413,6 +432,7 @@ impl FakeGitea {
             state.faults.push_back(FaultRule {
                 fault: fault.clone(),
                 path_contains: (!path_part.is_empty()).then(|| path_part.to_owned()),
+                method: None,
             });
         }
     }
@@ -662,7 +682,7 @@ fn fault_reply(base: &str, fault: &Fault, authorization: Option<&str>) -> Reply 
             )
             .into_bytes(),
         },
-        Fault::Delay(_) => Reply::error(base, 500, ""),
+        Fault::Delay(_) | Fault::AfterApplying(_) => Reply::error(base, 500, ""),
     }
 }
 
@@ -695,10 +715,19 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
 
     let fault = if authorized {
         let mut state = shared.state();
-        let at = state.faults.iter().position(|rule| {
-            rule.path_contains
+        let at = state.faults.iter().position(|rule| match &rule.method {
+            // A route's fault: its method, and the path's end.
+            Some(method) => {
+                *method == parts.method
+                    && rule
+                        .path_contains
+                        .as_deref()
+                        .is_some_and(|end| path.ends_with(end))
+            }
+            None => rule
+                .path_contains
                 .as_deref()
-                .is_none_or(|part| path.contains(part))
+                .is_none_or(|part| path.contains(part)),
         });
         at.and_then(|i| state.faults.remove(i))
             .map(|rule| rule.fault)
@@ -717,7 +746,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
     let mut state = shared.state();
     let reply = if !authorized {
         Reply::error(base, 401, "token is required")
-    } else if let Some(fault) = &fault {
+    } else if let Some(fault) = fault
+        .as_ref()
+        .filter(|f| !matches!(f, Fault::AfterApplying(_)))
+    {
         fault_reply(base, fault, authorization.as_deref())
     } else {
         match path.strip_prefix(API_PATH) {
@@ -738,6 +770,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
             }
             None => Reply::not_found(base),
         }
+    };
+    let reply = match fault {
+        Some(Fault::AfterApplying(status)) => Reply::error(base, status, ""),
+        _ => reply,
     };
     state.requests.push(Recorded {
         method: parts.method.to_string(),

@@ -120,6 +120,16 @@ impl FakeGitea {
 
     /// A review by `login` on PR `number` with one comment on `path` (`state`:
     /// `COMMENT`, `REQUEST_CHANGES`, …).
+    /// The reviews PR `number` holds, as Gitea lists them.
+    pub fn reviews(&self, number: u64) -> Vec<Value> {
+        let mut data = self.shared.state();
+        let repo = data.repo_mut(OWNER, REPO);
+        repo.pulls
+            .get(&number)
+            .map(|p| p.reviews.iter().map(|(r, _)| r.clone()).collect())
+            .unwrap_or_default()
+    }
+
     pub fn add_review(&self, number: u64, login: &str, state: &str, comment: &str, path: &str) {
         let mut data = self.shared.state();
         let at = data.tick();

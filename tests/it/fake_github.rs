@@ -158,6 +158,8 @@ pub struct PostedReview {
     pub number: u64,
     pub event: String,
     pub body: String,
+    /// The review as GitHub answers it, and lists it on `GET …/pulls/{n}/reviews`.
+    pub json: Value,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -993,6 +995,19 @@ fn route(
                 ["pulls", n, "reviews"] if post => {
                     number(n).map_or_else(Reply::not_found, |n| post_review(state, n, body))
                 }
+                // Lists every review of the PR, oldest first (`GET …/pulls/{n}/reviews`).
+                ["pulls", n, "reviews"] if get => match number(n) {
+                    Some(n) if state.prs.contains_key(&n) => {
+                        let items: Vec<Value> = state
+                            .reviews
+                            .iter()
+                            .filter(|r| r.number == n)
+                            .map(|r| r.json.clone())
+                            .collect();
+                        paginate(state, base, path, query, items, None)
+                    }
+                    _ => Reply::not_found(),
+                },
                 ["actions", "runs", id, "jobs"] if get => {
                     match number(id).and_then(|id| state.jobs.get(&id).cloned()) {
                         Some(jobs) => paginate(state, base, path, query, jobs, Some("jobs")),
@@ -1619,26 +1634,29 @@ fn post_review(state: &mut StateData, number: u64, body: &Value) -> Reply {
     let commit = pr.json["head"]["sha"].clone();
     state.next_id += 1;
     let id = state.next_id;
+    let review = json!({
+        "id": id,
+        "node_id": format!("PRR_fake{id}"),
+        "user": user,
+        "body": text,
+        "state": review_state,
+        "html_url": format!("https://github.com/{OWNER}/{REPO}/pull/{number}#pullrequestreview-{id}"),
+        "pull_request_url": format!("https://api.github.com/repos/{OWNER}/{REPO}/pulls/{number}"),
+        "author_association": "CONTRIBUTOR",
+        "_links": {
+            "html": { "href": format!("https://github.com/{OWNER}/{REPO}/pull/{number}#pullrequestreview-{id}") },
+            "pull_request": { "href": format!("https://api.github.com/repos/{OWNER}/{REPO}/pulls/{number}") },
+        },
+        "submitted_at": now_text(),
+        "commit_id": commit,
+    });
     state.reviews.push(PostedReview {
         number,
         event,
         body: text.clone(),
+        json: review.clone(),
     });
-    Reply::json(
-        200,
-        &json!({
-            "id": id,
-            "node_id": format!("PRR_fake{id}"),
-            "user": user,
-            "body": text,
-            "state": review_state,
-            "html_url": format!("https://github.com/{OWNER}/{REPO}/pull/{number}#pullrequestreview-{id}"),
-            "pull_request_url": format!("https://api.github.com/repos/{OWNER}/{REPO}/pulls/{number}"),
-            "author_association": "CONTRIBUTOR",
-            "submitted_at": now_text(),
-            "commit_id": commit,
-        }),
-    )
+    Reply::json(200, &review)
 }
 
 fn serve_log(state: &StateData, path: &str) -> Reply {

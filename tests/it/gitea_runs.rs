@@ -170,14 +170,29 @@ fn a_gitea_run_is_pushed_opened_as_a_wip_pr_fixed_on_red_statuses_reviewed_and_c
     );
 
     // Green on the new head, nothing waiting: executor's review, posted as a COMMENT.
+    // Gitea stores it, and a proxy loses the answer to a 502.
     let head = gitea.head_sha(number).expect("a head");
     gitea.set_status(&head, "ci/ui-tests", "success");
     gitea.set_status(&head, "ci/lint", "success");
+    gitea.fail_route("POST", "/reviews", 1, Fault::AfterApplying(502));
     let stderr = run_once(&ws);
     assert!(
         ws.path().join("prompts-seen/review.md").exists(),
         "a review worker ran: {stderr}"
     );
+    // The next tick finds the review by its marker on the PR and posts nothing again.
+    run_once(&ws);
+    let stored: Vec<_> = gitea
+        .reviews(number)
+        .into_iter()
+        .filter(|r| {
+            r["body"]
+                .as_str()
+                .unwrap_or("")
+                .contains("executor's review: green")
+        })
+        .collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
     let posted: Vec<_> = gitea
         .requests()
         .into_iter()

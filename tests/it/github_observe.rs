@@ -17,7 +17,9 @@ use executor::forge::github::steps::{self, CiTrigger};
 use executor::forge::github::{observe, ClientOptions, GithubClient, GithubError};
 use serde_json::json;
 
-use crate::fake_github::{Ci, FakeGithub, FAILED_JOB, FIRST_HEAD, FIX_HEAD, OWNER, PR, RUN_ID};
+use crate::fake_github::{
+    Ci, FakeGithub, Fault, FAILED_JOB, FIRST_HEAD, FIX_HEAD, OWNER, PR, RUN_ID,
+};
 
 const REPORT: &str = "Xcode test report (macOS UI Tests CI)";
 const NEEDS_WORK: &str = "PRRT_kwDOMGtpR85h4iMD";
@@ -565,21 +567,37 @@ fn acknowledged_threads_are_resolved_and_a_gone_thread_is_skipped() {
 #[test]
 fn the_review_is_a_comment_and_completion_mentions_the_owner() {
     let h = Harness::story();
-    let review = h
-        .run(steps::post_review(
-            &h.client,
-            PR,
-            "Reviewed against AGENTS.md: the fix is scoped and tested.",
-        ))
+    let marker = steps::review_marker(42, FIX_HEAD);
+    let body = format!("Reviewed against AGENTS.md: the fix is scoped and tested.\n\n{marker}");
+    // GitHub saves the review, and the answer is lost to a 502 in front of it.
+    h.fake
+        .fail_route("POST", "/reviews", 1, Fault::AfterApplying(502));
+    assert!(h
+        .run(steps::post_review(&h.client, PR, &body, &marker))
+        .is_err());
+    // Tried again, the review is found by its marker and not posted twice.
+    let again = h
+        .run(steps::post_review(&h.client, PR, &body, &marker))
         .expect("review");
-    assert_eq!(review.state, "COMMENTED");
+    assert!(again.is_none(), "posted again: {again:?}");
     let reviews = h.fake.reviews();
     assert_eq!(reviews.len(), 1);
     assert_eq!(reviews[0].event, "COMMENT");
-    assert_eq!(
-        reviews[0].body,
-        "Reviewed against AGENTS.md: the fix is scoped and tested."
-    );
+    assert_eq!(reviews[0].body, body);
+    assert_eq!(reviews[0].json["state"], "COMMENTED");
+    // Another head's review is another review.
+    let next = steps::review_marker(42, "f".repeat(40).as_str());
+    let posted = h
+        .run(steps::post_review(
+            &h.client,
+            PR,
+            &format!("again\n\n{next}"),
+            &next,
+        ))
+        .expect("review")
+        .expect("posted");
+    assert_eq!(posted.state, "COMMENTED");
+    assert_eq!(h.fake.reviews().len(), 2);
 
     let comment = h
         .run(steps::notify_complete_comment(

@@ -214,14 +214,21 @@ impl ForgeClient {
         }
     }
 
-    /// Posts executor's review of PR `number` (a `COMMENT`, never an approval).
-    pub async fn post_review(&self, number: u64, body: &str) -> Result<(), ForgeError> {
+    /// Posts executor's review of PR `number` (a `COMMENT`, never an approval), once:
+    /// `body` ends with [`steps::review_marker`] of its run and head, and a review holding
+    /// that marker already on the PR (posted before an answer was lost) is not posted again.
+    pub async fn post_review(
+        &self,
+        number: u64,
+        body: &str,
+        marker: &str,
+    ) -> Result<(), ForgeError> {
         match self {
             Self::Github(client) => {
-                steps::post_review(client, number, body).await?;
+                steps::post_review(client, number, body, marker).await?;
             }
             Self::Gitea(repo) => {
-                repo.post_review(number, body).await?;
+                repo.post_review(number, body, marker).await?;
             }
         }
         Ok(())

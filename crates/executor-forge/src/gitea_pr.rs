@@ -78,7 +78,23 @@ impl GiteaRepo {
             .map(|_| ())
     }
 
-    pub async fn post_review(&self, number: u64, body: &str) -> Result<(), GiteaError> {
+    /// Posts executor's review (`body`, which carries `marker`) unless one with `marker`
+    /// is on the PR already: a retry after a lost answer posts nothing.
+    pub async fn post_review(
+        &self,
+        number: u64,
+        body: &str,
+        marker: &str,
+    ) -> Result<(), GiteaError> {
+        let posted = self
+            .client
+            .reviews(&self.owner, &self.repo, number)
+            .await?
+            .iter()
+            .any(|r| r.body.contains(marker));
+        if posted {
+            return Ok(());
+        }
         self.client
             .post_review(&self.owner, &self.repo, number, body)
             .await

@@ -653,8 +653,9 @@ async fn review_pr(
         .map(|(_, rest)| rest.trim())
         .unwrap_or_default();
     let body = format!(
-        "executor's review: {}\n\n{summary}",
-        if passed { "green" } else { "changes requested" }
+        "executor's review: {}\n\n{summary}\n\n{}",
+        if passed { "green" } else { "changes requested" },
+        crate::forge::github::review_marker(run.id, head_sha)
     );
     after = after.record_review(head_sha, passed, &body);
     let clock = runner.settings.clock.as_ref();
@@ -679,7 +680,19 @@ async fn post_kept_review(
     memory: PrMemory,
     body: &str,
 ) -> Result<PrMemory> {
-    match forge.client.post_review(pr_number(run), body).await {
+    // Kept reviews from before reviews carried their marker get it now.
+    let head = memory.review.as_ref().map_or("", |r| r.head_sha.as_str());
+    let marker = crate::forge::github::review_marker(run.id, head);
+    let body = if body.contains(&marker) {
+        body.to_string()
+    } else {
+        format!("{body}\n\n{marker}")
+    };
+    match forge
+        .client
+        .post_review(pr_number(run), &body, &marker)
+        .await
+    {
         Ok(_) => Ok(memory.review_posted().effect_done()),
         Err(error) => {
             let memory =

@@ -28,4 +28,4 @@ pub use executor_http::github::{
 /// The token type, from its one home (kept here for the callers that name it so).
 pub use executor_http::{Secret, SecretError};
 pub use observe::{observe, observe_many, Look};
-pub use steps::CiTrigger;
+pub use steps::{review_marker, CiTrigger};

@@ -142,13 +142,33 @@ pub async fn resolve_threads(
 
 /// Posts the `pr_review` worker's review of PR `pr` as a `COMMENT` review: the app cannot
 /// approve or request changes on a PR it opened (GitHub answers 422), and the verdict is
-/// the executor's to act on, not a merge gate.
+/// the executor's to act on, not a merge gate. `body` carries `marker`
+/// ([`review_marker`]); the PR's reviews are looked through for it first, so a retry after
+/// a lost answer (a 502 after GitHub saved the review) posts nothing (`None`).
 pub async fn post_review(
     client: &GithubClient,
     pr: u64,
     body: &str,
-) -> Result<Review, GithubError> {
-    client.post_review(pr, body, ReviewEvent::Comment).await
+    marker: &str,
+) -> Result<Option<Review>, GithubError> {
+    if client
+        .reviews(pr)
+        .await?
+        .iter()
+        .any(|r| r.body.contains(marker))
+    {
+        return Ok(None);
+    }
+    client
+        .post_review(pr, body, ReviewEvent::Comment)
+        .await
+        .map(Some)
+}
+
+/// The hidden marker of run `run_id`'s review of head `head_sha`, at the end of the
+/// review's body: one review per run and head, whatever happens to the answers.
+pub fn review_marker(run_id: i64, head_sha: &str) -> String {
+    format!("{EXECUTOR_MARKER}run-{run_id}:review:{head_sha} -->")
 }
 
 /// Tells the owner run `run_id` is complete: a conversation comment on PR `pr` that

@@ -672,6 +672,13 @@ impl GithubClient {
         self.send_empty(Method::POST, url, &body).await
     }
 
+    /// Every review of PR `number`, oldest first (`GET …/pulls/{n}/reviews`, every page).
+    pub async fn reviews(&self, number: u64) -> Result<Vec<Review>, GithubError> {
+        let mut url = self.repo_url(&["pulls", &number.to_string(), "reviews"]);
+        url.query_pairs_mut().append_pair("per_page", "100");
+        self.list(url, "reviews").await
+    }
+
     /// `POST /repos/{o}/{r}/pulls/{n}/reviews`.
     pub async fn post_review(
         &self,
