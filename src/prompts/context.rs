@@ -183,6 +183,7 @@ impl PromptContext {
                 checks: vec![FailedCheck {
                     name: "Xcode test report (macOS UI Tests CI)".into(),
                     summary: Some("1 failed, 47 passed".into()),
+                    url: None,
                 }],
                 failing_step: Some("Run UI tests".into()),
                 log_excerpt: "TabPreviewUITests.swift:58: XCTAssertFalse failed".into(),

@@ -322,10 +322,12 @@ fn fix_ci_renders_the_failed_checks_and_the_log_excerpt() {
             FailedCheck {
                 name: "clippy (stable)".into(),
                 summary: None,
+                url: Some("https://ci.example/lint/17".into()),
             },
             FailedCheck {
                 name: "test (ubuntu-latest)".into(),
                 summary: Some("2 failed, 310 passed".into()),
+                url: None,
             },
         ],
         failing_step: Some("cargo test --locked".into()),
@@ -333,8 +335,11 @@ fn fix_ci_renders_the_failed_checks_and_the_log_excerpt() {
         run_url: Some("https://github.com/o/r/actions/runs/99".into()),
     });
     let prompt = render(&builtin(), &context);
-    assert!(prompt.contains("- `clippy (stable)`\n"), "{prompt}");
-    assert!(prompt.contains("- `test (ubuntu-latest)`: 2 failed, 310 passed"));
+    assert!(
+        prompt.contains("- `clippy (stable)` (https://ci.example/lint/17)\n"),
+        "{prompt}"
+    );
+    assert!(prompt.contains("- `test (ubuntu-latest)`: 2 failed, 310 passed\n"));
     assert!(prompt.contains("- Failing step: `cargo test --locked`"));
     assert!(prompt.contains("- CI run: https://github.com/o/r/actions/runs/99"));
     assert!(

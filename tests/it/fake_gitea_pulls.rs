@@ -89,6 +89,12 @@ impl FakeGitea {
     /// Sets the status `context` of commit `sha` to `state` (`pending`, `success`,
     /// `failure`, `error`), as a CI would post it.
     pub fn set_status(&self, sha: &str, context: &str, state: &str) {
+        self.set_status_at(sha, context, state, None);
+    }
+
+    /// [`Self::set_status`] by a CI of its own, whose page for it is `target_url` (Gitea
+    /// Actions' run page when `None`).
+    pub fn set_status_at(&self, sha: &str, context: &str, state: &str, target_url: Option<&str>) {
         let mut data = self.shared.state();
         let at = data.tick();
         let id = data.new_id();
@@ -96,9 +102,13 @@ impl FakeGitea {
         let repo = data.repo_mut(OWNER, REPO);
         let statuses = repo.statuses.entry(sha.to_owned()).or_default();
         statuses.retain(|s| s["context"] != context);
+        let target_url = target_url.map_or_else(
+            || format!("{base}/{OWNER}/{REPO}/actions/runs/{id}"),
+            str::to_owned,
+        );
         statuses.push(json!({
             "id": id, "status": state, "context": context,
-            "target_url": format!("{base}/{OWNER}/{REPO}/actions/runs/{id}"),
+            "target_url": target_url,
             "description": format!("{context}: {state}"), "url": "",
             "creator": user_json(&base, "ci-bot"),
             "created_at": gitea_time(at), "updated_at": gitea_time(at),

@@ -114,10 +114,13 @@ fn a_gitea_run_is_pushed_opened_as_a_wip_pr_fixed_on_red_statuses_reviewed_and_c
         &["cat-file", "-e", &format!("{branch}:greeting.txt")],
     );
 
-    // CI (the head's commit statuses) fails: a fix_ci worker with the failed context, whose
-    // fix is committed and pushed.
+    // CI (the head's commit statuses) fails, on Gitea Actions and on a second CI: a
+    // fix_ci worker with both failed contexts, each with its description and its own link,
+    // whose fix is committed and pushed.
     gitea.set_status(&first, "ci/ui-tests", "failure");
     gitea.set_status(&first, "ci/lint", "success");
+    let woodpecker = "https://woodpecker.example/repos/7/pipeline/31";
+    gitea.set_status_at(&first, "woodpecker/lint", "error", Some(woodpecker));
     let stderr = run_once(&ws);
     let fix_ci = std::fs::read_to_string(ws.path().join("prompts-seen/fix_ci.md"))
         .unwrap_or_else(|e| panic!("no fix_ci worker ran ({e}): {stderr}"));
@@ -125,6 +128,20 @@ fn a_gitea_run_is_pushed_opened_as_a_wip_pr_fixed_on_red_statuses_reviewed_and_c
     assert!(
         fix_ci.contains("ci/ui-tests: failure"),
         "the status's description: {fix_ci}"
+    );
+    assert!(
+        fix_ci.contains(&format!("woodpecker/lint: error ({woodpecker})")),
+        "the second CI's context with its link: {fix_ci}"
+    );
+    let actions_link = format!(
+        "{}/{OWNER}/{REPO}/actions/runs/",
+        gitea.url().origin().ascii_serialization()
+    );
+    assert!(
+        fix_ci
+            .lines()
+            .any(|l| l.starts_with("- `ci/ui-tests`") && l.contains(&actions_link)),
+        "the Actions context with its link: {fix_ci}"
     );
     assert!(!fix_ci.contains(TOKEN), "the token is in no prompt");
     assert_eq!(run()["ci_attempts"], 1);

@@ -1116,6 +1116,7 @@ fn ci_failure(failed: &[&CheckRun]) -> CiFailure {
             .map(|c| FailedCheck {
                 name: c.name.clone(),
                 summary: c.summary.clone(),
+                url: c.url.clone(),
             })
             .collect(),
         failing_step,
@@ -1333,6 +1334,7 @@ mod tests {
     fn failed_checks() -> Vec<CheckRun> {
         let failed = |name: &str, summary: Option<&str>| CheckRun {
             summary: summary.map(String::from),
+            url: Some(format!("https://ci.example/{name}")),
             failing_step: Some("Run macOS UI Tests CI".into()),
             log_excerpt: Some(EXCERPT.into()),
             run_url: Some(RUN_URL.into()),
@@ -1535,10 +1537,12 @@ mod tests {
                 FailedCheck {
                     name: REPORT.into(),
                     summary: Some("macOS UI Tests CI: 1 failed, 47 passed".into()),
+                    url: Some(format!("https://ci.example/{REPORT}")),
                 },
                 FailedCheck {
                     name: "ui-tests".into(),
                     summary: None,
+                    url: Some("https://ci.example/ui-tests".into()),
                 },
             ]
         );

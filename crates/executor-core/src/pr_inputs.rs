@@ -24,6 +24,10 @@ pub struct FailedCheck {
     pub name: String,
     /// The check's own one-line summary, e.g. "1 failed, 47 passed".
     pub summary: Option<String>,
+    /// Where a human reads this check (a check run's details, a commit status's target):
+    /// each failed check keeps its own, as two CIs report two places.
+    #[serde(default)]
+    pub url: Option<String>,
 }
 
 /// One unresolved review thread.

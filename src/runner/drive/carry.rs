@@ -612,6 +612,7 @@ pub(super) async fn prompt_for(
         checks: vec![FailedCheck {
             name: "verify".to_string(),
             summary: failure.summary,
+            url: None,
         }],
         failing_step: Some(settings.verify.join(" ")),
         log_excerpt: failure.excerpt,
