@@ -70,6 +70,9 @@ impl SourceIntakeError {
             Self::Asana(AsanaError::RateLimited { retry_after }) => {
                 Some((*retry_after).min(MAX_SOURCE_WAIT))
             }
+            Self::Gitea(GiteaError::RateLimited {
+                retry_after: Some(retry_after),
+            }) => Some((*retry_after).min(MAX_SOURCE_WAIT)),
             _ => None,
         }
     }

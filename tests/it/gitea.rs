@@ -332,13 +332,35 @@ fn failures_are_typed_errors_that_say_whether_they_pass() {
     assert_eq!(error.status(), Some(403));
     assert!(!error.is_transient());
 
+    // A 429's `Retry-After` is taken at its word: nothing goes to Gitea before it is over,
+    // by this client or any clone of it, and a caller meanwhile is told how long is left.
+    let clock = std::sync::Arc::new(executor::core::clock::ManualClock::new(Utc::now()));
+    let limited = fake.client_with(GiteaOptions {
+        clock: clock.clone(),
+        ..GiteaOptions::default()
+    });
     fake.fail_next(1, Fault::RateLimited { retry_after: 30 });
-    let error = list(&client, &executor).expect_err("429");
+    let error = list(&limited, &executor).expect_err("429");
     assert!(
         matches!(error, GiteaError::RateLimited { retry_after: Some(wait) } if wait == Duration::from_secs(30)),
         "{error:?}"
     );
     assert!(error.is_transient());
+    let sent = fake.requests().len();
+    clock.advance(chrono::Duration::seconds(10));
+    let error = list(&limited.clone(), &executor).expect_err("still limited");
+    assert!(
+        matches!(error, GiteaError::RateLimited { retry_after: Some(wait) } if wait == Duration::from_secs(20)),
+        "{error:?}"
+    );
+    assert_eq!(
+        fake.requests().len(),
+        sent,
+        "a request went out within the wait"
+    );
+    clock.advance(chrono::Duration::seconds(21));
+    list(&limited, &executor).expect("the wait is over");
+    assert!(fake.requests().len() > sent);
 
     fake.fail_next(1, Fault::NotJson);
     let error = list(&client, &executor).expect_err("not JSON");

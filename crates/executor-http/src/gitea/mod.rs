@@ -66,7 +66,10 @@ use serde::{Deserialize, Deserializer};
 use serde_json::{json, Value};
 use url::Url;
 
-use crate::{self as http, retry, Class, Redactor, Secret, Transport};
+use crate::{self as http, retry, Class, RateGate, Redactor, Secret, Transport};
+
+/// How long a 429 without a `Retry-After` keeps the client away from Gitea.
+const RATE_WAIT_UNSAID: Duration = Duration::from_secs(60);
 
 mod pulls;
 pub use pulls::{
@@ -313,6 +316,9 @@ struct Inner {
     /// Cuts the token out of an error message, should something echo it.
     redactor: Redactor,
     options: GiteaOptions,
+    /// Shut by a 429 until its `Retry-After` (every clone of the client shares it): no
+    /// request is sent to Gitea before then.
+    gate: RateGate<()>,
 }
 
 impl fmt::Debug for GiteaClient {
@@ -352,6 +358,7 @@ impl GiteaClient {
                 auth,
                 redactor: Redactor::new([&token]),
                 options,
+                gate: RateGate::default(),
             }),
         })
     }
@@ -505,6 +512,14 @@ impl GiteaClient {
         url: Url,
         body: Option<&Value>,
     ) -> Result<(HeaderMap, Vec<u8>), GiteaError> {
+        let now = self.inner.options.clock.now();
+        // Gitea said "not before": nothing is sent until then, and the caller is told how
+        // long is left.
+        if let Some((until, ())) = self.inner.gate.check(now) {
+            return Err(GiteaError::RateLimited {
+                retry_after: Some(retry::until(until, now)),
+            });
+        }
         let path = url.path().to_owned();
         let mut request = self
             .inner
@@ -520,6 +535,11 @@ impl GiteaClient {
         tracing::debug!(method = %method, path, status, "Gitea call");
         if !answer.status.is_success() {
             let error = self.classify(status, &answer.headers, &answer.body, &path);
+            if let GiteaError::RateLimited { retry_after } = &error {
+                let now = self.inner.options.clock.now();
+                let wait = retry_after.unwrap_or(RATE_WAIT_UNSAID);
+                self.inner.gate.shut(retry::later(now, wait), (), now);
+            }
             tracing::debug!(path, error = %error, "Gitea call failed");
             return Err(error);
         }
