@@ -1476,6 +1476,7 @@ pub(crate) fn build_runner(
         )),
         claiming: Arc::default(),
         settled_prs: Arc::default(),
+        left: Arc::default(),
         holder: Arc::new(crate::runner::drive::this_runner()),
     })
 }

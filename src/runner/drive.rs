@@ -239,6 +239,10 @@ pub struct Runner {
     /// Runs whose PR is settled (merged, nothing owed): no tick of this process takes
     /// their lease or reads them again.
     pub settled_prs: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
+    /// Runs this process stopped carrying whose lease it could not give back (the store was
+    /// out of reach): the lease renewal still covers them, so nobody else takes them up.
+    /// Recovery gives them back first, then carries them on.
+    pub left: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
 }
 
 /// How one run ended.

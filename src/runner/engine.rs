@@ -66,6 +66,10 @@ pub struct Scheduler {
     deferred: bool,
     /// A PR look asked for while one was going: another follows it.
     pr_again: bool,
+    /// A pass failed (the store out of reach, a run that could not be carried): the next
+    /// full look runs recovery, which carries on every run left without a runner, as at
+    /// start but without a restart.
+    recover_due: bool,
     last_pr_look: Option<Instant>,
     /// Each pass over approved tasks ends by removing worktrees past their retention (the
     /// daemon's way); off, the caller cleans them once at its end (`run --once`'s way).
@@ -84,6 +88,7 @@ impl Scheduler {
             running: 0,
             deferred: false,
             pr_again: false,
+            recover_due: false,
             last_pr_look: None,
             clean_after_passes: true,
             tx,
@@ -126,8 +131,12 @@ impl Scheduler {
     /// look at, a PR look that ended may have another asked for meanwhile.
     pub async fn heard(&mut self, note: &Note) {
         let look = match note {
-            Note::Ended { kind, .. } => {
+            Note::Ended { kind, passed } => {
                 self.running = self.running.saturating_sub(1);
+                let failed = passed.as_ref().map_or(true, |p| !p.failed.is_empty());
+                if failed && *kind != PassKind::PrLook {
+                    self.recover_due = true;
+                }
                 match kind {
                     PassKind::PrLook => {
                         if std::mem::take(&mut self.pr_again) {
@@ -149,6 +158,9 @@ impl Scheduler {
     /// The full look: parents and the record step, the owner's answers, approved tasks.
     pub async fn wake(&mut self) -> Looked {
         let looked = self.look_in_process().await;
+        if std::mem::take(&mut self.recover_due) {
+            self.start_recovery();
+        }
         // An owner's answer resumes its run whatever else is going on (each answer is
         // taken exactly once, so a second pass looking at it does no harm).
         match drive::has_decided(self.runner.store.as_ref()).await {
@@ -270,6 +282,17 @@ impl Scheduler {
         for pass in self.passes.drain(..) {
             pass.abort();
         }
+    }
+
+    /// Recovery alone, after a pass failed: what no live runner carries is carried on (this
+    /// runner's own runs in flight are left to their passes).
+    fn start_recovery(&mut self) {
+        let runner = self.runner.clone();
+        let pass = self.spawn(
+            PassKind::Recovery,
+            async move { drive::recover(&runner).await },
+        );
+        self.passes.push(pass);
     }
 
     fn start_resume_pass(&mut self) {

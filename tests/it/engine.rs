@@ -715,6 +715,69 @@ impl Drop for Immutable {
     }
 }
 
+/// A claim that fails (the store refusing writes) while a run of the same pass is still
+/// being carried stops the claiming, not the run: it is carried to its end in the same
+/// process, and the task the claim could not take is taken later.
+#[test]
+fn a_failed_claim_leaves_the_run_already_claimed_in_the_passs_hands() {
+    let data = tempfile::tempdir_in(std::env::temp_dir()).expect("a folder for the database");
+    let db = data.path().join("executor.db");
+    // One worker at a time, and with a day's budget a task is claimed only once the slot
+    // is free: so the second claim comes right after the first worker ended.
+    let mut ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "echo changed > CHANGED.md; echo '[DONE:implemented] done'; touch ../../ending; sleep 1.5",
+        ],
+        &[],
+        "max_workers = 1\n\n[budget]\nper_day_usd = 100.0\n",
+    );
+    ws.env.push((
+        "EXECUTOR_STORAGE_URL".into(),
+        format!("sqlite://{}", db.display()),
+    ));
+    for gid in ["T-1", "T-2"] {
+        ws.ok(&["add", "--title", &format!("Task {gid}"), "--gid", gid]);
+        ws.ok(&["go", gid]);
+    }
+    let log = ws.dir.path().join("runner.log");
+    let mut runner = ws
+        .command(&["run", "--once"])
+        .stderr(std::fs::File::create(&log).expect("the runner's log"))
+        .spawn()
+        .expect("start");
+    // The first worker said it is done and is about to exit: from now on for four seconds
+    // the store takes no write, neither the first run's end nor the second task's claim.
+    eventually(LONG, "the first worker ending", || {
+        ws.path().join("ending").exists().then_some(())
+    });
+    let files = [db.clone(), data.path().join("executor.db-wal")];
+    let Some(frozen) = Immutable::set(&files) else {
+        let _ = runner.wait();
+        return;
+    };
+    std::thread::sleep(Duration::from_secs(4));
+    drop(frozen);
+    let status = runner.wait().expect("wait");
+    let log = std::fs::read_to_string(&log).expect("the runner's log");
+    assert!(status.success(), "{status}\n{log}");
+    // The run claimed before the failure was carried to its end by this same process.
+    let first = ws.json(&["show", "T-1", "--json"]);
+    assert_eq!(first["runs"][0]["state"], "complete", "{first}\n{log}");
+    assert_eq!(first["task"]["status"], "done", "{first}");
+    // The task the failed claim could not take is still there to take, and is taken.
+    let second = ws.json(&["show", "T-2", "--json"]);
+    if second["task"]["status"] != "done" {
+        assert_eq!(second["task"]["status"], "approved", "{second}\n{log}");
+        ws.ok(&["run", "--once"]);
+    }
+    let second = ws.json(&["show", "T-2", "--json"]);
+    assert_eq!(second["task"]["status"], "done", "{second}");
+    let runs = second["runs"].as_array().cloned().unwrap_or_default();
+    assert_eq!(runs.len(), 1, "one run of the second task: {second}");
+}
+
 #[test]
 fn a_read_only_sqlite_file_strands_no_run_and_loses_no_worker_line() {
     let data = tempfile::tempdir_in(std::env::temp_dir()).expect("a folder for the database");

@@ -183,6 +183,40 @@ pub(super) async fn release_run(
     }
 }
 
+impl super::Runner {
+    /// Gives run `run_id`'s lease back as this process stops carrying it. When the store
+    /// cannot take that now, the run is remembered in [`super::Runner::left`]: this
+    /// runner's renewals would otherwise keep it leased, and nobody would take it up.
+    pub(super) async fn let_go(&self, run_id: i64) {
+        if let Err(error) = self.store.release_lease(run_id, &self.holder.id()).await {
+            tracing::warn!(run = run_id, %error, "cannot give the run's lease back; recovery gives it back and carries the run on");
+            self.left_runs().insert(run_id);
+        }
+    }
+
+    /// Gives back the leases [`Self::let_go`] could not, as far as the store takes them now;
+    /// the runs given back are free for recovery to carry on.
+    pub(super) async fn give_back_left(&self) {
+        let left: Vec<i64> = self.left_runs().iter().copied().collect();
+        for run_id in left {
+            match self.store.release_lease(run_id, &self.holder.id()).await {
+                Ok(()) => {
+                    self.left_runs().remove(&run_id);
+                }
+                Err(error) => {
+                    tracing::warn!(run = run_id, %error, "cannot give the run's lease back yet");
+                }
+            }
+        }
+    }
+
+    fn left_runs(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<i64>> {
+        self.left
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// This machine's name, as worker records carry it.
 pub fn host() -> String {
     gethostname::gethostname().to_string_lossy().into_owned()

@@ -71,27 +71,38 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
         );
     }
     let mut runs = tokio::task::JoinSet::new();
-    loop {
-        // A day's budget is judged by the spend of every worker that ended: with one set, a
-        // run is claimed only once a slot is free, so the last worker's spend is known.
-        let place = if settings.budget.per_day_usd.is_some() {
-            Place::Slot(Arc::clone(&runner.slots).acquire_owned().await?)
-        } else {
-            Place::Readied(Arc::clone(&runner.readying).acquire_owned().await?)
-        };
-        if let Some(over) = day_budget_spent(store.as_ref(), settings).await? {
-            tell_paused(store.as_ref(), settings, &over).await;
-            break;
+    // A claim that fails (the store out of reach) ends the claiming, never the runs already
+    // claimed: they are carried to their end before the pass answers, so none is dropped
+    // half-way with its lease still renewed by this runner.
+    let claimed = loop {
+        let next = async {
+            // A day's budget is judged by the spend of every worker that ended: with one
+            // set, a run is claimed only once a slot is free, so the last worker's spend
+            // is known.
+            let place = if settings.budget.per_day_usd.is_some() {
+                Place::Slot(Arc::clone(&runner.slots).acquire_owned().await?)
+            } else {
+                Place::Readied(Arc::clone(&runner.readying).acquire_owned().await?)
+            };
+            if let Some(over) = day_budget_spent(store.as_ref(), settings).await? {
+                tell_paused(store.as_ref(), settings, &over).await;
+                return Ok(None);
+            }
+            // The agent is paused at its usage limit: no task is taken for it until the
+            // reset (the owner was told when the pause began).
+            if let Some(pause) =
+                limits::paused(store.as_ref(), settings, runner.adapter.name()).await?
+            {
+                tracing::info!(until = %pause.until, "no new task is taken: {}", pause.sentence());
+                return Ok(None);
+            }
+            anyhow::Ok(claim_next(runner).await?.map(|claimed| (claimed, place)))
         }
-        // The agent is paused at its usage limit: no task is taken for it until the reset
-        // (the owner was told when the pause began).
-        if let Some(pause) = limits::paused(store.as_ref(), settings, runner.adapter.name()).await?
-        {
-            tracing::info!(until = %pause.until, "no new task is taken: {}", pause.sentence());
-            break;
-        }
-        let Some((task, run)) = claim_next(runner).await? else {
-            break;
+        .await;
+        let ((task, run), place) = match next {
+            Ok(Some(next)) => next,
+            Ok(None) => break Ok(()),
+            Err(error) => break Err(error),
         };
         let r = runner.clone();
         runs.spawn(async move {
@@ -100,9 +111,19 @@ pub async fn run_approved(runner: &Runner) -> Result<Passed> {
                 .await
                 .with_context(|| format!("run of task {gid}"))
         });
-    }
+    };
     drop(claiming);
-    Ok(collect(runs, "a run failed").await)
+    let passed = collect(runs, "a run failed").await;
+    match claimed {
+        Ok(()) => Ok(passed),
+        // Said after the claimed runs ended, with what they did: nothing of theirs is lost.
+        Err(error) if passed.results.is_empty() && passed.failed.is_empty() => Err(error),
+        // The task it could not claim stays approved for the next pass: no run failed.
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "cannot claim the next task; the runs already claimed were carried on, and the task waits for the next pass");
+            Ok(passed)
+        }
+    }
 }
 
 /// Whether today's workers spent the day's budget (`[budget] per_day_usd`): then no new
@@ -255,7 +276,7 @@ pub(super) async fn drive(
     }
     .await;
     if !matches!(&started, Ok(result) if result.lease_released) {
-        release_run(store, &runner.holder, run_id).await;
+        runner.let_go(run_id).await;
     }
     settle(runner, run_id, &gid, started).await
 }

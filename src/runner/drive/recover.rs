@@ -34,6 +34,9 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         store, settings, ..
     } = runner;
     stop_left_workers(runner).await?;
+    // Runs this process stopped carrying while the store was out of reach are given back
+    // first, so they are carried on below like any other run left behind.
+    runner.give_back_left().await;
     let mut runs = tokio::task::JoinSet::new();
     // The runs in progress alone (an index range, not every run ever made), oldest first.
     let mut open = store
