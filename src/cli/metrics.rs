@@ -49,6 +49,47 @@ fn label(key: &str, value: &str) -> Vec<(String, String)> {
     vec![(key.to_string(), value.to_string())]
 }
 
+/// Whether the store is in reach, as this process's waiting writes found it
+/// (`runner::store_health`), and, when it is not, since when and how many writes wait.
+fn store_health(registry: &mut Registry, reached: bool) {
+    let outage = crate::runner::store_health::this_process().outage();
+    let up = reached && outage.is_none();
+    single(
+        registry,
+        "store_up",
+        "Whether the store is in reach (0 while writes wait for it)",
+        i64::from(up),
+    );
+    let (down_for, waiting) = match &outage {
+        Some(o) => (
+            (chrono::Utc::now() - o.since).num_seconds().max(0),
+            i64::try_from(o.waiting).unwrap_or(i64::MAX),
+        ),
+        None => (0, 0),
+    };
+    single(
+        registry,
+        "store_down_seconds",
+        "How long the writes of this process have been waiting for the store (0 when none)",
+        down_for,
+    );
+    single(
+        registry,
+        "store_waiting_writes",
+        "Writes of runs waiting for the store now",
+        waiting,
+    );
+}
+
+/// Only the store's health, for a scrape the store could not answer.
+fn health_only() -> anyhow::Result<String> {
+    let mut registry = Registry::with_prefix("executor");
+    store_health(&mut registry, false);
+    let mut text = String::new();
+    encode(&mut text, &registry)?;
+    Ok(text)
+}
+
 /// The registry as the store has it now.
 pub async fn gather(store: &dyn Store) -> anyhow::Result<String> {
     let summary = store.summary().await?;
@@ -60,6 +101,7 @@ pub async fn gather(store: &dyn Store) -> anyhow::Result<String> {
         .await?;
     let outbox = store.outbox_backlog().await?;
     let mut registry = Registry::with_prefix("executor");
+    store_health(&mut registry, true);
     let tasks = labelled(&mut registry, "tasks", "Tasks in the queue, by status");
     for (status, count) in &summary.queue {
         tasks
@@ -164,7 +206,18 @@ fn spend(registry: &mut Registry, rows: &[crate::core::spend::SpendRow]) {
 }
 
 async fn scrape(State(store): State<Arc<dyn Store>>) -> Response {
-    match gather(store.as_ref()).await {
+    // A store that cannot answer the scrape still lets it say so: `executor_store_up 0`.
+    let gathered = match gather(store.as_ref()).await {
+        Ok(text) => Ok(text),
+        Err(error) => {
+            tracing::warn!(
+                error = format!("{error:#}"),
+                "/metrics cannot read the store; it says only that"
+            );
+            health_only()
+        }
+    };
+    match gathered {
         Ok(text) => (
             [(
                 header::CONTENT_TYPE,
@@ -173,6 +226,6 @@ async fn scrape(State(store): State<Arc<dyn Store>>) -> Response {
             text,
         )
             .into_response(),
-        Err(error) => (StatusCode::SERVICE_UNAVAILABLE, format!("{error:#}")).into_response(),
+        Err(error) => (StatusCode::INTERNAL_SERVER_ERROR, format!("{error:#}")).into_response(),
     }
 }

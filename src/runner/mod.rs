@@ -8,4 +8,5 @@ pub mod engine;
 pub mod git;
 pub mod judge;
 pub mod record;
+pub mod store_health;
 pub mod worktree;

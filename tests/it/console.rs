@@ -208,6 +208,9 @@ fn the_api_serves_the_cli_documents_and_takes_the_owners_actions_once() {
         "executor_tasks{status=\"done\"} 1",
         "executor_runs{state=\"complete\"} 1",
         "executor_pending_escalations 0",
+        "executor_store_up 1",
+        "executor_store_down_seconds 0",
+        "executor_store_waiting_writes 0",
     ] {
         assert!(metrics.contains(line), "{line} missing from:\n{metrics}");
     }

@@ -649,6 +649,13 @@ fn assert_outage_waited_out(ws: &Workspace, mut runner: Child, log: &Path, db: &
     let log = std::fs::read_to_string(log).expect("the runner's log");
     assert!(status.success(), "{status}\n{log}");
     assert!(log.contains("the store is out of reach"), "{log}");
+    // The outage's end is said once, with how long it lasted and what caught up.
+    assert_eq!(
+        log.matches("the store outage is over").count(),
+        1,
+        "{log}"
+    );
+    assert!(log.contains("caught_up="), "{log}");
     let shown = ws.json(&["show", "T-1", "--json"]);
     assert_eq!(shown["task"]["status"], "done", "{shown}");
     assert_eq!(shown["runs"][0]["state"], "complete", "{shown}");

@@ -45,6 +45,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T>>,
 {
+    use crate::runner::store_health::{this_process, Said};
     let started = tokio::time::Instant::now();
     let mut wait = Duration::from_millis(100);
     let mut failures = 0u32;
@@ -58,6 +59,15 @@ where
                         failures,
                         "the store is back; the run goes on"
                     );
+                    if let Said::Ended(outage) = this_process().write_landed() {
+                        let lasted = chrono::Utc::now() - outage.since;
+                        tracing::warn!(
+                            since = %outage.since,
+                            lasted_s = lasted.num_seconds(),
+                            caught_up = outage.caught_up,
+                            "the store outage is over: every write that waited for it landed"
+                        );
+                    }
                 }
                 return Ok(value);
             }
@@ -70,11 +80,19 @@ where
                         error = format!("{error:#}"),
                         "the store is out of reach; trying again (the worker goes on)"
                     );
+                    if this_process().write_waits(chrono::Utc::now()) == Said::Began {
+                        tracing::error!(error = format!("{error:#}"), "the store is out of reach: runs wait for it (/metrics says since when)");
+                    }
                 }
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(MAX_WAIT);
             }
-            Err(error) => return Err(error),
+            Err(error) => {
+                if failures > 0 {
+                    this_process().write_gave_up();
+                }
+                return Err(error);
+            }
         }
     }
 }
