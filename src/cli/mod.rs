@@ -1288,6 +1288,11 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
     fail_if_any(failed)
 }
 
+/// How long `run --once` keeps trying recovery for runs handed back in an outage.
+const RECOVERY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// The wait between two tries.
+const RECOVERY_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The daemon's scheduler with the exit rule of `run --once`: recovery first, then every
 /// pass work brings (subtasks made ready as the ones they depend on complete, parents,
 /// the owner's answers, the record step's), one look at the open PRs once nothing else is
@@ -1303,7 +1308,17 @@ async fn work_until_idle(runner: &crate::runner::drive::Runner, failed: &mut Vec
     // for its dependencies) is no work.
     // The first look is due whatever the first pass did (answers may wait for it).
     let mut progressed = true;
+    // Runs handed back while the store was out of reach are carried on by recovery in this
+    // same run, tried again while the store stays away, for as long as a write waits for it.
+    let mut recovery_since: Option<std::time::Instant> = None;
     loop {
+        if !engine.busy() && !progressed && engine.recovery_due() {
+            let since = *recovery_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() < RECOVERY_PATIENCE {
+                tokio::time::sleep(RECOVERY_RETRY).await;
+                progressed = true;
+            }
+        }
         if !engine.busy() && std::mem::take(&mut progressed) {
             let looked = engine.wake().await;
             if looked.record_answers > 0 {
@@ -1328,10 +1343,16 @@ async fn work_until_idle(runner: &crate::runner::drive::Runner, failed: &mut Vec
             continue;
         }
         let note = engine.next().await;
+        engine.heard(&note).await;
         if let Note::Ended { kind, passed } = &note {
             match passed {
                 Ok(passed) => {
-                    progressed |= !passed.results.is_empty() || !passed.failed.is_empty();
+                    progressed |= !passed.results.is_empty()
+                        || !passed.failed.is_empty()
+                        || !passed.handed_back.is_empty();
+                    if *kind == PassKind::Recovery && passed.handed_back.is_empty() {
+                        recovery_since = None;
+                    }
                     if *kind == PassKind::Recovery && !passed.results.is_empty() {
                         eprint!("recovered ");
                     }
@@ -1339,16 +1360,24 @@ async fn work_until_idle(runner: &crate::runner::drive::Runner, failed: &mut Vec
                     failed.extend(passed.failed.iter().cloned());
                 }
                 // A pass that failed as a whole (the repository is not one, the store is
-                // gone) did nothing: no progress, and said once however often it is met.
+                // gone) did nothing: no progress, and said once however often it is met. A
+                // recovery that failed is tried again (above) before it counts.
                 Err(error) => {
+                    let waited = engine.recovery_due()
+                        && crate::runner::drive::store_out_of_reach(error)
+                        && recovery_since.is_none_or(|since| since.elapsed() < RECOVERY_PATIENCE);
+                    let retried = waited
+                        || (*kind == PassKind::Recovery
+                            && engine.recovery_due()
+                            && recovery_since
+                                .is_none_or(|since| since.elapsed() < RECOVERY_PATIENCE));
                     let error = format!("{error:#}");
-                    if !failed.contains(&error) {
+                    if !retried && !failed.contains(&error) {
                         failed.push(error);
                     }
                 }
             }
         }
-        engine.heard(&note).await;
     }
 }
 

@@ -69,6 +69,12 @@ use pass::{collect, continue_run, fenced, give_up};
 pub use pass::{has_decided, resume_decided, run_approved};
 use phase_log::PhaseLog;
 pub use recover::recover;
+
+/// Whether `error` says the store is out of reach for a while (a pass that failed so is
+/// tried again, not counted as a failure while the store may come back).
+pub fn store_out_of_reach(error: &anyhow::Error) -> bool {
+    patience::transient(error)
+}
 pub use refusals::NET_REFUSED;
 use refusals::{Refusals, Refused};
 use run_record::write_run_record;
@@ -210,12 +216,23 @@ pub struct HookTarget {
     pub config: PathBuf,
 }
 
-/// What a pass did: the runs that ended, and why the others failed (each failed run was
-/// abandoned where the store allowed it).
+/// What a pass did: the runs that ended, why the others failed (each failed run was
+/// abandoned where the store allowed it), and the runs handed back because the store went
+/// out of reach while they were carried (recovery carries them on once it is back).
 #[derive(Debug, Default)]
 pub struct Passed {
     pub results: Vec<RunResult>,
     pub failed: Vec<String>,
+    pub handed_back: Vec<i64>,
+}
+
+/// A run this runner stopped carrying because the store was out of reach: not a failure of
+/// the run, which is left `in_progress` for recovery (never abandoned for an outage).
+#[derive(Debug, thiserror::Error)]
+#[error("run {run_id} was handed back for recovery: the store was out of reach ({why})")]
+pub struct HandedBack {
+    pub run_id: i64,
+    pub why: String,
 }
 
 /// Everything a runner pass needs, cheap to clone into each run it starts. Every run

@@ -70,6 +70,8 @@ pub struct Scheduler {
     /// full look runs recovery, which carries on every run left without a runner, as at
     /// start but without a restart.
     recover_due: bool,
+    /// A recovery started because one was due is going: if it fails, it is due again.
+    recovering: bool,
     last_pr_look: Option<Instant>,
     /// Each pass over approved tasks ends by removing worktrees past their retention (the
     /// daemon's way); off, the caller cleans them once at its end (`run --once`'s way).
@@ -89,6 +91,7 @@ impl Scheduler {
             deferred: false,
             pr_again: false,
             recover_due: false,
+            recovering: false,
             last_pr_look: None,
             clean_after_passes: true,
             tx,
@@ -114,6 +117,11 @@ impl Scheduler {
         self.start_pass(true);
     }
 
+    /// Whether recovery is to run at the next full look (a pass failed or handed runs back).
+    pub fn recovery_due(&self) -> bool {
+        self.recover_due
+    }
+
     /// Whether a pass or a PR look is still going.
     pub fn busy(&self) -> bool {
         self.running > 0
@@ -133,9 +141,21 @@ impl Scheduler {
         let look = match note {
             Note::Ended { kind, passed } => {
                 self.running = self.running.saturating_sub(1);
-                let failed = passed.as_ref().map_or(true, |p| !p.failed.is_empty());
-                if failed && *kind != PassKind::PrLook {
-                    self.recover_due = true;
+                let failed = passed
+                    .as_ref()
+                    .map_or(true, |p| !p.failed.is_empty() || !p.handed_back.is_empty());
+                match kind {
+                    // The recovery at start reports for itself; one that was due is due
+                    // again until it carries its runs on.
+                    PassKind::Recovery => {
+                        let was_due = std::mem::take(&mut self.recovering);
+                        let handed = passed.as_ref().is_ok_and(|p| !p.handed_back.is_empty());
+                        if handed || (was_due && passed.is_err()) {
+                            self.recover_due = true;
+                        }
+                    }
+                    PassKind::PrLook => {}
+                    PassKind::Approved | PassKind::Resumed => self.recover_due |= failed,
                 }
                 match kind {
                     PassKind::PrLook => {
@@ -287,6 +307,7 @@ impl Scheduler {
     /// Recovery alone, after a pass failed: what no live runner carries is carried on (this
     /// runner's own runs in flight are left to their passes).
     fn start_recovery(&mut self) {
+        self.recovering = true;
         let runner = self.runner.clone();
         let pass = self.spawn(
             PassKind::Recovery,

@@ -420,21 +420,7 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
     });
     // For thirty seconds of the worker's forty, every connection the runner has is
     // terminated by the server, again and again.
-    let admin = schema.admin().await;
-    let until = tokio::time::Instant::now() + Duration::from_secs(30);
-    let mut cut = 0i64;
-    while tokio::time::Instant::now() < until {
-        let killed: Vec<bool> = sqlx::query_scalar(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-             WHERE application_name = 'executor_outage' AND pid <> pg_backend_pid()",
-        )
-        .fetch_all(&admin)
-        .await
-        .expect("terminate");
-        cut += killed.len() as i64;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    admin.close().await;
+    let cut = cut_runner_connections(&schema, "executor_outage", Duration::from_secs(30)).await;
     assert!(cut > 0, "no connection of the runner was cut");
     let status = tokio::task::block_in_place(|| runner.wait()).expect("wait");
     assert!(status.success(), "{status}");
@@ -449,6 +435,110 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
     admin.close().await;
     let expected: Vec<String> = (1..=40).map(|n| format!("[STATUS:step] n={n}")).collect();
     assert_eq!(steps, expected, "every worker line stored, once, in order");
+    schema.drop().await;
+}
+
+/// Cuts every connection named `name` for `lasting`, again and again; how many it cut.
+async fn cut_runner_connections(schema: &PgSchema, name: &str, lasting: Duration) -> i64 {
+    let admin = schema.admin().await;
+    let until = tokio::time::Instant::now() + lasting;
+    let mut cut = 0i64;
+    while tokio::time::Instant::now() < until {
+        let killed: Vec<bool> = sqlx::query_scalar(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE application_name = $1 AND pid <> pg_backend_pid()",
+        )
+        .bind(name)
+        .fetch_all(&admin)
+        .await
+        .expect("terminate");
+        cut += killed.len() as i64;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    admin.close().await;
+    cut
+}
+
+/// Six short tasks, two workers at a time, and for thirty seconds in the middle every
+/// connection of the runner is cut: the claims, the runs' steps and the reads all fail
+/// meanwhile. Every task is then done once, by one run each, every line stored once.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_cut_off_in_the_middle_of_many_short_runs_strands_none() {
+    let Some(schema) = PgSchema::create("engine_many_outage").await else {
+        return;
+    };
+    let mut ws = workspace(
+        &[
+            "/bin/sh",
+            "-c",
+            "echo '[STATUS:step] n=1'; sleep 2; echo '[STATUS:step] n=2'; echo changed > CHANGED.md; echo '[DONE:implemented] done'",
+        ],
+        &[],
+        "max_workers = 2\n",
+    );
+    // Its own connection name: another test cuts `executor_outage`'s at the same time.
+    ws.env.push((
+        "EXECUTOR_STORAGE_URL".into(),
+        format!(
+            "{}&application_name=executor_outage_many",
+            schema.url_with_schema()
+        ),
+    ));
+    let gids: Vec<String> = (1..=6).map(|n| format!("D-{n}")).collect();
+    for gid in &gids {
+        ws.ok(&["add", "--title", &format!("Short {gid}"), "--gid", gid]);
+        ws.ok(&["go", gid]);
+    }
+    let log = ws.dir.path().join("runner.log");
+    let mut runner = ws
+        .command(&["run", "--once"])
+        .stderr(std::fs::File::create(&log).expect("the runner's log"))
+        .spawn()
+        .expect("start");
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| {
+        eventually(LONG, "the first workers running", || {
+            (!runtime.block_on(pg_workers(&schema)).is_empty()).then_some(())
+        })
+    });
+    let cut =
+        cut_runner_connections(&schema, "executor_outage_many", Duration::from_secs(30)).await;
+    assert!(cut > 0, "no connection of the runner was cut");
+    let status = tokio::task::block_in_place(|| runner.wait()).expect("wait");
+    let log = std::fs::read_to_string(&log).expect("the runner's log");
+    assert!(status.success(), "{status}\n{log}");
+    for gid in &gids {
+        let shown = ws.json(&["show", gid, "--json"]);
+        assert_eq!(shown["task"]["status"], "done", "{shown}\n{log}");
+        let runs = shown["runs"].as_array().cloned().unwrap_or_default();
+        assert_eq!(runs.len(), 1, "one run of {gid}: {shown}");
+        assert_eq!(runs[0]["state"], "complete", "{shown}");
+    }
+    let admin = schema.admin().await;
+    let steps: Vec<(String, String)> = sqlx::query_as(
+        "SELECT task_gid, line FROM executor_messages WHERE kind = 'step' ORDER BY id",
+    )
+    .fetch_all(&admin)
+    .await
+    .expect("messages");
+    admin.close().await;
+    // Every line a worker printed is stored, whole and in order. (A run handed back after
+    // its worker ended may have its worker started again by recovery: then that second
+    // worker's two lines follow the first's.)
+    for gid in &gids {
+        let lines: Vec<&str> = steps
+            .iter()
+            .filter(|(g, _)| g == gid)
+            .map(|(_, line)| line.as_str())
+            .collect();
+        assert!(
+            !lines.is_empty()
+                && lines
+                    .chunks(2)
+                    .all(|pair| pair == ["[STATUS:step] n=1", "[STATUS:step] n=2"]),
+            "{gid}'s lines, each worker's whole and in order: {lines:?}\n{log}"
+        );
+    }
     schema.drop().await;
 }
 
@@ -475,9 +565,9 @@ async fn three_runners_one_killed_and_replaced_complete_every_task_once_without_
     let mut runners = vec![start(&first), start(&second), start(&third)];
     // The second runner is killed while one of its workers (running in its workspace's
     // worktree) is live, and while no runner is between claiming a task and moving its
-    // new run to `in_progress`: a run left `queued` (its worktree being made) is not
-    // recovered today (recovery takes `in_progress` runs only), so a kill in that window
-    // strands the task `in_progress`.
+    // new run to `in_progress`, so the kill lands on a live worker: the case this test is
+    // about (a run left `queued` is recovered too, by
+    // `postgres_cut_off_in_the_middle_of_many_short_runs_strands_none`'s path).
     let admin = schema.admin().await;
     let doomed = second.path().canonicalize().expect("the second workspace");
     let runtime = tokio::runtime::Handle::current();
@@ -650,11 +740,7 @@ fn assert_outage_waited_out(ws: &Workspace, mut runner: Child, log: &Path, db: &
     assert!(status.success(), "{status}\n{log}");
     assert!(log.contains("the store is out of reach"), "{log}");
     // The outage's end is said once, with how long it lasted and what caught up.
-    assert_eq!(
-        log.matches("the store outage is over").count(),
-        1,
-        "{log}"
-    );
+    assert_eq!(log.matches("the store outage is over").count(), 1, "{log}");
     assert!(log.contains("caught_up="), "{log}");
     let shown = ws.json(&["show", "T-1", "--json"]);
     assert_eq!(shown["task"]["status"], "done", "{shown}");

@@ -295,6 +295,16 @@ pub(super) async fn settle(
             tracing::warn!(gid = %gid, run = run_id, "the run was claimed elsewhere (the owner cancelled it, or another runner took it over); this runner stopped its worker and stands down");
             Ok(None)
         }
+        // An outage is no reason to abandon a run: it stays `in_progress`, and recovery
+        // carries it on from its stored stage once the store is back.
+        Err(error) if patience::transient(&error) => {
+            tracing::warn!(gid = %gid, run = run_id, error = format!("{error:#}"), "the store went out of reach while carrying the run; recovery carries it on once the store is back");
+            Err(super::HandedBack {
+                run_id,
+                why: format!("{error:#}"),
+            }
+            .into())
+        }
         Err(error) => {
             give_up(runner, run_id, gid, Origin::Local, &format!("{error:#}")).await;
             Err(error)
@@ -437,7 +447,13 @@ pub(super) async fn continue_run(
     let gid = task.task_gid.clone();
     let run_id = run.id;
     let carried = async {
+        let mut run = run;
         let wt = prepare_worktree(r.store.as_ref(), &r.settings, &task).await?;
+        // A run that never started (recovered `queued`) is told its worktree now.
+        if r.settings.worktrees && run.worktree_path.is_none() {
+            run.worktree_path = Some(wt.path.display().to_string());
+            run.branch_name = Some(wt.branch.clone());
+        }
         // A goal still to be split goes back to its planner (told the owner's answer, or
         // why it stopped), never to a worker that would do the whole goal at once.
         if conduct::needs_split(r.store.as_ref(), &r.settings, &task).await? {
@@ -451,11 +467,19 @@ pub(super) async fn continue_run(
     }
     .await;
     if !matches!(&carried, Ok(result) if result.lease_released) {
-        release_run(r.store.as_ref(), &r.holder, run_id).await;
+        r.let_go(run_id).await;
     }
     settle(&r, run_id, &gid, carried)
         .await
         .with_context(|| format!("{what} of task {gid}"))
+}
+
+/// The run `error` says was handed back for recovery, if it says so.
+fn handed_back(error: &anyhow::Error) -> Option<i64> {
+    error
+        .chain()
+        .find_map(|cause| cause.downcast_ref::<super::HandedBack>())
+        .map(|back| back.run_id)
 }
 
 /// Whether some run waits only for a free slot to take the owner's answer.
@@ -478,6 +502,9 @@ pub(super) async fn collect(
         match joined.map_err(anyhow::Error::from).and_then(|run| run) {
             Ok(Some(result)) => passed.results.push(result),
             Ok(None) => {}
+            Err(error) if handed_back(&error).is_some() => {
+                passed.handed_back.extend(handed_back(&error));
+            }
             Err(error) => {
                 tracing::error!(error = format!("{error:#}"), "{what}");
                 passed.failed.push(format!("{error:#}"));

@@ -18,8 +18,9 @@ const PATIENCE: Duration = Duration::from_secs(15 * 60);
 /// The longest wait between two tries.
 const MAX_WAIT: Duration = Duration::from_secs(5);
 
-/// The store's errors in `error`'s chain, the one a queue operation carries included:
-/// `QueueOpError::Store` is transparent, so its store error is no cause of its own.
+/// The store's errors in `error`'s chain, those a queue operation and a run's ending carry
+/// included: `QueueOpError::Store` and `EndError::Store` are transparent, so their store
+/// error is no cause of its own in the chain.
 pub(super) fn store_errors(
     error: &anyhow::Error,
 ) -> impl Iterator<Item = &crate::store::StoreError> {
@@ -30,11 +31,15 @@ pub(super) fn store_errors(
                 Some(queue_ops::QueueOpError::Store(inner)) => Some(inner),
                 _ => None,
             })
+            .or_else(|| match cause.downcast_ref::<crate::ops::end::EndError>() {
+                Some(crate::ops::end::EndError::Store(inner)) => Some(inner),
+                _ => None,
+            })
     })
 }
 
 /// Whether `error` says the store is out of reach for a while.
-fn transient(error: &anyhow::Error) -> bool {
+pub(super) fn transient(error: &anyhow::Error) -> bool {
     store_errors(error).any(crate::store::StoreError::is_transient)
 }
 
@@ -128,6 +133,16 @@ mod tests {
         assert!(!super::super::fenced(&refused_move));
         let other: anyhow::Error = queue_ops::QueueOpError::NotFound("T-1".into()).into();
         assert!(!transient(&other) && !super::super::fenced(&other));
+        // A run's ending carries its store error the same way, under context.
+        let refused_end: anyhow::Error = crate::ops::end::EndError::Store(
+            match refused(rusqlite::ffi::SQLITE_FULL).downcast::<crate::store::StoreError>() {
+                Ok(error) => error,
+                Err(other) => panic!("not a store error: {other}"),
+            },
+        )
+        .into();
+        let refused_end = refused_end.context("run of task T-1");
+        assert!(transient(&refused_end));
     }
 
     #[tokio::test]

@@ -7,7 +7,7 @@ use crate::core::ending::Origin;
 use crate::core::lifecycle;
 use crate::core::queue::QueueStatus;
 use crate::core::record::WorkerRecord;
-use crate::core::run::RunState;
+use crate::core::run::{next_state, RunEvent, RunState};
 use crate::runner::drive::carried_by_live_runner;
 use crate::runner::drive::collect;
 use crate::runner::drive::continue_run;
@@ -38,9 +38,11 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
     // first, so they are carried on below like any other run left behind.
     runner.give_back_left().await;
     let mut runs = tokio::task::JoinSet::new();
-    // The runs in progress alone (an index range, not every run ever made), oldest first.
+    // The runs in progress alone (an index range, not every run ever made), oldest first,
+    // and those claimed but not started yet (`queued`: their runner stopped, or the store
+    // went out of reach, while it made the worktree).
     let mut open = store
-        .runs_page(&[RunState::InProgress], None, u32::MAX)
+        .runs_page(&[RunState::Queued, RunState::InProgress], None, u32::MAX)
         .await?;
     open.reverse();
     for mut run in open {
@@ -126,9 +128,18 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
             }
         }
         tracing::info!(gid = %task.task_gid, run = run.id, stage = view_of(&run).stage_name(), "carrying on a run its runner left");
-        let start = Start::new(lifecycle::Event::Resumed {
-            reason: "the runner stopped while this run's worker was working".to_string(),
-        });
+        let start = if run.state == RunState::Queued {
+            // Never started: it starts now, as a claimed run does (its move saved with its
+            // first lifecycle decision).
+            run.state = next_state(&run.state, RunEvent::WorkerStarted)?;
+            run.updated_at = settings.clock.now();
+            run.lifecycle = Some(lifecycle::RunView::default());
+            Start::new(lifecycle::Event::Begin)
+        } else {
+            Start::new(lifecycle::Event::Resumed {
+                reason: "the runner stopped while this run's worker was working".to_string(),
+            })
+        };
         runs.spawn(continue_run(runner.clone(), task, run, start, "recovery"));
     }
     Ok(collect(runs, "a recovered run failed").await)
