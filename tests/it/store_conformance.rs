@@ -1347,6 +1347,7 @@ async fn a_workers_line_and_its_decision_land_whole_or_not_at_all(store: &dyn St
         message: message(run.id, n),
         outgoing: vec![outgoing("zulip", &format!("line {n}"), t0())],
         request: request.map(|r| Arc::new(r) as Arc<dyn DecidedRequest>),
+        retry: false,
     };
 
     // A line alone: the line and its notice.
@@ -1429,6 +1430,34 @@ async fn a_workers_line_and_its_decision_land_whole_or_not_at_all(store: &dyn St
         ]
     );
 
+    // A try after one whose answer was lost (it had landed): nothing is written again.
+    let mut again = exchange(
+        1,
+        Some(Decides {
+            window: 5,
+            fail: false,
+        }),
+        run.lease_epoch,
+    );
+    again.retry = true;
+    let again = store.record_exchange(again).await.expect("a retry");
+    assert!(again.landed_before, "{again:?}");
+    assert_eq!(again.message_id, landed.message_id);
+    assert_eq!(
+        exchanged_rows(store, run.id).await,
+        (lines.clone(), 1, outbox.clone())
+    );
+    // A retry of a line that never landed writes it.
+    let mut first_try = exchange(3, None, run.lease_epoch);
+    first_try.retry = true;
+    let written = store
+        .record_exchange(first_try)
+        .await
+        .expect("a retried line");
+    assert!(!written.landed_before);
+    let (lines, _, outbox) = exchanged_rows(store, run.id).await;
+    assert_eq!(lines.last(), Some(&message(run.id, 3).line));
+
     // Once another runner took the run over, the first one's lines land no more.
     store
         .take_lease(run.id, b, minutes(6), minutes(9), None)
@@ -1456,6 +1485,7 @@ async fn a_workers_line_and_its_decision_land_whole_or_not_at_all(store: &dyn St
             message: message(404, 0),
             outgoing: Vec::new(),
             request: None,
+            retry: false,
         })
         .await;
     assert!(

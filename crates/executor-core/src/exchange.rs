@@ -26,6 +26,11 @@ pub struct NewExchange {
     pub outgoing: Vec<NewOutgoing>,
     /// For a `[REQUEST:…]`: how it was decided.
     pub request: Option<std::sync::Arc<dyn DecidedRequest>>,
+    /// A try after one that failed: that one may have landed with its answer lost (a
+    /// connection cut after the commit). The store first looks for its line among the
+    /// run's latest, at the same moment from the same source, and writes nothing again
+    /// when it is there ([`Exchanged::landed_before`]).
+    pub retry: bool,
 }
 
 /// A request decided by the contract, whose rows the store builds in its transaction.
@@ -62,4 +67,9 @@ pub struct Exchanged {
     pub request: Option<(Decision, Vec<StoredMessage>)>,
     /// The outbox rows written (the line's notices, then the decision's).
     pub outbox_ids: Vec<i64>,
+    /// A retry found its line already stored: nothing was written now.
+    pub landed_before: bool,
 }
+
+/// How many of a run's latest lines a retry looks through for its own.
+pub const RETRY_LOOKBACK: u32 = 16;

@@ -18,7 +18,7 @@ use super::rows::{
     self, Cells, DECISION_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, SPEND_SELECT,
 };
 use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult};
-use executor_core::exchange::{Exchanged, NewExchange};
+use executor_core::exchange::{Exchanged, NewExchange, RETRY_LOOKBACK};
 use executor_core::outbox::{NewOutgoing, OutboxBacklog, Outgoing};
 use executor_core::queue::QueueStatus;
 use executor_core::record::{
@@ -1070,6 +1070,29 @@ impl Store for PgStore {
         if epoch != Some(exchange.lease_epoch) {
             return Err(StoreError::Fenced { run_id });
         }
+        if exchange.retry {
+            let m = &exchange.message;
+            let landed: Option<i64> = sqlx::query_scalar(
+                "SELECT id FROM (SELECT id, source, at, line FROM executor_messages \
+                 WHERE run_id = $1 ORDER BY id DESC LIMIT $2) AS latest \
+                 WHERE source = $3 AND at = $4 AND line = $5",
+            )
+            .bind(run_id)
+            .bind(i64::from(RETRY_LOOKBACK))
+            .bind(&m.source)
+            .bind(m.at)
+            .bind(&m.line)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if let Some(message_id) = landed {
+                return Ok(Exchanged {
+                    message_id,
+                    request: None,
+                    outbox_ids: Vec::new(),
+                    landed_before: true,
+                });
+            }
+        }
         let message_id = insert_message(&mut *tx, &exchange.message).await?;
         let mut outbox_ids = insert_outgoing(&mut tx, &exchange.outgoing).await?;
         let request = match &exchange.request {
@@ -1093,6 +1116,7 @@ impl Store for PgStore {
             message_id,
             request,
             outbox_ids,
+            landed_before: false,
         })
     }
 

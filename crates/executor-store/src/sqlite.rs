@@ -24,7 +24,7 @@ use super::rows::{
     self, Cells, DECISION_COLUMNS, EVENT_COLUMNS, LEASE_COLUMNS, MESSAGE_COLUMNS, SPEND_SELECT,
 };
 use super::{check_decomposition, complete_counts, Store, StoreError, StoreResult};
-use executor_core::exchange::{Exchanged, NewExchange};
+use executor_core::exchange::{Exchanged, NewExchange, RETRY_LOOKBACK};
 use executor_core::outbox::{NewOutgoing, OutboxBacklog, Outgoing};
 use executor_core::queue::QueueStatus;
 use executor_core::record::{
@@ -1235,6 +1235,28 @@ impl Store for SqliteStore {
             if epoch != Some(exchange.lease_epoch) {
                 return Err(StoreError::Fenced { run_id }.into());
             }
+            if exchange.retry {
+                let m = &exchange.message;
+                let landed: Option<i64> = tx
+                    .prepare_cached(
+                        "SELECT id FROM (SELECT id, source, at, line FROM executor_messages \
+                         WHERE run_id = ?1 ORDER BY id DESC LIMIT ?2) \
+                         WHERE source = ?3 AND at = ?4 AND line = ?5",
+                    )?
+                    .query_row(
+                        params![run_id, RETRY_LOOKBACK, m.source, text(&m.at), m.line],
+                        |row| row.get(0),
+                    )
+                    .optional()?;
+                if let Some(message_id) = landed {
+                    return Ok(Exchanged {
+                        message_id,
+                        request: None,
+                        outbox_ids: Vec::new(),
+                        landed_before: true,
+                    });
+                }
+            }
             let message_id = insert_message(&tx, &exchange.message)?;
             let mut outbox_ids = insert_outgoing(&tx, &exchange.outgoing)?;
             let request = match &exchange.request {
@@ -1258,6 +1280,7 @@ impl Store for SqliteStore {
                 message_id,
                 request,
                 outbox_ids,
+                landed_before: false,
             })
         })
         .await

@@ -13,9 +13,18 @@ use crate::policy::Decision as Verdict;
 use crate::store::Store;
 use anyhow::Result;
 
+/// How one line is taken: when it was received, and whether this is a try after one that
+/// failed (which may have landed: the store then writes it once).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Taking {
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub retry: bool,
+}
+
 /// Stores one worker message with its run; a `[REQUEST:…]` is decided by the worker
 /// contract there and then, the decision recorded (an escalation when the contract says
 /// so) and written back into the run's messages, where the worker's next prompt shows it.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn take_message(
     store: &dyn Store,
     settings: &RunnerSettings,
@@ -24,13 +33,14 @@ pub(super) async fn take_message(
     gid: &str,
     scope: &crate::policy::Scope,
     (line, message): (&str, &crate::protocol::Message),
+    taking: Taking,
 ) -> Result<()> {
     let args: serde_json::Map<String, serde_json::Value> = message
         .args
         .iter()
         .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
         .collect();
-    let at = settings.clock.now();
+    let at = taking.at;
     let mirrored = Notice {
         priority: crate::core::outbox::Priority::Info,
         persona: crate::chat::Persona::Worker,
@@ -60,8 +70,13 @@ pub(super) async fn take_message(
             },
             outgoing: settings.notices.rows(&mirrored),
             request: request.clone().map(|r| r as Arc<dyn DecidedRequest>),
+            retry: taking.retry,
         })
         .await?;
+    if exchanged.landed_before {
+        tracing::info!(gid = %gid, run = run.id, "a worker line whose write was thought lost had landed; it is not written again");
+        return Ok(());
+    }
     // Told only now that it is stored: the log never shows what did not land.
     settings.notices.log(&mirrored);
     if let (Some(request), Some((recorded, window))) = (request, &exchanged.request) {

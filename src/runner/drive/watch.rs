@@ -319,7 +319,11 @@ async fn on_message(
     message: &crate::protocol::Message,
 ) -> Result<()> {
     let run_id = run.id;
+    // One moment for every try of the line, so a try after a lost answer finds the first.
+    let at = w.settings.clock.now();
+    let tries = std::sync::atomic::AtomicU32::new(0);
     patience::durably("a worker message", run_id, || {
+        let retry = tries.fetch_add(1, std::sync::atomic::Ordering::Relaxed) > 0;
         take_message(
             w.store,
             w.settings,
@@ -328,6 +332,7 @@ async fn on_message(
             w.gid,
             scope,
             (line, message),
+            super::messages::Taking { at, retry },
         )
     })
     .await?;
