@@ -402,22 +402,11 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
         "",
     );
     // The runner's connections carry a name of their own, so only they are cut.
-    ws.env.push((
-        "EXECUTOR_STORAGE_URL".into(),
-        format!(
-            "{}&application_name=executor_outage",
-            schema.url_with_schema()
-        ),
-    ));
+    store_named(&mut ws, &schema, "executor_outage");
     ws.ok(&["add", "--title", "Many steps", "--gid", "T-1"]);
     ws.ok(&["go", "T-1"]);
     let mut runner = ws.command(&["run", "--once"]).spawn().expect("start");
-    let runtime = tokio::runtime::Handle::current();
-    tokio::task::block_in_place(|| {
-        eventually(LONG, "the worker running", || {
-            (!runtime.block_on(pg_workers(&schema)).is_empty()).then_some(())
-        })
-    });
+    a_worker_running(&schema);
     // For thirty seconds of the worker's forty, every connection the runner has is
     // terminated by the server, again and again.
     let cut = cut_runner_connections(&schema, "executor_outage", Duration::from_secs(30)).await;
@@ -436,6 +425,24 @@ async fn postgres_dropping_the_runners_connections_strands_no_run_and_loses_no_w
     let expected: Vec<String> = (1..=40).map(|n| format!("[STATUS:step] n={n}")).collect();
     assert_eq!(steps, expected, "every worker line stored, once, in order");
     schema.drop().await;
+}
+
+/// Points `ws` at `schema` with its connections named `name`, for [`cut_runner_connections`].
+fn store_named(ws: &mut Workspace, schema: &PgSchema, name: &str) {
+    ws.env.push((
+        "EXECUTOR_STORAGE_URL".into(),
+        format!("{}&application_name={name}", schema.url_with_schema()),
+    ));
+}
+
+/// Waits until a worker is recorded running in `schema`.
+fn a_worker_running(schema: &PgSchema) {
+    let runtime = tokio::runtime::Handle::current();
+    tokio::task::block_in_place(|| {
+        eventually(LONG, "a worker running", || {
+            (!runtime.block_on(pg_workers(schema)).is_empty()).then_some(())
+        })
+    });
 }
 
 /// Cuts every connection named `name` for `lasting`, again and again; how many it cut.
@@ -477,13 +484,7 @@ async fn postgres_cut_off_in_the_middle_of_many_short_runs_strands_none() {
         "max_workers = 2\n",
     );
     // Its own connection name: another test cuts `executor_outage`'s at the same time.
-    ws.env.push((
-        "EXECUTOR_STORAGE_URL".into(),
-        format!(
-            "{}&application_name=executor_outage_many",
-            schema.url_with_schema()
-        ),
-    ));
+    store_named(&mut ws, &schema, "executor_outage_many");
     let gids: Vec<String> = (1..=6).map(|n| format!("D-{n}")).collect();
     for gid in &gids {
         ws.ok(&["add", "--title", &format!("Short {gid}"), "--gid", gid]);
@@ -495,12 +496,7 @@ async fn postgres_cut_off_in_the_middle_of_many_short_runs_strands_none() {
         .stderr(std::fs::File::create(&log).expect("the runner's log"))
         .spawn()
         .expect("start");
-    let runtime = tokio::runtime::Handle::current();
-    tokio::task::block_in_place(|| {
-        eventually(LONG, "the first workers running", || {
-            (!runtime.block_on(pg_workers(&schema)).is_empty()).then_some(())
-        })
-    });
+    a_worker_running(&schema);
     let cut =
         cut_runner_connections(&schema, "executor_outage_many", Duration::from_secs(30)).await;
     assert!(cut > 0, "no connection of the runner was cut");

@@ -44,7 +44,7 @@ use executor::forge::gitea::{GiteaClient, GiteaOptions};
 use executor::forge::github::Secret;
 use serde_json::{json, Value};
 
-use crate::fake_server::FakeServer;
+use crate::fake_server::{FakeServer, FaultRule};
 
 #[path = "fake_gitea_pulls.rs"]
 mod pulls;
@@ -202,13 +202,6 @@ struct FakePull {
     reviews: Vec<(Value, Vec<Value>)>,
 }
 
-struct FaultRule {
-    fault: Fault,
-    path_contains: Option<String>,
-    /// Only requests of this method (any, when `None`).
-    method: Option<Method>,
-}
-
 struct StateData {
     repos: BTreeMap<(String, String), FakeRepo>,
     now: DateTime<Utc>,
@@ -218,7 +211,7 @@ struct StateData {
     app_url: String,
     endless_pages: bool,
     after_next_list: Option<IssueSeed>,
-    faults: VecDeque<FaultRule>,
+    faults: VecDeque<FaultRule<Fault>>,
     requests: Vec<Recorded>,
 }
 
@@ -416,11 +409,9 @@ impl FakeGitea {
         let method = Method::from_bytes(method.as_bytes()).expect("an HTTP method");
         let mut state = self.shared.state();
         for _ in 0..count {
-            state.faults.push_back(FaultRule {
-                fault: fault.clone(),
-                path_contains: Some(path_end.to_owned()),
-                method: Some(method.clone()),
-            });
+            state
+                .faults
+                .push_back(FaultRule::route(fault.clone(), method.clone(), path_end));
         }
     }
 
@@ -429,11 +420,10 @@ impl FakeGitea {
     pub fn fail_next_matching(&self, path_part: &str, count: usize, fault: Fault) {
         let mut state = self.shared.state();
         for _ in 0..count {
-            state.faults.push_back(FaultRule {
-                fault: fault.clone(),
-                path_contains: (!path_part.is_empty()).then(|| path_part.to_owned()),
-                method: None,
-            });
+            state.faults.push_back(FaultRule::matching(
+                fault.clone(),
+                (!path_part.is_empty()).then(|| path_part.to_owned()),
+            ));
         }
     }
 
@@ -715,22 +705,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
 
     let fault = if authorized {
         let mut state = shared.state();
-        let at = state.faults.iter().position(|rule| match &rule.method {
-            // A route's fault: its method, and the path's end.
-            Some(method) => {
-                *method == parts.method
-                    && rule
-                        .path_contains
-                        .as_deref()
-                        .is_some_and(|end| path.ends_with(end))
-            }
-            None => rule
-                .path_contains
-                .as_deref()
-                .is_none_or(|part| path.contains(part)),
-        });
-        at.and_then(|i| state.faults.remove(i))
-            .map(|rule| rule.fault)
+        FaultRule::take(&mut state.faults, &parts.method, &path)
     } else {
         None
     };

@@ -39,7 +39,7 @@ use executor::forge::github::{GithubSettings, Secret};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use crate::fake_server::FakeServer;
+use crate::fake_server::{FakeServer, FaultRule};
 
 pub const OWNER: &str = "mkowalski";
 pub const REPO: &str = "lumen-browser";
@@ -176,13 +176,6 @@ struct FakePr {
     deleted: bool,
 }
 
-struct FaultRule {
-    fault: Fault,
-    path_contains: Option<String>,
-    /// Only requests of this method whose path ends with `path_contains`.
-    method: Option<Method>,
-}
-
 struct StateData {
     prs: BTreeMap<u64, FakePr>,
     mergeable_after_gets: u32,
@@ -203,7 +196,7 @@ struct StateData {
     logs: HashMap<u64, String>,
     reruns: Vec<u64>,
     dispatches: Vec<Dispatch>,
-    faults: VecDeque<FaultRule>,
+    faults: VecDeque<FaultRule<Fault>>,
     requests: Vec<Recorded>,
     rate_used: u64,
     next_id: u64,
@@ -379,22 +372,18 @@ impl FakeGithub {
         let method = Method::from_bytes(method.as_bytes()).expect("an HTTP method");
         let mut state = self.shared.state();
         for _ in 0..count {
-            state.faults.push_back(FaultRule {
-                fault: fault.clone(),
-                path_contains: Some(path_end.into()),
-                method: Some(method.clone()),
-            });
+            state
+                .faults
+                .push_back(FaultRule::route(fault.clone(), method.clone(), path_end));
         }
     }
 
     fn push_faults(&self, count: usize, fault: Fault, path_contains: Option<String>) {
         let mut state = self.shared.state();
         for _ in 0..count {
-            state.faults.push_back(FaultRule {
-                fault: fault.clone(),
-                path_contains: path_contains.clone(),
-                method: None,
-            });
+            state
+                .faults
+                .push_back(FaultRule::matching(fault.clone(), path_contains.clone()));
         }
     }
 
@@ -800,21 +789,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: axum::extract::Reque
 
     let fault = if authorized && !is_log_blob {
         let mut state = shared.state();
-        let at = state.faults.iter().position(|rule| match &rule.method {
-            Some(method) => {
-                *method == parts.method
-                    && rule
-                        .path_contains
-                        .as_deref()
-                        .is_some_and(|end| path.ends_with(end))
-            }
-            None => rule
-                .path_contains
-                .as_deref()
-                .is_none_or(|part| path.contains(part)),
-        });
-        at.and_then(|i| state.faults.remove(i))
-            .map(|rule| rule.fault)
+        FaultRule::take(&mut state.faults, &parts.method, &path)
     } else {
         None
     };

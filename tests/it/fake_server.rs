@@ -1,6 +1,8 @@
-//! The start-up the fake HTTP servers share: an axum router served on 127.0.0.1 (a port of
-//! the system's choosing) by a thread of its own with a current-thread tokio runtime, until
-//! the [`FakeServer`] is dropped, which stops the server and joins the thread.
+//! What the fake HTTP servers share: their start-up (an axum router served on 127.0.0.1, a
+//! port of the system's choosing, by a thread of its own with a current-thread tokio
+//! runtime, until the [`FakeServer`] is dropped, which stops the server and joins the
+//! thread), and the rules by which a test injects a fault into their next requests
+//! ([`FaultRule`]).
 //!
 //! What it must never do: reach the network (it listens on 127.0.0.1 and opens nothing).
 
@@ -94,4 +96,52 @@ fn bind(name: &str) -> (TcpListener, SocketAddr) {
         .local_addr()
         .unwrap_or_else(|e| panic!("fake {name} address: {e}"));
     (listener, addr)
+}
+
+/// One fault to serve instead of an answer: to the next request whose path contains a part
+/// (any request when none), or to the next of one method whose path ends with a route's end.
+pub struct FaultRule<F> {
+    pub fault: F,
+    path: Option<String>,
+    /// Set for a route's fault: then `path` is the end of the route's path.
+    method: Option<axum::http::Method>,
+}
+
+impl<F> FaultRule<F> {
+    /// For the next request whose path contains `part` (any, when `None`).
+    pub fn matching(fault: F, part: Option<String>) -> Self {
+        Self {
+            fault,
+            path: part,
+            method: None,
+        }
+    }
+
+    /// For the next `method` request whose path ends with `path_end`.
+    pub fn route(fault: F, method: axum::http::Method, path_end: &str) -> Self {
+        Self {
+            fault,
+            path: Some(path_end.to_owned()),
+            method: Some(method),
+        }
+    }
+
+    fn applies(&self, method: &axum::http::Method, path: &str) -> bool {
+        match &self.method {
+            Some(route) => {
+                route == method && self.path.as_deref().is_some_and(|end| path.ends_with(end))
+            }
+            None => self.path.as_deref().is_none_or(|part| path.contains(part)),
+        }
+    }
+
+    /// The first rule of `rules` that applies to this request, taken out of the line.
+    pub fn take(
+        rules: &mut std::collections::VecDeque<Self>,
+        method: &axum::http::Method,
+        path: &str,
+    ) -> Option<F> {
+        let at = rules.iter().position(|rule| rule.applies(method, path))?;
+        rules.remove(at).map(|rule| rule.fault)
+    }
 }

@@ -448,12 +448,7 @@ fn a_thousand_merged_prs_leave_the_tick_and_only_the_live_one_is_asked_about() {
     // PR only.
     for tick in 0..2 {
         let before = github.requests().len();
-        let out = ws.run(&["run", "--once"]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::support::assert_success(&ws.run(&["run", "--once"]), "a tick's run --once");
         let requests = github.requests();
         let asked: Vec<u64> = requests[before..]
             .iter()
