@@ -60,12 +60,13 @@ fn store_health(registry: &mut Registry, reached: bool) {
         "Whether the store is in reach (0 while writes wait for it)",
         i64::from(up),
     );
-    let (down_for, waiting) = match &outage {
+    let (down_for, waiting, runs) = match &outage {
         Some(o) => (
             (chrono::Utc::now() - o.since).num_seconds().max(0),
             i64::try_from(o.waiting).unwrap_or(i64::MAX),
+            i64::try_from(o.runs_waiting()).unwrap_or(i64::MAX),
         ),
-        None => (0, 0),
+        None => (0, 0, 0),
     };
     single(
         registry,
@@ -78,6 +79,12 @@ fn store_health(registry: &mut Registry, reached: bool) {
         "store_waiting_writes",
         "Writes of runs waiting for the store now",
         waiting,
+    );
+    single(
+        registry,
+        "store_waiting_runs",
+        "Runs with a write waiting for the store now",
+        runs,
     );
 }
 

@@ -659,9 +659,17 @@ async fn dispatch(cli: Cli) -> Result<()> {
         }
         command => {
             let settings = load_settings(config_path.as_deref())?;
-            let store = store::open(&settings.storage)
-                .await
-                .with_context(|| format!("cannot open {}", settings.storage.display()))?;
+            let store = match store::open(&settings.storage).await {
+                Ok(store) => store,
+                Err(error) => {
+                    let error = anyhow::Error::from(error)
+                        .context(format!("cannot open {}", settings.storage.display()));
+                    return Err(match command {
+                        Command::Status { json } => unreachable_status(&settings, json, error),
+                        _ => error,
+                    });
+                }
+            };
             run_command(command, &settings, store).await
         }
     }
@@ -822,24 +830,33 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             anyhow::ensure!(healthy, "executor doctor: a check failed (see above)");
             Ok(())
         }
-        Command::Status { json } => {
-            let report = status_report(settings, store).await?;
-            if json {
-                output::print_json(&report)
-            } else {
-                output::print_status(&report)
-            }
-        }
+        Command::Status { json } => match status_report(settings, store).await {
+            Ok(report) if json => output::print_json(&report),
+            Ok(report) => output::print_status(&report),
+            Err(error) => Err(unreachable_status(settings, json, error)),
+        },
         Command::Analyze { .. } => analyze::run_once(settings, Arc::clone(&shared)).await,
         Command::Run { .. } => {
             let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
+            account_outages(settings);
             run_once(settings, Arc::clone(&shared), &clock).await
         }
         Command::Daemon => {
             let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
+            account_outages(settings);
             daemon::run(settings, Arc::clone(&shared), &clock).await
         }
     }
+}
+
+/// The runner (holding the lock) gives its store outages' account to `executor status`:
+/// one left by a runner that died goes first.
+fn account_outages(settings: &Settings) {
+    let file = settings
+        .root
+        .join(crate::runner::store_health::ACCOUNT_FILE);
+    let _ = std::fs::remove_file(&file);
+    crate::runner::store_health::this_process().mirror_to(file);
 }
 
 fn unreachable_init() -> Result<()> {
@@ -1094,7 +1111,37 @@ pub(crate) async fn status_report(
     report.spend = crate::core::spend::SpendReport::of(&spent, now, spend_day_offset(settings));
     report.dispatch_paused = settings.raw.budget.day_over(&spent, now);
     report.agents_paused = paused_agents(store, now).await?;
+    report.store_outage = crate::runner::store_health::read_account(
+        &settings
+            .root
+            .join(crate::runner::store_health::ACCOUNT_FILE),
+    );
     Ok(report)
+}
+
+/// `executor status` when the store does not answer: says so, with the runner's account of
+/// the outage, and fails with the store's error.
+fn unreachable_status(settings: &Settings, json: bool, error: anyhow::Error) -> anyhow::Error {
+    let status = output::UnreachableStatus {
+        config: settings.path.display().to_string(),
+        storage: settings.storage.display(),
+        store_reachable: false,
+        error: format!("{error:#}"),
+        store_outage: crate::runner::store_health::read_account(
+            &settings
+                .root
+                .join(crate::runner::store_health::ACCOUNT_FILE),
+        ),
+    };
+    let printed = if json {
+        output::print_json(&status)
+    } else {
+        output::print_unreachable(&status)
+    };
+    match printed {
+        Ok(()) => error.context("the store does not answer"),
+        Err(print) => print.context(format!("{error:#}")),
+    }
 }
 
 /// The agents whose workers wait for a usage limit's reset at `now`.

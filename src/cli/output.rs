@@ -75,6 +75,21 @@ pub struct StatusReport {
     /// Agents whose workers wait for their usage limit to reset, and until when.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub agents_paused: Vec<crate::core::usage_limit::AgentPause>,
+    /// The runner's writes waiting for the store (its own account: a store refusing writes
+    /// may still answer this command's reads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_outage: Option<crate::runner::store_health::OutageAccount>,
+}
+
+/// `executor status` when the store cannot answer it: what the runner's account says.
+#[derive(Debug, Serialize)]
+pub struct UnreachableStatus {
+    pub config: String,
+    pub storage: String,
+    /// Always false: the store did not answer.
+    pub store_reachable: bool,
+    pub error: String,
+    pub store_outage: Option<crate::runner::store_health::OutageAccount>,
 }
 
 /// The wall as this workspace's config gets it on this machine (probed now).
@@ -171,6 +186,7 @@ impl StatusReport {
             spend: crate::core::spend::SpendReport::default(),
             dispatch_paused: None,
             agents_paused: Vec::new(),
+            store_outage: None,
         }
     }
 }
@@ -569,12 +585,51 @@ pub fn print_task(shown: &ShownTask, configured_allow: &[String]) -> Result<()> 
     })())
 }
 
+/// The store's outage as the runner tells it, in one line.
+fn outage_line(account: &crate::runner::store_health::OutageAccount) -> String {
+    format!(
+        "out of reach for the runner (pid {}) since {}: {} {} of {} {} waiting for it",
+        account.pid,
+        when(&account.since),
+        account.waiting_writes,
+        if account.waiting_writes == 1 {
+            "write"
+        } else {
+            "writes"
+        },
+        account.waiting_runs,
+        if account.waiting_runs == 1 {
+            "run"
+        } else {
+            "runs"
+        },
+    )
+}
+
+pub fn print_unreachable(status: &UnreachableStatus) -> Result<()> {
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    finish((|| {
+        writeln!(out, "config:  {}", status.config)?;
+        writeln!(out, "storage: {}", status.storage)?;
+        writeln!(out, "store:   does not answer: {}", status.error)?;
+        match &status.store_outage {
+            Some(account) => writeln!(out, "runner:  {}", outage_line(account))?,
+            None => writeln!(out, "runner:  no runner here is waiting for the store")?,
+        }
+        out.flush()
+    })())
+}
+
 pub fn print_status(report: &StatusReport) -> Result<()> {
     let stdout = io::stdout();
     let mut out = BufWriter::new(stdout.lock());
     finish((|| {
         writeln!(out, "config:  {}", report.config)?;
         writeln!(out, "storage: {}", report.storage)?;
+        if let Some(account) = &report.store_outage {
+            writeln!(out, "store:   {}", outage_line(account))?;
+        }
         if report.components.is_empty() {
             writeln!(out, "daemon:  never started")?;
         }

@@ -141,22 +141,8 @@ impl Scheduler {
         let look = match note {
             Note::Ended { kind, passed } => {
                 self.running = self.running.saturating_sub(1);
-                let failed = passed
-                    .as_ref()
-                    .map_or(true, |p| !p.failed.is_empty() || !p.handed_back.is_empty());
-                match kind {
-                    // The recovery at start reports for itself; one that was due is due
-                    // again until it carries its runs on.
-                    PassKind::Recovery => {
-                        let was_due = std::mem::take(&mut self.recovering);
-                        let handed = passed.as_ref().is_ok_and(|p| !p.handed_back.is_empty());
-                        if handed || (was_due && passed.is_err()) {
-                            self.recover_due = true;
-                        }
-                    }
-                    PassKind::PrLook => {}
-                    PassKind::Approved | PassKind::Resumed => self.recover_due |= failed,
-                }
+                let was_due = *kind == PassKind::Recovery && std::mem::take(&mut self.recovering);
+                self.recover_due |= recovery_due_after(*kind, passed, was_due);
                 match kind {
                     PassKind::PrLook => {
                         if std::mem::take(&mut self.pr_again) {
@@ -373,6 +359,23 @@ impl Scheduler {
     }
 }
 
+/// Whether the end of a pass of `kind` makes recovery due at the next full look: every
+/// run the pass held back (handed back, or left by a failure) is then reread from the
+/// store and carried on from its stored stage, as at start. `was_due`: the pass was a
+/// recovery started because one was due, which stays due until it carries its runs on.
+/// The recovery at start that fails for another reason than the store (not a repository)
+/// reports for itself and is not tried again at each look.
+pub fn recovery_due_after(kind: PassKind, passed: &anyhow::Result<Passed>, was_due: bool) -> bool {
+    match (kind, passed) {
+        (PassKind::PrLook, _) => false,
+        (_, Ok(passed)) if !passed.handed_back.is_empty() => true,
+        (PassKind::Recovery, Ok(_)) => false,
+        (PassKind::Recovery, Err(error)) => was_due || drive::store_out_of_reach(error),
+        (PassKind::Approved | PassKind::Resumed, Ok(passed)) => !passed.failed.is_empty(),
+        (PassKind::Approved | PassKind::Resumed, Err(_)) => true,
+    }
+}
+
 /// Logs what a pass did (the daemon's account of [`Note::Ended`]).
 pub fn log_ended(kind: PassKind, passed: &anyhow::Result<Passed>) {
     let what = match kind {
@@ -400,5 +403,81 @@ pub fn failed_pass(kind: PassKind) -> &'static str {
         PassKind::Approved => "runner pass failed",
         PassKind::Resumed => "resuming answered runs failed",
         PassKind::PrLook => "the PR tick failed",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a pass meets when its store refuses writes (a read-only file).
+    fn store_refused() -> anyhow::Error {
+        anyhow::Error::from(crate::store::StoreError::Sqlite {
+            path: std::path::PathBuf::from("executor.db"),
+            source: rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_READONLY),
+                None,
+            ),
+        })
+        .context("claiming the next approved task")
+    }
+
+    fn passed(handed_back: &[i64], failed: &[&str]) -> anyhow::Result<Passed> {
+        Ok(Passed {
+            results: Vec::new(),
+            failed: failed.iter().map(|f| f.to_string()).collect(),
+            handed_back: handed_back.to_vec(),
+        })
+    }
+
+    #[test]
+    fn a_pass_whose_store_call_fails_leaves_its_runs_to_recovery_at_the_next_look() {
+        for kind in [PassKind::Approved, PassKind::Resumed] {
+            // Failed as a whole: whatever runs it held are reread and carried on.
+            assert!(recovery_due_after(kind, &Err(store_refused()), false));
+            // Runs handed back because a step met the outage.
+            assert!(recovery_due_after(kind, &passed(&[3, 4], &[]), false));
+            // A run that failed on its own.
+            assert!(recovery_due_after(
+                kind,
+                &passed(&[], &["T-1: boom"]),
+                false
+            ));
+            // Everything carried to an end: nothing is left for recovery.
+            assert!(!recovery_due_after(kind, &passed(&[], &[]), false));
+        }
+        // A recovery that met the outage, at start or because it was due, is due again.
+        assert!(recovery_due_after(
+            PassKind::Recovery,
+            &Err(store_refused()),
+            false
+        ));
+        assert!(recovery_due_after(
+            PassKind::Recovery,
+            &passed(&[9], &[]),
+            false
+        ));
+        assert!(recovery_due_after(
+            PassKind::Recovery,
+            &Err(anyhow::anyhow!("not a git repository")),
+            true
+        ));
+        // The recovery at start failing for another reason reports for itself.
+        assert!(!recovery_due_after(
+            PassKind::Recovery,
+            &Err(anyhow::anyhow!("not a git repository")),
+            false
+        ));
+        assert!(!recovery_due_after(
+            PassKind::Recovery,
+            &passed(&[], &[]),
+            true
+        ));
+        // A PR look carries no run of a worker's: its runs stay where they are stored.
+        assert!(!recovery_due_after(
+            PassKind::PrLook,
+            &Err(store_refused()),
+            false
+        ));
     }
 }

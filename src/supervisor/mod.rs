@@ -289,6 +289,12 @@ where
             _ = tokio::time::sleep(wait) => {
                 let now = Instant::now();
                 if let Some(reason) = watchdog::check(spec.limits, now - started, now - last_meaningful) {
+                    // Lines waiting to be heard were printed during the silence: the
+                    // caller was not listening (its store write waited out an outage), the
+                    // worker was not silent. They are heard before the silence is judged.
+                    if reason == StopReason::NoOutput && !lines_rx.is_empty() {
+                        continue;
+                    }
                     outcome.stopped = Some(reason);
                     break terminate(&mut child, pid, spec.grace, &mut outcome).await?;
                 }

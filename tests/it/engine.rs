@@ -466,78 +466,6 @@ async fn cut_runner_connections(schema: &PgSchema, name: &str, lasting: Duration
     cut
 }
 
-/// Six short tasks, two workers at a time, and for thirty seconds in the middle every
-/// connection of the runner is cut: the claims, the runs' steps and the reads all fail
-/// meanwhile. Every task is then done once, by one run each, every line stored once.
-#[tokio::test(flavor = "multi_thread")]
-async fn postgres_cut_off_in_the_middle_of_many_short_runs_strands_none() {
-    let Some(schema) = PgSchema::create("engine_many_outage").await else {
-        return;
-    };
-    let mut ws = workspace(
-        &[
-            "/bin/sh",
-            "-c",
-            "echo '[STATUS:step] n=1'; sleep 2; echo '[STATUS:step] n=2'; echo changed > CHANGED.md; echo '[DONE:implemented] done'",
-        ],
-        &[],
-        "max_workers = 2\n",
-    );
-    // Its own connection name: another test cuts `executor_outage`'s at the same time.
-    store_named(&mut ws, &schema, "executor_outage_many");
-    let gids: Vec<String> = (1..=6).map(|n| format!("D-{n}")).collect();
-    for gid in &gids {
-        ws.ok(&["add", "--title", &format!("Short {gid}"), "--gid", gid]);
-        ws.ok(&["go", gid]);
-    }
-    let log = ws.dir.path().join("runner.log");
-    let mut runner = ws
-        .command(&["run", "--once"])
-        .stderr(std::fs::File::create(&log).expect("the runner's log"))
-        .spawn()
-        .expect("start");
-    a_worker_running(&schema);
-    let cut =
-        cut_runner_connections(&schema, "executor_outage_many", Duration::from_secs(30)).await;
-    assert!(cut > 0, "no connection of the runner was cut");
-    let status = tokio::task::block_in_place(|| runner.wait()).expect("wait");
-    let log = std::fs::read_to_string(&log).expect("the runner's log");
-    assert!(status.success(), "{status}\n{log}");
-    for gid in &gids {
-        let shown = ws.json(&["show", gid, "--json"]);
-        assert_eq!(shown["task"]["status"], "done", "{shown}\n{log}");
-        let runs = shown["runs"].as_array().cloned().unwrap_or_default();
-        assert_eq!(runs.len(), 1, "one run of {gid}: {shown}");
-        assert_eq!(runs[0]["state"], "complete", "{shown}");
-    }
-    let admin = schema.admin().await;
-    let steps: Vec<(String, String)> = sqlx::query_as(
-        "SELECT task_gid, line FROM executor_messages WHERE kind = 'step' ORDER BY id",
-    )
-    .fetch_all(&admin)
-    .await
-    .expect("messages");
-    admin.close().await;
-    // Every line a worker printed is stored, whole and in order. (A run handed back after
-    // its worker ended may have its worker started again by recovery: then that second
-    // worker's two lines follow the first's.)
-    for gid in &gids {
-        let lines: Vec<&str> = steps
-            .iter()
-            .filter(|(g, _)| g == gid)
-            .map(|(_, line)| line.as_str())
-            .collect();
-        assert!(
-            !lines.is_empty()
-                && lines
-                    .chunks(2)
-                    .all(|pair| pair == ["[STATUS:step] n=1", "[STATUS:step] n=2"]),
-            "{gid}'s lines, each worker's whole and in order: {lines:?}\n{log}"
-        );
-    }
-    schema.drop().await;
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn three_runners_one_killed_and_replaced_complete_every_task_once_without_overlap() {
     let Some(schema) = PgSchema::create("engine_three").await else {
@@ -563,7 +491,7 @@ async fn three_runners_one_killed_and_replaced_complete_every_task_once_without_
     // worktree) is live, and while no runner is between claiming a task and moving its
     // new run to `in_progress`, so the kill lands on a live worker: the case this test is
     // about (a run left `queued` is recovered too, by
-    // `postgres_cut_off_in_the_middle_of_many_short_runs_strands_none`'s path).
+    // `store_outages::postgres_refusing_connections_for_30_s_strands_no_run_of_the_daemon`'s path).
     let admin = schema.admin().await;
     let doomed = second.path().canonicalize().expect("the second workspace");
     let runtime = tokio::runtime::Handle::current();
@@ -642,12 +570,12 @@ async fn three_runners_one_killed_and_replaced_complete_every_task_once_without_
 
 /// A small tmpfs of the test's own for the database, or `None` (said) where this machine
 /// cannot mount one (not root, no mount namespace rights).
-struct SmallDisk {
+pub(crate) struct SmallDisk {
     dir: tempfile::TempDir,
 }
 
 impl SmallDisk {
-    fn mount(size: &str) -> Option<Self> {
+    pub(crate) fn mount(size: &str) -> Option<Self> {
         let dir = tempfile::tempdir().expect("a folder for the tmpfs");
         let mounted = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -669,12 +597,12 @@ impl SmallDisk {
         }
     }
 
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         self.dir.path()
     }
 
     /// Fills the disk to its last byte with one file, and returns it.
-    fn fill(&self) -> std::path::PathBuf {
+    pub(crate) fn fill(&self) -> std::path::PathBuf {
         let filler = self.path().join("filler");
         let mut file = std::fs::File::create(&filler).expect("the filler");
         let block = vec![0u8; 64 * 1024];
@@ -770,12 +698,12 @@ fn a_full_disk_under_the_sqlite_store_strands_no_run_and_loses_no_worker_line() 
 /// Marks `files` immutable (`chattr +i`: every write through a descriptor already open
 /// fails with `EPERM`, as on a read-only file system) until dropped; `None` (said) where
 /// this machine cannot (not root, or a file system without the flag).
-struct Immutable {
+pub(crate) struct Immutable {
     files: Vec<std::path::PathBuf>,
 }
 
 impl Immutable {
-    fn set(files: &[std::path::PathBuf]) -> Option<Self> {
+    pub(crate) fn set(files: &[std::path::PathBuf]) -> Option<Self> {
         let set = Command::new("chattr").arg("+i").args(files).output();
         match set {
             Ok(out) if out.status.success() => Some(Self {

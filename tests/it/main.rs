@@ -59,6 +59,7 @@ mod runs_cli;
 mod service;
 mod spend;
 mod store_conformance;
+mod store_outages;
 mod supervisor;
 mod support;
 mod triage;

@@ -66,6 +66,48 @@ async fn a_silent_worker_is_stopped_by_the_watchdog() {
     assert_group_gone(&outcome);
 }
 
+/// A caller that stops listening for a while (its store write waits out an outage) leaves
+/// the worker's lines waiting: they are heard before its silence is judged, so a worker
+/// that kept printing is not stopped for a silence that was the caller's.
+#[tokio::test]
+async fn lines_printed_while_the_caller_was_not_listening_are_no_silence() {
+    let spec = spec(
+        "for i in $(seq 1 60); do echo \"line $i\"; sleep 0.1; done",
+        Duration::from_secs(1),
+        LONG,
+    );
+    let heard = std::sync::atomic::AtomicUsize::new(0);
+    let supervised = supervisor::supervise(
+        spec,
+        |event| {
+            if matches!(event, WorkerEvent::Line { .. }) {
+                heard.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            true
+        },
+        None,
+    );
+    tokio::pin!(supervised);
+    // Three times: listened to for a moment, then not polled at all for longer than the
+    // watchdog's limit (each time the silence's timer and the waiting lines are both due).
+    for _ in 0..3 {
+        tokio::select! {
+            _ = &mut supervised => panic!("the worker ended while it still had lines to print"),
+            () = tokio::time::sleep(Duration::from_millis(300)) => {}
+        }
+        // The runtime goes on (the pipes' readers too), only the supervisor is not polled.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+    let outcome = supervised.await.expect("supervise");
+    assert_eq!(outcome.stopped, None, "{outcome:?}");
+    assert!(outcome.succeeded(), "{outcome:?}");
+    assert_eq!(
+        heard.load(std::sync::atomic::Ordering::Relaxed),
+        60,
+        "every line heard"
+    );
+}
+
 #[tokio::test]
 async fn a_worker_that_never_ends_meets_the_hard_timeout() {
     let script = "while true; do echo tick; sleep 0.05; done";

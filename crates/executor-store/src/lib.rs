@@ -165,6 +165,10 @@ impl StoreError {
                     || code.starts_with("57P")
                     || code == "40P01"
                     || code == "40001"
+                    // A database the operator closed to connections for a while
+                    // (`ALLOW_CONNECTIONS false`): the same code also names states that
+                    // last, so only this message of it is an outage.
+                    || (code == "55000" && error.message().contains("not currently accepting connections"))
             }),
             Self::Postgres(
                 sqlx::Error::Io(_)

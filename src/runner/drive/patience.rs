@@ -64,7 +64,7 @@ where
                         failures,
                         "the store is back; the run goes on"
                     );
-                    if let Said::Ended(outage) = this_process().write_landed() {
+                    if let Said::Ended(outage) = this_process().write_landed(run_id) {
                         let lasted = chrono::Utc::now() - outage.since;
                         tracing::warn!(
                             since = %outage.since,
@@ -85,7 +85,7 @@ where
                         error = format!("{error:#}"),
                         "the store is out of reach; trying again (the worker goes on)"
                     );
-                    if this_process().write_waits(chrono::Utc::now()) == Said::Began {
+                    if this_process().write_waits(chrono::Utc::now(), run_id) == Said::Began {
                         tracing::error!(error = format!("{error:#}"), "the store is out of reach: runs wait for it (/metrics says since when)");
                     }
                 }
@@ -94,7 +94,7 @@ where
             }
             Err(error) => {
                 if failures > 0 {
-                    this_process().write_gave_up();
+                    this_process().write_gave_up(run_id);
                 }
                 return Err(error);
             }
