@@ -839,11 +839,13 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
         Command::Run { .. } => {
             let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
             account_outages(settings);
+            crate::ops::service_pauses::install(Arc::clone(&shared), clock.now()).await;
             run_once(settings, Arc::clone(&shared), &clock).await
         }
         Command::Daemon => {
             let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
             account_outages(settings);
+            crate::ops::service_pauses::install(Arc::clone(&shared), clock.now()).await;
             daemon::run(settings, Arc::clone(&shared), &clock).await
         }
     }

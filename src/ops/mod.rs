@@ -6,4 +6,5 @@ pub mod end;
 pub mod intake;
 pub mod queue;
 pub mod run;
+pub mod service_pauses;
 pub mod source_intake;

@@ -1665,6 +1665,65 @@ async fn an_agents_pause_is_extended_while_in_force_and_new_once_ended(store: &d
     );
 }
 
+async fn a_services_pause_is_its_latest_answer_and_read_only_while_in_force(store: &dyn Store) {
+    use executor::store::ServicePause;
+    let gitea = "gitea http://127.0.0.1:3000/api/v1/";
+    let pause = |service: &str, since: DateTime<Utc>, seconds: i64| ServicePause {
+        service: service.into(),
+        // Sub-second times survive as Postgres keeps them (microseconds).
+        since: since + Duration::microseconds(250_001),
+        until: since + Duration::seconds(seconds),
+    };
+    assert!(store.service_pauses(t0()).await.expect("pauses").is_empty());
+    let first = pause(gitea, t0(), 30);
+    store.pause_service(&first).await.expect("pause");
+    store
+        .pause_service(&pause("github https://api.github.com/", t0(), 5))
+        .await
+        .expect("pause");
+    assert_eq!(
+        store
+            .service_pauses(t0() + Duration::seconds(4))
+            .await
+            .expect("pauses")
+            .iter()
+            .map(|p| p.service.as_str())
+            .collect::<Vec<_>>(),
+        vec![gitea, "github https://api.github.com/"],
+        "both in force, by name"
+    );
+    assert_eq!(
+        store
+            .service_pauses(t0() + Duration::seconds(5))
+            .await
+            .expect("pauses"),
+        vec![first.clone()],
+        "an ended pause is not read"
+    );
+    // The latest answer replaces the last, shorter or not.
+    let shorter = pause(gitea, t0() + Duration::seconds(1), 3);
+    store.pause_service(&shorter).await.expect("pause");
+    assert_eq!(
+        store.service_pauses(t0()).await.expect("pauses")[0],
+        shorter
+    );
+    // Past both: the shortened Gitea pause and GitHub's.
+    assert!(store
+        .service_pauses(t0() + Duration::seconds(5))
+        .await
+        .expect("pauses")
+        .is_empty());
+    assert_eq!(
+        store
+            .service_pauses(shorter.until - Duration::microseconds(1))
+            .await
+            .expect("pauses")
+            .len(),
+        2,
+        "the shortened pause holds to its own end"
+    );
+}
+
 async fn a_runs_network_refusals_add_up_per_host_and_port_with_one_history_entry(
     store: &dyn Store,
 ) {
@@ -3240,6 +3299,7 @@ conformance!(
     a_components_last_error_is_counted_and_cleared_by_its_next_start,
     summary_counts_every_known_status,
     an_agents_pause_is_extended_while_in_force_and_new_once_ended,
+    a_services_pause_is_its_latest_answer_and_read_only_while_in_force,
     a_runs_network_refusals_add_up_per_host_and_port_with_one_history_entry,
     a_workers_start_is_recorded_with_its_runs_row_and_survives_a_fence,
     a_run_created_with_its_lease_is_its_creators,

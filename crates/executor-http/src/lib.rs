@@ -8,6 +8,7 @@
 //! | `answer.rs` | one exchange: transport failures typed ([`Transport`]), the body read, statuses sorted ([`Class`]), messages shortened, bodies decoded saying where they broke |
 //! | `retry.rs` | `Retry-After` in seconds and HTTP dates, rate-limit resets, every wait capped at [`retry::MAX_WAIT`] |
 //! | `gate.rs` | [`RateGate`]: nothing is sent to a limited service until its limit lifts |
+//! | `pauses.rs` | one gate per service for the whole process, seeded from and kept in a [`pauses::PauseLedger`] (the store), so later processes wait a limit out too |
 //! | `redact.rs` | [`Redactor`]: secrets cut out of every text that goes into an error |
 //! | `secret.rs` | reading a [`Secret`] from the environment or a file |
 //! | `github/` | the GitHub API client (REST, GraphQL, caches, rate limits), shared by the forge and the issue source |
@@ -23,6 +24,7 @@ pub mod client;
 pub mod gate;
 pub mod gitea;
 pub mod github;
+pub mod pauses;
 pub mod redact;
 pub mod retry;
 pub mod secret;

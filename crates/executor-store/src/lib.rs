@@ -774,6 +774,13 @@ pub trait Store: Send + Sync {
     /// Every agent's latest pause, ended or not.
     async fn agent_pauses(&self) -> StoreResult<Vec<executor_core::usage_limit::AgentPause>>;
 
+    /// Records that `pause.service` said "not before `pause.until`", replacing its last
+    /// pause (the latest answer knows best), so every process of this store waits it out.
+    async fn pause_service(&self, pause: &ServicePause) -> StoreResult<()>;
+
+    /// The services whose pause is still in force at `now`, by name.
+    async fn service_pauses(&self, now: DateTime<Utc>) -> StoreResult<Vec<ServicePause>>;
+
     /// Adds `rows` (what the wall refused a worker of run `rows[i].run_id` since its last
     /// write: a count, a first and a last time per host and port) to the run's rows, and
     /// appends `event` to the task's history, in one write.
@@ -826,6 +833,23 @@ pub trait Store: Send + Sync {
     /// daemon holds the SQLite socket, Postgres refuses the connection).
     async fn listen_wakes(&self) -> StoreResult<wake::Wakes>;
 }
+
+/// An outside service that said "not before" (a 429's `Retry-After`): nothing is sent to it
+/// before `until`, by any process of the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServicePause {
+    /// The service's kind and API URL (`gitea https://gitea.example.com/api/v1/`).
+    pub service: String,
+    /// When the service said it.
+    pub since: DateTime<Utc>,
+    pub until: DateTime<Utc>,
+}
+
+/// The latest answer replaces the service's last pause. Written with SQLite's `?N`;
+/// Postgres takes it with `$N`.
+pub(crate) const PAUSE_SERVICE: &str = "INSERT INTO executor_service_pauses \
+     (service, since, until) VALUES (?1, ?2, ?3) \
+     ON CONFLICT (service) DO UPDATE SET since = excluded.since, until = excluded.until";
 
 /// A pause in force at the new one's start is extended and keeps its start and reason;
 /// `since` comes back, so the caller knows which (see [`Store::pause_agent`]). Written with

@@ -104,6 +104,11 @@ pub const SQLITE: &[Migration] = &[
         name: "net_refusals",
         sql: include_str!("sql/sqlite/0018_net_refusals.sql"),
     },
+    Migration {
+        version: 19,
+        name: "service_pauses",
+        sql: include_str!("sql/sqlite/0019_service_pauses.sql"),
+    },
 ];
 
 pub const POSTGRES: &[Migration] = &[
@@ -201,6 +206,11 @@ pub const POSTGRES: &[Migration] = &[
         version: 19,
         name: "change_hints",
         sql: include_str!("sql/postgres/0019_change_hints.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "service_pauses",
+        sql: include_str!("sql/postgres/0020_service_pauses.sql"),
     },
 ];
 

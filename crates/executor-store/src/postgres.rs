@@ -1782,6 +1782,37 @@ impl Store for PgStore {
             .collect::<Result<Vec<_>, sqlx::Error>>()?)
     }
 
+    async fn pause_service(&self, pause: &super::ServicePause) -> StoreResult<()> {
+        let sql = super::PAUSE_SERVICE.replace('?', "$");
+        sqlx::query(&sql)
+            .bind(&pause.service)
+            .bind(pause.since)
+            .bind(pause.until)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn service_pauses(&self, now: DateTime<Utc>) -> StoreResult<Vec<super::ServicePause>> {
+        let rows = sqlx::query(
+            "SELECT service, since, until FROM executor_service_pauses \
+             WHERE until > $1 ORDER BY service COLLATE \"C\"",
+        )
+        .bind(now)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(super::ServicePause {
+                    service: row.try_get(0)?,
+                    since: row.try_get(1)?,
+                    until: row.try_get(2)?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(Into::into)
+    }
+
     async fn record_net_refusals(
         &self,
         refused: &[executor_core::net_refusals::NetRefusal],

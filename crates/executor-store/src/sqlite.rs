@@ -1996,6 +1996,37 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn pause_service(&self, pause: &super::ServicePause) -> StoreResult<()> {
+        let pause = pause.clone();
+        self.call(move |conn| {
+            conn.prepare_cached(super::PAUSE_SERVICE)?.execute(params![
+                pause.service,
+                text(&pause.since),
+                text(&pause.until)
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn service_pauses(&self, now: DateTime<Utc>) -> StoreResult<Vec<super::ServicePause>> {
+        self.call(move |conn| {
+            conn.prepare_cached(
+                "SELECT service, since, until FROM executor_service_pauses \
+                 WHERE until > ?1 ORDER BY service",
+            )?
+            .query_map([text(&now)], |row| {
+                Ok(super::ServicePause {
+                    service: row.get(0)?,
+                    since: row.get(1)?,
+                    until: row.get(2)?,
+                })
+            })?
+            .collect()
+        })
+        .await
+    }
+
     async fn record_net_refusals(
         &self,
         refused: &[executor_core::net_refusals::NetRefusal],

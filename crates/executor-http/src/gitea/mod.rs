@@ -316,9 +316,11 @@ struct Inner {
     /// Cuts the token out of an error message, should something echo it.
     redactor: Redactor,
     options: GiteaOptions,
-    /// Shut by a 429 until its `Retry-After` (every clone of the client shares it): no
-    /// request is sent to Gitea before then.
-    gate: RateGate<()>,
+    /// The service's name for its pause: `gitea <api_url>`.
+    service: String,
+    /// Shut by a 429 until its `Retry-After` (every client of this Gitea in the process
+    /// shares it, see [`crate::pauses`]): no request is sent to Gitea before then.
+    gate: Arc<RateGate<()>>,
 }
 
 impl fmt::Debug for GiteaClient {
@@ -351,6 +353,7 @@ impl GiteaClient {
             http::client::accept("application/json"),
         )
         .map_err(GiteaError::Settings)?;
+        let service = format!("gitea {api_url}");
         Ok(Self {
             inner: Arc::new(Inner {
                 http,
@@ -358,7 +361,8 @@ impl GiteaClient {
                 auth,
                 redactor: Redactor::new([&token]),
                 options,
-                gate: RateGate::default(),
+                gate: crate::pauses::gate(&service),
+                service,
             }),
         })
     }
@@ -366,6 +370,11 @@ impl GiteaClient {
     /// The API URL, with a trailing `/`.
     pub fn api_url(&self) -> &Url {
         &self.inner.api_url
+    }
+
+    /// This Gitea's name for its pause ([`crate::pauses`]): `gitea <api_url>`.
+    pub fn service(&self) -> &str {
+        &self.inner.service
     }
 
     /// `GET /repos/{owner}/{repo}/issues` with `query` and `type=issues`, every page (by
@@ -538,7 +547,7 @@ impl GiteaClient {
             if let GiteaError::RateLimited { retry_after } = &error {
                 let now = self.inner.options.clock.now();
                 let wait = retry_after.unwrap_or(RATE_WAIT_UNSAID);
-                self.inner.gate.shut(retry::later(now, wait), (), now);
+                crate::pauses::pause(&self.inner.service, retry::later(now, wait), now).await;
             }
             tracing::debug!(path, error = %error, "Gitea call failed");
             return Err(error);
