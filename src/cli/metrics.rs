@@ -63,7 +63,7 @@ fn store_health(registry: &mut Registry, reached: bool) {
     let (down_for, waiting, runs) = match &outage {
         Some(o) => (
             (chrono::Utc::now() - o.since).num_seconds().max(0),
-            i64::try_from(o.waiting).unwrap_or(i64::MAX),
+            i64::try_from(o.waiting()).unwrap_or(i64::MAX),
             i64::try_from(o.runs_waiting()).unwrap_or(i64::MAX),
         ),
         None => (0, 0, 0),

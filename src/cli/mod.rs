@@ -854,11 +854,16 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
 /// The runner (holding the lock) gives its store outages' account to `executor status`:
 /// one left by a runner that died goes first.
 fn account_outages(settings: &Settings) {
-    let file = settings
-        .root
-        .join(crate::runner::store_health::ACCOUNT_FILE);
+    let file = outage_account_file(settings);
     let _ = std::fs::remove_file(&file);
     crate::runner::store_health::this_process().mirror_to(file);
+}
+
+/// Where the runner of this workspace writes its outage account.
+fn outage_account_file(settings: &Settings) -> std::path::PathBuf {
+    settings
+        .root
+        .join(crate::runner::store_health::ACCOUNT_FILE)
 }
 
 fn unreachable_init() -> Result<()> {
@@ -1113,11 +1118,7 @@ pub(crate) async fn status_report(
     report.spend = crate::core::spend::SpendReport::of(&spent, now, spend_day_offset(settings));
     report.dispatch_paused = settings.raw.budget.day_over(&spent, now);
     report.agents_paused = paused_agents(store, now).await?;
-    report.store_outage = crate::runner::store_health::read_account(
-        &settings
-            .root
-            .join(crate::runner::store_health::ACCOUNT_FILE),
-    );
+    report.store_outage = crate::runner::store_health::read_account(&outage_account_file(settings));
     Ok(report)
 }
 
@@ -1129,11 +1130,7 @@ fn unreachable_status(settings: &Settings, json: bool, error: anyhow::Error) -> 
         storage: settings.storage.display(),
         store_reachable: false,
         error: format!("{error:#}"),
-        store_outage: crate::runner::store_health::read_account(
-            &settings
-                .root
-                .join(crate::runner::store_health::ACCOUNT_FILE),
-        ),
+        store_outage: crate::runner::store_health::read_account(&outage_account_file(settings)),
     };
     let printed = if json {
         output::print_json(&status)

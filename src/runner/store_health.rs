@@ -20,8 +20,6 @@ use serde::{Deserialize, Serialize};
 pub struct Outage {
     /// When the first write found the store out of reach.
     pub since: DateTime<Utc>,
-    /// Writes waiting for the store now.
-    pub waiting: usize,
     /// Writes that waited and landed since the outage began.
     pub caught_up: usize,
     /// The runs whose writes wait now, each with how many.
@@ -29,6 +27,11 @@ pub struct Outage {
 }
 
 impl Outage {
+    /// How many writes wait for the store now.
+    pub fn waiting(&self) -> usize {
+        self.runs.values().sum()
+    }
+
     /// How many runs wait on the store now.
     pub fn runs_waiting(&self) -> usize {
         self.runs.len()
@@ -82,14 +85,12 @@ impl StoreHealth {
         let mut outage = self.lock();
         let said = match outage.as_mut() {
             Some(o) => {
-                o.waiting += 1;
                 *o.runs.entry(run_id).or_default() += 1;
                 Said::Nothing
             }
             None => {
                 *outage = Some(Outage {
                     since: now,
-                    waiting: 1,
                     caught_up: 0,
                     runs: BTreeMap::from([(run_id, 1)]),
                 });
@@ -131,14 +132,13 @@ impl StoreHealth {
 
     /// One write of `run_id` waits no more; true when none waits at all.
     fn one_less(o: &mut Outage, run_id: i64) -> bool {
-        o.waiting = o.waiting.saturating_sub(1);
         if let Some(n) = o.runs.get_mut(&run_id) {
             *n = n.saturating_sub(1);
             if *n == 0 {
                 o.runs.remove(&run_id);
             }
         }
-        o.waiting == 0
+        o.runs.is_empty()
     }
 
     /// The outage going on, if any.
@@ -161,7 +161,7 @@ impl StoreHealth {
                 let pid = std::process::id();
                 let account = OutageAccount {
                     since: o.since,
-                    waiting_writes: o.waiting,
+                    waiting_writes: o.waiting(),
                     waiting_runs: o.runs_waiting(),
                     pid,
                     start_time: crate::supervisor::group::start_time(pid),
@@ -222,7 +222,7 @@ mod tests {
         assert_eq!(health.write_waits(at(), 2), Said::Nothing);
         let outage = health.outage().expect("an outage");
         assert_eq!(
-            (outage.since, outage.waiting, outage.caught_up),
+            (outage.since, outage.waiting(), outage.caught_up),
             (at(), 3, 0)
         );
         assert_eq!(
@@ -237,7 +237,6 @@ mod tests {
             health.write_landed(1),
             Said::Ended(Outage {
                 since: at(),
-                waiting: 0,
                 caught_up: 3,
                 runs: BTreeMap::new(),
             })

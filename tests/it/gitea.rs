@@ -333,7 +333,8 @@ fn failures_are_typed_errors_that_say_whether_they_pass() {
     assert!(!error.is_transient());
 
     // A 429's `Retry-After` is taken at its word: nothing goes to Gitea before it is over,
-    // by this client or any clone of it, and a caller meanwhile is told how long is left.
+    // by this client, a clone of it or any other client of this Gitea in the process, and
+    // a caller meanwhile is told how long is left.
     let clock = std::sync::Arc::new(executor::core::clock::ManualClock::new(Utc::now()));
     let limited = fake.client_with(GiteaOptions {
         clock: clock.clone(),
@@ -349,6 +350,15 @@ fn failures_are_typed_errors_that_say_whether_they_pass() {
     let sent = fake.requests().len();
     clock.advance(chrono::Duration::seconds(10));
     let error = list(&limited.clone(), &executor).expect_err("still limited");
+    assert!(
+        matches!(error, GiteaError::RateLimited { retry_after: Some(wait) } if wait == Duration::from_secs(20)),
+        "{error:?}"
+    );
+    let another = fake.client_with(GiteaOptions {
+        clock: clock.clone(),
+        ..GiteaOptions::default()
+    });
+    let error = list(&another, &executor).expect_err("another client, still limited");
     assert!(
         matches!(error, GiteaError::RateLimited { retry_after: Some(wait) } if wait == Duration::from_secs(20)),
         "{error:?}"

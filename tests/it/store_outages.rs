@@ -74,11 +74,29 @@ fn assert_all_done_once(ws: &Workspace, lines: &dyn Fn(&str) -> Vec<String>) {
     let log = || std::fs::read_to_string(ws.path().join("daemon.log")).unwrap_or_default();
     let gids: Vec<String> = (1..=TASKS).map(|n| format!("D-{n}")).collect();
     let started = Instant::now();
-    eventually(ALL_DONE, "every task done", || {
-        gids.iter()
-            .all(|gid| ws.json(&["show", gid, "--json"])["task"]["status"] == "done")
-            .then_some(())
-    });
+    loop {
+        let shown: Vec<serde_json::Value> = gids
+            .iter()
+            .map(|gid| ws.json(&["show", gid, "--json"]))
+            .collect();
+        if shown.iter().all(|s| s["task"]["status"] == "done") {
+            break;
+        }
+        assert!(
+            started.elapsed() < ALL_DONE,
+            "not every task done {ALL_DONE:?} after the outage: {}\n{}",
+            shown
+                .iter()
+                .map(|s| format!(
+                    "{} {} runs {}",
+                    s["task"]["gid"], s["task"]["status"], s["runs"]
+                ))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     eprintln!("every task done {:?} after the outage", started.elapsed());
     for gid in &gids {
         let shown = ws.json(&["show", gid, "--json"]);
@@ -127,6 +145,15 @@ fn assert_no_overlap(workers: &[WorkerSpan]) {
     }
 }
 
+/// One connection to the database at `url`.
+async fn connect(url: &str) -> sqlx::PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connect to {url}: {e}"))
+}
+
 /// A Postgres database of the test's own (the outage refuses connections to a whole
 /// database), dropped at the end.
 struct PgDatabase {
@@ -160,11 +187,7 @@ impl PgDatabase {
 
     /// A connection to the server's own test database, outside the one that goes away.
     async fn admin(&self) -> sqlx::PgPool {
-        sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect(&self.admin_url)
-            .await
-            .expect("connect to Postgres")
+        connect(&self.admin_url).await
     }
 
     /// The database's URL: the server's, naming this database.
@@ -178,11 +201,7 @@ impl PgDatabase {
     }
 
     async fn pool(&self) -> sqlx::PgPool {
-        sqlx::postgres::PgPoolOptions::new()
-            .max_connections(1)
-            .connect(&self.url())
-            .await
-            .expect("connect to the test's database")
+        connect(&self.url()).await
     }
 
     /// Every connection to the database refused, those open cut, for `lasting`.

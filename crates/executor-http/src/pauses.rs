@@ -74,12 +74,9 @@ pub fn set_ledger(ledger: Arc<dyn PauseLedger>) {
 /// Shuts `service`'s gate until `until` and hands the pause to the ledger, if one is set,
 /// waiting for it at most [`RECORD_TIMEOUT`].
 pub async fn pause(service: &str, until: DateTime<Utc>, now: DateTime<Utc>) {
-    let gate = gate(service);
-    gate.shut(until, (), now);
-    // The gate caps the moment; the ledger keeps the capped one.
-    let Some((until, ())) = gate.check(now) else {
-        return;
-    };
+    // The ledger keeps the moment as the gate does: capped.
+    let until = crate::retry::capped(until, now);
+    gate(service).shut(until, (), now);
     let ledger = locked(&book().ledger).clone();
     if let Some(ledger) = ledger {
         let kept = ledger.record(service.to_owned(), now, until);
