@@ -195,9 +195,13 @@ impl super::Runner {
     }
 
     /// Gives back the leases [`Self::let_go`] could not, as far as the store takes them now;
-    /// the runs given back are free for recovery to carry on.
-    pub(super) async fn give_back_left(&self) {
+    /// the runs given back are free for recovery to carry on. Returns the runs still left
+    /// (the store refused again): the pass reports them as handed back, so that recovery
+    /// stays due and gives them back at its next look instead of leaving them leased to a
+    /// runner that no longer carries them.
+    pub(super) async fn give_back_left(&self) -> Vec<i64> {
         let left: Vec<i64> = self.left_runs().iter().copied().collect();
+        let mut still_left = Vec::new();
         for run_id in left {
             match self.store.release_lease(run_id, &self.holder.id()).await {
                 Ok(()) => {
@@ -205,9 +209,11 @@ impl super::Runner {
                 }
                 Err(error) => {
                     tracing::warn!(run = run_id, %error, "cannot give the run's lease back yet");
+                    still_left.push(run_id);
                 }
             }
         }
+        still_left
     }
 
     fn left_runs(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<i64>> {

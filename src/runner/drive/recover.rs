@@ -35,8 +35,9 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
     } = runner;
     stop_left_workers(runner).await?;
     // Runs this process stopped carrying while the store was out of reach are given back
-    // first, so they are carried on below like any other run left behind.
-    runner.give_back_left().await;
+    // first, so they are carried on below like any other run left behind. Those the store
+    // still refuses keep this pass's recovery due (reported as handed back).
+    let still_left = runner.give_back_left().await;
     let mut runs = tokio::task::JoinSet::new();
     // The runs in progress alone (an index range, not every run ever made), oldest first,
     // and those claimed but not started yet (`queued`: their runner stopped, or the store
@@ -142,7 +143,9 @@ pub async fn recover(runner: &Runner) -> Result<Passed> {
         };
         runs.spawn(continue_run(runner.clone(), task, run, start, "recovery"));
     }
-    Ok(collect(runs, "a recovered run failed").await)
+    let mut passed = collect(runs, "a recovered run failed").await;
+    passed.handed_back.extend(still_left);
+    Ok(passed)
 }
 
 /// Stops every worker recorded on this host whose runner is gone (dead, or its lease
