@@ -7,7 +7,7 @@ use executor::core::facts::TaskFacts;
 use executor::store::sqlite::SqliteStore;
 use executor::store::Store;
 
-use crate::fake_gitea::{FakeGitea, IssueSeed, OWNER, REPO, TOKEN};
+use crate::fake_gitea::{FakeGitea, Fault, IssueSeed, OWNER, REPO, TOKEN};
 use crate::support::Workspace;
 
 fn gitea_workspace(gitea: &FakeGitea, token: &str) -> Workspace {
@@ -192,4 +192,50 @@ fn a_missing_gitea_token_stops_the_run_naming_the_variable() {
     let stderr = ws.fails_with(2, &["run", "--once"]);
     assert!(stderr.contains("TEST_GITEA_TOKEN"), "{stderr}");
     assert!(gitea.requests().is_empty());
+}
+
+#[test]
+fn a_run_once_inside_a_stored_retry_after_sends_nothing_to_gitea_and_a_later_one_takes_the_issues_in(
+) {
+    let gitea = FakeGitea::start();
+    gitea.add_issue("Tab preview sticks", "", &["executor"]);
+    let ws = gitea_workspace(&gitea, TOKEN);
+    gitea.fail_next(1, Fault::RateLimited { retry_after: 10 });
+
+    let limited_at = std::time::Instant::now();
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "a wait asked for is no failure: {stderr}"
+    );
+    assert!(stderr.contains("skipped"), "{stderr}");
+    assert!(ws.queue().is_empty(), "nothing read yet");
+    let sent = gitea.requests().len();
+    assert_eq!(gitea.requests()[sent - 1].status, 429);
+
+    // A second process, started inside the wait: it learns the wait from the store and
+    // sends nothing.
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("skipped"), "{stderr}");
+    assert_eq!(
+        gitea.requests().len(),
+        sent,
+        "a run --once inside the stored wait called Gitea: {:?}",
+        gitea.requests().last()
+    );
+
+    // Past the wait, the issue comes in.
+    let over = limited_at + std::time::Duration::from_secs(11);
+    std::thread::sleep(over.saturating_duration_since(std::time::Instant::now()));
+    let out = ws.run(&["run", "--once"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("gitea:{OWNER}/{REPO}: 1 new")),
+        "{stderr}"
+    );
+    assert_eq!(ws.queue().len(), 1);
 }
