@@ -46,8 +46,12 @@ use serde_json::{json, Value};
 
 use crate::fake_server::{FakeServer, FaultRule};
 
+#[path = "fake_gitea_actions.rs"]
+mod actions;
 #[path = "fake_gitea_pulls.rs"]
 mod pulls;
+
+pub use actions::ActionsApi;
 
 /// The access token the fake accepts; distinctive, so a test can search for it.
 pub const TOKEN: &str = "9f3c1d7e5b2a4c6e8f0a1b3c5d7e9f1a2b4c6d8e";
@@ -187,6 +191,8 @@ struct FakeRepo {
     pulls: BTreeMap<u64, FakePull>,
     /// Commit statuses by sha, oldest first (`CommitStatus` JSON).
     statuses: BTreeMap<String, Vec<Value>>,
+    /// Gitea Actions' workflow runs, oldest first.
+    action_runs: Vec<actions::FakeActionRun>,
     /// The repository's git data (a bare repository a test pushes to), when it has one:
     /// a PR's head is then its branch's tip there, as on Gitea.
     git_dir: Option<std::path::PathBuf>,
@@ -213,6 +219,7 @@ struct StateData {
     after_next_list: Option<IssueSeed>,
     faults: VecDeque<FaultRule<Fault>>,
     requests: Vec<Recorded>,
+    actions_api: ActionsApi,
 }
 
 impl StateData {
@@ -304,6 +311,7 @@ impl FakeGitea {
                     after_next_list: None,
                     faults: VecDeque::new(),
                     requests: Vec::new(),
+                    actions_api: ActionsApi::default(),
                 };
                 state.repo_mut(OWNER, REPO);
                 Arc::new(Shared {
@@ -812,7 +820,10 @@ fn route(
             Some(n) => create_comment(state, base, &key, owner, repo, n, body),
             None => Reply::not_found(base),
         },
-        _ => pulls::route(state, base, &key, method, rest, pairs, body),
+        _ => match actions::route(state, base, &key, method, rest, pairs) {
+            Some(reply) => reply,
+            None => pulls::route(state, base, &key, method, rest, pairs, body),
+        },
     }
 }
 

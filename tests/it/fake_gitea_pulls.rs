@@ -92,20 +92,20 @@ impl FakeGitea {
         self.set_status_at(sha, context, state, None);
     }
 
-    /// [`Self::set_status`] by a CI of its own, whose page for it is `target_url` (Gitea
-    /// Actions' run page when `None`).
+    /// [`Self::set_status`] by a CI of its own, whose page for it is `target_url` (when
+    /// `None`, Gitea Actions: the page of the commit's job that reports `context`).
     pub fn set_status_at(&self, sha: &str, context: &str, state: &str, target_url: Option<&str>) {
         let mut data = self.shared.state();
         let at = data.tick();
         let id = data.new_id();
         let base = self.shared.base.clone();
+        let target_url = match target_url {
+            Some(url) => url.to_owned(),
+            None => super::actions::job_page(&mut data, &base, sha, context, state),
+        };
         let repo = data.repo_mut(OWNER, REPO);
         let statuses = repo.statuses.entry(sha.to_owned()).or_default();
         statuses.retain(|s| s["context"] != context);
-        let target_url = target_url.map_or_else(
-            || format!("{base}/{OWNER}/{REPO}/actions/runs/{id}"),
-            str::to_owned,
-        );
         statuses.push(json!({
             "id": id, "status": state, "context": context,
             "target_url": target_url,

@@ -5,7 +5,7 @@
 //! their line), executor's review, and completion with the owner @mentioned once. The
 //! token stays with the orchestrator.
 
-use crate::fake_gitea::{FakeGitea, Fault, BOT, OWNER, REPO, TOKEN};
+use crate::fake_gitea::{ActionsApi, FakeGitea, Fault, BOT, OWNER, REPO, TOKEN};
 use crate::runner::workspace;
 use crate::support::git;
 
@@ -51,6 +51,17 @@ fn gitea_workspace(gitea: &FakeGitea, forge_extra: &str) -> crate::support::Work
     ws.env.push(("TEST_GITEA_TOKEN".into(), TOKEN.into()));
     ws
 }
+
+/// A failed Actions job's log as act_runner writes it (the fake stamps each line).
+const ACTIONS_LOG: &str = "ci/ui-tests(version:v0.2.11) received task 131 of job ui-tests\n\
+workflow prepared\n\
+⭐ Run Main Run ci/ui-tests\n\
+Failing tests:\n\
+\tTabPreviewUITests.testPreviewDismissesOnMouseExit()\n\
+** TEST FAILED **\n\
+exitcode '65': failure\n\
+❌  Failure - Main Run ci/ui-tests\n\
+🏁  Job failed";
 
 fn run_once(ws: &crate::support::Workspace) -> String {
     let out = ws.run(&["run", "--once"]);
@@ -118,6 +129,7 @@ fn a_gitea_run_is_pushed_opened_as_a_wip_pr_fixed_on_red_statuses_reviewed_and_c
     // fix_ci worker with both failed contexts, each with its description and its own link,
     // whose fix is committed and pushed.
     gitea.set_status(&first, "ci/ui-tests", "failure");
+    gitea.set_job_log(&first, "ci/ui-tests", ACTIONS_LOG);
     gitea.set_status(&first, "ci/lint", "success");
     let woodpecker = "https://woodpecker.example/repos/7/pipeline/31";
     gitea.set_status_at(&first, "woodpecker/lint", "error", Some(woodpecker));
@@ -142,6 +154,15 @@ fn a_gitea_run_is_pushed_opened_as_a_wip_pr_fixed_on_red_statuses_reviewed_and_c
             .lines()
             .any(|l| l.starts_with("- `ci/ui-tests`") && l.contains(&actions_link)),
         "the Actions context with its link: {fix_ci}"
+    );
+    assert!(
+        fix_ci.contains("TabPreviewUITests.testPreviewDismissesOnMouseExit()")
+            && fix_ci.contains("❌  Failure - Main Run ci/ui-tests"),
+        "the Actions job's log, cut around its failure: {fix_ci}"
+    );
+    assert!(
+        fix_ci.contains("- Failing step: `Run ci/ui-tests`"),
+        "the failing step: {fix_ci}"
     );
     assert!(!fix_ci.contains(TOKEN), "the token is in no prompt");
     assert_eq!(run()["ci_attempts"], 1);
@@ -358,4 +379,54 @@ fn a_gitea_forge_needs_its_repository_and_api_url_and_its_token() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("GITEA_TOKEN"), "{err}");
+}
+
+#[test]
+fn on_a_gitea_that_serves_no_job_log_the_fix_ci_worker_gets_the_links_and_nothing_fails() {
+    // Gitea 1.25 that lost the log (404 on the log), and 1.24 (no runs API: 404 there).
+    for api in [
+        ActionsApi {
+            runs: true,
+            logs: false,
+        },
+        ActionsApi {
+            runs: false,
+            logs: true,
+        },
+    ] {
+        let gitea = FakeGitea::start();
+        gitea.serve_actions(api);
+        let ws = gitea_workspace(&gitea, "");
+        ws.ok(&["add", "--title", "Fix tab preview", "--gid", "G-1"]);
+        ws.ok(&["go", "G-1"]);
+        run_once(&ws);
+        let run = ws.json(&["show", "G-1", "--json"])["runs"][0].clone();
+        let number = run["pr_number"].as_u64().expect("a PR number");
+        let head = gitea.head_sha(number).expect("a head");
+        gitea.set_status(&head, "ci/ui-tests", "failure");
+        gitea.set_job_log(&head, "ci/ui-tests", ACTIONS_LOG);
+
+        let stderr = run_once(&ws);
+        let fix_ci = std::fs::read_to_string(ws.path().join("prompts-seen/fix_ci.md"))
+            .unwrap_or_else(|e| panic!("{api:?}: no fix_ci worker ran ({e}): {stderr}"));
+        let actions_link = format!(
+            "{}/{OWNER}/{REPO}/actions/runs/1/jobs/0",
+            gitea.url().origin().ascii_serialization()
+        );
+        assert!(
+            fix_ci.contains(&actions_link),
+            "{api:?}: where the log is: {fix_ci}"
+        );
+        assert!(
+            !fix_ci.contains("TEST FAILED"),
+            "{api:?}: no log was served: {fix_ci}"
+        );
+        let refused: Vec<String> = gitea
+            .requests()
+            .iter()
+            .filter(|r| r.path.contains("/actions/") && r.status == 404)
+            .map(|r| r.path.clone())
+            .collect();
+        assert!(!refused.is_empty(), "{api:?}: the log was asked for");
+    }
 }

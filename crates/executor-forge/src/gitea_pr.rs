@@ -11,8 +11,9 @@
 //!   per status `context` (Gitea lists the latest status of each): `pending` is a check
 //!   still running; `success` green; `failure` and `error` failed; `warning` completed as
 //!   neutral (not green for a required check). A status's `description` is the check's
-//!   summary, its `target_url` where a human reads it. Gitea keeps no job logs an API
-//!   serves, so a `fix_ci` worker gets the failed contexts, their descriptions and links.
+//!   summary, its `target_url` where a human reads it. A `fix_ci` worker gets the failed
+//!   contexts, their descriptions and links, and for a failed Gitea Actions job its
+//!   failing step and log excerpt where the server serves them ([`crate::gitea_ci_logs`]).
 //!   No status at all is "no CI for the head", and nothing can start it (Gitea has no
 //!   re-run or dispatch API for statuses): after `ci_start_grace` the owner is asked.
 //! - **Review threads**: Gitea's API lists review comments per review, with no thread
@@ -149,6 +150,14 @@ impl GiteaRepo {
         )?;
         obs.ci_run_exists = status.total_count > 0 || !status.statuses.is_empty();
         obs.checks = status.statuses.iter().map(to_check).collect();
+        crate::gitea_ci_logs::add_job_logs(
+            &self.client,
+            owner,
+            repo,
+            &pr.head.sha,
+            &mut obs.checks,
+        )
+        .await;
         obs.threads = threads_of(&review_comments);
         let mut asks: Vec<OwnerComment> = conversation
             .iter()

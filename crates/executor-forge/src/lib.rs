@@ -9,6 +9,7 @@
 /// The Gitea API client lives with the HTTP layer (the issue source shares it).
 pub use executor_http::gitea;
 pub mod client;
+pub mod gitea_ci_logs;
 pub mod gitea_pr;
 pub mod github;
 

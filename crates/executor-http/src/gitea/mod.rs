@@ -71,7 +71,9 @@ use crate::{self as http, retry, Class, RateGate, Redactor, Secret, Transport};
 /// How long a 429 without a `Retry-After` keeps the client away from Gitea.
 const RATE_WAIT_UNSAID: Duration = Duration::from_secs(60);
 
+mod actions;
 mod pulls;
+pub use actions::{GiteaActionJob, GiteaActionRun, GiteaActionStep};
 pub use pulls::{
     DiffLine, GiteaBranch, GiteaCombinedStatus, GiteaComment, GiteaPull, GiteaReview,
     GiteaReviewComment, GiteaStatus, NewGiteaPull, WIP_PREFIX,

@@ -580,14 +580,13 @@ pub struct LogExcerpt {
 }
 
 impl LogExcerpt {
-    /// Cuts `log` down to `before` lines before the first `##[error]` line and `after` lines
+    /// Cuts `log` down to `before` lines before the first error line ([`is_error_line`]) and `after` lines
     /// after it, or to its last `tail` lines when no step reported an error. Actions prints
     /// the cause (the failing test, the compiler error) above the `##[error]` line, which
     /// itself only says "Process completed with exit code …".
     pub fn from_log(log: &str, before: usize, after: usize, tail: usize) -> Self {
         let lines: Vec<&str> = log.lines().map(strip_timestamp).collect();
-        let (start, end, around_error) = match lines.iter().position(|l| l.starts_with("##[error]"))
-        {
+        let (start, end, around_error) = match lines.iter().position(|l| is_error_line(l)) {
             Some(at) => (
                 at.saturating_sub(before),
                 (at + 1 + after).min(lines.len()),
@@ -605,6 +604,12 @@ impl LogExcerpt {
     pub fn text(&self) -> String {
         self.lines.join("\n")
     }
+}
+
+/// A line where a step's failure is reported: GitHub Actions' `##[error]`, or act_runner's
+/// `❌  Failure - <step>` (Gitea Actions), both printed below the cause.
+fn is_error_line(line: &str) -> bool {
+    line.starts_with("##[error]") || line.starts_with("❌  Failure - ")
 }
 
 /// Drops the `2026-03-16T09:31:05.0472118Z ` prefix Actions puts on every line.
