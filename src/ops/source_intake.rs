@@ -73,6 +73,15 @@ impl SourceIntakeError {
             Self::Gitea(GiteaError::RateLimited {
                 retry_after: Some(retry_after),
             }) => Some((*retry_after).min(MAX_SOURCE_WAIT)),
+            // GitHub's limits: a secondary limit's Retry-After, or the primary budget's
+            // reset (5xx and timeouts are tried on the next poll, as they are elsewhere).
+            Self::Github(
+                error @ (GithubError::SecondaryLimit { .. } | GithubError::RateLimited { .. }),
+            ) => {
+                let now = chrono::Utc::now();
+                let at = error.retry_at(now)?;
+                Some((at - now).to_std().unwrap_or_default().min(MAX_SOURCE_WAIT))
+            }
             _ => None,
         }
     }

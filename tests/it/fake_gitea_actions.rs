@@ -122,7 +122,10 @@ pub(super) fn job_page(
 fn gitea_log_time(time: DateTime<Utc>) -> String {
     // Seven digits of the second, as Gitea writes them (chrono has no `%.7f`).
     let tenths_of_micros = time.timestamp_subsec_nanos() / 100;
-    format!("{}.{tenths_of_micros:07}Z", time.format("%Y-%m-%dT%H:%M:%S"))
+    format!(
+        "{}.{tenths_of_micros:07}Z",
+        time.format("%Y-%m-%dT%H:%M:%S")
+    )
 }
 
 /// The Actions routes (`rest` below `/repos/{o}/{r}`), or `None` for another route.

@@ -552,6 +552,17 @@ impl FakeGithub {
         self.shared.state().issues.get(&number).cloned()
     }
 
+    /// Every PR not deleted, by number.
+    pub fn pulls(&self) -> Vec<Value> {
+        self.shared
+            .state()
+            .prs
+            .values()
+            .filter(|p| !p.deleted)
+            .map(|p| p.json.clone())
+            .collect()
+    }
+
     /// The PR as the fake holds it (labels and mergeability included).
     pub fn pr(&self, number: u64) -> Option<Value> {
         self.shared.state().prs.get(&number).map(|p| p.json.clone())

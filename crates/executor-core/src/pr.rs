@@ -1222,6 +1222,34 @@ fn newest_owner_comment(obs: &PrObservation, memory: &PrMemory) -> Option<OwnerC
 /// (`<!-- executor:kind -->`), so its own replies are known whatever login posted them.
 pub const EXECUTOR_MARK: &str = "<!-- executor:";
 
+/// The hidden mark of executor's answer `answer` to thread `thread` (a review thread, or an
+/// owner's comment as `comment-<id>`): the answer's post carries it, so a retry after a
+/// lost answer finds the answer already there and posts nothing.
+pub fn answer_marker(thread: &str, answer: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{thread}\n{answer}").as_bytes());
+    let short: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("{EXECUTOR_MARK}answer:{short} -->")
+}
+
+/// Whether a thread's comments (`bodies`, oldest first) hold `marker` since the thread
+/// last asked (after its last comment that is not executor's): the answer was posted
+/// and its answer lost. The same answer to a later ask is a new answer.
+pub fn answered_since_last_ask<'a>(
+    bodies: impl IntoIterator<Item = &'a str>,
+    marker: &str,
+) -> bool {
+    let mut answered = false;
+    for body in bodies {
+        if !body.contains(EXECUTOR_MARK) {
+            answered = false;
+        } else if body.contains(marker) {
+            answered = true;
+        }
+    }
+    answered
+}
+
 /// The prefix of the id under which an owner's conversation comment is sent to a
 /// `fix_comments` worker as a thread of its own (`comment-<id>`).
 pub const OWNER_ASK_PREFIX: &str = "comment-";
@@ -2665,5 +2693,29 @@ mod tests {
         let json = serde_json::to_string(&owed).expect("memory to JSON");
         let back: PrMemory = serde_json::from_str(&json).expect("memory from JSON");
         assert_eq!(back, owed);
+    }
+
+    #[test]
+    fn an_answer_counts_as_posted_only_since_its_thread_last_asked() {
+        let marker = answer_marker("PRRT_1", "Fixed it.");
+        assert_eq!(marker, answer_marker("PRRT_1", "Fixed it."));
+        assert_ne!(marker, answer_marker("PRRT_2", "Fixed it."));
+        assert_ne!(marker, answer_marker("PRRT_1", "Fixed it again."));
+        let ours = format!("Fixed it.\n\n{marker}");
+        let other = format!("Other.\n\n{}", answer_marker("PRRT_1", "Other."));
+        assert!(!answered_since_last_ask(["Please fix."], &marker));
+        assert!(answered_since_last_ask(
+            ["Please fix.", ours.as_str()],
+            &marker
+        ));
+        assert!(answered_since_last_ask(
+            ["Please fix.", ours.as_str(), other.as_str()],
+            &marker
+        ));
+        // The reviewer asked again after it: the same answer is a new one.
+        assert!(!answered_since_last_ask(
+            ["Please fix.", ours.as_str(), "Still broken."],
+            &marker
+        ));
     }
 }

@@ -15,7 +15,10 @@ use chrono::{DateTime, Utc};
 
 use super::gitea_pr::GiteaRepo;
 use super::github::{self, steps, GithubClient, GithubError, NewPullRequest};
-use executor_core::pr::{Opening, PrConfig, PrObservation, TriggerReason};
+use executor_core::pr::{
+    answer_marker, answered_since_last_ask, Opening, PrConfig, PrObservation, TriggerReason,
+    OWNER_ASK_PREFIX,
+};
 use executor_http::gitea::GiteaError;
 
 /// A forge's client, bound to the repository runs open PRs on.
@@ -262,60 +265,88 @@ impl ForgeClient {
     /// (at `pr_url`); a review thread by a reply in it. GitHub takes a reply to the
     /// thread's first comment; Gitea's API has no reply in a conversation, so there the
     /// answer is a review comment on the thread's line, which Gitea shows in that
-    /// conversation. Answers the threads the PR does not have (nothing was posted for them).
+    /// conversation. Each answer carries its [`answer_marker`] and is looked for first (in
+    /// the conversation, or in its thread since the thread last asked), so a retry after
+    /// a lost answer posts nothing twice. Answers the threads the PR does not have
+    /// (nothing was posted for them).
     pub async fn answer_threads(
         &self,
         number: u64,
         pr_url: Option<&str>,
         answers: &[(String, String)],
     ) -> Result<Vec<String>, ForgeError> {
-        use executor_core::pr::OWNER_ASK_PREFIX;
         let mut missing = Vec::new();
         let github_threads = match self {
             Self::Github(client) => client.review_threads(number).await?,
             Self::Gitea(_) => Vec::new(),
         };
         for (thread, answer) in answers {
+            let marker = answer_marker(thread, answer);
+            let marked = format!("{answer}\n\n{marker}");
             if let Some(comment) = thread.strip_prefix(OWNER_ASK_PREFIX) {
                 let link = pr_url
                     .map(|url| format!("{url}#issuecomment-{comment}"))
                     .unwrap_or_else(|| format!("comment {comment}"));
-                let body = format!("On {link}:\n\n{answer}");
-                match self {
-                    Self::Github(client) => {
-                        client.post_issue_comment(number, &body).await?;
-                    }
-                    Self::Gitea(repo) => {
-                        repo.post_comment(number, &body).await?;
-                    }
-                }
+                self.answer_owner(number, &format!("On {link}:\n\n{marked}"), &marker)
+                    .await?;
                 continue;
             }
             let answered = match self {
                 Self::Github(client) => {
+                    let Some(found) = github_threads.iter().find(|t| &t.id == thread) else {
+                        missing.push(thread.clone());
+                        continue;
+                    };
+                    let bodies = found.comments.iter().map(|c| c.body.as_str());
+                    if answered_since_last_ask(bodies, &marker) {
+                        continue;
+                    }
                     // GitHub takes replies to a thread's top-level comment only (replies
                     // to replies are not supported): the answer goes to the first comment.
-                    let top = github_threads
-                        .iter()
-                        .find(|t| &t.id == thread)
-                        .and_then(|t| t.comments.first())
-                        .and_then(|c| c.database_id);
-                    match top {
+                    match found.comments.first().and_then(|c| c.database_id) {
                         Some(comment) => {
                             client
-                                .reply_to_review_comment(number, comment, answer)
+                                .reply_to_review_comment(number, comment, &marked)
                                 .await?;
                             true
                         }
                         None => false,
                     }
                 }
-                Self::Gitea(repo) => repo.answer_thread(number, thread, answer).await?,
+                Self::Gitea(repo) => repo.answer_thread(number, thread, &marked, &marker).await?,
             };
             if !answered {
                 missing.push(thread.clone());
             }
         }
         Ok(missing)
+    }
+
+    /// Posts `body` (which carries `marker`) on PR `number`'s conversation, unless a
+    /// comment with `marker` is there already.
+    async fn answer_owner(&self, number: u64, body: &str, marker: &str) -> Result<(), ForgeError> {
+        match self {
+            Self::Github(client) => {
+                let posted = client
+                    .issue_comments(number)
+                    .await?
+                    .iter()
+                    .any(|c| c.body.contains(marker));
+                if !posted {
+                    client.post_issue_comment(number, body).await?;
+                }
+            }
+            Self::Gitea(repo) => {
+                let posted = repo
+                    .conversation(number)
+                    .await?
+                    .iter()
+                    .any(|c| c.body.contains(marker));
+                if !posted {
+                    repo.post_comment(number, body).await?;
+                }
+            }
+        }
+        Ok(())
     }
 }

@@ -38,7 +38,8 @@ use executor_core::pr::{
     OwnerComment, PrConfig, PrObservation, PrState, EXECUTOR_MARK,
 };
 use executor_http::gitea::{
-    DiffLine, GiteaClient, GiteaError, GiteaPull, GiteaReviewComment, GiteaStatus, NewGiteaPull,
+    DiffLine, GiteaClient, GiteaComment, GiteaError, GiteaPull, GiteaReviewComment, GiteaStatus,
+    NewGiteaPull,
 };
 
 /// The prefix of a review conversation's id.
@@ -100,6 +101,13 @@ impl GiteaRepo {
             .post_review(&self.owner, &self.repo, number, body)
             .await
             .map(|_| ())
+    }
+
+    /// The conversation comments of PR `number`, oldest first.
+    pub async fn conversation(&self, number: u64) -> Result<Vec<GiteaComment>, GiteaError> {
+        self.client
+            .issue_comments(&self.owner, &self.repo, number)
+            .await
     }
 
     pub async fn post_comment(&self, number: u64, body: &str) -> Result<(), GiteaError> {
@@ -219,12 +227,15 @@ impl GiteaRepo {
 
     /// Answers conversation `thread` of PR `number` with a review comment on its line;
     /// `false` when the PR has no such conversation. A conversation Gitea gives no line
-    /// for is answered on the PR's conversation, naming its file.
+    /// for is answered on the PR's conversation, naming its file. `answer` carries
+    /// `marker`; an answer with it since the conversation last asked (posted, its answer
+    /// lost) is not posted again.
     pub async fn answer_thread(
         &self,
         number: u64,
         thread: &str,
         answer: &str,
+        marker: &str,
     ) -> Result<bool, GiteaError> {
         let Some(first) = thread
             .strip_prefix(THREAD_PREFIX)
@@ -236,6 +247,25 @@ impl GiteaRepo {
         let Some(found) = comments.iter().find(|c| c.id == first) else {
             return Ok(false);
         };
+        // The conversation: the comments on the same line of the same file, oldest first.
+        let conversation = comments
+            .iter()
+            .filter(|c| c.path == found.path && c.line() == found.line())
+            .map(|c| c.body.as_str());
+        if executor_core::pr::answered_since_last_ask(conversation, marker) {
+            return Ok(true);
+        }
+        if found.line().is_none() {
+            // Answered on the PR's conversation: looked for there.
+            let posted = self
+                .conversation(number)
+                .await?
+                .iter()
+                .any(|c| c.body.contains(marker));
+            if posted {
+                return Ok(true);
+            }
+        }
         match found.line() {
             Some(line) => {
                 let (owner, repo) = (self.owner.as_str(), self.repo.as_str());
