@@ -49,6 +49,8 @@ pub struct LeaseBeat {
         std::collections::HashMap<i64, tokio::sync::watch::Sender<tokio::time::Instant>>,
     >,
     kept: std::sync::atomic::AtomicBool,
+    /// A worker about to start asks [`keep_leases`] for a renewal now.
+    wanted: tokio::sync::Notify,
 }
 
 impl LeaseBeat {
@@ -57,7 +59,31 @@ impl LeaseBeat {
             renewed: tokio::sync::watch::Sender::new(tokio::time::Instant::now()),
             runs: std::sync::Mutex::new(std::collections::HashMap::new()),
             kept: std::sync::atomic::AtomicBool::new(false),
+            wanted: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Whether a renewal began within `max_age` (asking the lease keeper for one now when
+    /// the last is older, and waiting up to `wait` for it). A worker starts only on a
+    /// fresh lease: its keeper's patience counts from the last renewal, so a worker
+    /// started while renewals fail (the store just back from an outage longer than the
+    /// lease) would be stopped at once for a silence that is not its own. True where no
+    /// lease keeper runs (no heartbeat either).
+    pub async fn fresh(&self, max_age: Duration, wait: Duration) -> bool {
+        if !self.kept.load(std::sync::atomic::Ordering::SeqCst) {
+            return true;
+        }
+        let asked = tokio::time::Instant::now();
+        let young = |at: &tokio::time::Instant| asked.saturating_duration_since(*at) <= max_age;
+        let mut renewed = self.renewed.subscribe();
+        if young(&renewed.borrow()) {
+            return true;
+        }
+        self.wanted.notify_one();
+        let landed = tokio::time::timeout(wait, renewed.wait_for(young))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        landed
     }
 
     /// The heartbeat for a worker of run `run_id` started now: `None` where no lease
@@ -122,7 +148,10 @@ pub async fn keep_leases(
     let id = holder.id();
     let mut tick = tokio::time::interval(lease_ttl() / 3);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = kept.0.wanted.notified() => {}
+        }
         let started = tokio::time::Instant::now();
         match store.renew_leases(&id, lease_until(clock.now())).await {
             // The lease runs from before the write, so the beat says so.
@@ -253,6 +282,32 @@ pub(super) async fn carried_by_live_runner(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_worker_starts_only_on_a_fresh_lease_and_asks_for_one_when_the_last_is_old() {
+        let beat = LeaseBeat::new();
+        let ms = Duration::from_millis;
+        assert!(
+            beat.fresh(ms(0), ms(10)).await,
+            "no lease keeper: nothing to wait for"
+        );
+        beat.kept.store(true, std::sync::atomic::Ordering::SeqCst);
+        tokio::time::sleep(ms(30)).await;
+        // Renewals do not land (nobody beats): not fresh once the wait is over.
+        assert!(!beat.fresh(ms(5), ms(50)).await);
+        // A keeper that renews when asked: fresh.
+        let keeper = {
+            let beat = beat.clone();
+            tokio::spawn(async move {
+                loop {
+                    beat.wanted.notified().await;
+                    beat.beat(tokio::time::Instant::now(), &[]);
+                }
+            })
+        };
+        assert!(beat.fresh(ms(5), Duration::from_secs(30)).await);
+        keeper.abort();
+    }
 
     #[test]
     fn a_renewal_beats_only_the_workers_of_the_runs_it_renewed() {

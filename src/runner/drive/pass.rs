@@ -295,6 +295,11 @@ pub(super) async fn settle(
             tracing::warn!(gid = %gid, run = run_id, "the run was claimed elsewhere (the owner cancelled it, or another runner took it over); this runner stopped its worker and stands down");
             Ok(None)
         }
+        // Handed back already (its worker could not start on a fresh lease): recovery's.
+        Err(error) if handed_back(&error).is_some() => {
+            tracing::warn!(gid = %gid, run = run_id, error = format!("{error:#}"), "the run goes back for recovery");
+            Err(error)
+        }
         // An outage is no reason to abandon a run: it stays `in_progress`, and recovery
         // carries it on from its stored stage once the store is back.
         Err(error) if patience::transient(&error) => {

@@ -22,6 +22,9 @@ use chrono::Utc;
 use std::collections::HashMap;
 use std::path::Path;
 
+/// How long a worker about to start waits for a renewal of its run's lease.
+const LEASE_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Appended to a Claude worker's system prompt: the phase prompt teaches the format in full,
 /// this keeps it in view however long the session grows.
 pub(super) const SYSTEM_REMINDER: &str = "You are a worker of executor. Report to it with message \
@@ -153,6 +156,16 @@ pub(super) async fn run_worker(w: WorkerRun<'_>, run: &mut Run, prompt: String) 
         .worker_contract
         .as_ref()
         .map(|cell| cell.current());
+    // A worker starts on a fresh lease, or the run goes back for recovery (the store is
+    // still out of reach, or this runner's renewals do not land).
+    let fresh_for = super::lease::lease_ttl() / 3;
+    if !w.settings.lease_beat.fresh(fresh_for, LEASE_WAIT).await {
+        return Err(super::HandedBack {
+            run_id: run.id,
+            why: "no renewal of its lease landed before its worker could start".into(),
+        }
+        .into());
+    }
     let launch = launch(&w, run, env, prompt, contract.as_deref())?;
     let confined = launch.confined;
     let watched = watch(&w, run, launch, logs, contract.as_deref()).await?;
