@@ -228,10 +228,14 @@ mod linux {
         Ok(created)
     }
 
+    /// Multipath TCP's protocol number (`IPPROTO_MPTCP`, Linux 5.6), which `libc` lacks.
+    const IPPROTO_MPTCP: i32 = 262;
+
     /// The seccomp filter: the calls no worker needs and an attacker would (another
     /// process's memory, the io_uring side door past seccomp and Landlock's hooks, vsock to
     /// a hypervisor, the kernel's keyrings, modules, BPF); with `no_udp`, datagram and raw
-    /// sockets of IPv4 and IPv6; with `no_unix`, sockets named in the file system. Each fails with EPERM, as a refused call would anyway.
+    /// sockets of IPv4 and IPv6, SCTP and Multipath TCP; with `no_unix`, sockets named in
+    /// the file system. Each fails with EPERM, as a refused call would anyway.
     fn filter(seal: &Seal) -> Result<BpfProgram, String> {
         use nix::libc;
         let error = |e: seccompiler::BackendError| format!("the seccomp filter: {e}");
@@ -285,6 +289,29 @@ mod linux {
             socket.push(
                 SeccompRule::new(vec![domain(libc::AF_PACKET).map_err(error)?]).map_err(error)?,
             );
+            // Streams Landlock's TCP rules do not see: SCTP (a stream or a sequenced
+            // packet socket) and Multipath TCP, which would reach any host and port.
+            let protocol = |p: i32| {
+                SeccompCondition::new(2, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, p as u64)
+            };
+            for family in [libc::AF_INET, libc::AF_INET6] {
+                socket.push(
+                    SeccompRule::new(vec![
+                        domain(family).map_err(error)?,
+                        kind(libc::SOCK_SEQPACKET).map_err(error)?,
+                    ])
+                    .map_err(error)?,
+                );
+                for p in [libc::IPPROTO_SCTP, IPPROTO_MPTCP] {
+                    socket.push(
+                        SeccompRule::new(vec![
+                            domain(family).map_err(error)?,
+                            protocol(p).map_err(error)?,
+                        ])
+                        .map_err(error)?,
+                    );
+                }
+            }
         }
         if seal.no_unix {
             socket.push(

@@ -1261,6 +1261,14 @@ try:
     print("udp ok")
 except OSError:
     print("udp refused")
+# SCTP and Multipath TCP, which Landlock's TCP rules do not see: refused (EPERM), where
+# a kernel without the protocol says so itself.
+for name, kind, proto in (("sctp", socket.SOCK_STREAM, 132), ("mptcp", socket.SOCK_STREAM, 262)):
+    try:
+        socket.socket(socket.AF_INET, kind, proto)
+        print(name, "ok")
+    except OSError as e:
+        print(name, "refused" if e.errno == 1 else "unsupported")
 # getpid by its x32 number: refused (EPERM), where a kernel without x32 says ENOSYS.
 r = libc.syscall(0x40000000 | 39)
 print("x32", "refused" if r == -1 and ctypes.get_errno() == 1 else "ok %d %d" % (r, ctypes.get_errno()))
@@ -1415,6 +1423,11 @@ echo "[DONE:implemented] tried"
     assert!(bystander_lived, "the worker killed a process of the host");
     let probes = read("out/probes.txt");
     for name in ["ptrace", "io_uring", "udp", "x32"] {
+        assert!(probes.contains(&format!("{name} refused")), "{probes}");
+    }
+    // The filter answers before the kernel looks for the protocol: refused whether or not
+    // this kernel has SCTP or Multipath TCP.
+    for name in ["sctp", "mptcp"] {
         assert!(probes.contains(&format!("{name} refused")), "{probes}");
     }
     assert!(
