@@ -768,11 +768,20 @@ impl Wall {
                 .collect(),
             ..seal::Seal::default()
         };
-        self.keep(&mut spec, Some(second_layer));
+        // Two keepers. Inside the wall, one seals the worker (the second layer) and reaps
+        // what it leaves. Outside, the one that holds the runner's heartbeat: in the
+        // worker's pid namespace a keeper could be stopped by the worker itself (below
+        // Landlock ABI 6 nothing scopes its signals), and then nothing would end the
+        // worker once the runner's lease lapsed.
+        if let Some(mut inside) = self.keeper_argv(spec.grace, Some(second_layer)) {
+            inside.append(&mut spec.argv);
+            spec.argv = inside;
+        }
         let mut argv = bwrap::argv(program, &plan);
         argv.extend(prefix);
         argv.append(&mut spec.argv);
         spec.argv = argv;
+        self.keep(&mut spec, None);
         // Last, so a wall that could not be prepared leaves no cgroup behind.
         self.confined_limits(spec, place, disk, gate, network)
     }
@@ -822,18 +831,29 @@ impl Wall {
     /// where this wall has a keeper; marks the spec kept, so the supervisor gives it the
     /// runner's heartbeat.
     fn keep(&self, spec: &mut WorkerSpec, seal: Option<seal::Seal>) {
-        if !self.settings.keeper || cfg!(not(target_os = "linux")) {
+        let Some(mut argv) = self.keeper_argv(spec.grace, seal) else {
             return;
-        }
-        let options = keeper::Options {
-            grace: spec.grace,
-            seal,
-            argv: Vec::new(),
         };
-        let mut argv = options.to_args(&self.settings.executor.to_string_lossy());
         argv.append(&mut spec.argv);
         spec.argv = argv;
         spec.kept = true;
+    }
+
+    /// The keeper's command line up to its `--`, where this wall has a keeper.
+    fn keeper_argv(
+        &self,
+        grace: std::time::Duration,
+        seal: Option<seal::Seal>,
+    ) -> Option<Vec<String>> {
+        if !self.settings.keeper || cfg!(not(target_os = "linux")) {
+            return None;
+        }
+        let options = keeper::Options {
+            grace,
+            seal,
+            argv: Vec::new(),
+        };
+        Some(options.to_args(&self.settings.executor.to_string_lossy()))
     }
 
     /// The macOS wall: `sandbox-exec -p PROFILE -- argv`, the profile made from the same

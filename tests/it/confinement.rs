@@ -1509,3 +1509,69 @@ echo "[DONE:implemented] wrote 400 MiB"
         .count();
     assert!((20..400).contains(&many), "stopped partway: {many} files");
 }
+
+/// The pid namespace of process `pid`, as `/proc` names it.
+fn pid_namespace(pid: u32) -> Option<std::path::PathBuf> {
+    std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok()
+}
+
+/// The processes whose environment holds the runner's heartbeat (`EXECUTOR_KEEPER_BEAT`).
+fn heartbeat_holders() -> Vec<u32> {
+    let var = format!("{}=", executor::sandbox::keeper::BEAT_VAR);
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let environ = std::fs::read(e.path().join("environ")).ok()?;
+            environ
+                .split(|b| *b == 0)
+                .any(|entry| entry.starts_with(var.as_bytes()))
+                .then_some(pid)
+        })
+        .collect()
+}
+
+#[test]
+fn the_keeper_holding_the_runners_heartbeat_is_outside_the_walls_pid_namespace() {
+    if !wall_works() {
+        return;
+    }
+    let marker = format!("303.{}", std::process::id());
+    let ws = attack_workspace(
+        &format!("sleep {marker}; echo '[DONE:implemented] slept'"),
+        "",
+    );
+    std::fs::write(ws.plans().join("k.md"), "---\ngid: K-1\n---\n# Keep\n").expect("note");
+    let mut runner = confined(&mut ws.command(&["run", "--once"]))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run executor");
+    let worker = crate::support::eventually(Duration::from_secs(60), "the worker's sleep", || {
+        crate::keeper::sleepers(&marker).first().copied()
+    });
+    let inside = pid_namespace(worker).expect("the worker's pid namespace");
+    let holders = heartbeat_holders();
+    let holders_inside: Vec<u32> = holders
+        .iter()
+        .copied()
+        .filter(|pid| pid_namespace(*pid).as_ref() == Some(&inside))
+        .collect();
+    assert!(
+        !holders.is_empty(),
+        "no process holds the runner's heartbeat"
+    );
+    assert!(
+        holders_inside.is_empty(),
+        "the heartbeat is held inside the worker's pid namespace by {holders_inside:?}"
+    );
+    // The runner gone, its heartbeat's end closes: the keeper outside ends the wall.
+    runner.kill().expect("kill the runner");
+    runner.wait().expect("reap the runner");
+    crate::support::eventually(Duration::from_secs(30), "the worker gone", || {
+        crate::keeper::sleepers(&marker).is_empty().then_some(())
+    });
+}

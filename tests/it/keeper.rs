@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use crate::support::{eventually, PgSchema, Workspace};
 
 /// The pids of the live `sleep MARKER` processes (the workers' long job), from `/proc`.
-fn sleepers(marker: &str) -> Vec<u32> {
+pub(crate) fn sleepers(marker: &str) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
