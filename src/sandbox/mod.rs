@@ -768,20 +768,24 @@ impl Wall {
                 .collect(),
             ..seal::Seal::default()
         };
-        // Two keepers. Inside the wall, one seals the worker (the second layer) and reaps
-        // what it leaves. Outside, the one that holds the runner's heartbeat: in the
-        // worker's pid namespace a keeper could be stopped by the worker itself (below
-        // Landlock ABI 6 nothing scopes its signals), and then nothing would end the
-        // worker once the runner's lease lapsed.
-        if let Some(mut inside) = self.keeper_argv(spec.grace, Some(second_layer)) {
-            inside.append(&mut spec.argv);
-            spec.argv = inside;
+        let outside = heartbeat_outside_the_wall(seal::landlock_abi());
+        if outside {
+            // Two keepers: inside the wall one seals the worker and reaps what it leaves;
+            // the one that holds the runner's heartbeat stays outside (below).
+            if let Some(mut inside) = self.keeper_argv(spec.grace, Some(second_layer)) {
+                inside.append(&mut spec.argv);
+                spec.argv = inside;
+            }
+        } else {
+            self.keep(&mut spec, Some(second_layer));
         }
         let mut argv = bwrap::argv(program, &plan);
         argv.extend(prefix);
         argv.append(&mut spec.argv);
         spec.argv = argv;
-        self.keep(&mut spec, None);
+        if outside {
+            self.keep(&mut spec, None);
+        }
         // Last, so a wall that could not be prepared leaves no cgroup behind.
         self.confined_limits(spec, place, disk, gate, network)
     }
@@ -1152,9 +1156,28 @@ fn socket_dir() -> PathBuf {
     std::env::temp_dir().join(format!("executor-net-{}-{n}", std::process::id()))
 }
 
+/// Whether the keeper that holds the runner's heartbeat must run outside bubblewrap, with
+/// a second keeper inside to seal the worker: below Landlock ABI 6 nothing scopes a
+/// worker's signals, and in its own pid namespace it could stop a keeper there, so nothing
+/// would end it once its runner's lease lapsed. From ABI 6 the worker's domain cannot
+/// signal the keeper beside it, and one keeper (one exec less per worker) is enough.
+pub(crate) fn heartbeat_outside_the_wall(landlock_abi: i32) -> bool {
+    landlock_abi < 6
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_heartbeat_leaves_the_wall_where_landlock_cannot_scope_signals() {
+        for abi in 0..6 {
+            assert!(heartbeat_outside_the_wall(abi), "ABI {abi}");
+        }
+        for abi in 6..9 {
+            assert!(!heartbeat_outside_the_wall(abi), "ABI {abi}");
+        }
+    }
 
     #[test]
     fn a_program_in_a_node_modules_tree_brings_the_tree() {
