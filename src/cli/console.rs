@@ -14,8 +14,8 @@
 //! never show a token: not in a page, a document, a metric or a log line.
 
 pub mod access;
-mod actions;
-mod diff;
+pub(crate) mod actions;
+pub(crate) mod diff;
 mod events;
 mod pages;
 mod pr_view;
@@ -445,11 +445,11 @@ fn acted(outcome: actions::Outcome) -> Response {
 }
 
 async fn go(State(c): State<Console>, Path(gid): Path<String>) -> Response {
-    acted(actions::go(c.store.as_ref(), &gid).await)
+    acted(actions::go(c.store.as_ref(), &gid, actions::Via::Console).await)
 }
 
 async fn skip(State(c): State<Console>, Path(gid): Path<String>) -> Response {
-    acted(actions::skip(c.store.as_ref(), &gid).await)
+    acted(actions::skip(c.store.as_ref(), &gid, actions::Via::Console).await)
 }
 
 async fn retry(State(c): State<Console>, Path(gid): Path<String>) -> Response {
@@ -467,7 +467,15 @@ async fn cancel(
     body: Option<Json<CancelBody>>,
 ) -> Response {
     let reason = body.and_then(|Json(b)| b.reason);
-    acted(actions::cancel(c.store.as_ref(), &target, reason.as_deref()).await)
+    acted(
+        actions::cancel(
+            c.store.as_ref(),
+            &target,
+            reason.as_deref(),
+            actions::Via::Console,
+        )
+        .await,
+    )
 }
 
 #[derive(Deserialize)]
@@ -481,7 +489,16 @@ async fn decide(
     Path(id): Path<i64>,
     Json(body): Json<DecideBody>,
 ) -> Response {
-    acted(actions::decide(c.store.as_ref(), id, &body.answer, body.note.as_deref()).await)
+    acted(
+        actions::decide(
+            c.store.as_ref(),
+            id,
+            &body.answer,
+            body.note.as_deref(),
+            actions::Via::Console,
+        )
+        .await,
+    )
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub use hook::{serve_relay, HookRun, RelayListener};
 mod import;
 mod init;
 mod lock;
+mod mcp;
 mod metrics;
 mod output;
 mod policy;
@@ -165,6 +166,13 @@ enum Command {
         /// Check that tokens are present without calling the forge, the sources or chat
         #[arg(long)]
         offline: bool,
+    },
+    /// Serve the Model Context Protocol over stdio, for Claude Code or any MCP client
+    /// (`claude mcp add executor -- executor mcp`)
+    Mcp {
+        /// Offer the read tools only (status, tasks, runs, logs, escalations)
+        #[arg(long)]
+        read_only: bool,
     },
     /// Health: daemon, queue, live workers, pending escalations, intake errors
     Status {
@@ -835,6 +843,7 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             Ok(report) => output::print_status(&report),
             Err(error) => Err(unreachable_status(settings, json, error)),
         },
+        Command::Mcp { read_only } => mcp::serve(settings, Arc::clone(&shared), read_only).await,
         Command::Analyze { .. } => analyze::run_once(settings, Arc::clone(&shared)).await,
         Command::Run { .. } => {
             let _lock = lock::acquire(&settings.root.join(RUNNER_LOCK))?;
@@ -962,6 +971,25 @@ async fn add(
     args: AddArgs,
     goal_label: Option<String>,
 ) -> Result<()> {
+    let (task, outcome) = add_task(store, clock, args, goal_label, "cli").await?;
+    match outcome {
+        UpsertOutcome::Created => {}
+        UpsertOutcome::Updated => eprintln!("updated the existing task {}", task.task_gid),
+        UpsertOutcome::Unchanged => eprintln!("task {} is already queued as given", task.task_gid),
+    }
+    println!("{}", task.task_gid);
+    Ok(())
+}
+
+/// Adds (or retitles) the task `args` says, recorded as added by `actor`: `executor add`
+/// and the MCP tool alike. A bad title, source or gid is [`BadInput`].
+async fn add_task(
+    store: &dyn Store,
+    clock: &SystemClock,
+    args: AddArgs,
+    goal_label: Option<String>,
+    actor: &str,
+) -> Result<(crate::core::task::Task, UpsertOutcome)> {
     let title = args.title.trim();
     if title.is_empty() {
         return Err(BadInput("--title must not be empty".into()).into());
@@ -1005,7 +1033,7 @@ async fn add(
         priority: args.priority,
         initial_status: QueueStatus::Pending,
     };
-    let (task, outcome) = queue_ops::add(store, clock, &new, "cli").await?;
+    let (task, outcome) = queue_ops::add(store, clock, &new, actor).await?;
     if args.goal {
         let mut facts: crate::core::facts::TaskFacts =
             match store.task_facts(&task.task_gid).await? {
@@ -1020,13 +1048,7 @@ async fn add(
             .save_task_facts(&task.task_gid, &serde_json::to_string(&facts)?, clock.now())
             .await?;
     }
-    match outcome {
-        UpsertOutcome::Created => {}
-        UpsertOutcome::Updated => eprintln!("updated the existing task {}", task.task_gid),
-        UpsertOutcome::Unchanged => eprintln!("task {} is already queued as given", task.task_gid),
-    }
-    println!("{}", task.task_gid);
-    Ok(())
+    Ok((task, outcome))
 }
 
 /// `cli-<slug>-<hash>`: readable, and unique because the hash covers the time and pid.

@@ -43,6 +43,7 @@ mod hook;
 mod hostile_intake;
 mod keeper;
 mod layers;
+mod mcp;
 mod model_server;
 mod newcomer;
 mod pg_adoption;

@@ -17,6 +17,38 @@ use crate::ops::run::RunOpError;
 use crate::store::wake::{self, Wake};
 use crate::store::Store;
 
+/// Who asks, as the task's history and the escalation's answer name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// The owner, on a page or through the JSON API.
+    Console,
+    /// An MCP client (`executor mcp`).
+    Mcp,
+}
+
+impl Via {
+    fn actor(self) -> &'static str {
+        match self {
+            Via::Console => "owner",
+            Via::Mcp => "mcp",
+        }
+    }
+
+    fn note(self) -> &'static str {
+        match self {
+            Via::Console => "from the console",
+            Via::Mcp => "from an MCP client",
+        }
+    }
+
+    fn answered_by(self) -> &'static str {
+        match self {
+            Via::Console => "owner (console)",
+            Via::Mcp => "mcp",
+        }
+    }
+}
+
 /// What an action changed.
 #[derive(Debug)]
 pub enum Done {
@@ -130,14 +162,14 @@ impl Refused {
     }
 }
 
-async fn owner_move(store: &dyn Store, gid: &str, event: QueueEvent) -> Outcome {
+async fn owner_move(store: &dyn Store, gid: &str, event: QueueEvent, via: Via) -> Outcome {
     let (step, _) = queue_ops::apply(
         store,
         &SystemClock,
         gid,
         event,
-        "owner",
-        Some("from the console".to_string()),
+        via.actor(),
+        Some(via.note().to_string()),
     )
     .await
     .map_err(|e| Refused::from_error(e.into()))?;
@@ -151,7 +183,7 @@ async fn owner_move(store: &dyn Store, gid: &str, event: QueueEvent) -> Outcome 
 
 /// The owner's go: a run waiting at the integration gate is integrated, as in the CLI;
 /// otherwise the task is approved.
-pub async fn go(store: &dyn Store, gid: &str) -> Outcome {
+pub async fn go(store: &dyn Store, gid: &str, via: Via) -> Outcome {
     let decisions = store
         .decisions(gid)
         .await
@@ -160,13 +192,13 @@ pub async fn go(store: &dyn Store, gid: &str) -> Outcome {
         .into_iter()
         .find(|d| d.is_pending() && d.action == crate::runner::drive::INTEGRATE);
     match gate {
-        Some(gate) => decide(store, gate.id, "approve", Some("go")).await,
-        None => owner_move(store, gid, QueueEvent::Go).await,
+        Some(gate) => decide(store, gate.id, "approve", Some("go"), via).await,
+        None => owner_move(store, gid, QueueEvent::Go, via).await,
     }
 }
 
-pub async fn skip(store: &dyn Store, gid: &str) -> Outcome {
-    owner_move(store, gid, QueueEvent::Skip).await
+pub async fn skip(store: &dyn Store, gid: &str, via: Via) -> Outcome {
+    owner_move(store, gid, QueueEvent::Skip, via).await
 }
 
 pub async fn retry(store: &dyn Store, gid: &str) -> Outcome {
@@ -181,10 +213,9 @@ pub async fn retry(store: &dyn Store, gid: &str) -> Outcome {
     })
 }
 
-pub async fn cancel(store: &dyn Store, target: &str, reason: Option<&str>) -> Outcome {
-    let reason = reason
-        .filter(|r| !r.trim().is_empty())
-        .unwrap_or("no reason given (from the console)");
+pub async fn cancel(store: &dyn Store, target: &str, reason: Option<&str>, via: Via) -> Outcome {
+    let unsaid = format!("no reason given ({})", via.note());
+    let reason = reason.filter(|r| !r.trim().is_empty()).unwrap_or(&unsaid);
     let done = crate::ops::run::cancel(
         store,
         &SystemClock,
@@ -205,7 +236,13 @@ pub async fn cancel(store: &dyn Store, target: &str, reason: Option<&str>) -> Ou
 
 /// Records the owner's answer to escalation `id`, once: a repeated or stale click changes
 /// nothing and says so.
-pub async fn decide(store: &dyn Store, id: i64, answer: &str, note: Option<&str>) -> Outcome {
+pub async fn decide(
+    store: &dyn Store,
+    id: i64,
+    answer: &str,
+    note: Option<&str>,
+    via: Via,
+) -> Outcome {
     if !matches!(answer, "approve" | "deny") {
         return Err(Refused::BadRequest(
             "`answer` is approve or deny".to_string(),
@@ -213,7 +250,7 @@ pub async fn decide(store: &dyn Store, id: i64, answer: &str, note: Option<&str>
     }
     let note = note.filter(|n| !n.trim().is_empty());
     let resolved = store
-        .resolve_escalation(id, answer, note, "owner (console)", SystemClock.now())
+        .resolve_escalation(id, answer, note, via.answered_by(), SystemClock.now())
         .await
         .map_err(|e| Refused::from_error(e.into()))?;
     match resolved {

@@ -888,7 +888,14 @@ async fn decide(
         return forged(&c, &headers);
     }
     let answer = form.answer.as_deref().unwrap_or_default();
-    let outcome = actions::decide(c.store.as_ref(), id, answer, form.note.as_deref()).await;
+    let outcome = actions::decide(
+        c.store.as_ref(),
+        id,
+        answer,
+        form.note.as_deref(),
+        actions::Via::Console,
+    )
+    .await;
     answered(&c, &headers, outcome)
 }
 
@@ -903,10 +910,12 @@ async fn task_action(
     }
     let store = c.store.as_ref();
     let outcome = match verb.as_str() {
-        "go" => actions::go(store, &gid).await,
-        "skip" => actions::skip(store, &gid).await,
+        "go" => actions::go(store, &gid, actions::Via::Console).await,
+        "skip" => actions::skip(store, &gid, actions::Via::Console).await,
         "retry" => actions::retry(store, &gid).await,
-        "cancel" => actions::cancel(store, &gid, form.reason.as_deref()).await,
+        "cancel" => {
+            actions::cancel(store, &gid, form.reason.as_deref(), actions::Via::Console).await
+        }
         _ => Err(actions::Refused::NotFound(format!("no action {verb}"))),
     };
     answered(&c, &headers, outcome)
@@ -921,7 +930,13 @@ async fn cancel(
     if !token_matches(&c.csrf, &form.csrf) {
         return forged(&c, &headers);
     }
-    let outcome = actions::cancel(c.store.as_ref(), &target, form.reason.as_deref()).await;
+    let outcome = actions::cancel(
+        c.store.as_ref(),
+        &target,
+        form.reason.as_deref(),
+        actions::Via::Console,
+    )
+    .await;
     answered(&c, &headers, outcome)
 }
 
