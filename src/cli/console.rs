@@ -45,6 +45,9 @@ pub const METRICS: &str = "/metrics";
 /// Where the pages' forms post.
 pub const ACTIONS: &str = "/actions";
 
+/// Where an MCP client posts its messages (MCP's streamable HTTP transport).
+pub const MCP: &str = "/mcp";
+
 /// Where a browser from another machine gives its token.
 pub const LOGIN: &str = "/login";
 
@@ -131,6 +134,7 @@ pub fn router(
         .route(&format!("{API}/escalations"), get(escalations))
         .route(&format!("{API}/escalations/{{id}}/decide"), post(decide))
         .route(&format!("{API}/events"), get(events::stream))
+        .route(MCP, post(mcp).get(mcp_stream))
         .merge(pages::routes())
         .route("/system", get(system::show))
         .layer(middleware::from_fn_with_state(access, guard))
@@ -146,7 +150,9 @@ pub(super) async fn guard(
 ) -> Response {
     let headers = request.headers();
     let path = request.uri().path();
-    let reads = matches!(*request.method(), Method::GET | Method::HEAD);
+    // An MCP client posts its reads too: a read-only grant reaches `/mcp`, which then
+    // offers the read tools alone.
+    let reads = matches!(*request.method(), Method::GET | Method::HEAD) || path == MCP;
     let asked = Asked {
         peer: request
             .extensions()
@@ -200,7 +206,41 @@ pub(super) async fn guard(
             );
         }
     }
+    let mut request = request;
+    if let Some(grant) = grant {
+        request.extensions_mut().insert(grant);
+    }
     next.run(request).await
+}
+
+/// `POST /mcp`: one MCP message, answered as JSON (`202` for a notification).
+async fn mcp(
+    State(c): State<Console>,
+    grant: Option<axum::Extension<Grant>>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
+    if let Some(version) = header_text(&headers, "mcp-protocol-version") {
+        if !super::mcp::speaks(version) {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "this MCP-Protocol-Version is not one executor speaks",
+            );
+        }
+    }
+    let read_only = !matches!(grant.map(|g| g.0), Some(Grant::Local) | Some(Grant::Full));
+    match super::mcp::answer_http(&c.settings, Arc::clone(&c.store), read_only, &body).await {
+        Some(answer) => Json(answer).into_response(),
+        None => StatusCode::ACCEPTED.into_response(),
+    }
+}
+
+/// `GET /mcp`: no stream of the server's own messages is offered (it sends none).
+async fn mcp_stream() -> Response {
+    refuse(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "executor's MCP endpoint takes POSTs only; it sends no messages of its own",
+    )
 }
 
 fn header_text(headers: &HeaderMap, name: impl header::AsHeaderName) -> Option<&str> {
@@ -221,7 +261,7 @@ fn denied_answer(denied: Denied, path: &str, reads: bool) -> Response {
             "a read-only token reads only: this action needs the console's token",
         ),
         Denied::NoToken => {
-            let page = reads && !path.starts_with(API) && path != METRICS;
+            let page = reads && !path.starts_with(API) && path != METRICS && path != MCP;
             if page {
                 return (
                     StatusCode::SEE_OTHER,

@@ -5,7 +5,9 @@
 //! escalations, and the owner's moves) and, as resources, each run's diff and work logs.
 //!
 //! The server is as trusted as the shell that started it: stdio reaches only the process
-//! that spawned it. `--read-only` offers the read tools alone, and refuses the others.
+//! that spawned it. `--read-only` offers the read tools alone, and refuses the others. The
+//! console serves the same at `POST /mcp` ([`answer_http`]), behind its access rule: a
+//! read-only token gets the read tools alone.
 //!
 //! What it must never do: write anything but protocol messages to standard output, answer
 //! a notification, or run a write tool when read-only.
@@ -37,6 +39,30 @@ struct Server<'a> {
     ctx: calls::Ctx<'a>,
     read_only: bool,
     initialized: bool,
+}
+
+/// The answer to one message over HTTP (the console's `POST /mcp`, MCP's streamable HTTP
+/// transport without sessions): every message is taken as from an initialized client,
+/// and `read_only` comes from the console's grant. `None` for a notification or a
+/// response (the console answers `202 Accepted`).
+pub(crate) async fn answer_http(
+    settings: &Settings,
+    store: Arc<dyn Store>,
+    read_only: bool,
+    body: &str,
+) -> Option<Value> {
+    let mut server = Server {
+        ctx: calls::Ctx { settings, store },
+        read_only,
+        initialized: true,
+    };
+    // A body is one message: a line break inside it is JSON's whitespace.
+    server.answer(&body.replace(['\r', '\n'], " ")).await
+}
+
+/// Whether an `MCP-Protocol-Version` header names a version this server speaks.
+pub(crate) fn speaks(version: &str) -> bool {
+    protocol::VERSIONS.contains(&version)
 }
 
 /// Serves MCP on stdin and stdout until the client closes stdin.

@@ -392,3 +392,104 @@ fn a_port_in_use_is_logged_and_the_daemon_goes_on_without_its_console() {
         "{status}"
     );
 }
+
+/// An MCP message to the console's `/mcp`, with `headers`; the status and the body.
+fn mcp_post(address: &str, headers: &[(&str, &str)], message: &str) -> (u16, serde_json::Value) {
+    let mut all = vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ];
+    all.extend_from_slice(headers);
+    let (code, _, body) = exchange(address, "POST", "/mcp", &all, message);
+    (
+        code,
+        serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body)),
+    )
+}
+
+fn tools_of(answer: &serde_json::Value) -> Vec<String> {
+    answer["result"]["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn mcp_over_http_needs_the_token_and_a_read_only_one_gets_the_read_tools() {
+    let Some(ip) = other_address() else { return };
+    let (ws, _daemon, port) = console_on_every_address();
+    let remote = format!("{ip}:{port}");
+    let (full, read) = (format!("Bearer {FULL}"), format!("Bearer {READ}"));
+    let list = r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#;
+
+    let (code, _) = mcp_post(&remote, &[], list);
+    assert_eq!(code, 401, "no token, no MCP");
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let (code, answer) = mcp_post(&remote, &[("Authorization", &full)], init);
+    assert_eq!(code, 200, "{answer}");
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2025-06-18",
+        "{answer}"
+    );
+    let (code, _) = mcp_post(
+        &remote,
+        &[("Authorization", &full)],
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    );
+    assert_eq!(code, 202, "a notification is accepted, not answered");
+
+    let (_, answer) = mcp_post(&remote, &[("Authorization", &read)], list);
+    let reads = tools_of(&answer);
+    assert!(reads.iter().any(|t| t == "show_task"), "{answer}");
+    assert!(
+        !reads.iter().any(|t| t == "go"),
+        "a read-only token offered go: {answer}"
+    );
+    let go = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"go","arguments":{"gid":"T-1"}}}"#;
+    let (_, answer) = mcp_post(&remote, &[("Authorization", &read)], go);
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("read-only"),
+        "{answer}"
+    );
+    let status = ws.json(&["show", "T-1", "--json"])["task"]["status"].clone();
+    assert!(
+        status == "pending" || status == "for_review",
+        "the read-only token approved the task: {status}"
+    );
+
+    let (_, answer) = mcp_post(&remote, &[("Authorization", &full)], list);
+    assert!(tools_of(&answer).iter().any(|t| t == "go"), "{answer}");
+    let (_, answer) = mcp_post(&remote, &[("Authorization", &full)], go);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert_eq!(answer["result"]["structuredContent"]["to"], "approved", "{answer}");
+    // The daemon, woken, may have taken it already.
+    let status = ws.json(&["show", "T-1", "--json"])["task"]["status"].clone();
+    assert!(status != "pending" && status != "for_review", "{status}");
+
+    let (code, _) = mcp_post(
+        &remote,
+        &[
+            ("Authorization", &full),
+            ("MCP-Protocol-Version", "1999-01-01"),
+        ],
+        list,
+    );
+    assert_eq!(code, 400, "an unknown protocol version is refused");
+    let (code, _, _) = exchange(&remote, "GET", "/mcp", &[("Authorization", &full)], "");
+    assert_eq!(code, 405, "no stream of the server's own");
+    // From this machine, no token: the whole server.
+    let local = format!("127.0.0.1:{port}");
+    let (_, answer) = mcp_post(&local, &[], list);
+    assert!(
+        tools_of(&answer).iter().any(|t| t == "answer_escalation"),
+        "{answer}"
+    );
+}
