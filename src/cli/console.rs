@@ -134,6 +134,7 @@ pub fn router(
         .route(&format!("{API}/escalations"), get(escalations))
         .route(&format!("{API}/escalations/{{id}}/decide"), post(decide))
         .route(&format!("{API}/events"), get(events::stream))
+        .route(&format!("{API}/analytics"), get(analytics))
         .route(MCP, post(mcp).get(mcp_stream))
         .merge(pages::routes())
         .route("/system", get(system::show))
@@ -336,6 +337,22 @@ fn document<T: serde::Serialize>(value: anyhow::Result<T>) -> Response {
     match value {
         Ok(value) => Json(value).into_response(),
         Err(error) => failed(error),
+    }
+}
+
+#[derive(Deserialize)]
+struct AnalyticsQuery {
+    days: Option<u32>,
+}
+
+/// `GET /api/v1/analytics?days=N`: the document of `executor stats --json`.
+async fn analytics(State(c): State<Console>, Query(q): Query<AnalyticsQuery>) -> Response {
+    use crate::core::clock::Clock;
+    let days = q.days.unwrap_or(crate::ops::analytics::DEFAULT_DAYS);
+    let now = crate::core::clock::SystemClock.now();
+    match crate::ops::analytics::report(c.store.as_ref(), now, days).await {
+        Ok(report) => Json(report).into_response(),
+        Err(error) => failed(error.into()),
     }
 }
 

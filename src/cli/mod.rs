@@ -32,6 +32,7 @@ mod runs;
 mod service;
 mod service_setup;
 mod shown;
+mod stats;
 mod tree;
 
 /// The runner's lock file, beside the config file.
@@ -166,6 +167,15 @@ enum Command {
         /// Check that tokens are present without calling the forge, the sources or chat
         #[arg(long)]
         offline: bool,
+    },
+    /// Outcomes of the runs started in the last days: success, the PR funnel, time and
+    /// cost per completed run and merged PR, escalations; per agent, source and label
+    Stats {
+        /// How many days back
+        #[arg(long, default_value_t = crate::ops::analytics::DEFAULT_DAYS)]
+        days: u32,
+        #[arg(long)]
+        json: bool,
     },
     /// Serve the Model Context Protocol over stdio, for Claude Code or any MCP client
     /// (`claude mcp add executor -- executor mcp`)
@@ -843,6 +853,14 @@ async fn carry_out(command: Command, settings: &Settings, store: Arc<dyn Store>)
             Ok(report) => output::print_status(&report),
             Err(error) => Err(unreachable_status(settings, json, error)),
         },
+        Command::Stats { days, json } => {
+            let report = crate::ops::analytics::report(store, clock.now(), days).await?;
+            if json {
+                output::print_json(&report)
+            } else {
+                stats::print(&report)
+            }
+        }
         Command::Mcp { read_only } => mcp::serve(settings, Arc::clone(&shared), read_only).await,
         Command::Analyze { .. } => analyze::run_once(settings, Arc::clone(&shared)).await,
         Command::Run { .. } => {

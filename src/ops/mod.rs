@@ -2,6 +2,7 @@
 //! and applies the answer. This is where deciding meets doing; nothing here parses
 //! arguments or prints (that is the CLI's job).
 
+pub mod analytics;
 pub mod end;
 pub mod intake;
 pub mod queue;

@@ -469,7 +469,10 @@ fn mcp_over_http_needs_the_token_and_a_read_only_one_gets_the_read_tools() {
     assert!(tools_of(&answer).iter().any(|t| t == "go"), "{answer}");
     let (_, answer) = mcp_post(&remote, &[("Authorization", &full)], go);
     assert_eq!(answer["result"]["isError"], false, "{answer}");
-    assert_eq!(answer["result"]["structuredContent"]["to"], "approved", "{answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["to"], "approved",
+        "{answer}"
+    );
     // The daemon, woken, may have taken it already.
     let status = ws.json(&["show", "T-1", "--json"])["task"]["status"].clone();
     assert!(status != "pending" && status != "for_review", "{status}");

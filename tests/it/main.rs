@@ -61,6 +61,7 @@ mod runs_cli;
 mod service;
 mod source_conformance;
 mod spend;
+mod stats;
 mod store_conformance;
 mod store_outages;
 mod supervisor;

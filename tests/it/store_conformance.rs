@@ -954,6 +954,148 @@ async fn a_workers_spend_is_recorded_and_read_back_by_task(store: &dyn Store) {
     assert!(store.spend(Some("T-404")).await.expect("spend").is_empty());
 }
 
+async fn outcomes_since_read_each_runs_figures(store: &dyn Store) {
+    use executor::core::pr::{PrMemory, ReviewRecord};
+    use executor::core::run::RunState;
+    use executor::core::spend::Spend;
+    let mut github = new_task("T-1", "# A");
+    github.source = "github".into();
+    store.upsert_task(&github, "cli", t0()).await.expect("add");
+    let mut plans = new_task("T-2", "# B");
+    plans.source = "plans".into();
+    store.upsert_task(&plans, "cli", t0()).await.expect("add");
+    store
+        .save_task_facts("T-1", r#"{"labels":["bug"]}"#, t0())
+        .await
+        .expect("facts");
+    let started = |run: &mut executor::core::record::Run, at: DateTime<Utc>, state: RunState| {
+        run.started_at = Some(at);
+        run.state = state;
+    };
+    // Before the window: left out.
+    let mut old = store.create_run("T-2", t0()).await.expect("run");
+    started(&mut old, t0() - Duration::days(2), RunState::Abandoned);
+    store.save_run(&old).await.expect("save");
+    // Merged after a fix_ci round, one escalation answered after 10 minutes.
+    let mut merged = store.create_run("T-1", t0()).await.expect("run");
+    started(&mut merged, t0() + Duration::minutes(1), RunState::Complete);
+    merged.completed_at = Some(t0() + Duration::minutes(31));
+    merged.pr_number = Some(7);
+    store.save_run(&merged).await.expect("save");
+    let memory = PrMemory {
+        merged: true,
+        review: Some(ReviewRecord {
+            head_sha: "abc".into(),
+            passed: true,
+            posted: true,
+            body: String::new(),
+        }),
+        ..PrMemory::default()
+    };
+    store
+        .save_pr_memory(
+            merged.id,
+            &serde_json::to_string(&memory).expect("json"),
+            t0(),
+        )
+        .await
+        .expect("memory");
+    for (phase, cost) in [("queued", 1.5), ("fix_ci", 0.5)] {
+        let id = store
+            .record_worker(&WorkerRecord {
+                id: 0,
+                run_id: merged.id,
+                phase: phase.into(),
+                host: "h1".into(),
+                pid: 100,
+                start_time: None,
+                started_at: t0(),
+                ended_at: None,
+                outcome: None,
+            })
+            .await
+            .expect("worker");
+        let spend = Spend {
+            input_tokens: 1,
+            output_tokens: 1,
+            cached_tokens: 0,
+            turns: 1,
+            cost_usd: Some(cost),
+            priced: false,
+        };
+        store
+            .record_spend(id, "claude", &spend)
+            .await
+            .expect("spend");
+    }
+    let mut asked = decision_for(merged.id, "needs_decision", "escalate");
+    asked.at = t0() + Duration::minutes(5);
+    let asked = store.record_decision(&asked).await.expect("escalate");
+    store
+        .resolve_escalation(
+            asked.id,
+            "approve",
+            None,
+            "owner",
+            t0() + Duration::minutes(15),
+        )
+        .await
+        .expect("answer");
+    // Abandoned, no worker; its task retried by the owner once.
+    let mut abandoned = store.create_run("T-2", t0()).await.expect("run");
+    started(
+        &mut abandoned,
+        t0() + Duration::minutes(2),
+        RunState::Abandoned,
+    );
+    store.save_run(&abandoned).await.expect("save");
+    let mut retried = change("T-2", QueueStatus::Pending, QueueStatus::Approved, t0());
+    retried.event.kind = "retry".into();
+    store.change_status(&retried).await.expect("retry");
+    let mut went = change("T-1", QueueStatus::Pending, QueueStatus::Approved, t0());
+    went.event.kind = "go".into();
+    store.change_status(&went).await.expect("go");
+
+    let outcomes = store.outcomes_since(t0(), 100).await.expect("outcomes");
+    let ids: Vec<i64> = outcomes.runs.iter().map(|r| r.run_id).collect();
+    assert_eq!(
+        ids,
+        [abandoned.id, merged.id],
+        "newest first, the old one left out"
+    );
+    let m = &outcomes.runs[1];
+    assert_eq!(m.source.as_deref(), Some("github"));
+    assert_eq!(m.state, "complete");
+    assert_eq!(m.pr_number, Some(7));
+    assert_eq!(m.agent.as_deref(), Some("claude"));
+    assert!((m.cost_usd.unwrap_or_default() - 2.0).abs() < 1e-9, "{m:?}");
+    assert_eq!((m.fix_ci_workers, m.fix_comments_workers), (1, 0));
+    assert_eq!(m.started_at, Some(t0() + Duration::minutes(1)));
+    let a = &outcomes.runs[0];
+    assert_eq!((a.agent.as_deref(), a.cost_usd), (None, None), "{a:?}");
+    assert_eq!(
+        outcomes.escalations,
+        [(
+            merged.id,
+            t0() + Duration::minutes(5),
+            Some(t0() + Duration::minutes(15))
+        )]
+    );
+    assert_eq!(outcomes.owner_actions, [("T-2".to_string(), 1)]);
+
+    // The figures of those rows.
+    let figures =
+        executor::core::analytics::compute(&executor::core::analytics::facts_of(&outcomes));
+    let all = &figures.all;
+    assert_eq!((all.started, all.completed, all.abandoned), (2, 1, 1));
+    assert_eq!((all.funnel.pr_opened, all.funnel.merged), (1, 1));
+    assert_eq!(all.clean_success, 0, "the merged run escalated");
+    assert_eq!(all.time_to_complete.median_s, Some(1800.0));
+    assert_eq!(all.escalation_answer.median_s, Some(600.0));
+    assert_eq!(figures.by_label["bug"].started, 1);
+    assert_eq!(figures.by_source["plans"].abandoned, 1);
+}
+
 async fn decisions_are_recorded_and_pending_escalations_counted(store: &dyn Store) {
     store
         .upsert_task(&new_task("T-1", "# A"), "cli", t0())
@@ -3273,6 +3415,7 @@ conformance!(
     a_save_lands_only_under_the_runs_current_lease_epoch,
     workers_are_recorded_and_open_ones_listed_per_host,
     a_workers_spend_is_recorded_and_read_back_by_task,
+    outcomes_since_read_each_runs_figures,
     decisions_are_recorded_and_pending_escalations_counted,
     each_decision_keeps_whether_its_worker_was_confined,
     an_escalation_is_resolved_once_and_applied_once,

@@ -5,6 +5,7 @@
 //! function is a plain computation over its arguments, so all of it is unit-tested without
 //! processes, network or database. Modules at the edge (store, sources, cli) call into it.
 
+pub mod analytics;
 pub mod budget;
 pub mod changes;
 pub mod clock;

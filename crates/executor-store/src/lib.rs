@@ -490,6 +490,14 @@ pub trait Store: Send + Sync {
     /// Every worker's recorded spend summed, in one read.
     async fn spend_total(&self) -> StoreResult<executor_core::spend::SpendTotal>;
 
+    /// The runs started since `since` (the newest `limit`), with what the outcome figures
+    /// need of each ([`executor_core::analytics::Outcomes`]).
+    async fn outcomes_since(
+        &self,
+        since: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<executor_core::analytics::Outcomes>;
+
     /// Records a decision (with the tool call it answers and the message window, if any).
     async fn record_decision(&self, decision: &NewDecision) -> StoreResult<Decision>;
 

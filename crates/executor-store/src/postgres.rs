@@ -914,6 +914,56 @@ impl Store for PgStore {
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
+    async fn outcomes_since(
+        &self,
+        since: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<executor_core::analytics::Outcomes> {
+        let runs = sqlx::query(
+            "SELECT r.id::bigint, r.task_gid, q.source, r.state, r.started_at, r.completed_at, r.pr_number::bigint, \
+             (SELECT MIN(w.agent) FROM executor_workers w WHERE w.run_id = r.id), \
+             (SELECT SUM(w.cost_usd)::double precision FROM executor_workers w WHERE w.run_id = r.id), \
+             (SELECT COUNT(*) FROM executor_workers w WHERE w.run_id = r.id AND w.phase = 'fix_ci'), \
+             (SELECT COUNT(*) FROM executor_workers w WHERE w.run_id = r.id AND w.phase = 'fix_comments'), \
+             m.memory, f.facts \
+             FROM executor_runs r \
+             LEFT JOIN executor_queue q ON q.task_gid = r.task_gid \
+             LEFT JOIN executor_pr_memory m ON m.run_id = r.id \
+             LEFT JOIN executor_task_facts f ON f.task_gid = r.task_gid \
+             WHERE r.started_at >= $1 ORDER BY r.id DESC LIMIT $2",
+        )
+        .bind(since)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?
+        .iter()
+        .map(rows::outcome)
+        .collect::<Result<Vec<_>, sqlx::Error>>()?;
+        let escalations: Vec<(i64, DateTime<Utc>, Option<DateTime<Utc>>)> = sqlx::query_as(
+            "SELECT d.run_id::bigint, d.at, d.resolved_at FROM executor_decisions d \
+             JOIN executor_runs r ON r.id = d.run_id \
+             WHERE d.decision = 'escalate' AND r.started_at >= $1 ORDER BY d.id",
+        )
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        let owner_actions: Vec<(String, i64)> = sqlx::query_as(
+            "SELECT e.task_gid, COUNT(*) FROM executor_events e \
+             WHERE e.task_gid IN (SELECT task_gid FROM executor_runs WHERE started_at >= $1) \
+             AND e.actor = ANY($2) AND NOT (e.kind = ANY($3)) GROUP BY e.task_gid",
+        )
+        .bind(since)
+        .bind(executor_core::analytics::OWNER_ACTORS)
+        .bind(executor_core::analytics::PLAIN_EVENTS)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(executor_core::analytics::Outcomes {
+            runs,
+            escalations,
+            owner_actions,
+        })
+    }
+
     async fn spend_of_runs(
         &self,
         run_ids: &[i64],

@@ -411,6 +411,29 @@ pub(crate) fn numbered(sql: &str) -> String {
     sql.replace('$', "?")
 }
 
+/// The columns of an outcome row, in the order both backends select them: the run's id,
+/// task, its task's source, state, start, completion, PR number, its workers' first agent,
+/// summed cost, `fix_ci` and `fix_comments` workers, its PR memory and its task's facts.
+pub(crate) fn outcome<R: Cells>(
+    row: &R,
+) -> Result<executor_core::analytics::StoredOutcome, R::Error> {
+    Ok(executor_core::analytics::StoredOutcome {
+        run_id: needed(row, 0, row.int(0)?)?,
+        task_gid: needed(row, 1, row.text(1)?)?,
+        source: row.text(2)?,
+        state: needed(row, 3, row.text(3)?)?,
+        started_at: row.time(4)?,
+        completed_at: row.time(5)?,
+        pr_number: row.int(6)?,
+        agent: row.text(7)?,
+        cost_usd: row.real(8)?,
+        fix_ci_workers: row.int(9)?.unwrap_or(0),
+        fix_comments_workers: row.int(10)?.unwrap_or(0),
+        pr_memory: row.text(11)?,
+        task_facts: row.text(12)?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -251,6 +251,38 @@ fn migrate(conn: &mut Connection, list: &[Migration]) -> Result<(), CallError> {
 }
 
 /// A time as SQLite keeps it (see `core::time`).
+/// What the outcome figures read of each run started since `?1`, the newest `?2` (the
+/// columns of [`rows::outcome`]).
+const OUTCOME_SELECT: &str = "SELECT r.id, r.task_gid, q.source, r.state, r.started_at, r.completed_at, r.pr_number, \
+     (SELECT MIN(w.agent) FROM executor_workers w WHERE w.run_id = r.id), \
+     (SELECT CASE WHEN COUNT(w.cost_usd) > 0 THEN TOTAL(w.cost_usd) END FROM executor_workers w WHERE w.run_id = r.id), \
+     (SELECT COUNT(*) FROM executor_workers w WHERE w.run_id = r.id AND w.phase = 'fix_ci'), \
+     (SELECT COUNT(*) FROM executor_workers w WHERE w.run_id = r.id AND w.phase = 'fix_comments'), \
+     m.memory, f.facts \
+     FROM executor_runs r \
+     LEFT JOIN executor_queue q ON q.task_gid = r.task_gid \
+     LEFT JOIN executor_pr_memory m ON m.run_id = r.id \
+     LEFT JOIN executor_task_facts f ON f.task_gid = r.task_gid \
+     WHERE r.started_at >= ?1 ORDER BY r.id DESC LIMIT ?2";
+
+/// `words` as a list of SQL string literals (fixed words of the code, never input).
+fn quoted(words: &[&str]) -> String {
+    words
+        .iter()
+        .map(|w| format!("'{w}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A time that must be there.
+fn needed_time(row: &Row<'_>, index: usize) -> rusqlite::Result<DateTime<Utc>> {
+    ts_opt(row, index)?.ok_or(rusqlite::Error::InvalidColumnType(
+        index,
+        "a time".into(),
+        rusqlite::types::Type::Null,
+    ))
+}
+
 fn text(at: &DateTime<Utc>) -> String {
     time::format_utc(at)
 }
@@ -1102,6 +1134,46 @@ impl Store for SqliteStore {
             )?
             .query_row([], |row| {
                 rows::spend_total(row)
+            })
+        })
+        .await
+    }
+
+    async fn outcomes_since(
+        &self,
+        since: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<executor_core::analytics::Outcomes> {
+        self.call(move |conn| {
+            let since = text(&since);
+            let runs = conn
+                .prepare_cached(OUTCOME_SELECT)?
+                .query_map(params![since, limit], |row| rows::outcome(row))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let escalations = conn
+                .prepare_cached(
+                    "SELECT d.run_id, d.at, d.resolved_at FROM executor_decisions d \
+                     JOIN executor_runs r ON r.id = d.run_id \
+                     WHERE d.decision = 'escalate' AND r.started_at >= ?1 ORDER BY d.id",
+                )?
+                .query_map([&since], |row| {
+                    Ok((row.get::<_, i64>(0)?, needed_time(row, 1)?, ts_opt(row, 2)?))
+                })?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            let owner_actions = conn
+                .prepare_cached(&format!(
+                    "SELECT e.task_gid, COUNT(*) FROM executor_events e \
+                     WHERE e.task_gid IN (SELECT task_gid FROM executor_runs WHERE started_at >= ?1) \
+                     AND e.actor IN ({}) AND e.kind NOT IN ({}) GROUP BY e.task_gid",
+                    quoted(executor_core::analytics::OWNER_ACTORS),
+                    quoted(executor_core::analytics::PLAIN_EVENTS),
+                ))?
+                .query_map([&since], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))?
+                .collect::<rusqlite::Result<Vec<_>>>()?;
+            Ok(executor_core::analytics::Outcomes {
+                runs,
+                escalations,
+                owner_actions,
             })
         })
         .await
