@@ -17,6 +17,7 @@ pub mod access;
 pub(crate) mod actions;
 pub(crate) mod diff;
 mod events;
+mod insights;
 mod pages;
 mod pr_view;
 mod system;
@@ -138,6 +139,7 @@ pub fn router(
         .route(MCP, post(mcp).get(mcp_stream))
         .merge(pages::routes())
         .route("/system", get(system::show))
+        .route("/insights", get(insights::show))
         .layer(middleware::from_fn_with_state(access, guard))
         .with_state(console)
 }

@@ -96,7 +96,7 @@ fn dollars(cost: Option<f64>) -> String {
 }
 
 /// Seconds as the largest whole unit that reads well.
-fn duration(seconds: Option<f64>) -> String {
+pub(crate) fn duration(seconds: Option<f64>) -> String {
     match seconds {
         None => "-".to_string(),
         Some(s) if s < 120.0 => format!("{s:.0} s"),

@@ -349,3 +349,60 @@ fn a_live_workers_lines_appear_on_its_run_page_as_it_writes_them() {
         client.close().await.expect("close the browser");
     });
 }
+
+#[test]
+fn the_insights_page_draws_its_charts_from_the_figures_with_or_without_script() {
+    let ws = crate::stats::three_runs_worked();
+    let config = std::fs::read_to_string(ws.path().join("executor.toml")).expect("config");
+    ws.write_config(&format!(
+        "{config}\n[web]\nenabled = true\nlisten = \"127.0.0.1:0\"\n"
+    ));
+    let _daemon = Daemon::start(&ws);
+    let address = console_address(&ws);
+    // Without a browser's script: the charts are in the page as served.
+    let (code, served) = crate::console::call(&address, "GET", "/insights", &[], "");
+    let served = served.as_str().unwrap_or_default().to_string();
+    assert_eq!(code, 200, "{served}");
+    assert!(
+        served.contains("<svg") && served.contains("<rect"),
+        "{served}"
+    );
+    assert!(served.contains("small sample"), "{served}");
+    runtime().block_on(async {
+        let Some((_driver, client)) = browser().await else {
+            return;
+        };
+        client
+            .goto(&format!("http://{address}/insights"))
+            .await
+            .expect("open Insights");
+        until(
+            &client,
+            "the charts",
+            "document.querySelectorAll('#charts svg rect.bar').length >= 5",
+        )
+        .await;
+        let tiles = client
+            .find(Locator::Id("tiles"))
+            .await
+            .expect("the tiles")
+            .text()
+            .await
+            .expect("their text");
+        assert!(tiles.contains("3\nruns") || tiles.contains("3 runs"), "{tiles}");
+        // The day's bar holds two completed runs and one abandoned, each titled.
+        let titles = client
+            .execute(
+                "return Array.from(document.querySelectorAll('#charts svg rect.bar title')).map(t => t.textContent);",
+                vec![],
+            )
+            .await
+            .expect("the bars' titles");
+        let titles = titles.to_string();
+        assert!(titles.contains(": 2 completed"), "{titles}");
+        assert!(titles.contains(": 1 abandoned"), "{titles}");
+        assert!(titles.contains("merged: 0"), "{titles}");
+        shoot(&client, "insights.png").await;
+        client.close().await.expect("close the browser");
+    });
+}

@@ -7,7 +7,7 @@ use crate::daemon::Daemon;
 use crate::runner::workspace;
 
 /// Completes `D-*` tasks, fails `F-*` ones, and asks the owner once for `E-*` ones.
-const WORKER: &str = "prompt=$(cat); \
+pub(crate) const WORKER: &str = "prompt=$(cat); \
     case \"$prompt\" in \
       *'The owner answered your escalation'*) echo done > CHANGED.md; echo '[DONE:implemented] done';; \
       *E-1*) echo '[ESCALATE:needs_decision] may I?';; \
@@ -15,8 +15,9 @@ const WORKER: &str = "prompt=$(cat); \
       *) echo done > CHANGED.md; echo '[DONE:implemented] done';; \
     esac";
 
-#[test]
-fn stats_count_the_runs_as_the_figures_define_them_in_the_cli_and_the_api() {
+/// A workspace whose three runs ended one each way: `D-1` completed, `F-1` abandoned,
+/// `E-1` completed after an escalation the owner answered.
+pub(crate) fn three_runs_worked() -> crate::support::Workspace {
     let ws = workspace(
         &["/bin/sh", "-c", WORKER],
         &[],
@@ -32,6 +33,12 @@ fn stats_count_the_runs_as_the_figures_define_them_in_the_cli_and_the_api() {
         .expect("E-1 asked");
     ws.ok(&["decide", &id.to_string(), "approve"]);
     ws.run(&["run", "--once"]);
+    ws
+}
+
+#[test]
+fn stats_count_the_runs_as_the_figures_define_them_in_the_cli_and_the_api() {
+    let ws = three_runs_worked();
 
     let report = ws.json(&["stats", "--json"]);
     let all = &report["all"];

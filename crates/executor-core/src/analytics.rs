@@ -285,7 +285,17 @@ fn figures(runs: &[&RunFacts]) -> Figures {
         })
         .filter(|s| *s >= 0.0)
         .collect();
-    let cost: f64 = runs.iter().filter_map(|r| r.cost_usd).sum();
+    // Folded from +0.0 (an empty `sum` of floats is -0.0); no cost said by any run is no
+    // cost per anything, rather than a free one.
+    let costs: Vec<f64> = runs.iter().filter_map(|r| r.cost_usd).collect();
+    let cost = costs.iter().fold(0.0, |a, c| a + c);
+    let priced = |under: usize| {
+        if costs.is_empty() {
+            None
+        } else {
+            ratio(cost, under)
+        }
+    };
     let escalations: usize = runs.iter().map(|r| r.escalations.len()).sum();
     let rounds =
         |f: fn(&RunFacts) -> u32| ratio(runs.iter().map(|r| f64::from(f(r))).sum(), runs.len());
@@ -305,8 +315,8 @@ fn figures(runs: &[&RunFacts]) -> Figures {
         fix_ci_rounds_per_run: rounds(|r| r.fix_ci_rounds),
         fix_comments_rounds_per_run: rounds(|r| r.fix_comments_rounds),
         cost_usd: cost,
-        cost_per_completed_usd: ratio(cost, completed),
-        cost_per_merged_usd: ratio(cost, funnel.merged),
+        cost_per_completed_usd: priced(completed),
+        cost_per_merged_usd: priced(funnel.merged),
         escalations,
         escalations_per_run: ratio(escalations as f64, runs.len()),
         escalation_answer: spread(answers),
@@ -470,6 +480,15 @@ mod tests {
         assert_eq!(a.all.started, 0);
         assert_eq!(a.all.success_rate, None);
         assert_eq!(a.all.cost_per_merged_usd, None);
+        assert!(a.all.cost_usd.is_sign_positive(), "no -0.0");
+        let unpriced = compute(&[RunFacts {
+            state: "complete".into(),
+            ..RunFacts::default()
+        }]);
+        assert_eq!(
+            unpriced.all.cost_per_completed_usd, None,
+            "no cost said, none computed"
+        );
         assert_eq!(a.all.time_to_complete.median_s, None);
         assert!(a.by_day.is_empty());
     }

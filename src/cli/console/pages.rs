@@ -40,6 +40,7 @@ const TEMPLATES: &[(&str, &str)] = &[
     ("goal.html", include_str!("templates/goal.html")),
     ("goals.html", include_str!("templates/goals.html")),
     ("system.html", include_str!("templates/system.html")),
+    ("insights.html", include_str!("templates/insights.html")),
     ("notice.html", include_str!("templates/notice.html")),
     ("login.html", include_str!("templates/login.html")),
 ];
