@@ -126,6 +126,12 @@ fn main() {
         print_table(&nproc, &rustc, &rows, &notes, bench_started);
         return;
     }
+    // `cargo bench --bench cli -- analytics` runs the outcome figures' timing alone.
+    if std::env::args().skip(1).any(|arg| arg == "analytics") {
+        let (rows, notes) = analytics(&root.path().join("analytics"));
+        print_table(&nproc, &rustc, &rows, &notes, bench_started);
+        return;
+    }
     // `cargo bench --bench cli -- dispatch` runs the dispatch comparison alone.
     if std::env::args().skip(1).any(|arg| arg == "dispatch") {
         let (rows, notes) = dispatch(&root.path().join("dispatch"));
@@ -1842,6 +1848,7 @@ fn fill_runs(db: &Path, runs: usize) -> (String, i64) {
                 RunState::Complete
             };
             run.branch_name = Some(format!("executor/Q-{n}-queued-task"));
+            run.started_at = Some(at - chrono::Duration::seconds(90));
             run.completed_at = Some(at);
             store.save_run(&run).await.expect("save a run");
             let worker = WorkerRecord {
@@ -1881,6 +1888,64 @@ fn fill_runs(db: &Path, runs: usize) -> (String, i64) {
         ),
         last,
     )
+}
+
+/// How many runs the outcome figures are timed over, and their target.
+const ANALYTICS_RUNS: usize = 100_000;
+const ANALYTICS_SAMPLES: usize = 20;
+const ANALYTICS_TARGET: Duration = Duration::from_millis(100);
+
+/// `GET /api/v1/analytics` of a daemon over 100,000 finished runs (each with a worker and
+/// its spend), every one in the window: the figures' one read and their computation.
+fn analytics(dir: &Path) -> (Vec<Row>, Vec<String>) {
+    let runs = sized("EXECUTOR_BENCH_ANALYTICS_RUNS", ANALYTICS_RUNS);
+    let config = init_workspace(dir);
+    let text = std::fs::read_to_string(&config).expect("read the config");
+    let text = text
+        .replacen("[web]\n", "[web]\nlisten = \"127.0.0.1:0\"\n", 1)
+        .replacen("[runner]\n", "[runner]\nworktrees = false\n", 1)
+        .replacen(
+            "[agent]\n",
+            "[agent]\nkind = \"command\"\ncommand = [\"/bin/echo\", \"[DONE:implemented] nothing\"]\n",
+            1,
+        );
+    std::fs::write(&config, text).expect("write the config");
+    let db = db_path(&config);
+    let mut notes = vec![fill_queue_with(&db, runs, |_| QueueStatus::Done)];
+    let (note, _) = fill_runs(&db, runs);
+    notes.push(note);
+    let log = dir.join("analytics-daemon.log");
+    let _daemon = Daemon::start(&config, &log);
+    wait_for_daemon(&config);
+    let address = console_address(&log);
+    let path = "/api/v1/analytics?days=3650";
+    for _ in 0..2 {
+        console_get(&address, path);
+    }
+    let mut samples = Vec::with_capacity(ANALYTICS_SAMPLES);
+    let mut size = 0;
+    for _ in 0..ANALYTICS_SAMPLES {
+        let started = Instant::now();
+        let (code, bytes) = console_get(&address, path);
+        samples.push(started.elapsed());
+        assert_eq!(
+            code,
+            200,
+            "GET {path} answered {code}; the log is {}",
+            log.display()
+        );
+        size = bytes;
+    }
+    let row = Row {
+        name: format!(
+            "console API `/api/v1/analytics` over {runs} finished runs, all in the window ({} KB)",
+            size / 1024
+        ),
+        met: percentile(&samples, 95) <= ANALYTICS_TARGET,
+        samples,
+        target: format!("p95 ≤ {} ms", ANALYTICS_TARGET.as_millis()),
+    };
+    (vec![row], notes)
 }
 
 /// The console of a daemon over a store of 100,000 tasks (most done, the rest skipped or

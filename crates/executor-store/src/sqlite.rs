@@ -250,17 +250,20 @@ fn migrate(conn: &mut Connection, list: &[Migration]) -> Result<(), CallError> {
     Ok(())
 }
 
-/// A time as SQLite keeps it (see `core::time`).
 /// What the outcome figures read of each run started since `?1`, the newest `?2` (the
-/// columns of [`rows::outcome`]).
-const OUTCOME_SELECT: &str = "SELECT r.id, r.task_gid, q.source, r.state, r.started_at, r.completed_at, r.pr_number, \
-     (SELECT MIN(w.agent) FROM executor_workers w WHERE w.run_id = r.id), \
-     (SELECT CASE WHEN COUNT(w.cost_usd) > 0 THEN TOTAL(w.cost_usd) END FROM executor_workers w WHERE w.run_id = r.id), \
-     (SELECT COUNT(*) FROM executor_workers w WHERE w.run_id = r.id AND w.phase = 'fix_ci'), \
-     (SELECT COUNT(*) FROM executor_workers w WHERE w.run_id = r.id AND w.phase = 'fix_comments'), \
-     m.memory, f.facts \
+/// columns of [`rows::outcome`]). The workers are summed per run in one pass over those
+/// of the window's runs (their ids are at least the window's first), not once per run.
+const OUTCOME_SELECT: &str =
+    "SELECT r.id, r.task_gid, q.source, r.state, r.started_at, r.completed_at, r.pr_number, \
+     w.agent, w.cost, w.fix_ci, w.fix_comments, m.memory, f.facts \
      FROM executor_runs r \
      LEFT JOIN executor_queue q ON q.task_gid = r.task_gid \
+     LEFT JOIN (SELECT run_id, MIN(agent) AS agent, \
+                CASE WHEN COUNT(cost_usd) > 0 THEN TOTAL(cost_usd) END AS cost, \
+                SUM(phase = 'fix_ci') AS fix_ci, SUM(phase = 'fix_comments') AS fix_comments \
+                FROM executor_workers \
+                WHERE run_id >= (SELECT MIN(id) FROM executor_runs WHERE started_at >= ?1) \
+                GROUP BY run_id) w ON w.run_id = r.id \
      LEFT JOIN executor_pr_memory m ON m.run_id = r.id \
      LEFT JOIN executor_task_facts f ON f.task_gid = r.task_gid \
      WHERE r.started_at >= ?1 ORDER BY r.id DESC LIMIT ?2";
@@ -283,6 +286,7 @@ fn needed_time(row: &Row<'_>, index: usize) -> rusqlite::Result<DateTime<Utc>> {
     ))
 }
 
+/// A time as SQLite keeps it (see `core::time`).
 fn text(at: &DateTime<Utc>) -> String {
     time::format_utc(at)
 }
