@@ -228,14 +228,16 @@ mod linux {
         Ok(created)
     }
 
-    /// Multipath TCP's protocol number (`IPPROTO_MPTCP`, Linux 5.6), which `libc` lacks.
-    const IPPROTO_MPTCP: i32 = 262;
+    /// DCCP's socket type (`SOCK_DCCP`), which `libc` lacks.
+    const SOCK_DCCP: i32 = 6;
+    /// The obsolete packet socket type (`SOCK_PACKET`), deprecated in `libc`.
+    const SOCK_PACKET: i32 = 10;
 
     /// The seccomp filter: the calls no worker needs and an attacker would (another
     /// process's memory, the io_uring side door past seccomp and Landlock's hooks, vsock to
     /// a hypervisor, the kernel's keyrings, modules, BPF); with `no_udp`, datagram and raw
-    /// sockets of IPv4 and IPv6, SCTP and Multipath TCP; with `no_unix`, sockets named in
-    /// the file system. Each fails with EPERM, as a refused call would anyway.
+    /// sockets of IPv4 and IPv6, every IP socket but TCP's, and every family but local,
+    /// netlink and IP; with `no_unix`, sockets named in the file system. Each fails with EPERM, as a refused call would anyway.
     fn filter(seal: &Seal) -> Result<BpfProgram, String> {
         use nix::libc;
         let error = |e: seccompiler::BackendError| format!("the seccomp filter: {e}");
@@ -275,8 +277,22 @@ mod linux {
         let mut socket =
             vec![SeccompRule::new(vec![domain(libc::AF_VSOCK).map_err(error)?]).map_err(error)?];
         if seal.no_udp {
+            // What is left of the host's network is TCP, which Landlock governs: an IPv4 or
+            // IPv6 socket is a stream of TCP (protocol 0 or IPPROTO_TCP) or nothing. Every
+            // other kind (datagrams, raw, SCTP, DCCP, Multipath TCP, SMC over TCP) would
+            // reach any host and port past Landlock's TCP rules.
+            let protocol = |op: SeccompCmpOp, p: i32| {
+                SeccompCondition::new(2, SeccompCmpArgLen::Dword, op, p as u64)
+            };
             for family in [libc::AF_INET, libc::AF_INET6] {
-                for k in [libc::SOCK_DGRAM, libc::SOCK_RAW] {
+                for k in [
+                    libc::SOCK_DGRAM,
+                    libc::SOCK_RAW,
+                    libc::SOCK_RDM,
+                    libc::SOCK_SEQPACKET,
+                    SOCK_DCCP,
+                    SOCK_PACKET,
+                ] {
                     socket.push(
                         SeccompRule::new(vec![
                             domain(family).map_err(error)?,
@@ -285,33 +301,38 @@ mod linux {
                         .map_err(error)?,
                     );
                 }
-            }
-            socket.push(
-                SeccompRule::new(vec![domain(libc::AF_PACKET).map_err(error)?]).map_err(error)?,
-            );
-            // Streams Landlock's TCP rules do not see: SCTP (a stream or a sequenced
-            // packet socket) and Multipath TCP, which would reach any host and port.
-            let protocol = |p: i32| {
-                SeccompCondition::new(2, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, p as u64)
-            };
-            for family in [libc::AF_INET, libc::AF_INET6] {
                 socket.push(
                     SeccompRule::new(vec![
                         domain(family).map_err(error)?,
-                        kind(libc::SOCK_SEQPACKET).map_err(error)?,
+                        protocol(SeccompCmpOp::Ne, 0).map_err(error)?,
+                        protocol(SeccompCmpOp::Ne, libc::IPPROTO_TCP).map_err(error)?,
                     ])
                     .map_err(error)?,
                 );
-                for p in [libc::IPPROTO_SCTP, IPPROTO_MPTCP] {
-                    socket.push(
-                        SeccompRule::new(vec![
-                            domain(family).map_err(error)?,
-                            protocol(p).map_err(error)?,
-                        ])
-                        .map_err(error)?,
-                    );
-                }
             }
+            // And no family but local sockets, netlink (the host's own addresses) and IP:
+            // packet sockets, SMC, RDS, TIPC, vsock, Bluetooth, … are refused by number.
+            let family = |op: SeccompCmpOp, f: i32| {
+                SeccompCondition::new(0, SeccompCmpArgLen::Dword, op, f as u64)
+            };
+            for (low, high) in [
+                (libc::AF_INET + 1, libc::AF_INET6 - 1),
+                (libc::AF_INET6 + 1, libc::AF_NETLINK - 1),
+            ] {
+                socket.push(
+                    SeccompRule::new(vec![
+                        family(SeccompCmpOp::Ge, low).map_err(error)?,
+                        family(SeccompCmpOp::Le, high).map_err(error)?,
+                    ])
+                    .map_err(error)?,
+                );
+            }
+            socket.push(
+                SeccompRule::new(vec![
+                    family(SeccompCmpOp::Gt, libc::AF_NETLINK).map_err(error)?
+                ])
+                .map_err(error)?,
+            );
         }
         if seal.no_unix {
             socket.push(

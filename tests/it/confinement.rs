@@ -1263,9 +1263,13 @@ except OSError:
     print("udp refused")
 # SCTP and Multipath TCP, which Landlock's TCP rules do not see: refused (EPERM), where
 # a kernel without the protocol says so itself.
-for name, kind, proto in (("sctp", socket.SOCK_STREAM, 132), ("mptcp", socket.SOCK_STREAM, 262)):
+for name, family, kind, proto in (("sctp", socket.AF_INET, socket.SOCK_STREAM, 132),
+                                  ("mptcp", socket.AF_INET, socket.SOCK_STREAM, 262),
+                                  ("smc", 43, socket.SOCK_STREAM, 0),
+                                  ("smc-ip", socket.AF_INET6, socket.SOCK_STREAM, 256),
+                                  ("dccp", socket.AF_INET, 6, 33)):
     try:
-        socket.socket(socket.AF_INET, kind, proto)
+        socket.socket(family, kind, proto)
         print(name, "ok")
     except OSError as e:
         print(name, "refused" if e.errno == 1 else "unsupported")
@@ -1427,7 +1431,7 @@ echo "[DONE:implemented] tried"
     }
     // The filter answers before the kernel looks for the protocol: refused whether or not
     // this kernel has SCTP or Multipath TCP.
-    for name in ["sctp", "mptcp"] {
+    for name in ["sctp", "mptcp", "smc", "smc-ip", "dccp"] {
         assert!(probes.contains(&format!("{name} refused")), "{probes}");
     }
     assert!(

@@ -599,6 +599,9 @@ async fn fix_ci(
     (attempt, failure): (u32, crate::prompts::CiFailure),
 ) -> Result<PrMemory> {
     let store = runner.store.as_ref();
+    // Before the attempt is recorded: a worker that cannot start on a fresh lease must not
+    // leave a fix "tried for this head" behind.
+    super::worker::fresh_lease(&runner.settings, run.id).await?;
     run.ci_attempts = i64::from(attempt);
     store.save_run(run).await?;
     opening::save_memory(store, runner.settings.clock.as_ref(), run.id, &after).await?;

@@ -137,6 +137,21 @@ pub(super) async fn work(
     run_worker(w, run, prompt).await
 }
 
+/// A worker starts on a fresh lease, or the run goes back for recovery (the store is still
+/// out of reach, or this runner's renewals do not land): [`super::HandedBack`]. A step
+/// that records a worker as started before it starts it asks this first.
+pub(super) async fn fresh_lease(settings: &RunnerSettings, run_id: i64) -> Result<()> {
+    let fresh_for = super::lease::lease_ttl() / 3;
+    if settings.lease_beat.fresh(fresh_for, LEASE_WAIT).await {
+        return Ok(());
+    }
+    Err(super::HandedBack {
+        run_id,
+        why: "no renewal of its lease landed before its worker could start".into(),
+    }
+    .into())
+}
+
 /// Runs one worker to its end, and says what it did. The run is saved as the worker goes
 /// (its process, session and milestones).
 pub(super) async fn run_worker(w: WorkerRun<'_>, run: &mut Run, prompt: String) -> Result<Worked> {
@@ -156,16 +171,7 @@ pub(super) async fn run_worker(w: WorkerRun<'_>, run: &mut Run, prompt: String) 
         .worker_contract
         .as_ref()
         .map(|cell| cell.current());
-    // A worker starts on a fresh lease, or the run goes back for recovery (the store is
-    // still out of reach, or this runner's renewals do not land).
-    let fresh_for = super::lease::lease_ttl() / 3;
-    if !w.settings.lease_beat.fresh(fresh_for, LEASE_WAIT).await {
-        return Err(super::HandedBack {
-            run_id: run.id,
-            why: "no renewal of its lease landed before its worker could start".into(),
-        }
-        .into());
-    }
+    fresh_lease(w.settings, run.id).await?;
     let launch = launch(&w, run, env, prompt, contract.as_deref())?;
     let confined = launch.confined;
     let watched = watch(&w, run, launch, logs, contract.as_deref()).await?;
