@@ -42,6 +42,8 @@ trait Adapter {
     fn owner_comments(&self, number: u64, body: &str) -> u64;
     /// A review thread the owner opened on a line of PR `number`; answers its id.
     fn owner_opens_thread(&self, number: u64, body: &str) -> String;
+    /// The owner asks again in review thread `thread`.
+    fn owner_asks_again(&self, number: u64, thread: &str, body: &str);
     /// The next answer in a review thread is carried out, then answered `502`.
     fn lose_next_thread_answer(&self);
     /// The bodies of the comments of review thread `thread`, oldest first.
@@ -120,6 +122,19 @@ impl Adapter for Github {
     }
     fn lose_next_thread_answer(&self) {
         self.lose_next_answer("POST", "/replies");
+    }
+    fn owner_asks_again(&self, number: u64, thread: &str, body: &str) {
+        let mut threads = self.0.threads(number);
+        for t in threads.iter_mut().filter(|t| t["id"] == thread) {
+            if let Some(nodes) = t["comments"]["nodes"].as_array_mut() {
+                let mut ask = nodes[0].clone();
+                ask["id"] = serde_json::json!("PRRC_again");
+                ask["databaseId"] = serde_json::json!(4_000_000_001u64);
+                ask["body"] = serde_json::json!(body);
+                nodes.push(ask);
+            }
+        }
+        self.0.set_threads(number, threads);
     }
     fn thread_bodies(&self, number: u64, thread: &str) -> Vec<String> {
         self.0
@@ -205,6 +220,15 @@ impl Adapter for Gitea {
     fn lose_next_thread_answer(&self) {
         // Gitea's answer on a line is a review with that comment.
         self.lose_next_answer("POST", "/reviews");
+    }
+    fn owner_asks_again(&self, number: u64, _thread: &str, body: &str) {
+        self.0.add_review(
+            number,
+            fake_gitea::OWNER,
+            "REQUEST_CHANGES",
+            body,
+            "greeting.txt",
+        );
     }
     fn thread_bodies(&self, number: u64, _thread: &str) -> Vec<String> {
         // The case's PR has one conversation: every review comment is in it.
@@ -424,5 +448,19 @@ fn an_answer_in_a_review_thread_whose_answer_is_lost_is_posted_once() {
         let said = fake.thread_bodies(number, &thread);
         let answered = said.iter().filter(|b| b.contains("Renamed it.")).count();
         assert_eq!(answered, 1, "{}: {said:?}", fake.name());
+
+        // The owner asks again: the same text is a new answer, posted once more.
+        fake.owner_asks_again(number, &thread, "Still not renamed.");
+        // A fix's push comes between two answers, and it expires what the client read.
+        forge.expire_cache();
+        block_on(until_done(fake.name(), || async {
+            forge
+                .answer_threads(number, None, &answers)
+                .await
+                .map(|_| ())
+        }));
+        let said = fake.thread_bodies(number, &thread);
+        let answered = said.iter().filter(|b| b.contains("Renamed it.")).count();
+        assert_eq!(answered, 2, "{}: {said:?}", fake.name());
     }
 }

@@ -313,7 +313,8 @@ impl ForgeClient {
                         None => false,
                     }
                 }
-                Self::Gitea(repo) => repo.answer_thread(number, thread, &marked, &marker).await?,
+                // Gitea's marker names the conversation's last ask too (see there).
+                Self::Gitea(repo) => repo.answer_thread(number, thread, answer).await?,
             };
             if !answered {
                 missing.push(thread.clone());

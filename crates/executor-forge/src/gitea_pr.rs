@@ -34,8 +34,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use executor_core::pr::{
-    CheckConclusion, CheckRun, CheckRunStatus, ObservedComment, ObservedThread, Opening,
-    OwnerComment, PrConfig, PrObservation, PrState, EXECUTOR_MARK,
+    answer_marker, CheckConclusion, CheckRun, CheckRunStatus, ObservedComment, ObservedThread,
+    Opening, OwnerComment, PrConfig, PrObservation, PrState, EXECUTOR_MARK,
 };
 use executor_http::gitea::{
     DiffLine, GiteaClient, GiteaComment, GiteaError, GiteaPull, GiteaReviewComment, GiteaStatus,
@@ -227,15 +227,15 @@ impl GiteaRepo {
 
     /// Answers conversation `thread` of PR `number` with a review comment on its line;
     /// `false` when the PR has no such conversation. A conversation Gitea gives no line
-    /// for is answered on the PR's conversation, naming its file. `answer` carries
-    /// `marker`; an answer with it since the conversation last asked (posted, its answer
-    /// lost) is not posted again.
+    /// for is answered on the PR's conversation, naming its file. The answer carries a
+    /// marker of the conversation, its last ask (its newest comment not executor's) and
+    /// the text ([`answer_marker`]): one with that marker already there (posted, its answer
+    /// lost) is not posted again, and the same text to a later ask is a new answer.
     pub async fn answer_thread(
         &self,
         number: u64,
         thread: &str,
         answer: &str,
-        marker: &str,
     ) -> Result<bool, GiteaError> {
         let Some(first) = thread
             .strip_prefix(THREAD_PREFIX)
@@ -248,35 +248,39 @@ impl GiteaRepo {
             return Ok(false);
         };
         // The conversation: the comments on the same line of the same file, oldest first.
-        let conversation = comments
+        let conversation: Vec<&GiteaReviewComment> = comments
             .iter()
             .filter(|c| c.path == found.path && c.line() == found.line())
-            .map(|c| c.body.as_str());
-        if executor_core::pr::answered_since_last_ask(conversation, marker) {
+            .collect();
+        let ask = conversation
+            .iter()
+            .rev()
+            .find(|c| !c.body.contains(EXECUTOR_MARK))
+            .map_or(first, |c| c.id);
+        let marker = answer_marker(&format!("{thread}@{ask}"), answer);
+        let marked = format!("{answer}\n\n{marker}");
+        if conversation.iter().any(|c| c.body.contains(&marker)) {
             return Ok(true);
-        }
-        if found.line().is_none() {
-            // Answered on the PR's conversation: looked for there.
-            let posted = self
-                .conversation(number)
-                .await?
-                .iter()
-                .any(|c| c.body.contains(marker));
-            if posted {
-                return Ok(true);
-            }
         }
         match found.line() {
             Some(line) => {
                 let (owner, repo) = (self.owner.as_str(), self.repo.as_str());
                 let at = (found.path.as_str(), line);
                 self.client
-                    .post_line_comment(owner, repo, number, at, answer)
+                    .post_line_comment(owner, repo, number, at, &marked)
                     .await?;
             }
             None => {
-                let body = format!("On `{}` (conversation {thread}):\n\n{answer}", found.path);
-                self.post_comment(number, &body).await?;
+                // Answered on the PR's conversation: looked for there.
+                let posted = self
+                    .conversation(number)
+                    .await?
+                    .iter()
+                    .any(|c| c.body.contains(&marker));
+                if !posted {
+                    let body = format!("On `{}` (conversation {thread}):\n\n{marked}", found.path);
+                    self.post_comment(number, &body).await?;
+                }
             }
         }
         Ok(true)
