@@ -64,7 +64,7 @@ pub async fn cancel(
         .take_lease(run.id, &by.id(), now, now + CLAIM, carried_by.as_deref())
         .await?
         .with_context(|| format!("run {}'s lease changed hands meanwhile; try again", run.id))?;
-    let why = format!("cancelled by the owner: {reason}");
+    let why = format!("{}: {reason}", crate::core::ending::CANCELLED_BY_OWNER);
     let holder = by.id();
     if let Err(error) = end(store, clock, &mut run, &holder, &why).await {
         // Ended or not, the claim goes back; a lease that cannot be given back expires.

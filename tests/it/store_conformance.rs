@@ -1041,17 +1041,30 @@ async fn outcomes_since_read_each_runs_figures(store: &dyn Store) {
         )
         .await
         .expect("answer");
-    // Abandoned, no worker; its task retried by the owner once.
+    // Cancelled by the owner (kept `abandoned`), no worker; its task retried once.
     let mut abandoned = store.create_run("T-2", t0()).await.expect("run");
     started(
         &mut abandoned,
         t0() + Duration::minutes(2),
         RunState::Abandoned,
     );
+    abandoned.updated_at = t0() + Duration::minutes(4);
     store.save_run(&abandoned).await.expect("save");
     let mut retried = change("T-2", QueueStatus::Pending, QueueStatus::Approved, t0());
     retried.event.kind = "retry".into();
     store.change_status(&retried).await.expect("retry");
+    let mut cancelled = change(
+        "T-2",
+        QueueStatus::Approved,
+        QueueStatus::ForReview,
+        t0() + Duration::minutes(3),
+    );
+    cancelled.event.kind = "run_abandoned".into();
+    cancelled.event.detail = Some(format!(
+        "{}: not needed",
+        executor::core::ending::CANCELLED_BY_OWNER
+    ));
+    store.change_status(&cancelled).await.expect("cancel");
     let mut went = change("T-1", QueueStatus::Pending, QueueStatus::Approved, t0());
     went.event.kind = "go".into();
     store.change_status(&went).await.expect("go");
@@ -1081,19 +1094,24 @@ async fn outcomes_since_read_each_runs_figures(store: &dyn Store) {
             Some(t0() + Duration::minutes(15))
         )]
     );
-    assert_eq!(outcomes.owner_actions, [("T-2".to_string(), 1)]);
+    assert!(a.cancelled, "the owner's cancel ended it: {a:?}");
+    assert!(!m.cancelled);
+    assert_eq!(outcomes.owner_actions, [("T-2".to_string(), 2)]);
 
     // The figures of those rows.
     let figures =
         executor::core::analytics::compute(&executor::core::analytics::facts_of(&outcomes));
     let all = &figures.all;
-    assert_eq!((all.started, all.completed, all.abandoned), (2, 1, 1));
+    assert_eq!(
+        (all.started, all.completed, all.abandoned, all.cancelled),
+        (2, 1, 0, 1)
+    );
     assert_eq!((all.funnel.pr_opened, all.funnel.merged), (1, 1));
     assert_eq!(all.clean_success, 0, "the merged run escalated");
     assert_eq!(all.time_to_complete.median_s, Some(1800.0));
     assert_eq!(all.escalation_answer.median_s, Some(600.0));
     assert_eq!(figures.by_label["bug"].started, 1);
-    assert_eq!(figures.by_source["plans"].abandoned, 1);
+    assert_eq!(figures.by_source["plans"].cancelled, 1);
 }
 
 async fn decisions_are_recorded_and_pending_escalations_counted(store: &dyn Store) {

@@ -6,7 +6,8 @@
 //!
 //! Definitions, so a figure means one thing:
 //! - **completed**: the run's state is `complete` (its PR merged, or ready for the owner);
-//!   **abandoned** and **cancelled** as their states; the others are still open.
+//!   **abandoned** as its state, and **cancelled** an abandoned run the owner's `cancel`
+//!   ended ([`StoredOutcome::cancelled`]); the others are still open.
 //! - **funnel**: PR opened (the run has a PR number) → CI green (executor's review ran,
 //!   which it does only on a green head, or the run completed) → review passed (executor's
 //!   review passed) → merged.
@@ -39,7 +40,7 @@ pub struct RunFacts {
     pub source: String,
     /// The task's labels (from its source's facts).
     pub labels: Vec<String>,
-    /// The agent of the run's first worker that said one.
+    /// The run's agent: the first in name order its workers said (a run rarely has two).
     pub agent: Option<String>,
     /// The run's state, as stored (`complete`, `abandoned`, `cancelled`, …).
     pub state: String,
@@ -77,6 +78,8 @@ pub struct StoredOutcome {
     pub fix_comments_workers: i64,
     pub pr_memory: Option<String>,
     pub task_facts: Option<String>,
+    /// An `abandoned` run the owner's `cancel` ended (its task's history says so).
+    pub cancelled: bool,
 }
 
 /// One escalation: when it was asked, and when answered.
@@ -120,7 +123,12 @@ impl RunFacts {
             source: stored.source.clone().unwrap_or_else(|| "unknown".into()),
             labels: facts.map(|f| f.labels).unwrap_or_default(),
             agent: stored.agent.clone(),
-            state: stored.state.clone(),
+            // The store keeps a cancelled run `abandoned`; the figures tell them apart.
+            state: if stored.cancelled && stored.state == "abandoned" {
+                "cancelled".to_string()
+            } else {
+                stored.state.clone()
+            },
             started_at: stored.started_at,
             completed_at: stored.completed_at,
             pr_opened: stored.pr_number.is_some(),

@@ -13,6 +13,10 @@ use crate::queue::{next_status, QueueEvent, QueueStatus};
 use crate::record::Run;
 use crate::run::{next_state, IllegalRunMove, RunEvent, RunState};
 
+/// How the owner's `cancel` begins the reason it ends a run with (`abandoned`): what the
+/// outcome figures tell a cancelled run from an abandoned one by.
+pub const CANCELLED_BY_OWNER: &str = "cancelled by the owner";
+
 /// The path a run ends by; it names the actor of its task's move.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Origin {

@@ -925,7 +925,10 @@ impl Store for PgStore {
              (SELECT SUM(w.cost_usd)::double precision FROM executor_workers w WHERE w.run_id = r.id), \
              (SELECT COUNT(*) FROM executor_workers w WHERE w.run_id = r.id AND w.phase = 'fix_ci'), \
              (SELECT COUNT(*) FROM executor_workers w WHERE w.run_id = r.id AND w.phase = 'fix_comments'), \
-             m.memory, f.facts \
+             m.memory, f.facts, \
+             CASE WHEN r.state = 'abandoned' AND EXISTS (SELECT 1 FROM executor_events e \
+               WHERE e.task_gid = r.task_gid AND e.actor = 'owner' AND e.detail LIKE $3 \
+               AND e.at >= r.started_at AND e.at <= r.updated_at) THEN 1::bigint ELSE 0::bigint END \
              FROM executor_runs r \
              LEFT JOIN executor_queue q ON q.task_gid = r.task_gid \
              LEFT JOIN executor_pr_memory m ON m.run_id = r.id \
@@ -934,6 +937,7 @@ impl Store for PgStore {
         )
         .bind(since)
         .bind(i64::from(limit))
+        .bind(format!("{}%", executor_core::ending::CANCELLED_BY_OWNER))
         .fetch_all(&self.pool)
         .await?
         .iter()

@@ -413,7 +413,8 @@ pub(crate) fn numbered(sql: &str) -> String {
 
 /// The columns of an outcome row, in the order both backends select them: the run's id,
 /// task, its task's source, state, start, completion, PR number, its workers' first agent,
-/// summed cost, `fix_ci` and `fix_comments` workers, its PR memory and its task's facts.
+/// summed cost, `fix_ci` and `fix_comments` workers, its PR memory, its task's facts, and
+/// whether the owner's cancel ended it.
 pub(crate) fn outcome<R: Cells>(
     row: &R,
 ) -> Result<executor_core::analytics::StoredOutcome, R::Error> {
@@ -431,6 +432,7 @@ pub(crate) fn outcome<R: Cells>(
         fix_comments_workers: row.int(10)?.unwrap_or(0),
         pr_memory: row.text(11)?,
         task_facts: row.text(12)?,
+        cancelled: row.int(13)?.unwrap_or(0) != 0,
     })
 }
 

@@ -255,7 +255,10 @@ fn migrate(conn: &mut Connection, list: &[Migration]) -> Result<(), CallError> {
 /// of the window's runs (their ids are at least the window's first), not once per run.
 const OUTCOME_SELECT: &str =
     "SELECT r.id, r.task_gid, q.source, r.state, r.started_at, r.completed_at, r.pr_number, \
-     w.agent, w.cost, w.fix_ci, w.fix_comments, m.memory, f.facts \
+     w.agent, w.cost, w.fix_ci, w.fix_comments, m.memory, f.facts, \
+     CASE WHEN r.state = 'abandoned' THEN EXISTS (SELECT 1 FROM executor_events e \
+       WHERE e.task_gid = r.task_gid AND e.actor = 'owner' AND e.detail LIKE ?3 \
+       AND e.at >= r.started_at AND e.at <= r.updated_at) ELSE 0 END \
      FROM executor_runs r \
      LEFT JOIN executor_queue q ON q.task_gid = r.task_gid \
      LEFT JOIN (SELECT run_id, MIN(agent) AS agent, \
@@ -1152,7 +1155,14 @@ impl Store for SqliteStore {
             let since = text(&since);
             let runs = conn
                 .prepare_cached(OUTCOME_SELECT)?
-                .query_map(params![since, limit], |row| rows::outcome(row))?
+                .query_map(
+                    params![
+                        since,
+                        limit,
+                        format!("{}%", executor_core::ending::CANCELLED_BY_OWNER)
+                    ],
+                    |row| rows::outcome(row),
+                )?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let escalations = conn
                 .prepare_cached(

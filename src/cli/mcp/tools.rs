@@ -66,7 +66,7 @@ pub const TOOLS: &[Tool] = &[
     Tool {
         name: "list_runs",
         title: "List runs",
-        description: "Runs, newest first, optionally in one state (queued, in_progress, pr, complete, abandoned, cancelled), with their spend.",
+        description: "Runs, newest first, optionally in one state (queued, in_progress, pr, complete, abandoned: a cancelled run is abandoned), with their spend.",
         input: || {
             json!({
                 "type": "object",
