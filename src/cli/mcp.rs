@@ -174,7 +174,11 @@ impl Server<'_> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return protocol::error(id, protocol::INVALID_PARAMS, "`name` is required");
         };
-        let args = params.get("arguments").cloned().unwrap_or(json!({}));
+        // Absent or null: no arguments.
+        let args = match params.get("arguments") {
+            None | Some(Value::Null) => json!({}),
+            Some(args) => args.clone(),
+        };
         if !args.is_object() {
             return protocol::error(id, protocol::INVALID_PARAMS, "`arguments` is an object");
         }
