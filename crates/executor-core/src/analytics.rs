@@ -11,8 +11,9 @@
 //! - **funnel**: PR opened (the run has a PR number) → CI green (executor's review ran,
 //!   which it does only on a green head, or the run completed) → review passed (executor's
 //!   review passed) → merged.
-//! - **clean success**: completed with no escalation and no owner action beyond adding the
-//!   task, `go` and the merge (no retry, no comment that sent the PR back).
+//! - **clean success**: completed with no escalation and no owner action on its task while
+//!   it ran (its start to its last update) beyond adding the task, `go` and the merge. The
+//!   owner's PR comments are not task events, so one that sent the PR back is not counted.
 //! - **time to complete**: from the run's start to its completion, completed runs only.
 //! - **cost per completed run**: every run's cost in the group over its completed runs
 //!   (the failed runs' cost is part of what a success cost); per merged PR likewise.
@@ -91,8 +92,9 @@ pub struct Outcomes {
     pub runs: Vec<StoredOutcome>,
     /// Each escalation of those runs: the run, when asked, when answered.
     pub escalations: Vec<(i64, DateTime<Utc>, Option<DateTime<Utc>>)>,
-    /// Per task: the owner's actions beyond adding it and `go` ([`OWNER_ACTORS`]).
-    pub owner_actions: Vec<(String, i64)>,
+    /// Per run: the owner's actions on its task while it ran (from its start to its last
+    /// update), beyond adding the task and `go` ([`OWNER_ACTORS`]).
+    pub owner_actions: Vec<(i64, i64)>,
 }
 
 /// The actors whose events are the owner's own (the CLI, the console, an MCP client).
@@ -150,16 +152,12 @@ pub fn facts_of(outcomes: &Outcomes) -> Vec<RunFacts> {
     for (run, at, answered) in &outcomes.escalations {
         asked.entry(*run).or_default().push((*at, *answered));
     }
-    let acted: BTreeMap<&str, i64> = outcomes
-        .owner_actions
-        .iter()
-        .map(|(gid, n)| (gid.as_str(), *n))
-        .collect();
+    let acted: BTreeMap<i64, i64> = outcomes.owner_actions.iter().copied().collect();
     outcomes
         .runs
         .iter()
         .map(|stored| {
-            let owner = acted.get(stored.task_gid.as_str()).copied().unwrap_or(0);
+            let owner = acted.get(&stored.run_id).copied().unwrap_or(0);
             RunFacts::from_stored(
                 stored,
                 asked.remove(&stored.run_id).unwrap_or_default(),

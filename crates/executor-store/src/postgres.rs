@@ -951,10 +951,11 @@ impl Store for PgStore {
         .bind(since)
         .fetch_all(&self.pool)
         .await?;
-        let owner_actions: Vec<(String, i64)> = sqlx::query_as(
-            "SELECT e.task_gid, COUNT(*) FROM executor_events e \
-             WHERE e.task_gid IN (SELECT task_gid FROM executor_runs WHERE started_at >= $1) \
-             AND e.actor = ANY($2) AND NOT (e.kind = ANY($3)) GROUP BY e.task_gid",
+        let owner_actions: Vec<(i64, i64)> = sqlx::query_as(
+            "SELECT r.id::bigint, COUNT(*) FROM executor_runs r \
+             JOIN executor_events e ON e.task_gid = r.task_gid \
+             AND e.at >= r.started_at AND e.at <= r.updated_at \
+             WHERE r.started_at >= $1 AND e.actor = ANY($2) AND NOT (e.kind = ANY($3)) GROUP BY r.id",
         )
         .bind(since)
         .bind(executor_core::analytics::OWNER_ACTORS)

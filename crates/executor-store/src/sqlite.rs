@@ -1176,13 +1176,14 @@ impl Store for SqliteStore {
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             let owner_actions = conn
                 .prepare_cached(&format!(
-                    "SELECT e.task_gid, COUNT(*) FROM executor_events e \
-                     WHERE e.task_gid IN (SELECT task_gid FROM executor_runs WHERE started_at >= ?1) \
-                     AND e.actor IN ({}) AND e.kind NOT IN ({}) GROUP BY e.task_gid",
+                    "SELECT r.id, COUNT(*) FROM executor_runs r \
+                     JOIN executor_events e ON e.task_gid = r.task_gid \
+                     AND e.at >= r.started_at AND e.at <= r.updated_at \
+                     WHERE r.started_at >= ?1 AND e.actor IN ({}) AND e.kind NOT IN ({}) GROUP BY r.id",
                     quoted(executor_core::analytics::OWNER_ACTORS),
                     quoted(executor_core::analytics::PLAIN_EVENTS),
                 ))?
-                .query_map([&since], |row| Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?)))?
+                .query_map([&since], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, i64>(1)?)))?
                 .collect::<rusqlite::Result<Vec<_>>>()?;
             Ok(executor_core::analytics::Outcomes {
                 runs,
