@@ -162,9 +162,63 @@ pub async fn gather(store: &dyn Store) -> anyhow::Result<String> {
             .set(line.undelivered);
     }
     spend(&mut registry, &store.spend(None).await?);
+    let day = crate::ops::analytics::report(store, chrono::Utc::now(), 1).await?;
+    outcomes(&mut registry, &day.figures.all);
     let mut text = String::new();
     encode(&mut text, &registry)?;
     Ok(text)
+}
+
+/// The outcome figures of the runs started in the last 24 hours ([`crate::ops::analytics`]):
+/// how they ended, and the rates where they have a denominator (a rate with none is left
+/// out rather than said as 0).
+fn outcomes(registry: &mut Registry, all: &crate::core::analytics::Figures) {
+    use prometheus_client::metrics::gauge::Gauge as FloatGauge;
+    use std::sync::atomic::AtomicU64;
+    let ended = labelled(
+        registry,
+        "outcome_runs_24h",
+        "Runs started in the last 24 hours, by how they ended (open: not yet)",
+    );
+    for (ending, n) in [
+        ("completed", all.completed),
+        ("abandoned", all.abandoned),
+        ("cancelled", all.cancelled),
+        ("open", all.open),
+    ] {
+        ended
+            .get_or_create(&label("ending", ending))
+            .set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+    single(
+        registry,
+        "outcome_clean_24h",
+        "Runs started in the last 24 hours that completed with no escalation and no owner action beyond go",
+        i64::try_from(all.clean_success).unwrap_or(i64::MAX),
+    );
+    for (name, help, value) in [
+        (
+            "outcome_success_ratio_24h",
+            "Completed runs over ended ones, of those started in the last 24 hours",
+            all.success_rate,
+        ),
+        (
+            "outcome_cost_per_completed_usd_24h",
+            "Every run's cost over the completed runs, of those started in the last 24 hours",
+            all.cost_per_completed_usd,
+        ),
+        (
+            "outcome_cost_per_merged_usd_24h",
+            "Every run's cost over the merged PRs, of the runs started in the last 24 hours",
+            all.cost_per_merged_usd,
+        ),
+    ] {
+        if let Some(value) = value {
+            let gauge = FloatGauge::<f64, AtomicU64>::default();
+            gauge.set(value);
+            registry.register(name, help, gauge);
+        }
+    }
 }
 
 /// What the workers spent, by agent: counters, as spend only grows.

@@ -68,4 +68,23 @@ fn stats_count_the_runs_as_the_figures_define_them_in_the_cli_and_the_api() {
     let served = get(&console_address(&ws), "/api/v1/analytics?days=30");
     assert_eq!(served["all"], report["all"], "{served}");
     assert_eq!(served["by_agent"], report["by_agent"], "{served}");
+    // The last day's figures in the scrape.
+    let (code, metrics) = crate::console::call(&console_address(&ws), "GET", "/metrics", &[], "");
+    assert_eq!(code, 200);
+    let metrics = metrics.as_str().unwrap_or_default().to_string();
+    for line in [
+        "executor_outcome_runs_24h{ending=\"completed\"} 2",
+        "executor_outcome_runs_24h{ending=\"abandoned\"} 1",
+        "executor_outcome_clean_24h 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing: {metrics}");
+    }
+    assert!(
+        metrics.contains("executor_outcome_success_ratio_24h 0.66"),
+        "{metrics}"
+    );
+    assert!(
+        !metrics.contains("executor_outcome_cost_per_merged_usd_24h"),
+        "no PR merged, no cost per merged PR: {metrics}"
+    );
 }
