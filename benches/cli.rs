@@ -1890,6 +1890,52 @@ fn fill_runs(db: &Path, runs: usize) -> (String, i64) {
     )
 }
 
+/// A workspace whose daemon serves the console on a free port, with no worktrees and a
+/// no-op command agent (nothing for it to work on but what a bench adds).
+fn console_workspace(dir: &Path) -> PathBuf {
+    let config = init_workspace(dir);
+    let text = std::fs::read_to_string(&config).expect("read the console config");
+    let text = text
+        .replacen("[web]\n", "[web]\nlisten = \"127.0.0.1:0\"\n", 1)
+        .replacen("[runner]\n", "[runner]\nworktrees = false\n", 1)
+        .replacen(
+            "[agent]\n",
+            "[agent]\nkind = \"command\"\ncommand = [\"/bin/echo\", \"[DONE:implemented] nothing\"]\n",
+            1,
+        );
+    std::fs::write(&config, text).expect("write the console config");
+    config
+}
+
+/// `samples` timed `GET path`s over fresh connections after `warm` untimed ones, each a
+/// 200 (else the daemon's `log` is named); the times and the last answer's size.
+fn timed_gets(
+    address: &str,
+    path: &str,
+    warm: usize,
+    samples: usize,
+    log: &Path,
+) -> (Vec<Duration>, usize) {
+    for _ in 0..warm {
+        console_get(address, path);
+    }
+    let mut times = Vec::with_capacity(samples);
+    let mut size = 0;
+    for _ in 0..samples {
+        let started = Instant::now();
+        let (code, bytes) = console_get(address, path);
+        times.push(started.elapsed());
+        assert_eq!(
+            code,
+            200,
+            "GET {path} answered {code}; the log is {}",
+            log.display()
+        );
+        size = bytes;
+    }
+    (times, size)
+}
+
 /// How many runs the outcome figures are timed over, and their target.
 const ANALYTICS_RUNS: usize = 100_000;
 const ANALYTICS_SAMPLES: usize = 20;
@@ -1899,17 +1945,7 @@ const ANALYTICS_TARGET: Duration = Duration::from_millis(100);
 /// its spend), every one in the window: the figures' one read and their computation.
 fn analytics(dir: &Path) -> (Vec<Row>, Vec<String>) {
     let runs = sized("EXECUTOR_BENCH_ANALYTICS_RUNS", ANALYTICS_RUNS);
-    let config = init_workspace(dir);
-    let text = std::fs::read_to_string(&config).expect("read the config");
-    let text = text
-        .replacen("[web]\n", "[web]\nlisten = \"127.0.0.1:0\"\n", 1)
-        .replacen("[runner]\n", "[runner]\nworktrees = false\n", 1)
-        .replacen(
-            "[agent]\n",
-            "[agent]\nkind = \"command\"\ncommand = [\"/bin/echo\", \"[DONE:implemented] nothing\"]\n",
-            1,
-        );
-    std::fs::write(&config, text).expect("write the config");
+    let config = console_workspace(dir);
     let db = db_path(&config);
     let mut notes = vec![fill_queue_with(&db, runs, |_| QueueStatus::Done)];
     let (note, _) = fill_runs(&db, runs);
@@ -1919,23 +1955,7 @@ fn analytics(dir: &Path) -> (Vec<Row>, Vec<String>) {
     wait_for_daemon(&config);
     let address = console_address(&log);
     let path = "/api/v1/analytics?days=3650";
-    for _ in 0..2 {
-        console_get(&address, path);
-    }
-    let mut samples = Vec::with_capacity(ANALYTICS_SAMPLES);
-    let mut size = 0;
-    for _ in 0..ANALYTICS_SAMPLES {
-        let started = Instant::now();
-        let (code, bytes) = console_get(&address, path);
-        samples.push(started.elapsed());
-        assert_eq!(
-            code,
-            200,
-            "GET {path} answered {code}; the log is {}",
-            log.display()
-        );
-        size = bytes;
-    }
+    let (samples, size) = timed_gets(&address, path, 2, ANALYTICS_SAMPLES, &log);
     let row = Row {
         name: format!(
             "console API `/api/v1/analytics` over {runs} finished runs, all in the window ({} KB)",
@@ -1955,17 +1975,7 @@ fn analytics(dir: &Path) -> (Vec<Row>, Vec<String>) {
 fn console(dir: &Path) -> (Vec<Row>, Vec<String>) {
     let tasks = sized("EXECUTOR_BENCH_TASKS", CONSOLE_TASKS);
     let run_count = sized("EXECUTOR_BENCH_RUNS", CONSOLE_RUNS).min(tasks);
-    let config = init_workspace(dir);
-    let text = std::fs::read_to_string(&config).expect("read the console config");
-    let text = text
-        .replacen("[web]\n", "[web]\nlisten = \"127.0.0.1:0\"\n", 1)
-        .replacen("[runner]\n", "[runner]\nworktrees = false\n", 1)
-        .replacen(
-            "[agent]\n",
-            "[agent]\nkind = \"command\"\ncommand = [\"/bin/echo\", \"[DONE:implemented] nothing\"]\n",
-            1,
-        );
-    std::fs::write(&config, text).expect("write the console config");
+    let config = console_workspace(dir);
     let db = db_path(&config);
     let mut notes = vec![fill_queue_with(&db, tasks, |n| match n % 10 {
         0 => QueueStatus::ForReview,
@@ -2020,23 +2030,7 @@ fn console(dir: &Path) -> (Vec<Row>, Vec<String>) {
     ] {
         for (name, path) in list {
             // The first requests warm the store's caches and probe the wall (System).
-            for _ in 0..3 {
-                console_get(&address, path);
-            }
-            let mut samples = Vec::with_capacity(CONSOLE_SAMPLES);
-            let mut size = 0;
-            for _ in 0..CONSOLE_SAMPLES {
-                let started = Instant::now();
-                let (code, bytes) = console_get(&address, path);
-                samples.push(started.elapsed());
-                assert_eq!(
-                    code,
-                    200,
-                    "GET {path} answered {code}; the log is {}",
-                    log.display()
-                );
-                size = bytes;
-            }
+            let (samples, size) = timed_gets(&address, path, 3, CONSOLE_SAMPLES, &log);
             rows.push(Row {
                 name: format!("console {kind} {name} ({scale}, {} KB)", size / 1024),
                 met: percentile(&samples, 95) <= target,

@@ -1338,20 +1338,19 @@ async fn run_once(settings: &Settings, store: Arc<dyn Store>, clock: &SystemCloc
                 report.closed,
                 report.closed_unseen
             ),
-            // The service asked for a wait (a 429's Retry-After, kept past this process):
-            // honoured, not a failure; a later run takes the source in.
-            Err(error) if error.wait().is_some() => {
-                let wait = error.wait().unwrap_or_default();
-                eprintln!(
+            Err(error) => match error.wait() {
+                // The service asked for a wait (a 429's Retry-After, kept past this
+                // process): honoured, not a failure; a later run takes the source in.
+                Some(wait) => eprintln!(
                     "{}: skipped: the service asked not to be called for {} s more ({error}); a later run takes it in",
                     source.name(),
                     wait.as_secs().max(1)
-                );
-            }
-            Err(error) => {
-                eprintln!("{}: {error}; the other sources go on", source.name());
-                source_failures.push(format!("{}: {error}", source.name()));
-            }
+                ),
+                None => {
+                    eprintln!("{}: {error}; the other sources go on", source.name());
+                    source_failures.push(format!("{}: {error}", source.name()));
+                }
+            },
         }
     }
     let _leases = LeaseKeeper::start(&runner);

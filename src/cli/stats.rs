@@ -82,17 +82,21 @@ fn row(name: &str, f: &Figures) {
         duration(f.time_to_complete.median_s),
         dollars(f.cost_per_completed_usd),
         dollars(f.cost_per_merged_usd),
-        f.escalations_per_run
-            .map_or_else(|| "-".to_string(), |e| format!("{e:.2}")),
+        per_run(f.escalations_per_run),
     );
 }
 
-fn percent(rate: Option<f64>) -> String {
+pub(crate) fn percent(rate: Option<f64>) -> String {
     rate.map_or_else(|| "-".to_string(), |r| format!("{:.0}%", r * 100.0))
 }
 
-fn dollars(cost: Option<f64>) -> String {
+pub(crate) fn dollars(cost: Option<f64>) -> String {
     cost.map_or_else(|| "-".to_string(), |c| format!("${c:.2}"))
+}
+
+/// A count per run, or `-` with no runs.
+pub(crate) fn per_run(count: Option<f64>) -> String {
+    count.map_or_else(|| "-".to_string(), |c| format!("{c:.2}"))
 }
 
 /// Seconds as the largest whole unit that reads well.

@@ -33,9 +33,8 @@ pub struct Report {
 pub async fn report(store: &dyn Store, now: DateTime<Utc>, days: u32) -> StoreResult<Report> {
     let days = days.clamp(1, 3650);
     let since = now - Duration::days(i64::from(days));
-    let outcomes = store.outcomes_since(since, MAX_RUNS + 1).await?;
+    let mut outcomes = store.outcomes_since(since, MAX_RUNS + 1).await?;
     let cut = outcomes.runs.len() > MAX_RUNS as usize;
-    let mut outcomes = outcomes;
     outcomes.runs.truncate(MAX_RUNS as usize);
     Ok(Report {
         since,

@@ -1522,20 +1522,13 @@ fn pid_namespace(pid: u32) -> Option<std::path::PathBuf> {
 /// The processes whose environment holds the runner's heartbeat (`EXECUTOR_KEEPER_BEAT`).
 fn heartbeat_holders() -> Vec<u32> {
     let var = format!("{}=", executor::sandbox::keeper::BEAT_VAR);
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let environ = std::fs::read(e.path().join("environ")).ok()?;
+    crate::keeper::pids_where(|proc| {
+        std::fs::read(proc.join("environ")).is_ok_and(|environ| {
             environ
                 .split(|b| *b == 0)
                 .any(|entry| entry.starts_with(var.as_bytes()))
-                .then_some(pid)
         })
-        .collect()
+    })
 }
 
 #[test]

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use crate::support::{eventually, PgSchema, Workspace};
 
-/// The pids of the live `sleep MARKER` processes (the workers' long job), from `/proc`.
-pub(crate) fn sleepers(marker: &str) -> Vec<u32> {
+/// The pids of the processes `/proc` lists whose folder (`/proc/PID`) passes `keep`.
+pub(crate) fn pids_where(keep: impl Fn(&std::path::Path) -> bool) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -18,13 +18,26 @@ pub(crate) fn sleepers(marker: &str) -> Vec<u32> {
         .filter_map(Result::ok)
         .filter_map(|e| {
             let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-            let zombie = stat.rsplit_once(')')?.1.trim_start().starts_with('Z');
-            (text.trim_end() == format!("sleep {marker}") && !zombie).then_some(pid)
+            keep(&e.path()).then_some(pid)
         })
         .collect()
+}
+
+/// The pids of the live `sleep MARKER` processes (the workers' long job), from `/proc`.
+pub(crate) fn sleepers(marker: &str) -> Vec<u32> {
+    pids_where(|proc| {
+        let Ok(cmdline) = std::fs::read(proc.join("cmdline")) else {
+            return false;
+        };
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let Ok(stat) = std::fs::read_to_string(proc.join("stat")) else {
+            return false;
+        };
+        let zombie = stat
+            .rsplit_once(')')
+            .is_none_or(|(_, rest)| rest.trim_start().starts_with('Z'));
+        text.trim_end() == format!("sleep {marker}") && !zombie
+    })
 }
 
 /// A daemon of `ws`, its output in `log`, killed (and continued first) when dropped.

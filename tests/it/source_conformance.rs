@@ -72,9 +72,22 @@ impl Adapter for Github {
     fn add_issue(&self, title: &str, labels: &[&str]) -> u64 {
         self.0.add_issue(title, "Steps: hover.", labels, None)
     }
-    fn add_pull(&self, _title: &str) {
-        // The fake lists no PRs among the issues: the issues list of GitHub does, and the
-        // client's unit tests hold it to leaving them out.
+    fn add_pull(&self, title: &str) {
+        // Opened as a run opens one, then labelled: GitHub's issues list shows it too.
+        let client = executor::forge::github::GithubClient::new(self.0.settings()).expect("client");
+        let pr = executor::forge::github::NewPullRequest {
+            title: title.into(),
+            head: "executor/pull".into(),
+            base: "main".into(),
+            body: String::new(),
+        };
+        let opened = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(client.create_draft_pr(&pr))
+            .expect("a PR");
+        self.0.add_label(opened.number, "executor");
     }
     fn close(&self, number: u64) {
         self.0.close_issue(number);

@@ -1003,15 +1003,8 @@ async fn outcomes_since_read_each_runs_figures(store: &dyn Store) {
     for (phase, cost) in [("queued", 1.5), ("fix_ci", 0.5)] {
         let id = store
             .record_worker(&WorkerRecord {
-                id: 0,
-                run_id: merged.id,
                 phase: phase.into(),
-                host: "h1".into(),
-                pid: 100,
-                start_time: None,
-                started_at: t0(),
-                ended_at: None,
-                outcome: None,
+                ..worker_on_h1(merged.id, 100)
             })
             .await
             .expect("worker");

@@ -1223,31 +1223,25 @@ fn newest_owner_comment(obs: &PrObservation, memory: &PrMemory) -> Option<OwnerC
 pub const EXECUTOR_MARK: &str = "<!-- executor:";
 
 /// The hidden mark of executor's answer `answer` to thread `thread` (a review thread, or an
-/// owner's comment as `comment-<id>`): the answer's post carries it, so a retry after a
-/// lost answer finds the answer already there and posts nothing.
-pub fn answer_marker(thread: &str, answer: &str) -> String {
+/// owner's comment as `comment-<id>`) as last asked by comment `ask` ([`last_ask`]): the
+/// answer's post carries it, so a retry after a lost answer finds it there and posts
+/// nothing, while the same text to a later ask is marked anew.
+pub fn answer_marker(thread: &str, ask: &str, answer: &str) -> String {
     use sha2::{Digest, Sha256};
-    let digest = Sha256::digest(format!("{thread}\n{answer}").as_bytes());
+    let digest = Sha256::digest(format!("{thread}\n{ask}\n{answer}").as_bytes());
     let short: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     format!("{EXECUTOR_MARK}answer:{short} -->")
 }
 
-/// Whether a thread's comments (`bodies`, oldest first) hold `marker` since the thread
-/// last asked (after its last comment that is not executor's): the answer was posted
-/// and its answer lost. The same answer to a later ask is a new answer.
-pub fn answered_since_last_ask<'a>(
-    bodies: impl IntoIterator<Item = &'a str>,
-    marker: &str,
-) -> bool {
-    let mut answered = false;
-    for body in bodies {
-        if !body.contains(EXECUTOR_MARK) {
-            answered = false;
-        } else if body.contains(marker) {
-            answered = true;
-        }
-    }
-    answered
+/// The id of a thread's newest comment that is not executor's (`comments`, oldest first,
+/// as `(id, body)`): the ask an answer answers.
+pub fn last_ask<'a, Id: ToString>(
+    comments: impl DoubleEndedIterator<Item = (Id, &'a str)>,
+) -> Option<String> {
+    comments
+        .rev()
+        .find(|(_, body)| !body.contains(EXECUTOR_MARK))
+        .map(|(id, _)| id.to_string())
 }
 
 /// The prefix of the id under which an owner's conversation comment is sent to a
@@ -2696,26 +2690,21 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_counts_as_posted_only_since_its_thread_last_asked() {
-        let marker = answer_marker("PRRT_1", "Fixed it.");
-        assert_eq!(marker, answer_marker("PRRT_1", "Fixed it."));
-        assert_ne!(marker, answer_marker("PRRT_2", "Fixed it."));
-        assert_ne!(marker, answer_marker("PRRT_1", "Fixed it again."));
+    fn an_answer_is_marked_by_its_thread_its_ask_and_its_text() {
+        let marker = answer_marker("PRRT_1", "c1", "Fixed it.");
+        assert_eq!(marker, answer_marker("PRRT_1", "c1", "Fixed it."));
+        assert_ne!(marker, answer_marker("PRRT_2", "c1", "Fixed it."));
+        assert_ne!(
+            marker,
+            answer_marker("PRRT_1", "c2", "Fixed it."),
+            "a later ask"
+        );
+        assert_ne!(marker, answer_marker("PRRT_1", "c1", "Fixed it again."));
         let ours = format!("Fixed it.\n\n{marker}");
-        let other = format!("Other.\n\n{}", answer_marker("PRRT_1", "Other."));
-        assert!(!answered_since_last_ask(["Please fix."], &marker));
-        assert!(answered_since_last_ask(
-            ["Please fix.", ours.as_str()],
-            &marker
-        ));
-        assert!(answered_since_last_ask(
-            ["Please fix.", ours.as_str(), other.as_str()],
-            &marker
-        ));
-        // The reviewer asked again after it: the same answer is a new one.
-        assert!(!answered_since_last_ask(
-            ["Please fix.", ours.as_str(), "Still broken."],
-            &marker
-        ));
+        let asked = [(1, "Please fix."), (2, ours.as_str())];
+        assert_eq!(last_ask(asked.into_iter()), Some("1".to_string()));
+        let again = [(1, "Please fix."), (2, ours.as_str()), (3, "Still broken.")];
+        assert_eq!(last_ask(again.into_iter()), Some("3".to_string()));
+        assert_eq!(last_ask([(9, ours.as_str())].into_iter()), None);
     }
 }

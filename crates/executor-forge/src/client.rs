@@ -16,8 +16,7 @@ use chrono::{DateTime, Utc};
 use super::gitea_pr::GiteaRepo;
 use super::github::{self, steps, GithubClient, GithubError, NewPullRequest};
 use executor_core::pr::{
-    answer_marker, answered_since_last_ask, Opening, PrConfig, PrObservation, TriggerReason,
-    OWNER_ASK_PREFIX,
+    answer_marker, last_ask, Opening, PrConfig, PrObservation, TriggerReason, OWNER_ASK_PREFIX,
 };
 use executor_http::gitea::GiteaError;
 
@@ -265,9 +264,9 @@ impl ForgeClient {
     /// (at `pr_url`); a review thread by a reply in it. GitHub takes a reply to the
     /// thread's first comment; Gitea's API has no reply in a conversation, so there the
     /// answer is a review comment on the thread's line, which Gitea shows in that
-    /// conversation. Each answer carries its [`answer_marker`] and is looked for first (in
-    /// the conversation, or in its thread since the thread last asked), so a retry after
-    /// a lost answer posts nothing twice. Answers the threads the PR does not have
+    /// conversation. Each answer carries its [`answer_marker`], of the thread's last ask,
+    /// and is looked for first (in the conversation, or in its thread), so a retry after a
+    /// lost answer posts nothing twice and the same text to a later ask is posted anew. Answers the threads the PR does not have
     /// (nothing was posted for them).
     pub async fn answer_threads(
         &self,
@@ -281,14 +280,13 @@ impl ForgeClient {
             Self::Gitea(_) => Vec::new(),
         };
         for (thread, answer) in answers {
-            let marker = answer_marker(thread, answer);
-            let marked = format!("{answer}\n\n{marker}");
             if let Some(comment) = thread.strip_prefix(OWNER_ASK_PREFIX) {
+                let marker = answer_marker(thread, comment, answer);
                 let link = pr_url
                     .map(|url| format!("{url}#issuecomment-{comment}"))
                     .unwrap_or_else(|| format!("comment {comment}"));
-                self.answer_owner(number, &format!("On {link}:\n\n{marked}"), &marker)
-                    .await?;
+                let body = format!("On {link}:\n\n{answer}\n\n{marker}");
+                self.answer_owner(number, &body, &marker).await?;
                 continue;
             }
             let answered = match self {
@@ -297,14 +295,18 @@ impl ForgeClient {
                         missing.push(thread.clone());
                         continue;
                     };
-                    let bodies = found.comments.iter().map(|c| c.body.as_str());
-                    if answered_since_last_ask(bodies, &marker) {
+                    let comments = found.comments.iter();
+                    let ask = last_ask(comments.map(|c| (c.id.as_str(), c.body.as_str())))
+                        .unwrap_or_default();
+                    let marker = answer_marker(thread, &ask, answer);
+                    if found.comments.iter().any(|c| c.body.contains(&marker)) {
                         continue;
                     }
                     // GitHub takes replies to a thread's top-level comment only (replies
                     // to replies are not supported): the answer goes to the first comment.
                     match found.comments.first().and_then(|c| c.database_id) {
                         Some(comment) => {
+                            let marked = format!("{answer}\n\n{marker}");
                             client
                                 .reply_to_review_comment(number, comment, &marked)
                                 .await?;
@@ -313,7 +315,6 @@ impl ForgeClient {
                         None => false,
                     }
                 }
-                // Gitea's marker names the conversation's last ask too (see there).
                 Self::Gitea(repo) => repo.answer_thread(number, thread, answer).await?,
             };
             if !answered {

@@ -34,8 +34,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use executor_core::pr::{
-    answer_marker, CheckConclusion, CheckRun, CheckRunStatus, ObservedComment, ObservedThread,
-    Opening, OwnerComment, PrConfig, PrObservation, PrState, EXECUTOR_MARK,
+    answer_marker, last_ask, CheckConclusion, CheckRun, CheckRunStatus, ObservedComment,
+    ObservedThread, Opening, OwnerComment, PrConfig, PrObservation, PrState, EXECUTOR_MARK,
 };
 use executor_http::gitea::{
     DiffLine, GiteaClient, GiteaComment, GiteaError, GiteaPull, GiteaReviewComment, GiteaStatus,
@@ -252,12 +252,9 @@ impl GiteaRepo {
             .iter()
             .filter(|c| c.path == found.path && c.line() == found.line())
             .collect();
-        let ask = conversation
-            .iter()
-            .rev()
-            .find(|c| !c.body.contains(EXECUTOR_MARK))
-            .map_or(first, |c| c.id);
-        let marker = answer_marker(&format!("{thread}@{ask}"), answer);
+        let ask = last_ask(conversation.iter().map(|c| (c.id, c.body.as_str())))
+            .unwrap_or_else(|| first.to_string());
+        let marker = answer_marker(thread, &ask, answer);
         let marked = format!("{answer}\n\n{marker}");
         if conversation.iter().any(|c| c.body.contains(&marker)) {
             return Ok(true);

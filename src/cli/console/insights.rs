@@ -150,36 +150,17 @@ pub(super) async fn show(State(c): State<Console>, Query(q): Query<InsightsQuery
     let f = &report.figures;
     let per_day: Vec<(&String, &Figures)> = f.by_day.iter().collect();
     let all = &f.all;
-    let funnel = bars(
-        &[
-            (
-                "runs".to_string(),
-                all.started as f64,
-                all.started.to_string(),
-            ),
-            (
-                "PR opened".to_string(),
-                all.funnel.pr_opened as f64,
-                all.funnel.pr_opened.to_string(),
-            ),
-            (
-                "CI green".to_string(),
-                all.funnel.ci_green as f64,
-                all.funnel.ci_green.to_string(),
-            ),
-            (
-                "review passed".to_string(),
-                all.funnel.review_passed as f64,
-                all.funnel.review_passed.to_string(),
-            ),
-            (
-                "merged".to_string(),
-                all.funnel.merged as f64,
-                all.funnel.merged.to_string(),
-            ),
-        ],
-        "funnel",
-    );
+    let funnel: Vec<(String, f64, String)> = [
+        ("runs", all.started),
+        ("PR opened", all.funnel.pr_opened),
+        ("CI green", all.funnel.ci_green),
+        ("review passed", all.funnel.review_passed),
+        ("merged", all.funnel.merged),
+    ]
+    .into_iter()
+    .map(|(name, n)| (name.to_string(), n as f64, n.to_string()))
+    .collect();
+    let funnel = bars(&funnel, "funnel");
     let cost: Vec<(String, f64, String)> = f
         .by_agent
         .iter()
@@ -211,16 +192,14 @@ pub(super) async fn show(State(c): State<Console>, Query(q): Query<InsightsQuery
 
 /// One group's figures as the page's table shows them.
 fn row(name: &str, f: &Figures) -> minijinja::Value {
-    let percent = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{:.0}%", r * 100.0));
-    let dollars = |c: Option<f64>| c.map_or("-".to_string(), |c| format!("${c:.2}"));
-    let minutes = super::super::stats::duration;
+    use super::super::stats::{dollars, duration as minutes, per_run, percent};
     context! { name, started => f.started, completed => f.completed, abandoned => f.abandoned,
     cancelled => f.cancelled, open => f.open, success => percent(f.success_rate),
     clean => f.clean_success, merged => f.funnel.merged,
     median => minutes(f.time_to_complete.median_s), p95 => minutes(f.time_to_complete.p95_s),
     per_completed => dollars(f.cost_per_completed_usd), per_merged => dollars(f.cost_per_merged_usd),
     cost => format!("${:.2}", f.cost_usd),
-    escalations => f.escalations_per_run.map_or("-".to_string(), |e| format!("{e:.2}")),
+    escalations => per_run(f.escalations_per_run),
     answer => minutes(f.escalation_answer.median_s), small => f.small_sample }
 }
 

@@ -56,14 +56,15 @@ fn optional_text<'v>(args: &'v Value, name: &str) -> Result<Option<&'v str>, Ref
     }
 }
 
-fn limit(args: &Value, default: u32, max: u32) -> Result<u32, Refusal> {
-    match args.get("limit").or_else(|| args.get("lines")) {
+/// The count argument `name` (`default` when absent, at most `max`).
+fn count(args: &Value, name: &str, default: u32, max: u32) -> Result<u32, Refusal> {
+    match args.get(name) {
         None | Some(Value::Null) => Ok(default),
         Some(v) => v
             .as_u64()
             .filter(|n| *n >= 1)
             .map(|n| n.min(u64::from(max)) as u32)
-            .ok_or_else(|| Refusal("a count is a whole number of at least 1".into())),
+            .ok_or_else(|| Refusal(format!("`{name}` is a whole number of at least 1"))),
     }
 }
 
@@ -90,7 +91,7 @@ pub async fn call(ctx: &Ctx<'_>, name: &str, args: &Value) -> Result<Value, Refu
                 ),
             };
             let tasks = store
-                .tasks_page(status.as_ref(), i64::MIN, limit(args, 200, 1000)?)
+                .tasks_page(status.as_ref(), i64::MIN, count(args, "limit", 200, 1000)?)
                 .await?;
             Ok(json!({ "tasks": tasks }))
         }
@@ -104,7 +105,7 @@ pub async fn call(ctx: &Ctx<'_>, name: &str, args: &Value) -> Result<Value, Refu
                 .into_iter()
                 .collect();
             let runs = store
-                .runs_page(&states, None, limit(args, 50, 1000)?)
+                .runs_page(&states, None, count(args, "limit", 50, 1000)?)
                 .await?;
             let ids: Vec<i64> = runs.iter().map(|r| r.id).collect();
             let spent = store.spend_of_runs(&ids).await?;
@@ -113,7 +114,7 @@ pub async fn call(ctx: &Ctx<'_>, name: &str, args: &Value) -> Result<Value, Refu
         }
         "run_log" => {
             let (run, log) = run_log(ctx, text(args, "run")?).await?;
-            let lines = limit(args, 100, 2000)? as usize;
+            let lines = count(args, "lines", 100, 2000)? as usize;
             let all: Vec<&str> = log.lines().collect();
             let tail = all[all.len().saturating_sub(lines)..].join("\n");
             Ok(json!({ "run_id": run.id, "task_gid": run.task_gid, "log": tail }))
