@@ -1802,6 +1802,7 @@ fn pr_forge(settings: &Settings) -> Result<Option<crate::runner::drive::Forge>> 
         ci_workflow: forge.ci_workflow.clone(),
         ci_start_grace: forge.ci_start_grace,
         max_effect_failures: forge.max_effect_failures.max(1),
+        auto_merge: forge.auto_merge.settings(),
     }))
 }
 

@@ -532,6 +532,58 @@ pub struct ForgeSection {
     /// reconciles what a delivery missed: GitHub never redelivers on its own).
     #[serde(default = "default_webhook_poll", with = "humantime_serde")]
     pub webhook_poll: Duration,
+    /// executor merges a complete run's PR itself once it is ready, green, reviewed and
+    /// approved (off by default).
+    #[serde(default)]
+    pub auto_merge: AutoMergeSection,
+}
+
+/// `[forge] auto_merge = { enabled, method, require_approval, delete_branch }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AutoMergeSection {
+    #[serde(default)]
+    pub enabled: bool,
+    /// `merge`, `squash` (the default) or `rebase`.
+    #[serde(default = "default_merge_method")]
+    pub method: Spanned<String>,
+    /// An approval of the head by someone other than the PR's author is needed.
+    #[serde(default = "yes")]
+    pub require_approval: bool,
+    /// The run's branch is deleted once its PR is merged.
+    #[serde(default = "yes")]
+    pub delete_branch: bool,
+}
+
+impl Default for AutoMergeSection {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            method: default_merge_method(),
+            require_approval: true,
+            delete_branch: true,
+        }
+    }
+}
+
+impl AutoMergeSection {
+    /// The settings the `pr` machine takes, when enabled (the method was checked on load).
+    pub fn settings(&self) -> Option<crate::core::merge::AutoMerge> {
+        self.enabled.then(|| crate::core::merge::AutoMerge {
+            method: crate::core::merge::MergeMethod::parse(self.method.get_ref())
+                .unwrap_or(crate::core::merge::MergeMethod::Squash),
+            require_approval: self.require_approval,
+            delete_branch: self.delete_branch,
+        })
+    }
+}
+
+fn default_merge_method() -> Spanned<String> {
+    Spanned::new(0..0, "squash".to_string())
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl ForgeSection {
@@ -647,6 +699,7 @@ impl Default for ForgeSection {
             webhook_secret_env: None,
             webhook_secret_file: None,
             webhook_poll: default_webhook_poll(),
+            auto_merge: AutoMergeSection::default(),
         }
     }
 }
@@ -1178,6 +1231,26 @@ fn validate_forge(raw: &Config, path: &Path, text: &str) -> Result<(), ConfigErr
     }
     if forge.kind == ForgeKind::Gitea {
         validate_gitea_forge(forge, path, text)?;
+    }
+    let method = &forge.auto_merge.method;
+    if crate::core::merge::MergeMethod::parse(method.get_ref()).is_none() {
+        return Err(invalid(
+            "forge.auto_merge.method",
+            method.span(),
+            format!(
+                "`{}` is not a merge method: merge, squash or rebase",
+                method.get_ref()
+            ),
+        ));
+    }
+    if forge.auto_merge.enabled && forge.kind == ForgeKind::Local {
+        return Err(ConfigError::Invalid {
+            path: path.to_path_buf(),
+            line: line_of_key(text, "auto_merge"),
+            key: "forge.auto_merge",
+            message: "auto_merge merges PRs, and forge.kind = \"local\" opens none: set kind to github or gitea"
+                .to_string(),
+        });
     }
     if let Some(name) = raw
         .agent

@@ -74,6 +74,9 @@ url = "sqlite://executor.db"
 # webhook_secret_env = "GITHUB_WEBHOOK_SECRET"  # or webhook_secret_file: GitHub's webhook
 #                               # deliveries on [web] listen, POST /webhooks/github (docs: "GitHub")
 # webhook_poll = "10m"          # the PR poll while webhooks come in (else runner.loop_sleep)
+# auto_merge = { enabled = false, method = "squash", require_approval = true, delete_branch = true }
+#                               # executor merges a complete run's PR itself once it is out of
+#                               # draft, green, reviewed and approved (docs: "Auto-merge")
 
 [sources.plans]
 # One task per markdown note; front matter keys: title, priority, source, gid.

@@ -470,3 +470,32 @@ fn the_consoles_tokens_never_reach_a_worker_and_prices_name_an_agent() {
     assert_eq!(settings.raw.budget.day_offset.local_minus_utc(), 7200);
     assert!(parse_ok("").raw.web.enabled, "the console is on by default");
 }
+
+#[test]
+fn auto_merge_is_off_by_default_reads_its_table_and_names_a_bad_method() {
+    let github = "[forge]\nkind = \"github\"\ngithub_repository = \"mkowalski/lumen-browser\"\n";
+    assert_eq!(parse_ok(github).raw.forge.auto_merge.settings(), None);
+    let on = parse_ok(&format!(
+        "{github}auto_merge = {{ enabled = true, method = \"rebase\", require_approval = false }}\n"
+    ));
+    assert_eq!(
+        on.raw.forge.auto_merge.settings(),
+        Some(crate::core::merge::AutoMerge {
+            method: crate::core::merge::MergeMethod::Rebase,
+            require_approval: false,
+            delete_branch: true,
+        })
+    );
+    let err = parse_err(&format!(
+        "{github}auto_merge = {{ enabled = true, method = \"fast-forward\" }}\n"
+    ));
+    assert!(
+        err.contains("forge.auto_merge.method") && err.contains("line 4"),
+        "{err}"
+    );
+    let err = parse_err("[forge]\nauto_merge = { enabled = true }\n");
+    assert!(
+        err.contains("forge.auto_merge") && err.contains("local"),
+        "{err}"
+    );
+}

@@ -204,6 +204,8 @@ struct FakePull {
     head_sha: String,
     base: String,
     merged: bool,
+    /// How `POST …/pulls/{n}/merge` merged it: (head, `Do`, `delete_branch_after_merge`).
+    merged_as: Option<(String, String, bool)>,
     /// `PullReview` JSON, with the comments of each apart.
     reviews: Vec<(Value, Vec<Value>)>,
 }

@@ -67,6 +67,29 @@ impl FakeGitea {
         }
     }
 
+    /// PR `number` out of draft: its `WIP:` taken off, as its author does.
+    pub fn mark_ready(&self, number: u64) {
+        let mut data = self.shared.state();
+        let at = data.tick();
+        let repo = data.repo_mut(OWNER, REPO);
+        if let Some(issue) = repo.issues.get_mut(&number) {
+            let title = issue.title.clone();
+            let bare = title
+                .strip_prefix("WIP:")
+                .or_else(|| title.strip_prefix("[WIP]"))
+                .unwrap_or(&title);
+            issue.title = bare.trim_start().to_string();
+            issue.updated_at = at;
+        }
+    }
+
+    /// How PR `number` was merged through the API: (head, `Do`, branch deleted).
+    pub fn merged_as(&self, number: u64) -> Option<(String, String, bool)> {
+        let mut data = self.shared.state();
+        let repo = data.repo_mut(OWNER, REPO);
+        repo.pulls.get(&number).and_then(|p| p.merged_as.clone())
+    }
+
     /// PR `number` deleted by an administrator (Gitea can delete an issue or a PR): every
     /// call about it answers `404`.
     pub fn delete_pr(&self, number: u64) {
@@ -256,6 +279,57 @@ fn combined_state(statuses: &[Value]) -> &'static str {
     }
 }
 
+/// `POST …/pulls/{n}/merge` (`MergePullRequestOption`), as Gitea answers it: `405` for a PR
+/// that is merged or closed already or still work in progress, `409` when
+/// `head_commit_id` is not the head, else `200` with no body and the PR merged.
+fn merge_pull(
+    state: &mut StateData,
+    base: &str,
+    key: &(String, String),
+    number: u64,
+    body: &[u8],
+) -> Reply {
+    let Ok(form) = serde_json::from_slice::<Value>(body) else {
+        return Reply::error(base, 422, "invalid MergePullRequestOption");
+    };
+    let at = state.tick();
+    let repo = state.repos.get_mut(key).expect("the repository");
+    let head = match repo.pulls.get(&number) {
+        Some(pull) => current_head(repo, pull),
+        None => return Reply::not_found(base),
+    };
+    let Some(issue) = repo.issues.get_mut(&number) else {
+        return Reply::not_found(base);
+    };
+    let title = issue.title.to_ascii_uppercase();
+    let pull = repo.pulls.get_mut(&number).expect("the pull");
+    if pull.merged || issue.closed {
+        return Reply::error(base, 405, "The PR is already merged or closed");
+    }
+    if title.starts_with("WIP:") || title.starts_with("[WIP]") {
+        return Reply::error(base, 405, "The pull request is work in progress");
+    }
+    let wanted = form["head_commit_id"].as_str().unwrap_or("");
+    if !wanted.is_empty() && wanted != head {
+        return Reply::error(base, 409, "head out of date");
+    }
+    let how = form["Do"].as_str().unwrap_or("").to_string();
+    if !matches!(how.as_str(), "merge" | "rebase" | "rebase-merge" | "squash") {
+        return Reply::error(base, 422, "Do: not a merge style");
+    }
+    let delete = form["delete_branch_after_merge"].as_bool().unwrap_or(false);
+    pull.merged = true;
+    pull.merged_as = Some((head, how, delete));
+    issue.closed = true;
+    issue.closed_at = Some(at);
+    issue.updated_at = at;
+    Reply {
+        status: 200,
+        headers: Vec::new(),
+        body: Vec::new(),
+    }
+}
+
 /// The routes below `/repos/{o}/{r}/` the issue routes do not answer.
 pub(super) fn route(
     state: &mut StateData,
@@ -322,6 +396,10 @@ pub(super) fn route(
                 None => Reply::not_found(base),
             }
         }
+        (Method::POST, ["pulls", n, "merge"]) => match number(n) {
+            Some(n) => merge_pull(state, base, key, n, body),
+            None => Reply::not_found(base),
+        },
         (Method::POST, ["pulls", n, "reviews"]) => match number(n) {
             Some(n) => create_review(state, base, key, n, body),
             None => Reply::not_found(base),
@@ -401,6 +479,7 @@ fn create_pull(state: &mut StateData, base: &str, key: &(String, String), body: 
             head_sha,
             base: base_branch,
             merged: false,
+            merged_as: None,
             reviews: Vec::new(),
         },
     );

@@ -192,6 +192,10 @@ struct StateData {
     issue_comments: BTreeMap<u64, Vec<Value>>,
     review_comments: BTreeMap<u64, Vec<Value>>,
     reviews: Vec<PostedReview>,
+    /// `PUT …/pulls/{n}/merge` calls that merged: (PR, head, method).
+    merges: Vec<(u64, String, String)>,
+    /// Branches deleted with `DELETE …/git/refs/heads/{branch}`.
+    deleted_branches: Vec<String>,
     jobs: HashMap<u64, Vec<Value>>,
     logs: HashMap<u64, String>,
     reruns: Vec<u64>,
@@ -281,6 +285,8 @@ impl FakeGithub {
             issue_comments: BTreeMap::new(),
             review_comments: BTreeMap::new(),
             reviews: Vec::new(),
+            merges: Vec::new(),
+            deleted_branches: Vec::new(),
             jobs,
             logs,
             reruns: Vec::new(),
@@ -401,6 +407,63 @@ impl FakeGithub {
             pr.json["head"]["sha"] = json!(sha);
             pr.json["updated_at"] = json!(now_text());
         }
+    }
+
+    /// Marks a draft ready (or a PR draft again), as its author does in GitHub's UI.
+    pub fn set_draft(&self, number: u64, draft: bool) {
+        if let Some(pr) = self.shared.state().prs.get_mut(&number) {
+            pr.json["draft"] = json!(draft);
+            pr.json["updated_at"] = json!(now_text());
+        }
+    }
+
+    /// Sets what GitHub computed of the PR's mergeability (`false`: it conflicts).
+    pub fn set_mergeable(&self, number: u64, mergeable: bool) {
+        if let Some(pr) = self.shared.state().prs.get_mut(&number) {
+            pr.null_gets_left = 0;
+            pr.json["mergeable"] = json!(mergeable);
+            pr.json["mergeable_state"] = json!(if mergeable { "clean" } else { "dirty" });
+        }
+    }
+
+    /// A human reviewer's verdict on the PR's current head: `APPROVED` or
+    /// `CHANGES_REQUESTED`, listed by `GET …/pulls/{n}/reviews` and GraphQL's
+    /// `latestOpinionatedReviews`.
+    pub fn review_as(&self, number: u64, login: &str, state_name: &str) {
+        let mut state = self.shared.state();
+        let Some(pr) = state.prs.get(&number) else {
+            return;
+        };
+        let commit = pr.json["head"]["sha"].clone();
+        let review = review_json(
+            &mut state,
+            number,
+            user_json(login),
+            "",
+            state_name,
+            commit,
+            "COLLABORATOR",
+        );
+        state.reviews.push(PostedReview {
+            number,
+            event: if state_name == "APPROVED" {
+                "APPROVE"
+            } else {
+                "REQUEST_CHANGES"
+            }
+            .into(),
+            body: String::new(),
+            json: review,
+        });
+    }
+
+    /// The merges GitHub performed: (PR, head, method).
+    pub fn merges(&self) -> Vec<(u64, String, String)> {
+        self.shared.state().merges.clone()
+    }
+
+    pub fn deleted_branches(&self) -> Vec<String> {
+        self.shared.state().deleted_branches.clone()
     }
 
     /// Merged by a human: `state: closed`, `merged: true`, `merged_at` set.
@@ -978,6 +1041,12 @@ fn route(
                     (Some(n), Some(c)) => reply_to_review_comment(state, n, c, body),
                     _ => Reply::not_found(),
                 },
+                ["pulls", n, "merge"] if method == Method::PUT => {
+                    number(n).map_or_else(Reply::not_found, |n| merge(state, n, body))
+                }
+                ["git", "refs", "heads", branch @ ..] if method == Method::DELETE => {
+                    delete_ref(state, &branch.join("/"))
+                }
                 ["pulls", n, "reviews"] if post => {
                     number(n).map_or_else(Reply::not_found, |n| post_review(state, n, body))
                 }
@@ -1618,24 +1687,15 @@ fn post_review(state: &mut StateData, number: u64, body: &Value) -> Reply {
     }
     let user = pr.json["user"].clone();
     let commit = pr.json["head"]["sha"].clone();
-    state.next_id += 1;
-    let id = state.next_id;
-    let review = json!({
-        "id": id,
-        "node_id": format!("PRR_fake{id}"),
-        "user": user,
-        "body": text,
-        "state": review_state,
-        "html_url": format!("https://github.com/{OWNER}/{REPO}/pull/{number}#pullrequestreview-{id}"),
-        "pull_request_url": format!("https://api.github.com/repos/{OWNER}/{REPO}/pulls/{number}"),
-        "author_association": "CONTRIBUTOR",
-        "_links": {
-            "html": { "href": format!("https://github.com/{OWNER}/{REPO}/pull/{number}#pullrequestreview-{id}") },
-            "pull_request": { "href": format!("https://api.github.com/repos/{OWNER}/{REPO}/pulls/{number}") },
-        },
-        "submitted_at": now_text(),
-        "commit_id": commit,
-    });
+    let review = review_json(
+        state,
+        number,
+        user,
+        &text,
+        review_state,
+        commit,
+        "CONTRIBUTOR",
+    );
     state.reviews.push(PostedReview {
         number,
         event,
@@ -1643,6 +1703,95 @@ fn post_review(state: &mut StateData, number: u64, body: &Value) -> Reply {
         json: review.clone(),
     });
     Reply::json(200, &review)
+}
+
+/// `PUT …/pulls/{n}/merge`, as GitHub answers it: 405 for a PR that cannot be merged (a
+/// draft, a conflict, one merged or closed already), 409 when `sha` is not the head, else
+/// the PR is merged and `{sha, merged, message}` comes back.
+fn merge(state: &mut StateData, number: u64, body: &Value) -> Reply {
+    let Some(pr) = state.prs.get_mut(&number).filter(|pr| !pr.deleted) else {
+        return Reply::not_found();
+    };
+    let head = pr.json["head"]["sha"].as_str().unwrap_or("").to_string();
+    let docs = "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request";
+    let refuse = |status: u16, message: &str| {
+        Reply::json(
+            status,
+            &json!({ "message": message, "documentation_url": docs, "status": status.to_string() }),
+        )
+    };
+    if pr.json["state"] != "open" {
+        return refuse(405, "Pull Request is not mergeable");
+    }
+    if pr.json["draft"].as_bool().unwrap_or(false) {
+        return refuse(405, "Pull Request is still a draft");
+    }
+    if body["sha"].as_str().is_some_and(|sha| sha != head) {
+        return refuse(
+            409,
+            "Head branch was modified. Review and try the merge again.",
+        );
+    }
+    if pr.json["mergeable"] == json!(false) {
+        return refuse(405, "Pull Request is not mergeable");
+    }
+    let method = body["merge_method"].as_str().unwrap_or("merge").to_string();
+    let now = now_text();
+    let merge_sha = "7c2d9e4f1a0b3c5d6e8f9a1b2c3d4e5f6a7b8c9d";
+    pr.json["state"] = json!("closed");
+    pr.json["merged"] = json!(true);
+    pr.json["merged_at"] = json!(now);
+    pr.json["closed_at"] = json!(now);
+    pr.json["updated_at"] = json!(now);
+    pr.json["merge_commit_sha"] = json!(merge_sha);
+    state.merges.push((number, head, method));
+    Reply::json(
+        200,
+        &json!({ "sha": merge_sha, "merged": true, "message": "Pull Request successfully merged" }),
+    )
+}
+
+/// `DELETE …/git/refs/heads/{branch}`: 204, or 422 for a ref that does not exist.
+fn delete_ref(state: &mut StateData, branch: &str) -> Reply {
+    let known = state
+        .prs
+        .values()
+        .any(|pr| pr.json["head"]["ref"] == branch);
+    if !known || state.deleted_branches.iter().any(|b| b == branch) {
+        return Reply::error(422, "Reference does not exist");
+    }
+    state.deleted_branches.push(branch.to_string());
+    Reply::empty(204)
+}
+
+/// A `PullRequestReview` as GitHub answers and lists it, with a new id.
+fn review_json(
+    state: &mut StateData,
+    number: u64,
+    user: Value,
+    body: &str,
+    review_state: &str,
+    commit: Value,
+    association: &str,
+) -> Value {
+    state.next_id += 1;
+    let id = state.next_id;
+    json!({
+        "id": id,
+        "node_id": format!("PRR_fake{id}"),
+        "user": user,
+        "body": body,
+        "state": review_state,
+        "html_url": format!("https://github.com/{OWNER}/{REPO}/pull/{number}#pullrequestreview-{id}"),
+        "pull_request_url": format!("https://api.github.com/repos/{OWNER}/{REPO}/pulls/{number}"),
+        "author_association": association,
+        "_links": {
+            "html": { "href": format!("https://github.com/{OWNER}/{REPO}/pull/{number}#pullrequestreview-{id}") },
+            "pull_request": { "href": format!("https://api.github.com/repos/{OWNER}/{REPO}/pulls/{number}") },
+        },
+        "submitted_at": now_text(),
+        "commit_id": commit,
+    })
 }
 
 fn serve_log(state: &StateData, path: &str) -> Reply {
@@ -1917,9 +2066,37 @@ fn pr_node(
                 .collect()
         })
         .unwrap_or_default();
+    let mut latest: BTreeMap<String, Value> = BTreeMap::new();
+    for review in state.reviews.iter().filter(|r| r.number == number) {
+        let login = review.json["user"]["login"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        match review.json["state"].as_str() {
+            Some(verdict @ ("APPROVED" | "CHANGES_REQUESTED")) => {
+                latest.insert(
+                    login.clone(),
+                    json!({
+                        "state": verdict,
+                        "author": { "login": login.strip_suffix("[bot]").unwrap_or(&login) },
+                        "commit": { "oid": review.json["commit_id"] },
+                    }),
+                );
+            }
+            Some("DISMISSED") => {
+                latest.remove(&login);
+            }
+            _ => {}
+        }
+    }
+    let author = pr["user"]["login"]
+        .as_str()
+        .map(|login| json!({ "login": login.strip_suffix("[bot]").unwrap_or(login) }));
     json!({
         "number": number,
         "state": state_name,
+        "author": author,
+        "latestOpinionatedReviews": { "nodes": latest.into_values().collect::<Vec<_>>() },
         "isDraft": pr["draft"],
         "mergeable": mergeable,
         "headRefOid": head,

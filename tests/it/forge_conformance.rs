@@ -3,8 +3,9 @@
 //! a draft PR opened once even when the create's answer is lost (the open PR of the head
 //! is adopted), labels put on once, executor's review, the owner's @mention and an answer
 //! to the owner each posted once when the answer to the post is lost after the forge
-//! stored it, and a 429's `Retry-After` obeyed (nothing sent within the wait, and the
-//! error says when to come back).
+//! stored it, a 429's `Retry-After` obeyed (nothing sent within the wait, and the
+//! error says when to come back), and auto-merge's part: a ready PR's author and approvals
+//! read, a merge naming a moved head refused, and one whose answer is lost merged once.
 //!
 //! A new adapter joins by implementing [`Adapter`] for its fake and being listed in
 //! [`adapters`].
@@ -12,9 +13,12 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use executor::core::pr::{Opening, OWNER_ASK_PREFIX};
+use executor::core::merge::{AutoMerge, MergeMethod};
+use executor::core::pr::{
+    Opening, PrConfig, PrMemory, PrObservation, PrState, Stage, OWNER_ASK_PREFIX,
+};
 use executor::forge::gitea_pr::GiteaRepo;
-use executor::forge::{ForgeClient, ForgeError};
+use executor::forge::{ForgeClient, ForgeError, MergeOutcome};
 use serde_json::Value;
 
 use crate::{fake_gitea, fake_github};
@@ -48,6 +52,14 @@ trait Adapter {
     fn lose_next_thread_answer(&self);
     /// The bodies of the comments of review thread `thread`, oldest first.
     fn thread_bodies(&self, number: u64, thread: &str) -> Vec<String>;
+    /// PR `number` out of draft, as its author marks it.
+    fn mark_ready(&self, number: u64);
+    /// `login` approves PR `number`'s head.
+    fn approve(&self, number: u64, login: &str);
+    /// The next merge request is carried out, then answered `502`.
+    fn lose_next_merge_answer(&self);
+    /// Each merge the forge performed of PR `number`: (head, method).
+    fn merges(&self, number: u64) -> Vec<(String, String)>;
 }
 
 struct Github(fake_github::FakeGithub);
@@ -144,6 +156,23 @@ impl Adapter for Github {
             .and_then(|t| t["comments"]["nodes"].as_array().map(|c| bodies(c)))
             .unwrap_or_default()
     }
+    fn mark_ready(&self, number: u64) {
+        self.0.set_draft(number, false);
+    }
+    fn approve(&self, number: u64, login: &str) {
+        self.0.review_as(number, login, "APPROVED");
+    }
+    fn lose_next_merge_answer(&self) {
+        self.lose_next_answer("PUT", "/merge");
+    }
+    fn merges(&self, number: u64) -> Vec<(String, String)> {
+        self.0
+            .merges()
+            .into_iter()
+            .filter(|(n, _, _)| *n == number)
+            .map(|(_, head, method)| (head, method))
+            .collect()
+    }
 }
 
 struct Gitea(fake_gitea::FakeGitea);
@@ -233,6 +262,23 @@ impl Adapter for Gitea {
     fn thread_bodies(&self, number: u64, _thread: &str) -> Vec<String> {
         // The case's PR has one conversation: every review comment is in it.
         bodies(&self.0.review_comments(number))
+    }
+    fn mark_ready(&self, number: u64) {
+        self.0.mark_ready(number);
+    }
+    fn approve(&self, number: u64, login: &str) {
+        self.0
+            .add_review(number, login, "APPROVED", "Looks good.", "greeting.txt");
+    }
+    fn lose_next_merge_answer(&self) {
+        self.lose_next_answer("POST", "/merge");
+    }
+    fn merges(&self, number: u64) -> Vec<(String, String)> {
+        self.0
+            .merged_as(number)
+            .map(|(head, how, _)| (head, how))
+            .into_iter()
+            .collect()
     }
 }
 
@@ -462,5 +508,83 @@ fn an_answer_in_a_review_thread_whose_answer_is_lost_is_posted_once() {
         let said = fake.thread_bodies(number, &thread);
         let answered = said.iter().filter(|b| b.contains("Renamed it.")).count();
         assert_eq!(answered, 2, "{}: {said:?}", fake.name());
+    }
+}
+
+/// The PR as the `pr` machine sees it, looked at as a complete run's under auto-merge.
+fn complete_look(forge: &ForgeClient, number: u64) -> PrObservation {
+    let config = PrConfig {
+        auto_merge: Some(AutoMerge {
+            method: MergeMethod::Squash,
+            require_approval: true,
+            delete_branch: true,
+        }),
+        ..PrConfig::default()
+    };
+    let memory = PrMemory {
+        stage: Stage::Complete,
+        ..PrMemory::default()
+    };
+    let looks = [executor::forge::Look {
+        number,
+        memory: &memory,
+        worker_running: false,
+    }];
+    block_on(forge.observe_many(&looks, &config, Utc::now()))
+        .pop()
+        .expect("one look")
+        .expect("the PR")
+}
+
+#[test]
+fn an_approved_ready_pr_is_merged_once_on_its_head_and_a_moved_head_is_refused() {
+    for fake in adapters() {
+        let name = fake.name();
+        let forge = fake.forge();
+        let number = block_on(open(&forge));
+        fake.mark_ready(number);
+        fake.approve(number, "tkowalczyk");
+        let obs = complete_look(&forge, number);
+        assert!(!obs.draft, "{name}");
+        assert!(
+            obs.author.as_deref().is_some_and(|a| a != "tkowalczyk"),
+            "{name}: the author is read: {:?}",
+            obs.author
+        );
+        assert!(
+            obs.verdicts.iter().any(|v| v.by == "tkowalczyk"
+                && v.approved
+                && v.commit.as_deref() == Some(obs.head_sha.as_str())),
+            "{name}: {:?}",
+            obs.verdicts
+        );
+        let moved = block_on(forge.merge(
+            number,
+            "0000000000000000000000000000000000000000",
+            MergeMethod::Squash,
+            None,
+        ))
+        .expect("an answer");
+        assert!(
+            matches!(moved, MergeOutcome::Refused(_)),
+            "{name}: {moved:?}"
+        );
+        fake.lose_next_merge_answer();
+        let lost = block_on(forge.merge(number, &obs.head_sha, MergeMethod::Squash, Some(BRANCH)));
+        assert!(
+            lost.as_ref().is_err_and(ForgeError::is_transient),
+            "{name}: {lost:?}"
+        );
+        // The next look sees it merged, so the machine sends nothing again.
+        assert_eq!(
+            complete_look(&forge, number).state,
+            PrState::Merged,
+            "{name}"
+        );
+        assert_eq!(
+            fake.merges(number),
+            vec![(obs.head_sha.clone(), "squash".to_string())],
+            "{name}"
+        );
     }
 }

@@ -4,6 +4,7 @@
 mod analyzer;
 mod asana;
 mod asana_intake;
+mod auto_merge;
 mod chat_runs;
 mod cli;
 mod code_shape;

@@ -17,6 +17,7 @@ pub mod gid;
 pub mod identity;
 pub mod lease;
 pub mod lifecycle;
+pub mod merge;
 pub mod net_refusals;
 pub mod outbox;
 pub mod policy;

@@ -86,6 +86,7 @@ use super::pr_inputs::{
     CheckStatus, CiFailure, FailedCheck, ReviewComment, ReviewInputs, ReviewThread,
 };
 use super::run::{RunEvent, RunState};
+use crate::merge::{AutoMerge, MergeAttempt, MergeMethod, Verdict};
 use crate::protocol::{parse_line, Parsed};
 
 // ---------------------------------------------------------------------------------------
@@ -122,6 +123,13 @@ pub struct PrObservation {
     /// A worker of this run is alive (the caller normally does not ask then).
     #[serde(default)]
     pub worker_running: bool,
+    /// The PR's author, when the caller read it (auto-merge counts no approval of theirs).
+    #[serde(default)]
+    pub author: Option<String>,
+    /// Each reviewer's latest approval or request for changes, when the caller read them
+    /// (it does for a complete run under auto-merge).
+    #[serde(default)]
+    pub verdicts: Vec<Verdict>,
 }
 
 /// GitHub's `state` plus `merged`.
@@ -317,6 +325,10 @@ pub struct PrMemory {
     /// The PR was merged: it can change no more (a merged PR is never reopened), so once
     /// the completion owes nothing, no tick looks at it again.
     pub merged: bool,
+    /// The merge auto-merge decided, kept before it is sent ([`crate::merge`]).
+    pub merge: Option<MergeAttempt>,
+    /// The head the owner was last told auto-merge holds (told once per head).
+    pub merge_told: Option<String>,
 }
 
 impl PrMemory {
@@ -518,6 +530,8 @@ pub struct PrConfig {
     pub review_rules_files: Vec<String>,
     /// How long CI may take to appear after a push or a trigger.
     pub ci_start_grace: Duration,
+    /// `[forge] auto_merge`, when enabled.
+    pub auto_merge: Option<AutoMerge>,
 }
 
 impl Default for PrConfig {
@@ -530,6 +544,7 @@ impl Default for PrConfig {
             executor_logins: Vec::new(),
             review_rules_files: Vec::new(),
             ci_start_grace: Duration::minutes(5),
+            auto_merge: None,
         }
     }
 }
@@ -582,6 +597,17 @@ pub enum PrStep {
     Escalate {
         kind: EscalationKind,
         detail: String,
+    },
+    /// Auto-merge: merge the complete run's PR on this head (kept before it is sent).
+    Merge {
+        head_sha: String,
+        method: MergeMethod,
+        delete_branch: bool,
+    },
+    /// Auto-merge holds the complete run's PR: tell the owner why (once per head).
+    MergeHeld {
+        head_sha: String,
+        reasons: Vec<String>,
     },
 }
 
@@ -715,6 +741,11 @@ pub fn next_pr_step(obs: &PrObservation, memory: &PrMemory, config: &PrConfig) -
         if obs.draft && !new.is_empty() {
             return PrStep::BackToPr { comment_ids: new };
         }
+        if let Some(auto) = &config.auto_merge {
+            if let Some(step) = auto_merge_step(obs, memory, config, auto) {
+                return step;
+            }
+        }
         return PrStep::Wait {
             reason: WaitReason::AwaitingOwner,
         };
@@ -808,6 +839,45 @@ pub fn next_pr_step(obs: &PrObservation, memory: &PrMemory, config: &PrConfig) -
     }
 }
 
+/// Auto-merge's step on a complete run's PR, if it has one ([`crate::merge::gate`]).
+fn auto_merge_step(
+    obs: &PrObservation,
+    memory: &PrMemory,
+    config: &PrConfig,
+    auto: &AutoMerge,
+) -> Option<PrStep> {
+    let look = crate::merge::Look {
+        head_sha: &obs.head_sha,
+        draft: obs.draft,
+        mergeable: obs.mergeable,
+        ci_green: ci_step(obs, memory, config).is_none(),
+        reviewed_head: memory
+            .review
+            .as_ref()
+            .filter(|r| r.passed)
+            .map(|r| r.head_sha.as_str()),
+        author: obs.author.as_deref(),
+        verdicts: &obs.verdicts,
+        executor_logins: &config.executor_logins,
+    };
+    match crate::merge::gate(&look, memory.merge.as_ref(), auto) {
+        crate::merge::Gate::Merge => Some(PrStep::Merge {
+            head_sha: obs.head_sha.clone(),
+            method: auto.method,
+            delete_branch: auto.delete_branch,
+        }),
+        crate::merge::Gate::Hold(reasons)
+            if memory.merge_told.as_deref() != Some(obs.head_sha.as_str()) =>
+        {
+            Some(PrStep::MergeHeld {
+                head_sha: obs.head_sha.clone(),
+                reasons,
+            })
+        }
+        crate::merge::Gate::Hold(_) | crate::merge::Gate::Wait => None,
+    }
+}
+
 /// The memory after `step` (chosen for `obs`) was carried out.
 pub fn remember(memory: &PrMemory, step: &PrStep, obs: &PrObservation) -> PrMemory {
     let mut next = memory.clone();
@@ -862,6 +932,16 @@ pub fn remember(memory: &PrMemory, step: &PrStep, obs: &PrObservation) -> PrMemo
                 kind: *kind,
             });
         }
+        PrStep::Merge { head_sha, .. } => {
+            if next.merge.as_ref().map(|m| &m.head_sha) != Some(head_sha) {
+                next.merge = Some(MergeAttempt {
+                    head_sha: head_sha.clone(),
+                    done: false,
+                    refused: None,
+                });
+            }
+        }
+        PrStep::MergeHeld { head_sha, .. } => next.merge_told = Some(head_sha.clone()),
         PrStep::Closed
         | PrStep::AddLabels { .. }
         | PrStep::ResolveThreads { .. }
@@ -1314,6 +1394,7 @@ mod tests {
             executor_logins: vec!["lumen-executor[bot]".into()],
             review_rules_files: vec!["AGENTS.md".into()],
             ci_start_grace: Duration::minutes(5),
+            auto_merge: None,
         }
     }
 
@@ -1472,6 +1553,8 @@ mod tests {
             threads: Vec::new(),
             owner_comments: Vec::new(),
             worker_running: false,
+            author: Some("lumen-executor".into()),
+            verdicts: Vec::new(),
         }
     }
 
@@ -2356,6 +2439,12 @@ mod tests {
                 text: "Fixed on `fix/tab-preview-stuck`: reset first".into(),
             }],
             merged: true,
+            merge: Some(MergeAttempt {
+                head_sha: FIX_HEAD.into(),
+                done: false,
+                refused: Some("Head branch was modified".into()),
+            }),
+            merge_told: Some(HEAD.into()),
             push: Some(Push {
                 branch: "fix/tab-preview-stuck".into(),
                 commit: HEAD.into(),
@@ -2706,5 +2795,81 @@ mod tests {
         let again = [(1, "Please fix."), (2, ours.as_str()), (3, "Still broken.")];
         assert_eq!(last_ask(again.into_iter()), Some("3".to_string()));
         assert_eq!(last_ask([(9, ours.as_str())].into_iter()), None);
+    }
+
+    #[test]
+    fn auto_merge_merges_a_complete_ready_approved_head_once_and_tells_the_owner_once_otherwise() {
+        let auto = AutoMerge {
+            method: MergeMethod::Squash,
+            require_approval: true,
+            delete_branch: true,
+        };
+        let config = PrConfig {
+            auto_merge: Some(auto),
+            ..config()
+        };
+        let complete = PrMemory {
+            stage: Stage::Complete,
+            ..reviewed(FIX_HEAD)
+        };
+        // Still a draft and unapproved: held, said once for the head.
+        let draft = open_draft();
+        let held = next_pr_step(&draft, &complete, &config);
+        let PrStep::MergeHeld { head_sha, reasons } = &held else {
+            panic!("not held: {held:?}");
+        };
+        assert_eq!(head_sha, FIX_HEAD);
+        assert_eq!(reasons.len(), 2, "{reasons:?}");
+        let told = remember(&complete, &held, &draft);
+        assert!(matches!(
+            next_pr_step(&draft, &told, &config),
+            PrStep::Wait {
+                reason: WaitReason::AwaitingOwner
+            }
+        ));
+        // Marked ready and approved on the head by a reviewer: merged, and the merge is
+        // kept before it is sent; until the forge answers, the same head is merged again.
+        let ready = PrObservation {
+            draft: false,
+            verdicts: vec![Verdict {
+                by: "reviewer".into(),
+                approved: true,
+                commit: Some(FIX_HEAD.into()),
+            }],
+            ..open_draft()
+        };
+        let merge = next_pr_step(&ready, &told, &config);
+        assert_eq!(
+            merge,
+            PrStep::Merge {
+                head_sha: FIX_HEAD.into(),
+                method: MergeMethod::Squash,
+                delete_branch: true,
+            }
+        );
+        let sent = remember(&told, &merge, &ready);
+        assert_eq!(sent.merge.as_ref().map(|m| m.done), Some(false));
+        assert_eq!(next_pr_step(&ready, &sent, &config), merge);
+        let mut done = sent.clone();
+        if let Some(m) = done.merge.as_mut() {
+            m.done = true;
+        }
+        assert!(matches!(
+            next_pr_step(&ready, &done, &config),
+            PrStep::Wait { .. }
+        ));
+        // Merged on the forge: the run's PR is done, whatever was kept.
+        let merged = PrObservation {
+            state: PrState::Merged,
+            ..ready.clone()
+        };
+        assert_eq!(next_pr_step(&merged, &sent, &config), PrStep::Merged);
+        // Without auto-merge, a ready approved PR is the owner's to merge.
+        assert!(matches!(
+            next_pr_step(&ready, &told, &super::tests::config()),
+            PrStep::Wait {
+                reason: WaitReason::AwaitingOwner
+            }
+        ));
     }
 }

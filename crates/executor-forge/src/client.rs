@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 
 use super::gitea_pr::GiteaRepo;
 use super::github::{self, steps, GithubClient, GithubError, NewPullRequest};
+use executor_core::merge::MergeMethod;
 use executor_core::pr::{
     answer_marker, last_ask, Opening, PrConfig, PrObservation, TriggerReason, OWNER_ASK_PREFIX,
 };
@@ -70,6 +71,15 @@ impl ForgeError {
 pub struct OpenedPr {
     pub number: u64,
     pub html_url: String,
+}
+
+/// What the forge said to a merge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MergeOutcome {
+    Merged,
+    /// The forge would not merge it (not mergeable, its head moved, a rule of the
+    /// repository): its words, for the owner.
+    Refused(String),
 }
 
 /// One PR a tick looks at (the forge-neutral [`github::Look`]).
@@ -322,6 +332,60 @@ impl ForgeClient {
             }
         }
         Ok(missing)
+    }
+
+    /// Merges PR `number` on `head_sha` (the forge refuses if the head moved) by `method`,
+    /// then deletes `branch` where asked (on Gitea, the merge itself does). A refusal is an
+    /// answer, not an error; a failed branch deletion is logged and no more.
+    pub async fn merge(
+        &self,
+        number: u64,
+        head_sha: &str,
+        method: MergeMethod,
+        delete_branch: Option<&str>,
+    ) -> Result<MergeOutcome, ForgeError> {
+        let refused = |status: u16| matches!(status, 405 | 409 | 422 | 423);
+        match self {
+            Self::Github(client) => {
+                match client.merge_pr(number, head_sha, method.as_str()).await {
+                    Ok(answer) if answer.merged => {}
+                    Ok(answer) => return Ok(MergeOutcome::Refused(answer.message)),
+                    Err(GithubError::Http { status, message }) if refused(status) => {
+                        return Ok(MergeOutcome::Refused(message))
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+                if let Some(branch) = delete_branch {
+                    if let Err(e) = client.delete_branch(branch).await {
+                        tracing::warn!(branch, error = %e, "the merged PR's branch was not deleted");
+                    }
+                }
+                Ok(MergeOutcome::Merged)
+            }
+            Self::Gitea(repo) => {
+                match repo
+                    .merge(number, head_sha, method, delete_branch.is_some())
+                    .await
+                {
+                    Ok(()) => Ok(MergeOutcome::Merged),
+                    Err(GiteaError::Http { status, message }) if refused(status) => {
+                        Ok(MergeOutcome::Refused(message))
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Posts `body` (which carries `marker`) on PR `number`'s conversation once: nothing
+    /// when a comment with `marker` is there already (posted before an answer was lost).
+    pub async fn tell_owner(
+        &self,
+        number: u64,
+        body: &str,
+        marker: &str,
+    ) -> Result<(), ForgeError> {
+        self.answer_owner(number, body, marker).await
     }
 
     /// Posts `body` (which carries `marker`) on PR `number`'s conversation, unless a

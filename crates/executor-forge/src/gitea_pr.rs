@@ -33,13 +33,14 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use executor_core::merge::{MergeMethod, Verdict};
 use executor_core::pr::{
     answer_marker, last_ask, CheckConclusion, CheckRun, CheckRunStatus, ObservedComment,
     ObservedThread, Opening, OwnerComment, PrConfig, PrObservation, PrState, EXECUTOR_MARK,
 };
 use executor_http::gitea::{
-    DiffLine, GiteaClient, GiteaComment, GiteaError, GiteaPull, GiteaReviewComment, GiteaStatus,
-    NewGiteaPull,
+    DiffLine, GiteaClient, GiteaComment, GiteaError, GiteaPull, GiteaReview, GiteaReviewComment,
+    GiteaStatus, NewGiteaPull,
 };
 
 /// The prefix of a review conversation's id.
@@ -147,15 +148,18 @@ impl GiteaRepo {
             threads: Vec::new(),
             owner_comments: Vec::new(),
             worker_running,
+            author: pr.user.as_ref().map(|u| u.login.clone()),
+            verdicts: Vec::new(),
         };
         if obs.state != PrState::Open {
             return Ok(obs);
         }
-        let (status, conversation, review_comments) = tokio::try_join!(
+        let (status, conversation, (reviews, review_comments)) = tokio::try_join!(
             self.client.combined_status(owner, repo, &pr.head.sha),
             self.client.issue_comments(owner, repo, number),
             self.review_comments(number),
         )?;
+        obs.verdicts = verdicts_of(&reviews);
         obs.ci_run_exists = status.total_count > 0 || !status.statuses.is_empty();
         obs.checks = status.statuses.iter().map(to_check).collect();
         crate::gitea_ci_logs::add_job_logs(
@@ -194,11 +198,15 @@ impl GiteaRepo {
         Ok(obs)
     }
 
-    /// Every review comment of PR `number`, oldest first.
-    async fn review_comments(&self, number: u64) -> Result<Vec<GiteaReviewComment>, GiteaError> {
+    /// Every review of PR `number`, and every review comment, oldest first.
+    async fn review_comments(
+        &self,
+        number: u64,
+    ) -> Result<(Vec<GiteaReview>, Vec<GiteaReviewComment>), GiteaError> {
         let (owner, repo) = (self.owner.as_str(), self.repo.as_str());
         let mut comments = Vec::new();
-        for review in self.client.reviews(owner, repo, number).await? {
+        let reviews = self.client.reviews(owner, repo, number).await?;
+        for review in &reviews {
             if review.comments_count == 0 {
                 continue;
             }
@@ -209,7 +217,27 @@ impl GiteaRepo {
             );
         }
         comments.sort_by_key(|c| (c.created_at, c.id));
-        Ok(comments)
+        Ok((reviews, comments))
+    }
+
+    /// Merges PR `number` on `head_sha` (see [`executor_http::gitea::GiteaClient::merge_pr`]).
+    pub async fn merge(
+        &self,
+        number: u64,
+        head_sha: &str,
+        method: MergeMethod,
+        delete_branch: bool,
+    ) -> Result<(), GiteaError> {
+        self.client
+            .merge_pr(
+                &self.owner,
+                &self.repo,
+                number,
+                method.as_str(),
+                head_sha,
+                delete_branch,
+            )
+            .await
     }
 
     /// A comment by the repository's owner that is not one of executor's own.
@@ -243,7 +271,7 @@ impl GiteaRepo {
         else {
             return Ok(false);
         };
-        let comments = self.review_comments(number).await?;
+        let (_, comments) = self.review_comments(number).await?;
         let Some(found) = comments.iter().find(|c| c.id == first) else {
             return Ok(false);
         };
@@ -317,6 +345,31 @@ impl GiteaRepo {
     }
 }
 
+/// Each reviewer's latest verdict from Gitea's reviews (in Gitea's order, oldest first): an
+/// approval or a request for changes stands until the same reviewer gives another; a
+/// dismissed one counts for nothing. A stale approval (given on an older head) keeps its
+/// commit, so it does not count for the head.
+fn verdicts_of(reviews: &[GiteaReview]) -> Vec<Verdict> {
+    let mut latest: BTreeMap<String, Option<Verdict>> = BTreeMap::new();
+    for review in reviews {
+        let Some(user) = review.user.as_ref().filter(|u| !u.login.is_empty()) else {
+            continue;
+        };
+        let approved = match review.state.as_str() {
+            "APPROVED" => true,
+            "REQUEST_CHANGES" => false,
+            _ => continue,
+        };
+        let verdict = (!review.dismissed).then(|| Verdict {
+            by: user.login.clone(),
+            approved,
+            commit: Some(review.commit_id.clone()).filter(|c| !c.is_empty()),
+        });
+        latest.insert(user.login.clone(), verdict);
+    }
+    latest.into_values().flatten().collect()
+}
+
 /// The text of the completion comment on Gitea: the draft is marked ready by taking the
 /// `WIP:` prefix off its title.
 pub fn complete_comment_body(owner_login: &str, marker: &str) -> String {
@@ -388,6 +441,32 @@ fn threads_of(comments: &[GiteaReviewComment]) -> Vec<ObservedThread> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_gitea_reviewers_latest_verdict_stands_unless_dismissed() {
+        let review = |login: &str, state: &str, commit: &str, dismissed: bool| -> GiteaReview {
+            serde_json::from_value(json!({
+                "id": 1, "user": { "id": 2, "login": login }, "body": "", "state": state,
+                "commit_id": commit, "stale": false, "dismissed": dismissed, "comments_count": 0,
+            }))
+            .expect("a review")
+        };
+        let reviews = [
+            review("ana", "REQUEST_CHANGES", "a1", false),
+            review("ana", "APPROVED", "b2", false),
+            review("ana", "COMMENT", "c3", false),
+            review("bo", "APPROVED", "a1", true),
+            review("cy", "PENDING", "b2", false),
+        ];
+        assert_eq!(
+            verdicts_of(&reviews),
+            vec![Verdict {
+                by: "ana".into(),
+                approved: true,
+                commit: Some("b2".into()),
+            }]
+        );
+    }
 
     fn status(state: &str, context: &str) -> GiteaStatus {
         serde_json::from_value(json!({

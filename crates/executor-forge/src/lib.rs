@@ -13,4 +13,4 @@ pub mod gitea_ci_logs;
 pub mod gitea_pr;
 pub mod github;
 
-pub use client::{ForgeClient, ForgeError, Look, OpenedPr};
+pub use client::{ForgeClient, ForgeError, Look, MergeOutcome, OpenedPr};

@@ -24,6 +24,8 @@ pub struct Forge {
     /// Failures in a row of an outside effect (opening the PR, the completion comment, a
     /// review) before the owner is asked; executor keeps trying after.
     pub max_effect_failures: u32,
+    /// `[forge] auto_merge`, when enabled.
+    pub auto_merge: Option<crate::core::merge::AutoMerge>,
 }
 
 impl Forge {

@@ -32,7 +32,7 @@ use crate::core::queue::QueueStatus;
 use crate::core::record::Run;
 use crate::core::run::{RunEvent, RunState};
 use crate::core::task::Task;
-use crate::forge::{ForgeError, Look};
+use crate::forge::{ForgeError, Look, MergeOutcome};
 use crate::prompts::{Phase, PromptContext, RunContext, TaskContext};
 use crate::runner::drive::abandon;
 use crate::runner::drive::end;
@@ -304,6 +304,7 @@ fn pr_config(settings: &RunnerSettings, forge: &Forge) -> PrConfig {
         resolve_acknowledged: forge.resolve_acknowledged,
         ci_start_grace: chrono::Duration::from_std(forge.ci_start_grace)
             .unwrap_or(chrono::Duration::minutes(5)),
+        auto_merge: forge.auto_merge.clone(),
         ..PrConfig::default()
     }
 }
@@ -503,6 +504,26 @@ async fn take_step(
             .await?;
             moved = true;
         }
+        PrStep::Merge {
+            head_sha,
+            method,
+            delete_branch,
+        } => {
+            // Decided and kept first: a crash before the forge's answer sends it again,
+            // for this head only, and a merged PR is seen as merged before that.
+            opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
+            let branch = run.branch_name.clone().filter(|_| *delete_branch);
+            let outcome = forge
+                .client
+                .merge(pr, head_sha, *method, branch.as_deref())
+                .await?;
+            after = merge_answered(&run, after, outcome);
+            moved = true;
+        }
+        PrStep::MergeHeld { head_sha, reasons } => {
+            let (body, marker) = merge_held_comment(&forge.owner_login, run.id, head_sha, reasons);
+            forge.client.tell_owner(pr, &body, &marker).await?;
+        }
         PrStep::Escalate { kind, detail } => {
             let line = format!("[ESCALATE:{kind:?}] {detail}");
             let id = open_escalation(
@@ -520,6 +541,45 @@ async fn take_step(
     }
     opening::save_memory(store, settings.clock.as_ref(), run.id, &after).await?;
     Ok(moved.then(|| result_of(&run, None)))
+}
+
+/// The memory once the forge answered the merge `after` keeps.
+fn merge_answered(run: &Run, mut after: PrMemory, outcome: MergeOutcome) -> PrMemory {
+    if let Some(attempt) = after.merge.as_mut() {
+        match outcome {
+            MergeOutcome::Merged => {
+                tracing::info!(gid = %run.task_gid, run = run.id, head = %attempt.head_sha, "auto-merge: the PR is merged");
+                attempt.done = true;
+            }
+            MergeOutcome::Refused(why) => {
+                tracing::warn!(gid = %run.task_gid, run = run.id, head = %attempt.head_sha, why = %why, "auto-merge: the forge refused the merge; the owner is told");
+                attempt.refused = Some(why);
+            }
+        }
+    }
+    after
+}
+
+/// The comment that tells the owner what holds auto-merge on `head_sha`, and its marker
+/// (one comment per run and head).
+fn merge_held_comment(
+    owner_login: &str,
+    run_id: i64,
+    head_sha: &str,
+    reasons: &[String],
+) -> (String, String) {
+    let marker = format!(
+        "{}run-{run_id}:merge-held:{head_sha} -->",
+        crate::core::pr::EXECUTOR_MARK
+    );
+    let short = head_sha.get(..7).unwrap_or(head_sha);
+    let list: Vec<String> = reasons.iter().map(|r| format!("- {r}")).collect();
+    let body = format!(
+        "@{} auto-merge is holding this PR at {short}:\n\n{}\n\nexecutor merges it once none of these holds, or you merge it yourself.\n\n{marker}",
+        owner_login.trim_start_matches('@'),
+        list.join("\n")
+    );
+    (body, marker)
 }
 
 /// Starts CI for `head_sha` the way that fits what GitHub shows (a re-run of the failed

@@ -840,6 +840,8 @@ mod pr_rows {
             threads: Vec::new(),
             owner_comments: Vec::new(),
             worker_running: false,
+            author: None,
+            verdicts: Vec::new(),
         }
     }
 

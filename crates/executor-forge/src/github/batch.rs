@@ -31,6 +31,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 
+use executor_core::merge::Verdict;
 use executor_http::github::types::{self, nodes, Author, CheckOutput, ReviewThread};
 use executor_http::github::GithubClient;
 use executor_http::github::{GithubError, GraphQlError};
@@ -60,6 +61,10 @@ pub struct PrSnapshot {
     pub threads_complete: bool,
     /// The latest conversation comments, oldest first.
     pub comments: Vec<SnapshotComment>,
+    /// The PR's author (`None`: a deleted account).
+    pub author: Option<String>,
+    /// Each reviewer's latest approval or request for changes.
+    pub verdicts: Vec<Verdict>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +92,8 @@ pub struct SnapshotComment {
 
 const PR_FRAGMENT: &str = "fragment executorPr on PullRequest {
   number state isDraft mergeable headRefOid updatedAt
+  author { login }
+  latestOpinionatedReviews(first: 100) { nodes { state author { login } commit { oid } } }
   labels(first: 100) { nodes { name } }
   commits(last: 1) { nodes { commit { oid statusCheckRollup { contexts(first: 100) {
     pageInfo { hasNextPage }
@@ -261,6 +268,25 @@ struct GqlPullRequest {
     review_threads: GqlConnection<ReviewThread>,
     #[serde(deserialize_with = "nodes")]
     comments: Vec<SnapshotComment>,
+    #[serde(default)]
+    author: Option<Author>,
+    #[serde(default, deserialize_with = "nodes")]
+    latest_opinionated_reviews: Vec<GqlReview>,
+}
+
+/// A reviewer's latest `APPROVED` or `CHANGES_REQUESTED` review.
+#[derive(Deserialize)]
+struct GqlReview {
+    state: String,
+    #[serde(default)]
+    author: Option<Author>,
+    #[serde(default)]
+    commit: Option<GqlOid>,
+}
+
+#[derive(Deserialize)]
+struct GqlOid {
+    oid: String,
 }
 
 #[derive(Deserialize)]
@@ -370,6 +396,23 @@ impl GqlPullRequest {
             threads_complete: !self.review_threads.page_info.has_next_page,
             threads: self.review_threads.nodes,
             comments: self.comments,
+            author: self.author.map(|a| a.login),
+            verdicts: self
+                .latest_opinionated_reviews
+                .into_iter()
+                .filter_map(|r| {
+                    let approved = match r.state.as_str() {
+                        "APPROVED" => true,
+                        "CHANGES_REQUESTED" => false,
+                        _ => return None,
+                    };
+                    Some(Verdict {
+                        by: r.author?.login,
+                        approved,
+                        commit: r.commit.map(|c| c.oid),
+                    })
+                })
+                .collect(),
         }
     }
 }

@@ -138,6 +138,8 @@ async fn from_snapshot(
         threads: Vec::new(),
         owner_comments: Vec::new(),
         worker_running: look.worker_running,
+        author: pr.author,
+        verdicts: pr.verdicts,
     };
     if obs.state != PrState::Open {
         return Ok(obs);
@@ -195,9 +197,16 @@ pub async fn observe(
         threads: Vec::new(),
         owner_comments: Vec::new(),
         worker_running,
+        author: Some(pr.user.login.clone()),
+        verdicts: Vec::new(),
     };
     if obs.state != PrState::Open {
         return Ok(obs);
+    }
+    // Reviewers' verdicts matter only to auto-merge, which looks at complete runs alone:
+    // one more request then, none otherwise.
+    if config.auto_merge.is_some() && memory.stage == executor_core::pr::Stage::Complete {
+        obs.verdicts = verdicts_of(&client.reviews(pr_number).await?);
     }
 
     let (check_runs, threads, issue_comments, review_comments) = tokio::try_join!(
@@ -249,6 +258,31 @@ async fn with_checks(
         add_failure_details(client, &checks, &mut obs.checks).await?;
     }
     Ok(obs)
+}
+
+/// Each reviewer's latest verdict from GitHub's reviews (oldest first): an approval or a
+/// request for changes stands until the same reviewer gives another, or it is dismissed.
+/// Comments alone change nothing, as on GitHub.
+pub fn verdicts_of(reviews: &[types::Review]) -> Vec<executor_core::merge::Verdict> {
+    let mut latest: BTreeMap<String, Option<executor_core::merge::Verdict>> = BTreeMap::new();
+    for review in reviews {
+        let Some(user) = &review.user else { continue };
+        let verdict = match review.state.as_str() {
+            "APPROVED" => Some(true),
+            "CHANGES_REQUESTED" => Some(false),
+            "DISMISSED" => None,
+            _ => continue,
+        };
+        latest.insert(
+            user.login.clone(),
+            verdict.map(|approved| executor_core::merge::Verdict {
+                by: user.login.clone(),
+                approved,
+                commit: review.commit_id.clone(),
+            }),
+        );
+    }
+    latest.into_values().flatten().collect()
 }
 
 fn pr_state(pr: &PullRequest) -> PrState {
@@ -485,6 +519,34 @@ fn is_executor(login: &str, config: &PrConfig) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_reviewers_latest_verdict_stands_and_a_dismissal_or_comment_changes_nothing_else() {
+        let review = |login: &str, state: &str, commit: &str| -> types::Review {
+            serde_json::from_value(serde_json::json!({
+                "id": 1, "state": state, "body": "", "html_url": "https://github.com/x",
+                "user": { "login": login, "id": 7, "type": "User" }, "commit_id": commit,
+            }))
+            .expect("a review")
+        };
+        let reviews = [
+            review("ana", "CHANGES_REQUESTED", "a1"),
+            review("ana", "APPROVED", "b2"),
+            review("ana", "COMMENTED", "c3"),
+            review("bo", "APPROVED", "a1"),
+            review("bo", "DISMISSED", "a1"),
+            review("cy", "COMMENTED", "b2"),
+        ];
+        let verdicts = verdicts_of(&reviews);
+        assert_eq!(
+            verdicts,
+            vec![executor_core::merge::Verdict {
+                by: "ana".into(),
+                approved: true,
+                commit: Some("b2".into()),
+            }]
+        );
+    }
 
     #[test]
     fn an_actions_run_is_found_under_a_job_url() {

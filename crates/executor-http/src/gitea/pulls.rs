@@ -66,6 +66,9 @@ pub struct GiteaPull {
     pub base: GiteaBranch,
     #[serde(default)]
     pub updated_at: Option<DateTime<Utc>>,
+    /// The PR's author.
+    #[serde(default)]
+    pub user: Option<GiteaUser>,
 }
 
 impl GiteaPull {
@@ -281,6 +284,31 @@ impl GiteaClient {
         let url = self.repo_url(owner, repo, &["pulls", &number.to_string(), "reviews"])?;
         let (_, answer) = self.send(Method::GET, url, None).await?;
         decode(&answer, "the reviews")
+    }
+
+    /// `POST …/pulls/{n}/merge` with `Do` (`merge`, `squash` or `rebase`), the head it may
+    /// merge (`head_commit_id`: Gitea refuses when the head moved) and whether to delete
+    /// the branch after. Gitea answers 200 with no body; 405 when the PR cannot be merged
+    /// (not mergeable, checks or approvals its rules require), 409 on a conflict or a head
+    /// that moved.
+    pub async fn merge_pr(
+        &self,
+        owner: &str,
+        repo: &str,
+        number: u64,
+        how: &str,
+        head_sha: &str,
+        delete_branch: bool,
+    ) -> Result<(), GiteaError> {
+        let url = self.repo_url(owner, repo, &["pulls", &number.to_string(), "merge"])?;
+        let request = json!({
+            "Do": how,
+            "head_commit_id": head_sha,
+            "delete_branch_after_merge": delete_branch,
+        });
+        self.send(Method::POST, url, Some(&request))
+            .await
+            .map(|_| ())
     }
 
     /// `GET …/pulls/{n}/reviews/{id}/comments`.

@@ -20,8 +20,8 @@ use super::error::{to_chrono, GithubError, GraphQlError};
 use super::rate::{classify, next_link, Quota, RateHeaders};
 use super::types::{
     CheckRuns, CheckRunsPage, CombinedStatus, Issue, IssueComment, IssueQuery, Job, JobsPage,
-    Label, LogExcerpt, NewPullRequest, PullRequest, ResolvedThread, Review, ReviewComment,
-    ReviewEvent, ReviewThread,
+    Label, LogExcerpt, MergeAnswer, NewPullRequest, PullRequest, ResolvedThread, Review,
+    ReviewComment, ReviewEvent, ReviewThread,
 };
 use crate::{self as http, retry, Answer, RateGate, Redactor, Secret, Transport};
 use executor_core::clock::{Clock, SystemClock};
@@ -713,6 +713,38 @@ impl GithubClient {
         ]);
         self.send_json(Method::POST, url, &json!({ "body": body }), "the reply")
             .await
+    }
+
+    /// `PUT /repos/{o}/{r}/pulls/{n}/merge` with `sha` (GitHub merges only while that is
+    /// the PR's head, else 409) and `merge_method` (`merge`, `squash` or `rebase`). GitHub
+    /// answers 405 when the PR cannot be merged (a rule of the repository, a conflict).
+    pub async fn merge_pr(
+        &self,
+        number: u64,
+        sha: &str,
+        merge_method: &str,
+    ) -> Result<MergeAnswer, GithubError> {
+        let url = self.repo_url(&["pulls", &number.to_string(), "merge"]);
+        let body = json!({ "sha": sha, "merge_method": merge_method });
+        self.send_json(Method::PUT, url, &body, "the merge").await
+    }
+
+    /// `DELETE /repos/{o}/{r}/git/refs/heads/{branch}`.
+    pub async fn delete_branch(&self, branch: &str) -> Result<(), GithubError> {
+        let mut url = self.repo_url(&["git", "refs", "heads"]);
+        if let Ok(mut segments) = url.path_segments_mut() {
+            // A branch name's slashes are the ref's own path (`heads/fix/x`).
+            segments.extend(branch.split('/'));
+        }
+        let path = url.path().to_owned();
+        let sent = self.send(Api::Rest, Method::DELETE, url, None, None).await;
+        self.expire_cache();
+        let answer = sent?;
+        if !answer.status.is_success() {
+            let (status, headers) = (answer.status, &answer.headers);
+            return Err(self.failure(Api::Rest, status, headers, &answer.body, &path));
+        }
+        Ok(())
     }
 
     /// `POST /repos/{o}/{r}/issues/{n}/comments`.

@@ -566,6 +566,20 @@ pub struct Review {
     pub user: Option<User>,
     #[serde(default)]
     pub submitted_at: Option<DateTime<Utc>>,
+    /// The head the review was given on.
+    #[serde(default)]
+    pub commit_id: Option<String>,
+}
+
+/// GitHub's answer to a merge.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+pub struct MergeAnswer {
+    #[serde(default)]
+    pub merged: bool,
+    #[serde(default)]
+    pub sha: Option<String>,
+    #[serde(default)]
+    pub message: String,
 }
 
 /// The part of a job log a `fix_ci` prompt carries.
