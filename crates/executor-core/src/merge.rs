@@ -115,12 +115,14 @@ pub struct Look<'a> {
 
 /// The gate for `look`, given the merge already decided (if any).
 pub fn gate(look: &Look<'_>, attempt: Option<&MergeAttempt>, auto: &AutoMerge) -> Gate {
+    // A merge decided for this head says only whether it is done or refused: one whose
+    // answer never came is decided again on this look, by every condition below.
     if let Some(attempt) = attempt.filter(|a| a.head_sha == look.head_sha) {
-        return match &attempt.refused {
-            Some(why) => Gate::Hold(vec![format!("the forge refused to merge it: {why}")]),
-            None if attempt.done => Gate::Wait,
-            None => Gate::Merge,
-        };
+        match &attempt.refused {
+            Some(why) => return Gate::Hold(vec![format!("the forge refused to merge it: {why}")]),
+            None if attempt.done => return Gate::Wait,
+            None => {}
+        }
     }
     let short = short(look.head_sha);
     let mut held = Vec::new();
@@ -133,6 +135,15 @@ pub fn gate(look: &Look<'_>, attempt: Option<&MergeAttempt>, auto: &AutoMerge) -
     if look.reviewed_head != Some(look.head_sha) {
         held.push(format!("executor's review did not pass on {short}"));
     }
+    let asking: Vec<&str> = look
+        .verdicts
+        .iter()
+        .filter(|v| !v.approved)
+        .map(|v| v.by.as_str())
+        .collect();
+    if !asking.is_empty() {
+        held.push(format!("changes are requested by {}", asking.join(", ")));
+    }
     if auto.require_approval {
         let others = |v: &&Verdict| {
             !same_login(Some(&v.by), look.author)
@@ -141,15 +152,6 @@ pub fn gate(look: &Look<'_>, attempt: Option<&MergeAttempt>, auto: &AutoMerge) -
                     .iter()
                     .any(|l| same_login(Some(l), Some(&v.by)))
         };
-        let asking: Vec<&str> = look
-            .verdicts
-            .iter()
-            .filter(|v| !v.approved)
-            .map(|v| v.by.as_str())
-            .collect();
-        if !asking.is_empty() {
-            held.push(format!("changes are requested by {}", asking.join(", ")));
-        }
         let approved = look
             .verdicts
             .iter()
@@ -333,6 +335,27 @@ mod tests {
             refused: None,
         };
         assert_eq!(gate(&look, Some(&sent), &auto()), Gate::Merge);
+        // ...but only while every condition still holds on the new look.
+        let asked = [
+            approval("reviewer", HEAD),
+            Verdict {
+                approved: false,
+                ..approval("second", HEAD)
+            },
+        ];
+        let changed = ready(&asked, &[]);
+        assert!(matches!(
+            gate(&changed, Some(&sent), &auto()),
+            Gate::Hold(_)
+        ));
+        let unrequired = AutoMerge {
+            require_approval: false,
+            ..auto()
+        };
+        assert!(
+            matches!(gate(&changed, None, &unrequired), Gate::Hold(_)),
+            "a request for changes holds it even when no approval is required"
+        );
         let done = MergeAttempt {
             done: true,
             ..sent.clone()

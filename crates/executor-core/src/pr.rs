@@ -607,6 +607,9 @@ pub enum PrStep {
     /// Auto-merge holds the complete run's PR: tell the owner why (once per head).
     MergeHeld {
         head_sha: String,
+        /// The forge refused the merge executor sent (told apart from holding).
+        #[serde(default)]
+        refused: bool,
         reasons: Vec<String>,
     },
 }
@@ -867,14 +870,33 @@ fn auto_merge_step(
             delete_branch: auto.delete_branch,
         }),
         crate::merge::Gate::Hold(reasons)
-            if memory.merge_told.as_deref() != Some(obs.head_sha.as_str()) =>
+            if memory.merge_told.as_deref() != Some(merge_told_key(obs, memory).as_str()) =>
         {
             Some(PrStep::MergeHeld {
                 head_sha: obs.head_sha.clone(),
+                refused: refused_on(obs, memory),
                 reasons,
             })
         }
         crate::merge::Gate::Hold(_) | crate::merge::Gate::Wait => None,
+    }
+}
+
+/// The forge refused the merge executor sent for the look's head.
+fn refused_on(obs: &PrObservation, memory: &PrMemory) -> bool {
+    memory
+        .merge
+        .as_ref()
+        .is_some_and(|m| m.head_sha == obs.head_sha && m.refused.is_some())
+}
+
+/// What the owner was told of auto-merge on a head: that it holds (the head), or, once
+/// the forge refused the merge, that too (`refused:` and the head): each once.
+fn merge_told_key(obs: &PrObservation, memory: &PrMemory) -> String {
+    if refused_on(obs, memory) {
+        format!("refused:{}", obs.head_sha)
+    } else {
+        obs.head_sha.clone()
     }
 }
 
@@ -941,7 +963,15 @@ pub fn remember(memory: &PrMemory, step: &PrStep, obs: &PrObservation) -> PrMemo
                 });
             }
         }
-        PrStep::MergeHeld { head_sha, .. } => next.merge_told = Some(head_sha.clone()),
+        PrStep::MergeHeld {
+            head_sha, refused, ..
+        } => {
+            next.merge_told = Some(if *refused {
+                format!("refused:{head_sha}")
+            } else {
+                head_sha.clone()
+            })
+        }
         PrStep::Closed
         | PrStep::AddLabels { .. }
         | PrStep::ResolveThreads { .. }
@@ -2815,7 +2845,10 @@ mod tests {
         // Still a draft and unapproved: held, said once for the head.
         let draft = open_draft();
         let held = next_pr_step(&draft, &complete, &config);
-        let PrStep::MergeHeld { head_sha, reasons } = &held else {
+        let PrStep::MergeHeld {
+            head_sha, reasons, ..
+        } = &held
+        else {
             panic!("not held: {held:?}");
         };
         assert_eq!(head_sha, FIX_HEAD);

@@ -520,8 +520,13 @@ async fn take_step(
             after = merge_answered(&run, after, outcome);
             moved = true;
         }
-        PrStep::MergeHeld { head_sha, reasons } => {
-            let (body, marker) = merge_held_comment(&forge.owner_login, run.id, head_sha, reasons);
+        PrStep::MergeHeld {
+            head_sha,
+            reasons,
+            refused,
+        } => {
+            let (body, marker) =
+                merge_held_comment(&forge.owner_login, run.id, head_sha, *refused, reasons);
             forge.client.tell_owner(pr, &body, &marker).await?;
         }
         PrStep::Escalate { kind, detail } => {
@@ -566,16 +571,22 @@ fn merge_held_comment(
     owner_login: &str,
     run_id: i64,
     head_sha: &str,
+    refused: bool,
     reasons: &[String],
 ) -> (String, String) {
+    let kind = if refused {
+        "merge-refused"
+    } else {
+        "merge-held"
+    };
     let marker = format!(
-        "{}run-{run_id}:merge-held:{head_sha} -->",
+        "{}run-{run_id}:{kind}:{head_sha} -->",
         crate::core::pr::EXECUTOR_MARK
     );
     let short = head_sha.get(..7).unwrap_or(head_sha);
     let list: Vec<String> = reasons.iter().map(|r| format!("- {r}")).collect();
     let body = format!(
-        "@{} auto-merge is holding this PR at {short}:\n\n{}\n\nexecutor merges it once none of these holds, or you merge it yourself.\n\n{marker}",
+        "@{} auto-merge is holding this PR at {short}:\n\n{}\n\nexecutor merges it once none of these holds (a merge the forge refused is not sent again for this head: push a new head or merge it yourself).\n\n{marker}",
         owner_login.trim_start_matches('@'),
         list.join("\n")
     );

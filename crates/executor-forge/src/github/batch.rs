@@ -93,7 +93,7 @@ pub struct SnapshotComment {
 const PR_FRAGMENT: &str = "fragment executorPr on PullRequest {
   number state isDraft mergeable headRefOid updatedAt
   author { login }
-  latestOpinionatedReviews(first: 100) { nodes { state author { login } commit { oid } } }
+  latestOpinionatedReviews(first: 100, writersOnly: true) { nodes { state author { login } commit { oid } } }
   labels(first: 100) { nodes { name } }
   commits(last: 1) { nodes { commit { oid statusCheckRollup { contexts(first: 100) {
     pageInfo { hasNextPage }

@@ -267,6 +267,14 @@ pub fn verdicts_of(reviews: &[types::Review]) -> Vec<executor_core::merge::Verdi
     let mut latest: BTreeMap<String, Option<executor_core::merge::Verdict>> = BTreeMap::new();
     for review in reviews {
         let Some(user) = &review.user else { continue };
+        // Only those who can write to the repository count, as `writersOnly` in GraphQL:
+        // anyone may review a public repository's PR.
+        if !matches!(
+            review.author_association.as_str(),
+            "OWNER" | "MEMBER" | "COLLABORATOR"
+        ) {
+            continue;
+        }
         let verdict = match review.state.as_str() {
             "APPROVED" => Some(true),
             "CHANGES_REQUESTED" => Some(false),
@@ -526,6 +534,7 @@ mod tests {
             serde_json::from_value(serde_json::json!({
                 "id": 1, "state": state, "body": "", "html_url": "https://github.com/x",
                 "user": { "login": login, "id": 7, "type": "User" }, "commit_id": commit,
+                "author_association": if login == "cy" { "NONE" } else { "COLLABORATOR" },
             }))
             .expect("a review")
         };
@@ -535,7 +544,7 @@ mod tests {
             review("ana", "COMMENTED", "c3"),
             review("bo", "APPROVED", "a1"),
             review("bo", "DISMISSED", "a1"),
-            review("cy", "COMMENTED", "b2"),
+            review("cy", "APPROVED", "b2"),
         ];
         let verdicts = verdicts_of(&reviews);
         assert_eq!(

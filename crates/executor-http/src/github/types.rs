@@ -569,6 +569,9 @@ pub struct Review {
     /// The head the review was given on.
     #[serde(default)]
     pub commit_id: Option<String>,
+    /// The reviewer's standing in the repository (`OWNER`, `MEMBER`, `COLLABORATOR`, …).
+    #[serde(default)]
+    pub author_association: String,
 }
 
 /// GitHub's answer to a merge.
