@@ -72,6 +72,19 @@ pub struct Verdict {
     pub commit: Option<String>,
 }
 
+/// Each reviewer's latest verdict from a forge's reviews, oldest first: `(login, verdict)`,
+/// where `None` (a dismissed review) takes the reviewer's standing verdict away. Reviews
+/// that give no verdict (comments) are left out by the caller.
+pub fn latest_verdicts(
+    reviews: impl IntoIterator<Item = (String, Option<Verdict>)>,
+) -> Vec<Verdict> {
+    let mut latest = std::collections::BTreeMap::new();
+    for (login, verdict) in reviews {
+        latest.insert(login, verdict);
+    }
+    latest.into_values().flatten().collect()
+}
+
 /// The merge executor decided for a head, kept before it is sent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergeAttempt {
@@ -184,7 +197,8 @@ fn same_login(a: Option<&str>, b: Option<&str>) -> bool {
     }
 }
 
-fn short(sha: &str) -> &str {
+/// A commit as the owner reads it in a sentence: its first seven characters.
+pub fn short(sha: &str) -> &str {
     sha.get(..7).unwrap_or(sha)
 }
 

@@ -870,7 +870,8 @@ fn auto_merge_step(
             delete_branch: auto.delete_branch,
         }),
         crate::merge::Gate::Hold(reasons)
-            if memory.merge_told.as_deref() != Some(merge_told_key(obs, memory).as_str()) =>
+            if memory.merge_told
+                != Some(merge_told_key(&obs.head_sha, refused_on(obs, memory))) =>
         {
             Some(PrStep::MergeHeld {
                 head_sha: obs.head_sha.clone(),
@@ -892,11 +893,11 @@ fn refused_on(obs: &PrObservation, memory: &PrMemory) -> bool {
 
 /// What the owner was told of auto-merge on a head: that it holds (the head), or, once
 /// the forge refused the merge, that too (`refused:` and the head): each once.
-fn merge_told_key(obs: &PrObservation, memory: &PrMemory) -> String {
-    if refused_on(obs, memory) {
-        format!("refused:{}", obs.head_sha)
+fn merge_told_key(head_sha: &str, refused: bool) -> String {
+    if refused {
+        format!("refused:{head_sha}")
     } else {
-        obs.head_sha.clone()
+        head_sha.to_string()
     }
 }
 
@@ -965,13 +966,7 @@ pub fn remember(memory: &PrMemory, step: &PrStep, obs: &PrObservation) -> PrMemo
         }
         PrStep::MergeHeld {
             head_sha, refused, ..
-        } => {
-            next.merge_told = Some(if *refused {
-                format!("refused:{head_sha}")
-            } else {
-                head_sha.clone()
-            })
-        }
+        } => next.merge_told = Some(merge_told_key(head_sha, *refused)),
         PrStep::Closed
         | PrStep::AddLabels { .. }
         | PrStep::ResolveThreads { .. }

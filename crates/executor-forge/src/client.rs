@@ -296,7 +296,7 @@ impl ForgeClient {
                     .map(|url| format!("{url}#issuecomment-{comment}"))
                     .unwrap_or_else(|| format!("comment {comment}"));
                 let body = format!("On {link}:\n\n{answer}\n\n{marker}");
-                self.answer_owner(number, &body, &marker).await?;
+                self.tell_owner(number, &body, &marker).await?;
                 continue;
             }
             let answered = match self {
@@ -385,12 +385,6 @@ impl ForgeClient {
         body: &str,
         marker: &str,
     ) -> Result<(), ForgeError> {
-        self.answer_owner(number, body, marker).await
-    }
-
-    /// Posts `body` (which carries `marker`) on PR `number`'s conversation, unless a
-    /// comment with `marker` is there already.
-    async fn answer_owner(&self, number: u64, body: &str, marker: &str) -> Result<(), ForgeError> {
         match self {
             Self::Github(client) => {
                 let posted = client

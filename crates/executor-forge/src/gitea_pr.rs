@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use executor_core::merge::{MergeMethod, Verdict};
+use executor_core::merge::{latest_verdicts, MergeMethod, Verdict};
 use executor_core::pr::{
     answer_marker, last_ask, CheckConclusion, CheckRun, CheckRunStatus, ObservedComment,
     ObservedThread, Opening, OwnerComment, PrConfig, PrObservation, PrState, EXECUTOR_MARK,
@@ -350,24 +350,20 @@ impl GiteaRepo {
 /// dismissed one counts for nothing. A stale approval (given on an older head) keeps its
 /// commit, so it does not count for the head.
 fn verdicts_of(reviews: &[GiteaReview]) -> Vec<Verdict> {
-    let mut latest: BTreeMap<String, Option<Verdict>> = BTreeMap::new();
-    for review in reviews {
-        let Some(user) = review.user.as_ref().filter(|u| !u.login.is_empty()) else {
-            continue;
-        };
+    latest_verdicts(reviews.iter().filter_map(|review| {
+        let user = review.user.as_ref().filter(|u| !u.login.is_empty())?;
         let approved = match review.state.as_str() {
             "APPROVED" => true,
             "REQUEST_CHANGES" => false,
-            _ => continue,
+            _ => return None,
         };
         let verdict = (!review.dismissed).then(|| Verdict {
             by: user.login.clone(),
             approved,
             commit: Some(review.commit_id.clone()).filter(|c| !c.is_empty()),
         });
-        latest.insert(user.login.clone(), verdict);
-    }
-    latest.into_values().flatten().collect()
+        Some((user.login.clone(), verdict))
+    }))
 }
 
 /// The text of the completion comment on Gitea: the draft is marked ready by taking the

@@ -583,7 +583,7 @@ fn merge_held_comment(
         "{}run-{run_id}:{kind}:{head_sha} -->",
         crate::core::pr::EXECUTOR_MARK
     );
-    let short = head_sha.get(..7).unwrap_or(head_sha);
+    let short = crate::core::merge::short(head_sha);
     let list: Vec<String> = reasons.iter().map(|r| format!("- {r}")).collect();
     let body = format!(
         "@{} auto-merge is holding this PR at {short}:\n\n{}\n\nexecutor merges it once none of these holds (a merge the forge refused is not sent again for this head: push a new head or merge it yourself).\n\n{marker}",

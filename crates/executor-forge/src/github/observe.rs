@@ -264,33 +264,29 @@ async fn with_checks(
 /// request for changes stands until the same reviewer gives another, or it is dismissed.
 /// Comments alone change nothing, as on GitHub.
 pub fn verdicts_of(reviews: &[types::Review]) -> Vec<executor_core::merge::Verdict> {
-    let mut latest: BTreeMap<String, Option<executor_core::merge::Verdict>> = BTreeMap::new();
-    for review in reviews {
-        let Some(user) = &review.user else { continue };
+    executor_core::merge::latest_verdicts(reviews.iter().filter_map(|review| {
+        let user = review.user.as_ref()?;
         // Only those who can write to the repository count, as `writersOnly` in GraphQL:
         // anyone may review a public repository's PR.
         if !matches!(
             review.author_association.as_str(),
             "OWNER" | "MEMBER" | "COLLABORATOR"
         ) {
-            continue;
+            return None;
         }
         let verdict = match review.state.as_str() {
             "APPROVED" => Some(true),
             "CHANGES_REQUESTED" => Some(false),
             "DISMISSED" => None,
-            _ => continue,
+            _ => return None,
         };
-        latest.insert(
-            user.login.clone(),
-            verdict.map(|approved| executor_core::merge::Verdict {
-                by: user.login.clone(),
-                approved,
-                commit: review.commit_id.clone(),
-            }),
-        );
-    }
-    latest.into_values().flatten().collect()
+        let verdict = verdict.map(|approved| executor_core::merge::Verdict {
+            by: user.login.clone(),
+            approved,
+            commit: review.commit_id.clone(),
+        });
+        Some((user.login.clone(), verdict))
+    }))
 }
 
 fn pr_state(pr: &PullRequest) -> PrState {
